@@ -1,0 +1,530 @@
+r"""One description of a self-attention layer and the one velocity field all variants share.
+
+Convention (both papers, library-wide): the score of query token :math:`x` on key token
+:math:`y` is :math:`\langle Qx, Ky\rangle = \langle x, A y\rangle` with :math:`A = Q^\top K`,
+multiplied by the inverse temperature :math:`\beta`; the value map sends :math:`y` to :math:`Vy`.
+Paper 1's spec writes :math:`\langle A_1 x, y\rangle`, i.e. :math:`A_1 = A^\top`
+(``../shared/spec/README.md``).
+
+For a weighted empirical measure :math:`\mu = \sum_j w_j \delta_{x_j}` every variant has the form
+
+.. math::  \Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij}\, V_h x_j ,
+
+and the variants differ only in how the attention matrix :math:`P^{(h)}` is formed
+(:func:`attention_matrix`): row-softmax of the scores (softmax, L2), the scores themselves
+(linear), their exponential (unnormalised softmax), their sigmoid, or the entropic optimal-transport
+plan of :math:`\mu` onto itself (Sinkhorn). :func:`velocity` then applies the values. Linear
+attention never forms the :math:`n\times n` matrix: :math:`\sum_j w_j\langle x_i,Ax_j\rangle Vx_j
+= V\,M_2\,A^\top x_i` with :math:`M_2=\sum_j w_j x_jx_j^\top`.
+
+References: Castin, Ablin, Carrillo, Peyré (paper 1) §2; Li et al. (paper 2) §1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from scipy.special import expit, logsumexp
+
+from .errors import ConvergenceError, NonFiniteError
+
+__all__ = [
+    "KINDS",
+    "Attention",
+    "attention_matrix",
+    "velocity",
+    "sinkhorn_potentials",
+    "validate_tokens",
+    "validate_weights",
+]
+
+KINDS = ("softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid")
+Kind = Literal["softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid"]
+
+# Kinds whose attention matrix rows are normalised to sum to one.
+_ROW_NORMALISED = ("softmax", "l2", "sinkhorn")
+
+
+def _as_matrix_stack(name: str, M, *, square: bool) -> np.ndarray | None:
+    """Return ``M`` as a read-only float64 array of shape (H, r, c), or None."""
+    if M is None:
+        return None
+    arr = np.array(M, dtype=float, copy=True)
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be a matrix (2-D) or a stack of per-head matrices (3-D), "
+            f"got an array with shape {np.shape(M)}"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0 or arr.shape[2] == 0:
+        raise ValueError(f"{name} must not be empty, got shape {np.shape(M)}")
+    if square and arr.shape[1] != arr.shape[2]:
+        raise ValueError(f"{name} must be square (d x d), got shape {np.shape(M)}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Attention:
+    r"""A self-attention layer: which variant, its matrices, its temperature.
+
+    Parameters
+    ----------
+    kind : {"softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid"}
+        How tokens are weighed (paper 1 §2, paper 2 §1):
+
+        * ``softmax``: :math:`P_{ij} \propto w_j e^{\beta\langle x_i, A x_j\rangle}`, rows sum to one;
+        * ``unnormalized_softmax``: :math:`P_{ij} = w_j e^{\beta\langle x_i, A x_j\rangle}`;
+        * ``linear``: :math:`P_{ij} = w_j\,\beta\langle x_i, A x_j\rangle`;
+        * ``l2``: :math:`P_{ij} \propto w_j e^{-\beta|Qx_i - Kx_j|^2}`, rows sum to one
+          (needs ``Q`` and ``K``);
+        * ``sinkhorn``: :math:`P = \pi/w_i`, :math:`\pi` the entropic self-transport plan of
+          :math:`\mu` with cost :math:`-\beta\langle x_i, A x_j\rangle` and regularisation
+          ``eps`` (rows sum to one, and :math:`\sum_i w_i P_{ij} = w_j`);
+        * ``sigmoid``: :math:`P_{ij} = w_j\,\sigma(\beta\langle x_i, A x_j\rangle + b)`.
+    A : array (d, d) or (H, d, d), optional
+        Score matrix :math:`A = Q^\top K` per head. Give either ``A`` or both ``Q`` and ``K``.
+    V : array (d, d) or (H, d, d)
+        Value (output) matrix per head; for paper 1's multi-head layer :math:`V_h = W_h^\top V_h`.
+    Q, K : array (k, d) or (H, k, d), optional
+        Query and key matrices; then ``A`` is computed as :math:`Q_h^\top K_h`.
+    beta : float
+        Inverse temperature :math:`\beta > 0`.
+    causal : bool
+        Masked attention: token ``i`` attends only to tokens ``j`` with position
+        :math:`s_j \le s_i` (by default the index order, ``j <= i``).
+    bias : float
+        Sigmoid bias :math:`b` (sigmoid attention only).
+    eps : float
+        Entropic regularisation :math:`\varepsilon > 0` (Sinkhorn only).
+    sinkhorn_iters : int
+        Maximal number of Sinkhorn iterations (Sinkhorn only).
+    sinkhorn_tol : float
+        Stopping tolerance on the column-marginal error :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
+
+    Several heads are given by stacking matrices along a first axis: the field is the sum over
+    heads of each head's field (paper 1 §2.2). All arrays are copied and made read-only.
+    """
+
+    kind: Kind
+    A: np.ndarray | None = None
+    V: np.ndarray | None = None
+    Q: np.ndarray | None = None
+    K: np.ndarray | None = None
+    beta: float = 1.0
+    causal: bool = False
+    bias: float = 0.0
+    eps: float = 1.0
+    sinkhorn_iters: int = 10_000
+    sinkhorn_tol: float = 1e-12
+    _d: int = field(init=False, repr=False, default=0)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+
+        Q = _as_matrix_stack("Q", self.Q, square=False)
+        K = _as_matrix_stack("K", self.K, square=False)
+        A = _as_matrix_stack("A", self.A, square=True)
+        V = _as_matrix_stack("V", self.V, square=True)
+        if V is None:
+            raise ValueError("V (the value matrix) is required")
+        if (Q is None) != (K is None):
+            raise ValueError("Q and K must be given together")
+        if Q is not None:
+            if A is not None:
+                raise ValueError("give either A or (Q, K), not both")
+            if Q.shape != K.shape:
+                raise ValueError(f"Q and K must have the same shape, got {Q.shape} and {K.shape}")
+            A = np.einsum("hkd,hke->hde", Q, K)
+            A.flags.writeable = False
+        if A is None:
+            raise ValueError("the score matrix is required: give A or (Q, K)")
+        if self.kind == "l2" and Q is None:
+            raise ValueError("l2 attention exp(-beta |Qx - Ky|^2) needs Q and K, not only A = Q^T K")
+        H, d = A.shape[0], A.shape[1]
+        if V.shape[1] != d:
+            raise ValueError(f"V must be {d} x {d} like A, got shape {V.shape[1:]}")
+        if V.shape[0] != H:
+            raise ValueError(
+                f"A has {H} head(s) but V has {V.shape[0]}: give one value matrix per head "
+                "(stack them along the first axis)"
+            )
+        if Q is not None and Q.shape[2] != d:
+            raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[1:]}")
+
+        beta = float(self.beta)
+        if not (math.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a finite positive number, got {self.beta!r}")
+        bias = float(self.bias)
+        if not math.isfinite(bias):
+            raise ValueError(f"bias must be finite, got {self.bias!r}")
+        if bias != 0.0 and self.kind != "sigmoid":
+            raise ValueError("bias is a parameter of sigmoid attention only")
+        eps = float(self.eps)
+        if not (math.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps must be a finite positive number, got {self.eps!r}")
+        if int(self.sinkhorn_iters) != self.sinkhorn_iters or self.sinkhorn_iters < 1:
+            raise ValueError(f"sinkhorn_iters must be a positive integer, got {self.sinkhorn_iters!r}")
+        if not (self.sinkhorn_tol > 0 and math.isfinite(self.sinkhorn_tol)):
+            raise ValueError(f"sinkhorn_tol must be a finite positive number, got {self.sinkhorn_tol!r}")
+        if self.causal and self.kind == "sinkhorn":
+            raise ValueError("causal masking is not defined for Sinkhorn attention")
+
+        set_("A", A)
+        set_("V", V)
+        set_("Q", Q)
+        set_("K", K)
+        set_("beta", beta)
+        set_("bias", bias)
+        set_("eps", eps)
+        set_("causal", bool(self.causal))
+        set_("sinkhorn_iters", int(self.sinkhorn_iters))
+        set_("_d", d)
+
+    # -- convenience -----------------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return self._d
+
+    @property
+    def n_heads(self) -> int:
+        """Number of heads H."""
+        return self.A.shape[0]
+
+    def with_(self, **changes) -> "Attention":
+        """A copy with some fields changed (validated again), e.g. ``layer.with_(beta=2.0)``."""
+        if ("Q" in changes or "K" in changes) and "A" not in changes:
+            changes["A"] = None
+        if "A" in changes and changes["A"] is not None and "Q" not in changes:
+            changes.setdefault("Q", None)
+            changes.setdefault("K", None)
+        base = {k: getattr(self, k) for k in ("A", "V", "Q", "K")}
+        if self.Q is not None:
+            base["A"] = None
+        base.update(changes)
+        return replace(self, **base)
+
+    def to_dict(self) -> dict:
+        """Plain description (lists and numbers) of the layer, for provenance records."""
+        out = {"kind": self.kind, "beta": self.beta, "causal": self.causal}
+        for name in ("A", "V", "Q", "K"):
+            M = getattr(self, name)
+            if M is not None:
+                out[name] = (M[0] if M.shape[0] == 1 else M).tolist()
+        if self.kind == "sigmoid":
+            out["bias"] = self.bias
+        if self.kind == "sinkhorn":
+            out.update(eps=self.eps, sinkhorn_iters=self.sinkhorn_iters, sinkhorn_tol=self.sinkhorn_tol)
+        return out
+
+    def __repr__(self) -> str:
+        heads = f", heads={self.n_heads}" if self.n_heads > 1 else ""
+        extra = ""
+        if self.kind == "sigmoid":
+            extra = f", bias={self.bias:g}"
+        elif self.kind == "sinkhorn":
+            extra = f", eps={self.eps:g}"
+        causal = ", causal=True" if self.causal else ""
+        return f"Attention({self.kind!r}, d={self.d}{heads}, beta={self.beta:g}{extra}{causal})"
+
+
+# ---------------------------------------------------------------------------------------------
+# input validation shared by every entry point
+# ---------------------------------------------------------------------------------------------
+
+def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a float64 (n, d) array, or raise a ValueError that says what is wrong."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of tokens (n, d), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} must contain at least one token")
+    if d is not None and X.shape[1] != d:
+        raise ValueError(f"{name} has tokens of dimension {X.shape[1]} but the layer has d = {d}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return X
+
+
+def validate_weights(weights, n: int) -> np.ndarray | None:
+    """Check that ``weights`` is a probability vector of length n; None means uniform."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n,):
+        raise ValueError(f"weights must have shape ({n},) like the tokens, got {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("weights contain non-finite values")
+    if np.any(w < 0):
+        raise ValueError("weights must be non-negative")
+    if abs(w.sum() - 1.0) > 1e-9:
+        raise ValueError(f"weights must sum to 1 (a probability measure), they sum to {w.sum():.12g}")
+    return w
+
+
+def _validate_positions(positions, n: int) -> np.ndarray:
+    if positions is None:
+        return np.arange(n, dtype=float)
+    s = np.asarray(positions, dtype=float)
+    if s.shape != (n,):
+        raise ValueError(f"positions must have shape ({n},) like the tokens, got {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("positions contain non-finite values")
+    return s
+
+
+# ---------------------------------------------------------------------------------------------
+# scores and attention matrices
+# ---------------------------------------------------------------------------------------------
+
+def _log_weights(w: np.ndarray | None, n: int) -> np.ndarray:
+    if w is None:
+        return np.full(n, -math.log(n))
+    with np.errstate(divide="ignore"):
+        return np.log(w)
+
+
+def _causal_mask(s: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+    """Boolean mask (rows x n), True where token j is visible from token i (s_j <= s_i)."""
+    return s[None, :] <= s[rows, None]
+
+
+# Largest number of attention-matrix entries formed at once by the dense path (64 MB); larger
+# problems are processed in blocks of rows (row-wise kinds) so memory stays O(n) per row.
+BLOCK_ENTRIES = 1 << 23
+
+
+def sinkhorn_potentials(logK: np.ndarray, logw: np.ndarray, *, eps: float, max_iter: int, tol: float,
+                        g0: np.ndarray | None = None):
+    r"""Log-domain Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`.
+
+    Solves for potentials :math:`f, g` such that the plan
+    :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j + c_{ij})/\varepsilon)`, with
+    :math:`c_{ij} = \varepsilon\,\mathrm{logK}_{ij}` the (negative) cost, has both marginals
+    equal to :math:`w`. Iterates :math:`f \leftarrow -\varepsilon\,\mathrm{LSE}_j((g_j+c_{ij})/\varepsilon+\log w_j)`
+    and the same for :math:`g`, stopping when the column-marginal relative error is below ``tol``.
+
+    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one exactly and the
+    column marginals are met to ``error``; one iteration from :math:`g=0` is exactly the
+    row-softmax of :math:`c/\varepsilon`. ``g0`` warm-starts the column potential.
+
+    Returns ``(f, g, iterations, error)``. Paper 1 §2.4 (Sinkformers).
+    """
+    n = logK.shape[0]
+    g = np.zeros(n) if g0 is None else np.array(g0, dtype=float)
+    f = np.zeros(n)
+    err = np.inf
+    it = 0
+    for it in range(1, max_iter + 1):
+        # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
+        f = -eps * logsumexp(logK + g[None, :] / eps + logw[None, :], axis=1)
+        # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
+        lse_col = logsumexp(logK + f[:, None] / eps + logw[:, None], axis=0)
+        err = float(np.max(np.abs(np.expm1(lse_col + g / eps))))
+        if err < tol or it == max_iter:
+            break
+        g = -eps * lse_col
+    return f, g, it, err
+
+
+def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0,
+                     return_info: bool = False):
+    r"""The attention matrix :math:`P^{(h)}` of one head (dense n x n).
+
+    ``velocity(X, layer) = sum_h P^(h) @ X @ V_h.T``. Masses :math:`w_j` are included
+    (uniform by default), so for normalised kinds each row sums to one, and for linear,
+    unnormalised and sigmoid attention :math:`P_{ij} = w_j\,h(S_{ij})`. With ``causal=True``
+    entries with :math:`s_j > s_i` are zero. Use :func:`velocity` for the field: it avoids the
+    n x n matrix where a closed form exists (linear attention).
+
+    With ``return_info=True`` also returns a dict (Sinkhorn: iterations and marginal error).
+    """
+    X = validate_tokens(X, layer.d)
+    n = X.shape[0]
+    w = validate_weights(weights, n)
+    if not 0 <= head < layer.n_heads:
+        raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
+    P, info = _attention_matrix(X, layer, w, _validate_positions(positions, n), head)
+    return (P, info) if return_info else P
+
+
+def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(None)):
+    """Attention weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise.
+
+    ``r`` is None for the kinds without row normalisation. Keeping the normalisation apart lets
+    :func:`velocity` divide the n x d product instead of the n x n matrix.
+    """
+    n = X.shape[0]
+    kind = layer.kind
+    info: dict = {}
+    if kind == "l2":
+        # -beta |Qx_i - Kx_j|^2 = beta (2 <Qx_i, Kx_j> - |Kx_j|^2) - beta |Qx_i|^2; the last term
+        # depends on i only and cancels in the row normalisation.
+        qx = X[rows] @ layer.Q[h].T
+        kx = X @ layer.K[h].T
+        W = (2.0 * layer.beta * qx) @ kx.T
+        W -= layer.beta * (kx * kx).sum(1)[None, :]
+    else:
+        W = (layer.beta * (X[rows] @ layer.A[h])) @ X.T  # S_ij = beta <x_i, A x_j>
+    if kind in ("softmax", "l2"):
+        if w is not None:
+            with np.errstate(divide="ignore"):
+                W += np.log(w)[None, :]
+        if layer.causal:
+            W[~_causal_mask(s, rows)] = -np.inf
+        W -= W.max(axis=1, keepdims=True)
+        np.exp(W, out=W)
+        return W, W.sum(axis=1), info
+    if kind == "sinkhorn":
+        if rows != slice(None):
+            raise ValueError("Sinkhorn weights couple all rows: they cannot be formed by blocks")
+        logw = _log_weights(w, n)
+        W /= layer.eps
+        g0 = None if sinkhorn_state is None else sinkhorn_state.get(h)
+        f, g, it, err = sinkhorn_potentials(W, logw, eps=layer.eps, max_iter=layer.sinkhorn_iters,
+                                            tol=layer.sinkhorn_tol, g0=g0)
+        if sinkhorn_state is not None:
+            sinkhorn_state[h] = g
+        W += (f[:, None] + g[None, :]) / layer.eps + logw[None, :]
+        np.exp(W, out=W)
+        info = {"iterations": it, "marginal_error": err, "f": f, "g": g}
+        return W, None, info
+    if kind == "unnormalized_softmax":
+        with np.errstate(over="ignore"):
+            np.exp(W, out=W)
+    elif kind == "sigmoid":
+        W = expit(W + layer.bias)
+    # linear: W = S as is
+    W *= (1.0 / n) if w is None else w[None, :]
+    if layer.causal:
+        W[~_causal_mask(s, rows)] = 0.0
+    return W, None, info
+
+
+def _attention_matrix(X, layer, w, s, h, sinkhorn_state=None):
+    W, r, info = _head_weights(X, layer, w, s, h, sinkhorn_state)
+    if r is not None:
+        W /= r[:, None]
+    return W, info
+
+
+# ---------------------------------------------------------------------------------------------
+# the velocity field
+# ---------------------------------------------------------------------------------------------
+
+def _linear_field(X, layer, w, s, h):
+    r""":math:`\beta V M_2 A^\top x_i` with the (causal, if asked) second moment; no n x n matrix."""
+    n, d = X.shape
+    wx = X / n if w is None else X * w[:, None]
+    A, V = layer.A[h], layer.V[h]
+    if not layer.causal:
+        M2 = X.T @ wx  # sum_j w_j x_j x_j^T
+        return layer.beta * (X @ A) @ (M2 @ V.T)
+    # causal: M2_i = sum_{j: s_j <= s_i} w_j x_j x_j^T (ties included), via sorted cumulative sums
+    order = np.argsort(s, kind="stable")
+    ss = s[order]
+    last = np.searchsorted(ss, ss, side="right") - 1  # index of the last token with position <= s
+    cum = np.cumsum(np.einsum("ja,jb->jab", wx[order], X[order]), axis=0)
+    M2 = np.empty_like(cum)
+    M2[order] = cum[last]
+    return layer.beta * np.einsum("ia,iab,cb->ic", X @ A, M2, V)
+
+
+def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str = "auto",
+             sinkhorn_state: dict | None = None) -> np.ndarray:
+    r"""The in-context velocity field :math:`\Gamma_\mu` at the tokens, for :math:`\mu=\sum_j w_j\delta_{x_j}`.
+
+    .. math:: \Gamma_\mu(x_i) = \sum_{h} \sum_j P^{(h)}_{ij} V_h x_j
+
+    with :math:`P^{(h)}` given by :func:`attention_matrix` (softmax:
+    :math:`P_{ij}=w_je^{\beta\langle x_i,Ax_j\rangle}/\sum_l w_le^{\beta\langle x_i,Ax_l\rangle}`,
+    log-sum-exp stabilised). Particle systems use uniform weights; the mean-field (Transformer)
+    PDE uses quadrature weights: paper 1 §1–2, paper 2 §1.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Token positions (rows).
+    layer : Attention
+    weights : array (n,), optional
+        Masses :math:`w_j \ge 0` summing to one; uniform if omitted.
+    positions : array (n,), optional
+        Token positions for ``causal`` layers (default: index order).
+    backend : {"auto", "numpy", "numba", "dense"}
+        ``auto`` uses a fused numba kernel for softmax/L2 with small d and large n when numba is
+        installed (see :mod:`tokendynamics._kernels`), numpy otherwise; ``dense`` forces the
+        n x n matrix also for linear attention (for tests and benchmarks).
+    sinkhorn_state : dict, optional
+        A dict in which Sinkhorn potentials are stored and from which they are warm-started
+        (pass the same dict along a trajectory).
+
+    Returns
+    -------
+    array (n, d)
+
+    Raises
+    ------
+    ValueError
+        Wrong shapes, non-finite tokens or weights.
+    NonFiniteError
+        The field overflowed (e.g. unnormalised softmax with large scores).
+    ConvergenceError
+        Sinkhorn did not reach ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
+    """
+    X = validate_tokens(X, layer.d)
+    n = X.shape[0]
+    w = validate_weights(weights, n)
+    s = _validate_positions(positions, n)
+    if backend not in ("auto", "numpy", "numba", "dense"):
+        raise ValueError(f"backend must be 'auto', 'numpy', 'numba' or 'dense', got {backend!r}")
+    out = np.zeros_like(X)
+    if backend in ("auto", "numba") and layer.kind in ("softmax", "l2") and not layer.causal:
+        from . import _kernels
+
+        if backend == "numba" or _kernels.prefer_fused(n, layer):
+            for h in range(layer.n_heads):
+                out += _kernels.fused_head(X, layer, w, h, require_numba=(backend == "numba"))
+            return _check_finite(out, layer)
+    elif backend == "numba":
+        raise ValueError(f"the numba backend covers non-causal softmax and l2 attention, not {layer.kind!r}")
+    for h in range(layer.n_heads):
+        if layer.kind == "linear" and backend != "dense":
+            out += _linear_field(X, layer, w, s, h)
+        else:
+            values = X @ layer.V[h].T
+            if layer.kind == "sinkhorn":
+                W, _, info = _head_weights(X, layer, w, s, h, sinkhorn_state)
+                if not info["marginal_error"] <= layer.sinkhorn_tol:
+                    raise ConvergenceError(
+                        f"Sinkhorn did not reach sinkhorn_tol = {layer.sinkhorn_tol:g} in "
+                        f"{info['iterations']} iterations (marginal error "
+                        f"{info['marginal_error']:.3g}); raise sinkhorn_iters or eps"
+                    )
+                out += W @ values
+                continue
+            block = max(1, BLOCK_ENTRIES // n)
+            for start in range(0, n, block):
+                rows = slice(start, min(n, start + block))
+                W, r, _ = _head_weights(X, layer, w, s, h, rows=rows)
+                with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_finite
+                    field = W @ values
+                    out[rows] += field if r is None else field / r[:, None]
+    return _check_finite(out, layer)
+
+
+def _check_finite(out: np.ndarray, layer: Attention) -> np.ndarray:
+    if not np.all(np.isfinite(out)):
+        raise NonFiniteError(
+            f"{layer!r} produced a non-finite velocity (overflow); the scores beta <x, A y> are too "
+            "large for this variant at these tokens"
+        )
+    return out

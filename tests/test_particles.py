@@ -1,0 +1,189 @@
+"""Generic integrators: convergence orders, the sphere, symmetries, blow-up reporting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokendynamics import (
+    Attention,
+    BlowUpError,
+    normalize_rows,
+    sample_gaussian,
+    sample_sphere,
+    simulate,
+)
+
+
+def fitted_order(dts, errors):
+    return np.polyfit(np.log(dts), np.log(errors), 1)[0]
+
+
+@pytest.fixture
+def smooth_case():
+    rng = np.random.default_rng(7)
+    X0 = rng.standard_normal((6, 2))
+    layer = Attention("softmax", A=0.5 * rng.standard_normal((2, 2)), V=rng.standard_normal((2, 2)) * 0.7)
+    return X0, layer
+
+
+def _errors(X0, layer, method, dts, sphere=False):
+    ref = simulate(X0, layer, 1.0, method="adaptive", rtol=1e-13, atol=1e-14, t_eval=[0.0, 1.0],
+                   sphere=sphere).final
+    return [np.max(np.abs(simulate(X0, layer, 1.0, dt=dt, method=method, sphere=sphere).final - ref))
+            for dt in dts]
+
+
+def test_rk4_converges_at_order_four(smooth_case):
+    X0, layer = smooth_case
+    dts = [0.2, 0.1, 0.05, 0.025]
+    order = fitted_order(dts, _errors(X0, layer, "rk4", dts))
+    assert 3.7 < order < 4.4, order
+
+
+def test_euler_converges_at_order_one(smooth_case):
+    X0, layer = smooth_case
+    dts = [0.02, 0.01, 0.005, 0.0025]
+    order = fitted_order(dts, _errors(X0, layer, "euler", dts))
+    assert 0.9 < order < 1.15, order
+
+
+@pytest.mark.parametrize("method, lo, hi, dts", [("rk4", 3.7, 4.4, [0.2, 0.1, 0.05, 0.025]),
+                                                 ("euler", 0.9, 1.15, [0.02, 0.01, 0.005, 0.0025])])
+def test_retraction_to_the_sphere_keeps_the_order_of_the_step(method, lo, hi, dts):
+    rng = np.random.default_rng(3)
+    X0 = sample_sphere(8, 3, rng)
+    layer = Attention("softmax", A=rng.standard_normal((3, 3)), V=rng.standard_normal((3, 3)), beta=1.5)
+    order = fitted_order(dts, _errors(X0, layer, method, dts, sphere=True))
+    assert lo < order < hi, order
+
+
+@pytest.mark.parametrize("method", ["rk4", "euler", "adaptive"])
+@pytest.mark.parametrize("kind", ["softmax", "linear", "unnormalized_softmax"])
+def test_tokens_stay_on_the_sphere(method, kind):
+    rng = np.random.default_rng(11)
+    X0 = sample_sphere(20, 4, rng)
+    layer = Attention(kind, A=rng.standard_normal((4, 4)), V=rng.standard_normal((4, 4)))
+    traj = simulate(X0, layer, 3.0, dt=0.05, method=method, sphere=True)
+    assert np.max(np.abs(np.linalg.norm(traj.X, axis=2) - 1)) < 1e-12
+
+
+def test_sphere_field_is_tangent():
+    from tokendynamics import particle_field
+    rng = np.random.default_rng(2)
+    X = sample_sphere(10, 3, rng)
+    U = particle_field(X, Attention("softmax", A=np.eye(3), V=rng.standard_normal((3, 3))), sphere=True)
+    np.testing.assert_allclose(np.sum(U * X, axis=1), 0.0, atol=1e-14)
+
+
+def test_linear_attention_trajectory_is_invariant_under_flipping_a_token_sign():
+    rng = np.random.default_rng(4)
+    X0 = sample_sphere(12, 3, rng)
+    layer = Attention("linear", A=rng.standard_normal((3, 3)), V=rng.standard_normal((3, 3)))
+    flipped = X0.copy()
+    flipped[3] *= -1
+    a = simulate(X0, layer, 2.0, dt=0.01, sphere=True)
+    b = simulate(flipped, layer, 2.0, dt=0.01, sphere=True)
+    sign = np.ones(12)
+    sign[3] = -1
+    np.testing.assert_allclose(b.X, a.X * sign[None, :, None], atol=1e-13)
+    # softmax has no such symmetry
+    soft = Attention("softmax", A=layer.A[0], V=layer.V[0])
+    c = simulate(X0, soft, 2.0, dt=0.01, sphere=True)
+    e = simulate(flipped, soft, 2.0, dt=0.01, sphere=True)
+    assert np.max(np.abs(e.X * sign[None, :, None] - c.X)) > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["softmax", "linear", "sinkhorn", "sigmoid"])
+def test_trajectories_are_rotation_equivariant(kind):
+    rng = np.random.default_rng(9)
+    d = 3
+    U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    A, V = 0.3 * rng.standard_normal((d, d)), 0.3 * rng.standard_normal((d, d))
+    X0 = rng.standard_normal((7, d))
+    a = simulate(X0, Attention(kind, A=A, V=V), 0.5, dt=0.05)
+    b = simulate(X0 @ U.T, Attention(kind, A=U @ A @ U.T, V=U @ V @ U.T), 0.5, dt=0.05)
+    np.testing.assert_allclose(b.X, a.X @ U.T, atol=1e-10)
+
+
+def test_linear_attention_beta_only_rescales_time():
+    rng = np.random.default_rng(6)
+    X0 = sample_sphere(10, 3, rng)
+    A, V = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+    slow = simulate(X0, Attention("linear", A=A, V=V), 2.0, method="adaptive", sphere=True, rtol=1e-12,
+                    atol=1e-13, t_eval=[0, 1.0, 2.0])
+    fast = simulate(X0, Attention("linear", A=A, V=V, beta=2.0), 1.0, method="adaptive", sphere=True,
+                    rtol=1e-12, atol=1e-13, t_eval=[0, 0.5, 1.0])
+    np.testing.assert_allclose(fast.X, slow.X, atol=1e-9)
+
+
+def test_blowup_is_reported_with_its_time():
+    """One token under linear attention, A = V = 1: x' = x^3, x(t) = 1/sqrt(1 - 2t), T* = 1/2."""
+    layer = Attention("linear", A=[[1.0]], V=[[1.0]])
+    X0 = np.array([[1.0]])
+    with pytest.raises(BlowUpError) as info:
+        simulate(X0, layer, 1.0, dt=1e-4)
+    assert abs(info.value.time - 0.5) < 2e-3
+    assert "blow-up detected at t = 0.5" in str(info.value)
+    traj = simulate(X0, layer, 1.0, dt=1e-4, on_blowup="stop")
+    assert traj.blew_up and abs(traj.blowup_time - 0.5) < 2e-3
+    assert traj.t[-1] < traj.blowup_time and np.all(np.isfinite(traj.X))
+    ada = simulate(X0, layer, 1.0, method="adaptive", on_blowup="stop", rtol=1e-10, atol=1e-12)
+    assert abs(ada.blowup_time - 0.5) < 1e-6
+    with pytest.raises(BlowUpError):
+        simulate(X0, layer, 1.0, method="adaptive")
+
+
+def test_overflow_of_the_field_is_a_blowup_not_a_nan():
+    layer = Attention("unnormalized_softmax", A=[[1.0]], V=[[1.0]])
+    with pytest.raises(BlowUpError, match="non-finite velocity|exceeded"):
+        simulate(np.array([[2.0], [2.5]]), layer, 5.0, dt=1e-3)
+
+
+def test_depth_dependent_parameters():
+    """A single token under softmax attention moves by V(t) x: x(T) = x0 exp(int_0^T v(t) dt)."""
+    layer = lambda t: Attention("softmax", A=[[0.3]], V=[[np.cos(t)]])  # noqa: E731
+    traj = simulate(np.array([[1.5]]), layer, 2.0, dt=0.01)
+    assert abs(traj.final[0, 0] - 1.5 * np.exp(np.sin(2.0))) < 1e-8
+    with pytest.raises(TypeError, match="must return an Attention"):
+        simulate(np.array([[1.0]]), lambda t: None, 1.0, dt=0.1)
+
+
+def test_trajectory_records_provenance_and_does_not_mutate_input():
+    rng = np.random.default_rng(0)
+    X0 = sample_gaussian(30, [0.0, 0.0], np.eye(2), rng)
+    keep = X0.copy()
+    layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
+    traj = simulate(X0, layer, 1.0, dt=0.1, save_every=3, seed=0)
+    np.testing.assert_array_equal(X0, keep)
+    assert traj.X.shape == (len(traj.t), 30, 2)
+    np.testing.assert_allclose(traj.t, [0, 0.3, 0.6, 0.9, 1.0])
+    p = traj.params()
+    assert p["seed"] == 0 and p["method"] == "rk4" and p["layer"]["kind"] == "softmax" and p["n"] == 30
+
+
+def test_step_is_adjusted_to_reach_the_final_time_exactly():
+    layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
+    traj = simulate(np.eye(2), layer, 1.0, dt=0.3)
+    assert traj.t[-1] == pytest.approx(1.0) and traj.dt == pytest.approx(0.25)
+
+
+def test_bad_simulation_arguments_raise_clear_errors():
+    layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
+    X0 = normalize_rows(np.array([[1.0, 1.0], [1.0, -2.0]]))
+    with pytest.raises(ValueError, match="needs a positive step dt"):
+        simulate(X0, layer, 1.0)
+    with pytest.raises(ValueError, match="method must be"):
+        simulate(X0, layer, 1.0, dt=0.1, method="rk45")
+    with pytest.raises(ValueError, match="t0 < T"):
+        simulate(X0, layer, (1.0, 0.5), dt=0.1)
+    with pytest.raises(ValueError, match="unit-norm tokens"):
+        simulate(2 * X0, layer, 1.0, dt=0.1, sphere=True)
+    with pytest.raises(ValueError, match="dimension 3 but the layer has d = 2"):
+        simulate(np.ones((2, 3)), layer, 1.0, dt=0.1)
+    with pytest.raises(ValueError, match="on_blowup"):
+        simulate(X0, layer, 1.0, dt=0.1, on_blowup="ignore")
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        sample_gaussian(5, [0, 0], [[1.0, 0.0], [0.0, -1.0]])
+    with pytest.raises(ValueError, match="symmetric"):
+        sample_gaussian(5, [0, 0], [[1.0, 0.5], [0.0, 1.0]])

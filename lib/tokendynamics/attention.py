@@ -461,7 +461,7 @@ def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str 
         Token positions for ``causal`` layers (default: index order).
     backend : {"auto", "numpy", "numba", "dense"}
         ``auto`` uses a fused numba kernel for softmax/L2 with small d and large n when numba is
-        installed (see :mod:`tokendynamics._kernels`), numpy otherwise; ``dense`` forces the
+        installed (module ``tokendynamics._kernels``), numpy otherwise; ``dense`` forces the
         n x n matrix also for linear attention (for tests and benchmarks).
     sinkhorn_state : dict, optional
         A dict in which Sinkhorn potentials are stored and from which they are warm-started

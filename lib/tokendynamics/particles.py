@@ -8,7 +8,7 @@ The particle system of a (continuous-depth) attention-only transformer is
 :math:`\dot x_i = P^\perp_{x_i}\Gamma_{\mu_t}(x_i)` with :math:`P^\perp_x y = y - \langle x,y\rangle x`
 (paper 2 §1). A residual network with L layers of step T/L is the explicit Euler scheme of this
 ODE. The integrators below are generic over the velocity: fixed-step Euler and RK4 and an adaptive
-path through :func:`scipy.integrate.solve_ivp`. On the sphere each step is followed by the
+path through ``scipy.integrate.solve_ivp``. On the sphere each step is followed by the
 retraction :math:`x\mapsto x/|x|`; since the exact flow stays on the sphere, the retraction does
 not lower the order of the step (Euler stays order 1, RK4 order 4; tested).
 """

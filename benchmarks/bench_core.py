@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Speed of the attention core, as ratios against baselines measured in the same run.
+
+    make bench        (or: .venv/bin/python benchmarks/bench_core.py [--repeat 7])
+
+1. softmax velocity (n = 2000, d = 64) / the two matrix products it cannot avoid,
+   S = (beta X A) X^T and P (X V^T): how close the field is to its BLAS floor;
+2. linear attention through the second moment Sigma / the dense n x n form (n = 2000, d = 100),
+   with the difference between the two results;
+3. the fused numba softmax kernel / the numpy path (small d, large n), with their difference.
+
+Times are medians over repeats; the ratios, not the absolute times, are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+
+from tokendynamics import Attention, velocity
+from tokendynamics import _kernels
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()  # warm-up (and numba compilation)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def softmax_vs_matmuls(repeat: int):
+    rng = np.random.default_rng(0)
+    n, d = 2000, 64
+    X = rng.standard_normal((n, d)) / np.sqrt(d)
+    A = rng.standard_normal((d, d)) / np.sqrt(d)
+    V = rng.standard_normal((d, d)) / np.sqrt(d)
+    layer = Attention("softmax", A=A, V=V)
+    P = np.full((n, n), 1.0 / n)
+
+    def two_products():
+        S = (X @ A) @ X.T
+        return S, P @ (X @ V.T)
+
+    t_field = median_time(lambda: velocity(X, layer), repeat)
+    t_mm = median_time(two_products, repeat)
+    return t_field, t_mm
+
+
+def linear_sigma_vs_dense(repeat: int):
+    rng = np.random.default_rng(1)
+    n, d = 2000, 100
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    layer = Attention("linear", A=rng.standard_normal((d, d)) / np.sqrt(d), V=rng.standard_normal((d, d)) / np.sqrt(d))
+    t_sigma = median_time(lambda: velocity(X, layer), repeat)
+    t_dense = median_time(lambda: velocity(X, layer, backend="dense"), repeat)
+    err = np.max(np.abs(velocity(X, layer) - velocity(X, layer, backend="dense")))
+    scale = np.max(np.abs(velocity(X, layer)))
+    return t_sigma, t_dense, err / scale
+
+
+def fused_vs_numpy(n: int, d: int, repeat: int):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((n, d))
+    layer = Attention("softmax", A=rng.standard_normal((d, d)) / d, V=np.eye(d))
+    t_np = median_time(lambda: velocity(X, layer, backend="numpy"), repeat)
+    t_nb = median_time(lambda: velocity(X, layer, backend="numba"), repeat)
+    err = np.max(np.abs(velocity(X, layer, backend="numpy") - velocity(X, layer, backend="numba")))
+    return t_np, t_nb, err
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args(argv)
+    print(f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
+          f"numba {'yes' if _kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n")
+
+    t_field, t_mm = softmax_vs_matmuls(args.repeat)
+    print("1. softmax velocity, n = 2000, d = 64")
+    print(f"   velocity {t_field * 1e3:8.1f} ms   two matrix products {t_mm * 1e3:8.1f} ms   "
+          f"ratio velocity / products = {t_field / t_mm:5.2f}")
+
+    t_sigma, t_dense, rel = linear_sigma_vs_dense(args.repeat)
+    print("2. linear attention, n = 2000, d = 100")
+    print(f"   via Sigma {t_sigma * 1e3:8.2f} ms   dense n x n {t_dense * 1e3:8.1f} ms   "
+          f"ratio dense / Sigma = {t_dense / t_sigma:6.1f}   relative difference {rel:.1e}")
+
+    if _kernels.HAVE_NUMBA:
+        print("3. fused numba softmax kernel vs numpy (ratio > 1: numba slower)")
+        for n, d in [(4000, 2), (1000, 16), (4000, 8)]:
+            t_np, t_nb, err = fused_vs_numpy(n, d, args.repeat)
+            print(f"   n = {n:5d}, d = {d:3d}: numpy {t_np * 1e3:7.1f} ms  numba {t_nb * 1e3:7.1f} ms  "
+                  f"ratio numba / numpy = {t_nb / t_np:5.2f}   max difference {err:.1e}")
+        policy = ("never (numpy was faster everywhere when measured)" if _kernels.FUSED_MIN_TOKENS is None
+                  else f"n >= {_kernels.FUSED_MIN_TOKENS}, rank <= {_kernels.FUSED_MAX_RANK}")
+        print(f"   backend='auto' uses the fused kernel: {policy}")
+    else:
+        print("3. numba is not installed: the fused kernel falls back to numpy")
+
+
+if __name__ == "__main__":
+    main()

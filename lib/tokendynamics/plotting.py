@@ -1,0 +1,145 @@
+"""One plotting style for the whole book, figure files, and animations that work without a kernel.
+
+Every figure a chapter shows is also written as a PNG by :func:`savefig` into the folder named by
+the environment variable ``TOKENDYNAMICS_FIGDIR`` (set by ``scripts/build_book.py`` to
+``_build/figures/<chapter>``), or ``./figures`` when a reader runs a notebook by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .particles import angles
+
+__all__ = [
+    "BOOK_STYLE",
+    "use_book_style",
+    "figure_dir",
+    "savefig",
+    "unwrap_for_plot",
+    "plot_circle",
+    "plot_angle_paths",
+    "animate_circle",
+]
+
+# Deliberately plain: float-friendly formatting, no usetex, no hard-coded fonts.
+BOOK_STYLE = {
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "figure.figsize": (7.0, 3.6),
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": "medium",
+    "axes.labelsize": "medium",
+    "legend.frameon": False,
+    "legend.fontsize": "small",
+    "image.cmap": "viridis",
+    "animation.embed_limit": 40.0,  # MB, for to_jshtml
+}
+
+TOKEN_COLOR = "#1f5fa8"
+
+
+def use_book_style() -> None:
+    """Apply the book's matplotlib style (call once at the top of a chapter)."""
+    mpl.rcParams.update(BOOK_STYLE)
+
+
+def figure_dir() -> Path:
+    """Folder where :func:`savefig` writes PNGs (``$TOKENDYNAMICS_FIGDIR`` or ``./figures``)."""
+    return Path(os.environ.get("TOKENDYNAMICS_FIGDIR", "figures"))
+
+
+def savefig(fig, name: str, *, dpi: int | None = None) -> Path:
+    """Write ``fig`` as ``<figure_dir>/<name>.png`` and return the path.
+
+    Refuses a figure whose axes are all empty, so that a figure that silently shows nothing
+    cannot be shipped.
+    """
+    if not name or any(c in name for c in "/\\") or name.endswith(".png"):
+        raise ValueError(f"name must be a plain file stem like 'intro-clustering', got {name!r}")
+    if not any(ax.has_data() or ax.images or ax.collections for ax in fig.axes):
+        raise ValueError(f"figure {name!r} has no data on any axes")
+    folder = figure_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    fig.savefig(path, dpi=dpi)
+    return path
+
+
+def unwrap_for_plot(theta, period: float = 2 * np.pi):
+    r"""Wrap angles to :math:`[-\pi,\pi)` (or one period) and insert NaNs where a path jumps.
+
+    ``theta`` has shape (m, n) (times x tokens); returns ``(rows, values)`` ready for ``plot``:
+    lines are broken where consecutive values differ by more than half a period.
+    """
+    theta = np.asarray(theta, dtype=float)
+    wrapped = (theta + period / 2) % period - period / 2
+    jumps = np.abs(np.diff(wrapped, axis=0)) > period / 2
+    out = wrapped.copy()
+    out[1:][jumps] = np.nan
+    return out
+
+
+def plot_circle(ax, X, *, color=TOKEN_COLOR, size: float = 18, alpha: float = 0.9, title: str | None = None):
+    """Planar tokens as dots on the unit circle (drawn in grey)."""
+    X = np.asarray(X, dtype=float)
+    s = np.linspace(0, 2 * np.pi, 361)
+    ax.plot(np.cos(s), np.sin(s), color="0.75", lw=1, zorder=0)
+    ax.scatter(X[:, 0], X[:, 1], s=size, color=color, alpha=alpha, zorder=2, edgecolor="none")
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.25, 1.25)
+    ax.set_ylim(-1.25, 1.25)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_angle_paths(ax, t, X_or_theta, *, color=TOKEN_COLOR, lw: float = 0.8, alpha: float = 0.7):
+    r"""Angle of each planar token against time, wrapped to :math:`[-\pi,\pi)` with broken lines at jumps."""
+    arr = np.asarray(X_or_theta, dtype=float)
+    theta = angles(arr) if arr.ndim == 3 else arr
+    ax.plot(t, unwrap_for_plot(theta), color=color, lw=lw, alpha=alpha)
+    ax.set_ylim(-np.pi, np.pi)
+    ax.set_yticks([-np.pi, 0, np.pi], [r"$-\pi$", "0", r"$\pi$"])
+    ax.set_xlabel("time (depth) $t$")
+    ax.set_ylabel(r"angle $\theta_i(t)$")
+    return ax
+
+
+def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = ""):
+    """A matplotlib animation of planar tokens on the circle (render with ``.to_jshtml()``).
+
+    Works in the static book without a kernel: the HTML carries every frame.
+    """
+    from matplotlib.animation import FuncAnimation
+
+    if traj.d != 2:
+        raise ValueError("animate_circle shows planar tokens (d = 2)")
+    idx = np.unique(np.linspace(0, len(traj.t) - 1, frames).round().astype(int))
+    fig, ax = plt.subplots(figsize=(3.6, 3.6))
+    plot_circle(ax, traj.X[0])
+    scat = ax.collections[-1]
+    label = ax.set_title(f"{title} t = {traj.t[0]:.2f}")
+
+    def update(k):
+        scat.set_offsets(traj.X[idx[k]])
+        label.set_text(f"{title} t = {traj.t[idx[k]]:.2f}")
+        return scat, label
+
+    anim = FuncAnimation(fig, update, frames=len(idx), interval=interval, blit=False)
+    plt.close(fig)
+    return anim

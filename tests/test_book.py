@@ -1,0 +1,158 @@
+"""Checks on the executed chapters and the built HTML (run after `scripts/build_book.py all`).
+
+`make test` runs these after building the book; they are marked ``book`` and skipped by the
+library-only run (`pytest -m "not book"`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+EXECUTED = BUILD / "executed"
+FIGURES = BUILD / "figures"
+
+pytestmark = pytest.mark.book
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+            walk(e.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return files
+
+
+def _notebook_stems() -> list[str]:
+    out = []
+    for md in sorted((ROOT / "chapters").glob("*.md")):
+        head = md.read_text()[:2000]
+        if head.startswith("---") and "kernelspec:" in head:
+            out.append(md.stem)
+    return out
+
+
+NOTEBOOKS = _notebook_stems()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_book():
+    if not (HTML / "index.html").exists():
+        pytest.fail("the book is not built: run `make book` (or `make test`, which builds it)")
+
+
+def test_every_toc_entry_exists_as_source_and_as_html_page():
+    for entry in _toc_files():
+        assert (ROOT / f"{entry}.md").exists(), f"_toc.yml lists {entry} but there is no {entry}.md"
+        assert (HTML / f"{entry}.html").exists(), f"no HTML page for {entry}"
+
+
+def test_every_chapter_notebook_is_in_the_toc():
+    listed = {Path(f).name for f in _toc_files()}
+    assert set(NOTEBOOKS) <= listed, f"chapters missing from _toc.yml: {set(NOTEBOOKS) - listed}"
+
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_chapter_executed_without_errors_and_with_figures(stem):
+    nb = nbformat.read(EXECUTED / f"{stem}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, f"{stem} has no code"
+    pngs = 0
+    for cell in code:
+        assert cell.get("execution_count") is not None, f"{stem}: a cell was not executed"
+        for out in cell.get("outputs", []):
+            assert out.get("output_type") != "error", f"{stem}: error output {out.get('ename')}"
+            pngs += "image/png" in out.get("data", {})
+    assert pngs >= 1, f"{stem} shows no figure"
+    saved = list((FIGURES / stem).glob("*.png"))
+    assert len(saved) >= pngs - _animation_frames(nb), (
+        f"{stem} shows {pngs} figures but saved {len(saved)} PNGs under {FIGURES / stem}")
+    for png in saved:
+        assert png.stat().st_size > 5_000, f"{png} is suspiciously small"
+
+
+def _animation_frames(nb) -> int:
+    return 0  # animations are HTML (to_jshtml), not image/png outputs
+
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_chapter_has_one_parameters_cell_with_a_fast_full_switch_hidden_in_the_book(stem):
+    src = (ROOT / "chapters" / f"{stem}.md").read_text()
+    assert src.count(":tags: [parameters]") == 1, f"{stem} must have exactly one parameters cell"
+    nb = nbformat.read(EXECUTED / f"{stem}.ipynb", as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and 'mode = "fast"' in params[0].source
+    assert "remove-cell" in params[0].metadata["tags"]
+    html = (HTML / "chapters" / f"{stem}.html").read_text()
+    assert 'mode = "fast"' not in html and "mode = &quot;fast&quot;" not in html
+
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_chapter_html_shows_its_figures_and_no_tracebacks(stem):
+    page = HTML / "chapters" / f"{stem}.html"
+    soup = BeautifulSoup(page.read_text(), "html.parser")
+    imgs = [img for img in soup.find_all("img") if "jupyter_execute" in img.get("src", "") or
+            img.get("src", "").startswith("../_images/")]
+    assert imgs, f"{stem}: no figure in the HTML"
+    for img in imgs:
+        target = (page.parent / img["src"]).resolve()
+        assert target.exists() and target.stat().st_size > 5_000, f"{stem}: broken image {img['src']}"
+    text = soup.get_text()
+    assert "Traceback (most recent call last)" not in text
+    assert "Error" not in " ".join(s.get_text() for s in soup.select("div.output.stderr, div.output.traceback"))
+
+
+def test_intro_figure_is_numbered_captioned_and_saved():
+    soup = BeautifulSoup((HTML / "chapters" / "index.html").read_text(), "html.parser")
+    fig = soup.find(id="fig-intro-clustering")
+    assert fig is not None, "the intro figure lost its label"
+    assert fig.find("img") is not None
+    caption = fig.get_text(" ", strip=True)
+    assert "Fig. 1" in caption and "Softmax attention on the circle" in caption
+    assert (FIGURES / "index" / "intro-clustering.png").exists()
+    # the animation is self-contained (works without a kernel)
+    assert "animation" in soup.decode() and "data:image/png;base64" in soup.decode()
+
+
+def test_intro_numbers_are_computed_not_typed():
+    soup = BeautifulSoup((HTML / "chapters" / "index.html").read_text(), "html.parser")
+    pasted = [s.get_text() for s in soup.select("span.pasted-text")]
+    assert len(pasted) >= 3 and all(p.strip() for p in pasted)
+
+
+def test_bibliography_lists_both_papers_and_citations_resolve():
+    text = BeautifulSoup((HTML / "chapters" / "references.html").read_text(), "html.parser").get_text()
+    text = " ".join(text.lower().split())
+    assert "a unified perspective on the dynamics of deep transformers" in text
+    assert "on the diverse dynamical behaviors arising in deep linear transformers" in text
+    intro = (HTML / "chapters" / "index.html").read_text()
+    assert "references.html#id" in intro or "references.html#" in intro
+
+
+def test_mathjax_macros_for_the_shared_notation_are_configured():
+    html = (HTML / "chapters" / "index.html").read_text()
+    assert "macros" in html and "mathbb{R}" in html
+
+
+def test_execution_times_are_recorded():
+    times = json.loads((BUILD / "execution-times.json").read_text())
+    for stem in NOTEBOOKS:
+        assert stem in times
+    print("chapter execution times (s):", times)

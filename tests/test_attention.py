@@ -381,3 +381,27 @@ def test_bad_tokens_and_weights_raise_clear_errors():
         velocity(X, layer, backend="gpu")
     with pytest.raises(ValueError, match="numba backend covers"):
         velocity(X, Attention("linear", A=np.eye(2), V=np.eye(2)), backend="numba")
+
+
+def test_library_runs_without_numba(monkeypatch):
+    """numba is an accelerator, not a requirement (e.g. for a Pyodide kernel)."""
+    import importlib
+    import sys
+
+    from tokendynamics import _kernels as kernels
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # makes `import numba` fail
+    try:
+        reloaded = importlib.reload(kernels)
+        assert not reloaded.HAVE_NUMBA
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((50, 2))
+        layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
+        np.testing.assert_allclose(reloaded.fused_head(X, layer, None, 0), velocity(X, layer, backend="numpy"),
+                                   atol=1e-13)
+        assert not reloaded.prefer_fused(10**6, layer)
+        with pytest.raises(ImportError, match="needs numba"):
+            velocity(X, layer, backend="numba")
+    finally:
+        monkeypatch.undo()
+        importlib.reload(kernels)

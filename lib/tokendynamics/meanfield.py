@@ -1,0 +1,164 @@
+r"""Mean-field limit of the particle system: the exact 1-D Gaussian oracle and convergence studies.
+
+Paper 1 §3 (Theorem B) and §4.3 item 8. The empirical measure of :math:`n` particles solves the
+Transformer PDE with empirical data, so :math:`W_p(\mu^n_t,\mu_t)\le C(t)\,W_p(\mu^n_0,\mu_0)`, and
+for i.i.d. data :math:`W_p(\mu^n_0,\mu_0)\to0` at the rate of the empirical measure.
+
+In :math:`d=1` softmax attention with scalars :math:`a` (score) and :math:`v` (value) preserves
+Gaussians and is solved in closed form: for :math:`\mu_0=N(\alpha_0,\sigma_0^2)`,
+
+.. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
+          \alpha_t=\alpha_0e^{vt}\,(1-2va\sigma_0^2t)^{-1/2},
+
+up to the blow-up time :math:`T^*=1/(2va\sigma_0^2)` when :math:`va>0`. The field is affine,
+:math:`\Gamma_{\mu_t}(x)=v(\alpha_t+a\sigma_t^2x)`, so the characteristic flow is the affine map
+:math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` (:func:`gaussian_1d_flow_map`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .attention import Attention
+from .errors import BlowUpError
+from .particles import simulate
+from .transport import wasserstein, wasserstein_gaussian_1d
+
+__all__ = [
+    "blowup_time_1d",
+    "gaussian_1d_solution",
+    "gaussian_1d_flow_map",
+    "meanfield_study_1d",
+    "meanfield_study_reference",
+    "fit_power_law",
+]
+
+
+def _check_scalars(alpha0, sigma0, a, v):
+    vals = [float(alpha0), float(sigma0), float(a), float(v)]
+    if not all(math.isfinite(x) for x in vals):
+        raise ValueError("alpha0, sigma0, a, v must be finite numbers")
+    if vals[1] <= 0:
+        raise ValueError(f"sigma0 must be positive, got {sigma0!r}")
+    return vals
+
+
+def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
+    r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``."""
+    _, sigma0, a, v = _check_scalars(0.0, sigma0, a, v)
+    k = 2.0 * v * a * sigma0**2
+    return 1.0 / k if k > 0 else math.inf
+
+
+def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
+    r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1 §4.3 item 8).
+
+    ``t`` may be an array. Raises :class:`~tokendynamics.errors.BlowUpError` if some
+    :math:`t\ge T^*`.
+    """
+    alpha0, sigma0, a, v = _check_scalars(alpha0, sigma0, a, v)
+    t = np.asarray(t, dtype=float)
+    g = 1.0 - 2.0 * v * a * sigma0**2 * t
+    if np.any(g <= 0):
+        Ts = blowup_time_1d(sigma0, a, v)
+        raise BlowUpError(Ts, Ts, f"the 1-D Gaussian solution blows up at T* = 1/(2 v a sigma0^2) = {Ts:.6g}")
+    sigma = sigma0 / np.sqrt(g)
+    alpha = alpha0 * np.exp(v * t) / np.sqrt(g)
+    return alpha, sigma
+
+
+def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v: float):
+    r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D Gaussian solution.
+
+    :math:`(\Phi_t)_\#N(\alpha_0,\sigma_0^2)=N(\alpha_t,\sigma_t^2)`, and :math:`\Phi_t(x_i(0))` is
+    where the mean-field flow takes a token: :math:`|x_i(t)-\Phi_t(x_i(0))|` measures how far the
+    :math:`n`-particle dynamics is from the mean-field one along each token.
+    """
+    alpha_t, sigma_t = gaussian_1d_solution(t, alpha0, sigma0, a, v)
+    return alpha_t + (sigma_t / sigma0) * (np.asarray(x, dtype=float) - alpha0)
+
+
+def meanfield_study_1d(ns, seeds, *, T: float, a: float, v: float, alpha0: float, sigma0: float,
+                       dt: float, beta: float = 1.0) -> dict[str, np.ndarray]:
+    r"""W2 distance between the :math:`n`-particle solution and the exact mean field, d = 1, Gaussian data.
+
+    For each :math:`n` in ``ns`` and seed in ``seeds``: :math:`x_i(0)\sim N(\alpha_0,\sigma_0^2)`
+    i.i.d., softmax attention with :math:`A=[a]`, :math:`V=[v]` (RK4, step ``dt``) up to ``T``;
+    returns arrays of shape (len(ns), len(seeds)):
+
+    * ``w0`` = :math:`W_2(\mu^n_0, N(\alpha_0,\sigma_0^2))`, ``wT`` = :math:`W_2(\mu^n_T, N(\alpha_T,\sigma_T^2))`
+      (exact, :func:`~tokendynamics.transport.wasserstein_gaussian_1d`);
+    * ``lagrangian`` = :math:`(\frac1n\sum_i|x_i(T)-\Phi_T(x_i(0))|^2)^{1/2}`, the dynamics error
+      alone (the coupling that follows each token).
+
+    Paper 1 §3.3, claim C21.
+    """
+    ns = [int(n) for n in ns]
+    seeds = [int(s) for s in seeds]
+    alpha_T, sigma_T = gaussian_1d_solution(T, alpha0, sigma0, beta * a, v)
+    layer = Attention("softmax", A=[[a]], V=[[v]], beta=beta)
+    out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT", "lagrangian")}
+    for i, n in enumerate(ns):
+        for j, seed in enumerate(seeds):
+            x0 = alpha0 + sigma0 * np.random.default_rng(seed).standard_normal((n, 1))
+            xT = simulate(x0, layer, T, dt=dt, method="rk4", save_every=10**9).final[:, 0]
+            out["w0"][i, j] = wasserstein_gaussian_1d(x0[:, 0], alpha0, sigma0)
+            out["wT"][i, j] = wasserstein_gaussian_1d(xT, float(alpha_T), float(sigma_T))
+            phi = gaussian_1d_flow_map(x0[:, 0], T, alpha0, sigma0, beta * a, v)
+            out["lagrangian"][i, j] = float(np.sqrt(np.mean((xT - phi) ** 2)))
+    out["n"] = np.array(ns)
+    return out
+
+
+def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed: int, T: float,
+                              dt: float) -> dict[str, np.ndarray]:
+    r"""W2 distance at time T between n-particle solutions and one large-N reference solution.
+
+    ``sample(n, rng)`` draws n i.i.d. initial tokens. The reference run uses ``N_ref`` tokens drawn
+    with ``ref_seed`` (independent of ``seeds``). Returns arrays (len(ns), len(seeds)) ``w0`` and
+    ``wT`` = :math:`W_2(\mu^n_t,\mu^{N}_t)` at t = 0 and T (exact LP,
+    :func:`~tokendynamics.transport.wasserstein`), and ``ref_self`` = :math:`W_2` between two
+    independent reference-size samples at t = 0 (the floor the reference itself sets).
+    """
+    ns = [int(n) for n in ns]
+    seeds = [int(s) for s in seeds]
+    if ref_seed in seeds:
+        raise ValueError("the reference seed must differ from the seeds of the n-particle runs")
+    Y0 = sample(N_ref, np.random.default_rng(ref_seed))
+    YT = simulate(Y0, layer, T, dt=dt, method="rk4", save_every=10**9).final
+    out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT")}
+    for i, n in enumerate(ns):
+        for j, seed in enumerate(seeds):
+            X0 = sample(n, np.random.default_rng(seed))
+            XT = simulate(X0, layer, T, dt=dt, method="rk4", save_every=10**9).final
+            out["w0"][i, j] = wasserstein(X0, Y0, method="exact")
+            out["wT"][i, j] = wasserstein(XT, YT, method="exact")
+    Z0 = sample(N_ref, np.random.default_rng(ref_seed + 1))
+    out["ref_self"] = np.array(wasserstein(Z0, Y0, method="exact"))
+    out["n"] = np.array(ns)
+    return out
+
+
+def fit_power_law(ns, errors) -> tuple[float, float, float]:
+    r"""Least-squares fit :math:`\log\bar e(n)=c+\gamma\log n` of the mean error over seeds.
+
+    ``errors`` has shape (len(ns), seeds) (or (len(ns),)). Returns ``(gamma, c, stderr)`` with the
+    standard error of the slope :math:`\gamma` from the regression residuals.
+    """
+    ns = np.asarray(ns, dtype=float)
+    e = np.asarray(errors, dtype=float)
+    mean = e.mean(axis=1) if e.ndim == 2 else e
+    if ns.shape != mean.shape or ns.size < 2:
+        raise ValueError("need at least two values of n, one mean error per n")
+    if np.any(mean <= 0) or np.any(ns <= 0):
+        raise ValueError("errors and n must be positive to fit a power law")
+    x, y = np.log(ns), np.log(mean)
+    (gamma, c), res, *_ = np.polyfit(x, y, 1, full=True)
+    if ns.size > 2:
+        s2 = float(np.sum((y - (c + gamma * x)) ** 2)) / (ns.size - 2)
+        stderr = math.sqrt(s2 / float(np.sum((x - x.mean()) ** 2)))
+    else:
+        stderr = float("nan")
+    return float(gamma), float(c), stderr

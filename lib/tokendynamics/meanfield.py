@@ -23,8 +23,9 @@ import numpy as np
 
 from .attention import Attention
 from .errors import BlowUpError
+from .masked import with_sink
 from .particles import simulate
-from .transport import wasserstein, wasserstein_gaussian_1d
+from .transport import conditional_wasserstein, wasserstein, wasserstein_gaussian_1d
 
 __all__ = [
     "blowup_time_1d",
@@ -32,6 +33,7 @@ __all__ = [
     "gaussian_1d_flow_map",
     "meanfield_study_1d",
     "meanfield_study_reference",
+    "masked_meanfield_study",
     "fit_power_law",
 ]
 
@@ -138,6 +140,62 @@ def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed:
     Z0 = sample(N_ref, np.random.default_rng(ref_seed + 1))
     out["ref_self"] = np.array(wasserstein(Z0, Y0, method="exact"))
     out["n"] = np.array(ns)
+    return out
+
+
+def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: float, alpha0: float,
+                           sigma0: float, dt: float, compare_unmasked: bool = False) -> dict[str, np.ndarray]:
+    r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1, against its mean field.
+
+    Paper 1 §2.6 (Fact: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
+    :math:`\lambda\otimes\nu_t`, :math:`\nu_t` the *unmasked* solution) and claim C22. For each sink mass
+    :math:`m_0` (0 = no sink), :math:`n` and seed: :math:`n` tokens i.i.d. :math:`N(\alpha_0,\sigma_0^2)` at
+    :math:`s_i=i/n` and, if :math:`m_0>0`, a sink cloud of :math:`\max(1,\mathrm{round}(m_0n))` tokens drawn
+    from the same law at :math:`s=0` with total mass :math:`m_0` (so the position marginal has the atom
+    :math:`\lambda(\{0\})=m_0`); causal softmax with :math:`A=[a]`, :math:`V=[v]`, RK4 up to ``T``.
+
+    The particles are compared with the exact mean-field flow :math:`\Phi_T` applied to the initial
+    tokens (:func:`gaussian_1d_flow_map`), position by position:
+
+    * ``mean`` = :math:`W_{2,\lambda}` and ``sup`` = :math:`\sup_sW_2` (conditional distances,
+      :func:`~tokendynamics.transport.conditional_wasserstein`), arrays (len(sink_masses), len(ns), len(seeds));
+    * ``profile_s``, ``profile_err``: positions and per-position distances of the first seed at the
+      largest n, one row per sink mass (tokens only, sink excluded);
+    * with ``compare_unmasked``: ``unmasked`` = :math:`W_{2,\lambda}` between the masked and the unmasked
+      particle solutions from the same tokens.
+    """
+    ns = [int(n) for n in ns]
+    seeds = [int(s) for s in seeds]
+    masses = [float(m) for m in sink_masses]
+    shape = (len(masses), len(ns), len(seeds))
+    out = {k: np.zeros(shape) for k in ("mean", "sup") + (("unmasked",) if compare_unmasked else ())}
+    layer = Attention("softmax", A=[[a]], V=[[v]], causal=True)
+    prof_s, prof_e = [], []
+    for im, m0 in enumerate(masses):
+        for i, n in enumerate(ns):
+            for j, seed in enumerate(seeds):
+                rng = np.random.default_rng(seed)
+                X = alpha0 + sigma0 * rng.standard_normal((n, 1))
+                sink = alpha0 + sigma0 * rng.standard_normal((max(1, int(round(m0 * n))), 1)) if m0 > 0 else None
+                system = with_sink(X, m0, sink=sink)
+                XT = simulate(system.X, layer, T, dt=dt, save_every=10**9, **system.simulate_kwargs()).final
+                target = gaussian_1d_flow_map(system.X, T, alpha0, sigma0, a, v)
+                kw = dict(weights=(system.weights, system.weights))
+                prof = conditional_wasserstein(XT, target, system.positions, return_profile=True, **kw)
+                out["mean"][im, i, j] = prof.value
+                out["sup"][im, i, j] = float(prof.distances.max())
+                if compare_unmasked:
+                    free = simulate(system.X, layer.with_(causal=False), T, dt=dt, save_every=10**9,
+                                    weights=system.weights).final
+                    out["unmasked"][im, i, j] = conditional_wasserstein(XT, free, system.positions, **kw)
+                if i == len(ns) - 1 and j == 0:
+                    keep = prof.positions > 0
+                    prof_s.append(prof.positions[keep])
+                    prof_e.append(prof.distances[keep])
+    out["profile_s"] = np.array(prof_s)
+    out["profile_err"] = np.array(prof_e)
+    out["n"] = np.array(ns)
+    out["sink_masses"] = np.array(masses)
     return out
 
 

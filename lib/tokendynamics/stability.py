@@ -220,9 +220,8 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int
         ratio[k, :m] = d / d[0]
         if other.blew_up or base.blew_up:
             blowup[k] = min(x for x in (other.blowup_time, base.blowup_time) if x is not None)
-    layer = variant.layer
     try:
-        log_bound, _ = log_stability_bound(layer, t - t[0], R0, m0=variant.sink_mass)
+        log_bound, _ = log_stability_bound(variant.layer, t - t[0], R0, m0=variant.sink_mass)
     except ValueError:  # Sinkhorn, or masked attention without a sink: no explicit constant
         log_bound = np.full(t.size, np.nan)
     return {"t": t, "ratio": ratio, "w0": w0, "R0": np.array(R0), "log_bound": log_bound,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -130,13 +131,14 @@ def sigmoid_layer(A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "me
 class Variant:
     r"""A named attention variant of paper 1 §2, ready to push tokens.
 
-    ``layer`` is the core layer; for masked attention ``sink_mass`` (:math:`m_0`) and
-    ``sink_token`` say how :func:`~tokendynamics.masked.with_sink` extends the tokens to
-    :math:`(s,x)` space (positions :math:`s_i=i/n` in row order, sink at :math:`s=0`).
+    ``layer`` is the core layer, or a callable ``t -> Attention`` for depth-dependent parameters
+    :math:`(A_t, V_t)`; for masked attention ``sink_mass`` (:math:`m_0`) and ``sink_token`` say how
+    :func:`~tokendynamics.masked.with_sink` extends the tokens to :math:`(s,x)` space (positions
+    :math:`s_i=i/n` in row order, sink at :math:`s=0`).
     """
 
     name: str
-    layer: Attention
+    layer: Attention | Callable[[float], Attention]
     sink_mass: float | None = None
     sink_token: np.ndarray | None = None
 
@@ -144,9 +146,13 @@ class Variant:
     def masked(self) -> bool:
         return self.sink_mass is not None
 
+    def layer_at(self, t: float = 0.0) -> Attention:
+        """The layer at depth t."""
+        return self.layer if isinstance(self.layer, Attention) else self.layer(t)
+
     def system(self, X0) -> SinkSystem:
         """The measure the core integrates: tokens (with sink and positions if masked)."""
-        X0 = validate_tokens(X0, self.layer.d, name="X0")
+        X0 = validate_tokens(X0, self.layer_at(0.0).d, name="X0")
         if not self.masked:
             n = X0.shape[0]
             return SinkSystem(X0.copy(), np.full(n, 1.0 / n), np.arange(1, n + 1) / n, 0, 0.0)
@@ -167,7 +173,8 @@ class Variant:
 
     def __repr__(self) -> str:
         sink = f", m0={self.sink_mass:g}" if self.masked else ""
-        return f"Variant({self.name!r}, {self.layer!r}{sink})"
+        lay = repr(self.layer) if isinstance(self.layer, Attention) else "depth-dependent"
+        return f"Variant({self.name!r}, {lay}{sink})"
 
 
 def paper1_variants(A, V, *, beta: float = 1.0, eps: float = 1.0, bias: float = 0.0,

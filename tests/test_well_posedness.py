@@ -341,19 +341,25 @@ def test_c22_masked_product_data_follow_the_unmasked_dynamics_as_n_grows():
     """mu_0 = lambda x nu_0 (sink atom m0 = 0.2 at s = 0): the masked solution is lambda x nu_t, nu_t the
     unmasked one (spec §2.6 Fact): masked particles approach both the unmasked particles and the mean field."""
     out = masked_meanfield_study([100, 900], range(6), [0.2], T=1.0, a=-0.5, v=1.0, alpha0=0.5, sigma0=1.0,
-                                 dt=0.25, compare_unmasked=True)
-    unmasked, meanfield = out["unmasked"][0].mean(axis=1), out["mean"][0].mean(axis=1)
+                                 dt=0.25, against=("unmasked", "meanfield"))
+    unmasked, meanfield = out["unmasked_mean"][0].mean(axis=1), out["meanfield_mean"][0].mean(axis=1)
     assert unmasked[1] < 0.5 * unmasked[0], unmasked  # ~ n^{-1/2}: 9 x more tokens, about 3 x smaller
     assert meanfield[1] < meanfield[0] and meanfield[1] < 0.1, meanfield  # noisier: the common sampling error
-    assert np.all(out["sup"] >= out["mean"]) and out["profile_s"].shape == (1, 900)
+    assert np.all(out["unmasked_sup"] >= out["unmasked_mean"]) and out["profile_s"].shape == (1, 900)
 
 
-def test_without_a_sink_the_first_positions_stay_far_from_the_mean_field():
+def test_without_a_sink_the_first_positions_stay_far_from_the_unmasked_dynamics():
     """The first token sees only itself (x' = v x): its error does not shrink with n; a sink fixes that."""
-    out = masked_meanfield_study([400], [0], [0.0, 0.2], T=1.0, a=-0.5, v=1.0, alpha0=0.5, sigma0=1.0, dt=0.25)
+    out = masked_meanfield_study([50, 800], range(6), [0.0, 0.2], T=1.0, a=-0.5, v=1.0, alpha0=0.5, sigma0=1.0,
+                                 dt=0.5)
     err = out["profile_err"]
     assert np.max(err[0, :4]) > 3 * np.max(err[1, :4]), err[:, :4]
-    assert out["sup"][0, 0, 0] > out["sup"][1, 0, 0]
+    first = out["unmasked_first"].mean(axis=2)
+    assert first[0, 1] > 0.8 * first[0, 0] and first[1, 1] < 0.5 * first[1, 0], first  # stuck without sink only
+    np.testing.assert_allclose(out["unmasked_first"][:, -1, 0], err[:, 0])
+    with pytest.raises(ValueError, match="against"):
+        masked_meanfield_study([10], [0], [0.1], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.5,
+                               against=("exact",))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,6 +457,11 @@ def test_fit_power_law_recovers_an_exact_slope():
     assert gamma == pytest.approx(-0.5, abs=1e-12) and c == pytest.approx(math.log(3.0)) and se < 1e-10
     with pytest.raises(ValueError, match="positive"):
         fit_power_law(ns, [1.0, 0.0, 1.0])
+    # bootstrap over seeds: noisy seeds give a visible uncertainty, identical seeds none
+    noisy = 3.0 * ns[:, None] ** -0.5 * np.random.default_rng(0).lognormal(0, 0.5, (3, 20))
+    g, _, se_boot = fit_power_law(ns, noisy, bootstrap=400, rng=1)
+    assert 0.02 < se_boot < 0.2 and abs(g + 0.5) < 4 * se_boot
+    assert fit_power_law(ns, np.repeat((ns**-0.5)[:, None], 5, axis=1), bootstrap=50, rng=1)[2] < 1e-12
 
 
 @pytest.mark.slow
@@ -471,8 +482,9 @@ def test_meanfield_against_a_reference_run_shrinks_with_n():
     out = meanfield_study_reference(layer, sample, [20, 320], range(3), N_ref=1000, ref_seed=99, T=1.0, dt=0.1)
     assert out["wT"].shape == (2, 3)
     assert out["wT"][1].mean() < 0.6 * out["wT"][0].mean()
-    with pytest.raises(ValueError, match="reference seed"):
-        meanfield_study_reference(layer, sample, [20], [99], N_ref=50, ref_seed=99, T=1.0, dt=0.1)
+    assert out["ref_self"].shape == (2,) and out["ref_self"][1] < out["wT"][1].mean()
+    with pytest.raises(ValueError, match="reference seeds"):
+        meanfield_study_reference(layer, sample, [20], [100], N_ref=50, ref_seed=99, T=1.0, dt=0.1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -121,13 +121,14 @@ def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed:
     ``sample(n, rng)`` draws n i.i.d. initial tokens. The reference run uses ``N_ref`` tokens drawn
     with ``ref_seed`` (independent of ``seeds``). Returns arrays (len(ns), len(seeds)) ``w0`` and
     ``wT`` = :math:`W_2(\mu^n_t,\mu^{N}_t)` at t = 0 and T (exact LP,
-    :func:`~tokendynamics.transport.wasserstein`), and ``ref_self`` = :math:`W_2` between two
-    independent reference-size samples at t = 0 (the floor the reference itself sets).
+    :func:`~tokendynamics.transport.wasserstein`), and ``ref_self`` = :math:`W_2` at t = 0 and T between the
+    reference and a second, independent reference-size run (seed ``ref_seed + 1``): the floor the
+    finite reference itself sets.
     """
     ns = [int(n) for n in ns]
     seeds = [int(s) for s in seeds]
-    if ref_seed in seeds:
-        raise ValueError("the reference seed must differ from the seeds of the n-particle runs")
+    if ref_seed in seeds or ref_seed + 1 in seeds:
+        raise ValueError("the reference seeds (ref_seed, ref_seed + 1) must differ from the seeds of the n-particle runs")
     Y0 = sample(N_ref, np.random.default_rng(ref_seed))
     YT = simulate(Y0, layer, T, dt=dt, method="rk4", save_every=10**9).final
     out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT")}
@@ -138,37 +139,44 @@ def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed:
             out["w0"][i, j] = wasserstein(X0, Y0, method="exact")
             out["wT"][i, j] = wasserstein(XT, YT, method="exact")
     Z0 = sample(N_ref, np.random.default_rng(ref_seed + 1))
-    out["ref_self"] = np.array(wasserstein(Z0, Y0, method="exact"))
+    ZT = simulate(Z0, layer, T, dt=dt, method="rk4", save_every=10**9).final
+    out["ref_self"] = np.array([wasserstein(Z0, Y0, method="exact"), wasserstein(ZT, YT, method="exact")])
     out["n"] = np.array(ns)
     return out
 
 
 def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: float, alpha0: float,
-                           sigma0: float, dt: float, compare_unmasked: bool = False) -> dict[str, np.ndarray]:
-    r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1, against its mean field.
+                           sigma0: float, dt: float, against=("unmasked",)) -> dict[str, np.ndarray]:
+    r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1: how far from unmasked dynamics.
 
-    Paper 1 §2.6 (Fact: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
-    :math:`\lambda\otimes\nu_t`, :math:`\nu_t` the *unmasked* solution) and claim C22. For each sink mass
+    Paper 1 §2.6. Fact [D]: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
+    :math:`\lambda\otimes\nu_t` with :math:`\nu_t` the *unmasked* solution (claim C22). For each sink mass
     :math:`m_0` (0 = no sink), :math:`n` and seed: :math:`n` tokens i.i.d. :math:`N(\alpha_0,\sigma_0^2)` at
     :math:`s_i=i/n` and, if :math:`m_0>0`, a sink cloud of :math:`\max(1,\mathrm{round}(m_0n))` tokens drawn
-    from the same law at :math:`s=0` with total mass :math:`m_0` (so the position marginal has the atom
-    :math:`\lambda(\{0\})=m_0`); causal softmax with :math:`A=[a]`, :math:`V=[v]`, RK4 up to ``T``.
+    from the same law at :math:`s=0` with total mass :math:`m_0` (the atom :math:`\lambda(\{0\})=m_0`);
+    causal softmax with :math:`A=[a]`, :math:`V=[v]`, RK4 up to ``T``. The masked particles are compared,
+    position by position, with
 
-    The particles are compared with the exact mean-field flow :math:`\Phi_T` applied to the initial
-    tokens (:func:`gaussian_1d_flow_map`), position by position:
+    * ``"unmasked"``: the unmasked particle system started from the same weighted tokens (the
+      finite-n counterpart of the Fact: the common sampling error cancels);
+    * ``"meanfield"``: the exact mean-field flow :math:`\Phi_T` applied to the initial tokens
+      (:func:`gaussian_1d_flow_map`).
 
-    * ``mean`` = :math:`W_{2,\lambda}` and ``sup`` = :math:`\sup_sW_2` (conditional distances,
-      :func:`~tokendynamics.transport.conditional_wasserstein`), arrays (len(sink_masses), len(ns), len(seeds));
-    * ``profile_s``, ``profile_err``: positions and per-position distances of the first seed at the
-      largest n, one row per sink mass (tokens only, sink excluded);
-    * with ``compare_unmasked``: ``unmasked`` = :math:`W_{2,\lambda}` between the masked and the unmasked
-      particle solutions from the same tokens.
+    Returns, for each comparison ``c`` in ``against``, arrays ``c + "_mean"`` (:math:`W_{2,\lambda}`),
+    ``c + "_sup"`` (:math:`\sup_sW_2` over the token positions) and ``c + "_first"`` (the distance at the
+    first token's position :math:`s_1=1/n`) of shape (len(sink_masses), len(ns), len(seeds))
+    (:func:`~tokendynamics.transport.conditional_wasserstein`), and ``profile_s``, ``profile_err``:
+    positions and per-position distances (first comparison, first seed, largest n; tokens only,
+    one row per sink mass).
     """
     ns = [int(n) for n in ns]
     seeds = [int(s) for s in seeds]
     masses = [float(m) for m in sink_masses]
+    against = tuple(against)
+    if not against or set(against) - {"unmasked", "meanfield"}:
+        raise ValueError(f"against must list 'unmasked' and/or 'meanfield', got {against!r}")
     shape = (len(masses), len(ns), len(seeds))
-    out = {k: np.zeros(shape) for k in ("mean", "sup") + (("unmasked",) if compare_unmasked else ())}
+    out = {f"{c}_{r}": np.zeros(shape) for c in against for r in ("mean", "sup", "first")}
     layer = Attention("softmax", A=[[a]], V=[[v]], causal=True)
     prof_s, prof_e = [], []
     for im, m0 in enumerate(masses):
@@ -179,19 +187,21 @@ def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: flo
                 sink = alpha0 + sigma0 * rng.standard_normal((max(1, int(round(m0 * n))), 1)) if m0 > 0 else None
                 system = with_sink(X, m0, sink=sink)
                 XT = simulate(system.X, layer, T, dt=dt, save_every=10**9, **system.simulate_kwargs()).final
-                target = gaussian_1d_flow_map(system.X, T, alpha0, sigma0, a, v)
-                kw = dict(weights=(system.weights, system.weights))
-                prof = conditional_wasserstein(XT, target, system.positions, return_profile=True, **kw)
-                out["mean"][im, i, j] = prof.value
-                out["sup"][im, i, j] = float(prof.distances.max())
-                if compare_unmasked:
-                    free = simulate(system.X, layer.with_(causal=False), T, dt=dt, save_every=10**9,
-                                    weights=system.weights).final
-                    out["unmasked"][im, i, j] = conditional_wasserstein(XT, free, system.positions, **kw)
-                if i == len(ns) - 1 and j == 0:
-                    keep = prof.positions > 0
-                    prof_s.append(prof.positions[keep])
-                    prof_e.append(prof.distances[keep])
+                for c in against:
+                    if c == "unmasked":
+                        target = simulate(system.X, layer.with_(causal=False), T, dt=dt, save_every=10**9,
+                                          weights=system.weights).final
+                    else:
+                        target = gaussian_1d_flow_map(system.X, T, alpha0, sigma0, a, v)
+                    prof = conditional_wasserstein(XT, target, system.positions, return_profile=True,
+                                                   weights=(system.weights, system.weights))
+                    out[f"{c}_mean"][im, i, j] = prof.value
+                    out[f"{c}_sup"][im, i, j] = float(prof.distances.max())
+                    out[f"{c}_first"][im, i, j] = float(prof.distances[np.argmax(prof.positions > 0)])
+                    if c == against[0] and i == len(ns) - 1 and j == 0:
+                        keep = prof.positions > 0
+                        prof_s.append(prof.positions[keep])
+                        prof_e.append(prof.distances[keep])
     out["profile_s"] = np.array(prof_s)
     out["profile_err"] = np.array(prof_e)
     out["n"] = np.array(ns)
@@ -199,22 +209,32 @@ def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: flo
     return out
 
 
-def fit_power_law(ns, errors) -> tuple[float, float, float]:
+def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, float, float]:
     r"""Least-squares fit :math:`\log\bar e(n)=c+\gamma\log n` of the mean error over seeds.
 
-    ``errors`` has shape (len(ns), seeds) (or (len(ns),)). Returns ``(gamma, c, stderr)`` with the
-    standard error of the slope :math:`\gamma` from the regression residuals.
+    ``errors`` has shape (len(ns), seeds) (or (len(ns),)). Returns ``(gamma, c, stderr)``. By default
+    ``stderr`` is the standard error of the slope from the regression residuals; with
+    ``bootstrap = B > 0`` (and several seeds) it is the standard deviation of the slope over ``B``
+    resamplings of the seeds with replacement, which accounts for the seed-to-seed noise of the
+    means (the residuals of a fit through three or four points can be deceptively small).
     """
     ns = np.asarray(ns, dtype=float)
     e = np.asarray(errors, dtype=float)
-    mean = e.mean(axis=1) if e.ndim == 2 else e
+    e2 = e if e.ndim == 2 else e[:, None]
+    mean = e2.mean(axis=1)
     if ns.shape != mean.shape or ns.size < 2:
         raise ValueError("need at least two values of n, one mean error per n")
     if np.any(mean <= 0) or np.any(ns <= 0):
         raise ValueError("errors and n must be positive to fit a power law")
     x, y = np.log(ns), np.log(mean)
-    (gamma, c), res, *_ = np.polyfit(x, y, 1, full=True)
-    if ns.size > 2:
+    gamma, c = np.polyfit(x, y, 1)
+    if bootstrap and e2.shape[1] > 1:
+        rng = np.random.default_rng(rng)
+        idx = rng.integers(0, e2.shape[1], size=(int(bootstrap), e2.shape[1]))
+        means = e2[:, idx].mean(axis=2)  # (len(ns), B)
+        slopes = np.polyfit(x, np.log(means), 1)[0]
+        stderr = float(np.std(slopes, ddof=1))
+    elif ns.size > 2:
         s2 = float(np.sum((y - (c + gamma * x)) ** 2)) / (ns.size - 2)
         stderr = math.sqrt(s2 / float(np.sum((x - x.mean()) ** 2)))
     else:

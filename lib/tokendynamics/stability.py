@@ -9,18 +9,18 @@ derived by the spec team, [D]). For two solutions with data supported in :math:`
 where :math:`\mathrm{Lip}_x` bounds the Lipschitz constant of :math:`x\mapsto\Gamma_\mu(x)` on
 :math:`B(0,R)`, :math:`\mathrm{Lip}_\mu` that of :math:`\mu\mapsto\Gamma_\mu` from :math:`W_1` to
 the sup norm on :math:`B(0,R)`, and the support radius obeys :math:`\dot R_s=\sup|\Gamma|`. With
-:math:`a=\beta\|A\|`, :math:`v=\|V\|` (operator norms; per head, summed over heads):
+:math:`a=\beta\|A\|`, :math:`v=\|V\|` (operator norms; per head, summed over heads), the bounds
+:math:`(\sup|\Gamma|,\ \mathrm{Lip}_x,\ \mathrm{Lip}_\mu)` are:
 
-==========================  ======================  ============================  =====================================
-kind                        :math:`\sup|\Gamma|`    :math:`\mathrm{Lip}_x`        :math:`\mathrm{Lip}_\mu`
-==========================  ======================  ============================  =====================================
-softmax [D, spec §3.2]      :math:`vR`              :math:`avR^2`                 :math:`v(1+2aR^2)e^{2aR^2}`
-masked softmax, sink        :math:`vR`              :math:`avR^2`                 :math:`v(1+2aR^2)e^{2aR^2}/m_0` (in :math:`W_{1,\lambda}`)
-sigmoid [D, spec §3.2]      :math:`vR`              :math:`avR^2/4`               :math:`v(1+aR^2/4)`
-l2 [D, here]                :math:`vR`              :math:`2\beta\|Q^\top K\|vR^2`  :math:`v(1+4\beta\kappa(q+\kappa)R^2)e^{\beta(q+\kappa)^2R^2}`
-unnormalised softmax [D]    :math:`vRe^{aR^2}`      :math:`avR^2e^{aR^2}`         :math:`v(1+aR^2)e^{aR^2}`
-linear [D]                  :math:`avR^3`           :math:`avR^2`                 :math:`2avR^2`
-==========================  ======================  ============================  =====================================
+* softmax [D, spec §3.2]: :math:`\sup|\Gamma|\le vR`, :math:`\mathrm{Lip}_x=avR^2`,
+  :math:`\mathrm{Lip}_\mu=v(1+2aR^2)e^{2aR^2}`;
+* masked softmax with a sink of mass :math:`m_0` [D, spec §3.2]: the same with
+  :math:`\mathrm{Lip}_\mu` divided by :math:`m_0`, for the conditional distance :math:`W_{1,\lambda}`;
+* sigmoid [D, spec §3.2]: :math:`vR`, :math:`avR^2/4`, :math:`v(1+aR^2/4)`;
+* l2 [D, here]: :math:`vR`, :math:`2\beta\|Q^\top K\|vR^2`,
+  :math:`v(1+4\beta\kappa(q+\kappa)R^2)e^{\beta(q+\kappa)^2R^2}`;
+* unnormalised softmax [D, here]: :math:`vRe^{aR^2}`, :math:`avR^2e^{aR^2}`, :math:`v(1+aR^2)e^{aR^2}`;
+* linear [D, here]: :math:`avR^3`, :math:`avR^2`, :math:`2avR^2`.
 
 (:math:`q=\|Q\|`, :math:`\kappa=\|K\|`.) The L2 row follows the softmax argument with the kernel
 :math:`e^{-\beta|Qx-Ky|^2}\in[e^{-\beta(q+\kappa)^2R^2},1]` on :math:`B(0,R)`. No explicit constant
@@ -186,7 +186,9 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int
     r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (paper 1 §3.3 item 1).
 
     :math:`\mu_0` is the empirical measure of ``X0``, :math:`\nu_0` that of
-    :func:`perturb_in_ball` ``(X0, delta)`` for each ``delta``; both are pushed by
+    :math:`x_i+\delta\xi_i` for each ``delta``, with the same :math:`\xi_i` uniform in the unit ball
+    (:func:`perturb_in_ball`) for every ``delta``, so that the curves for different sizes differ only
+    through the nonlinearity of the dynamics; both are pushed by
     ``variant`` (:class:`~tokendynamics.variants.Variant`) with RK4. Distances are exact
     (:func:`~tokendynamics.transport.wasserstein`); for masked attention they are the conditional
     distance :math:`W_{p,\lambda}` (:func:`~tokendynamics.transport.conditional_wasserstein`),
@@ -210,8 +212,9 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int
                                            weights=(system.weights, system.weights))
         return wasserstein(Xa, Xb, p=p, method="exact")
 
+    xi = perturb_in_ball(np.zeros_like(np.asarray(X0, dtype=float)), 1.0, rng)
     for k, delta in enumerate(deltas):
-        Y0 = perturb_in_ball(X0, delta, rng)
+        Y0 = np.asarray(X0, dtype=float) + delta * xi
         other, sys_y = variant.run(Y0, T, dt=dt, save_every=save_every)
         R0 = max(R0, float(np.max(np.linalg.norm(sys_y.X, axis=1))))
         m = min(len(other.t), len(base.t))

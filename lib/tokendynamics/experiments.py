@@ -48,8 +48,8 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     "p1_meanfield_2d": {
         "fast": {"ns": [25, 50, 100, 200], "seeds": 8, "N_ref": 2000, "ref_seed": 1000,
                  "A": [[-1.0, 0.5], [-0.5, -0.5]], "V": [[1.0, 0.0], [0.0, 1.0]], "beta": 1.0,
-                 "T": 2.0, "dt": 0.1},
-        "full": {"ns": [25, 50, 100, 200, 400, 800], "seeds": 16, "N_ref": 4000},
+                 "T": 1.0, "dt": 0.2},
+        "full": {"ns": [25, 50, 100, 200, 400, 800], "seeds": 12, "N_ref": 4000, "dt": 0.1},
     },
     # masked attention, d = 1 product data lambda x N(alpha0, sigma0^2), sink cloud of mass m0
     "p1_masked": {

@@ -43,7 +43,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     "p1_meanfield_1d": {
         "fast": {"ns": [100, 400, 1600], "seeds": 20, "T": 2.0, "a": -0.5, "v": 1.0,
                  "alpha0": 0.5, "sigma0": 1.0, "dt": 0.5},
-        "full": {"ns": [100, 200, 400, 800, 1600, 3200, 6400], "seeds": 40, "dt": 0.1},
+        "full": {"ns": [100, 200, 400, 800, 1600, 3200, 6400], "seeds": 20, "dt": 0.25},
     },
     "p1_meanfield_2d": {
         "fast": {"ns": [25, 50, 100, 200], "seeds": 8, "N_ref": 2000, "ref_seed": 1000,
@@ -56,7 +56,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "fast": {"ns": [50, 200, 800], "seeds": 6, "sink_masses": [0.0, 0.05, 0.2], "T": 1.0,
                  "a": -0.5, "v": 1.0, "alpha0": 0.5, "sigma0": 1.0, "dt": 0.5,
                  "share_sink_masses": [0.02, 0.1, 0.3], "share_n": 200},
-        "full": {"ns": [50, 200, 800, 3200], "seeds": 12, "dt": 0.1},
+        "full": {"ns": [50, 200, 800, 3200], "seeds": 8, "dt": 0.25},
     },
     "p1_widget": {
         "fast": {"n": 60, "seed": 0, "A": [[-1.0, 0.5], [-0.5, -0.5]], "V": [[1.0, 0.0], [0.0, 1.0]],

@@ -65,6 +65,18 @@ def _as_weights(w, n, name):
     return w
 
 
+def _two_measures(X, Y, p, weights):
+    """Validated clouds and masses of two weighted empirical measures in the same dimension."""
+    X = _as_cloud(X, "X")
+    Y = _as_cloud(Y, "Y")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"X and Y live in different dimensions ({X.shape[1]} and {Y.shape[1]})")
+    if not p >= 1:
+        raise ValueError(f"p must be >= 1, got {p}")
+    a_in, b_in = (None, None) if weights is None else weights
+    return X, Y, _as_weights(a_in, X.shape[0], "weights[0]"), _as_weights(b_in, Y.shape[0], "weights[1]")
+
+
 def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_projections: int = 200,
                 rng=None, return_method: bool = False):
     r"""Wasserstein distance :math:`W_p(\mu,\nu)` between :math:`\mu=\sum_i a_i\delta_{x_i}` and :math:`\nu=\sum_j b_j\delta_{y_j}`.
@@ -88,15 +100,7 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
     """
     import ot
 
-    X = _as_cloud(X, "X")
-    Y = _as_cloud(Y, "Y")
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"X and Y live in different dimensions ({X.shape[1]} and {Y.shape[1]})")
-    if not p >= 1:
-        raise ValueError(f"p must be >= 1, got {p}")
-    a_in, b_in = (None, None) if weights is None else weights
-    a = _as_weights(a_in, X.shape[0], "weights[0]")
-    b = _as_weights(b_in, Y.shape[0], "weights[1]")
+    X, Y, a, b = _two_measures(X, Y, p, weights)
     if method not in ("auto", "exact", "sliced"):
         raise ValueError(f"method must be 'auto', 'exact' or 'sliced', got {method!r}")
     d = X.shape[1]
@@ -252,12 +256,7 @@ def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, posi
     ValueError
         If the two measures do not give the same mass to every group (different position marginals).
     """
-    X = _as_cloud(X, "X")
-    Y = _as_cloud(Y, "Y")
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"X and Y live in different dimensions ({X.shape[1]} and {Y.shape[1]})")
-    if not p >= 1:
-        raise ValueError(f"p must be >= 1, got {p}")
+    X, Y, a, b = _two_measures(X, Y, p, weights)
     if reduce not in ("mean", "sup"):
         raise ValueError(f"reduce must be 'mean' or 'sup', got {reduce!r}")
     sx = np.asarray(positions, dtype=float)
@@ -267,9 +266,6 @@ def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, posi
                          f"and {sy.shape} for Y {Y.shape}")
     if not (np.all(np.isfinite(sx)) and np.all(np.isfinite(sy))):
         raise ValueError("positions contain non-finite values")
-    a_in, b_in = (None, None) if weights is None else weights
-    a = _as_weights(a_in, X.shape[0], "weights[0]")
-    b = _as_weights(b_in, Y.shape[0], "weights[1]")
 
     if bins is None:
         keys, inv = np.unique(np.concatenate([sx, sy]), return_inverse=True)

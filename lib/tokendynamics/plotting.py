@@ -25,6 +25,9 @@ __all__ = [
     "plot_circle",
     "plot_angle_paths",
     "animate_circle",
+    "plot_token_paths",
+    "animate_token_panels",
+    "animation_html",
 ]
 
 # Deliberately plain: float-friendly formatting, no usetex, no hard-coded fonts.
@@ -143,3 +146,100 @@ def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = "
     anim = FuncAnimation(fig, update, frames=len(idx), interval=interval, blit=False)
     plt.close(fig)
     return anim
+
+
+def _panel_limits(points, pad: float = 0.08, q: float = 0.0):
+    """Square limits holding the q..(100-q) percentile box of all given planar points."""
+    P = np.concatenate([np.asarray(p, float).reshape(-1, 2) for p in points])
+    P = P[np.all(np.isfinite(P), axis=1)]
+    lo, hi = np.percentile(P, q, axis=0), np.percentile(P, 100 - q, axis=0)
+    c, r = (lo + hi) / 2, max(float(np.max(hi - lo)) / 2, 1e-3) * (1 + pad)
+    return (c[0] - r, c[0] + r), (c[1] - r, c[1] + r)
+
+
+def plot_token_paths(ax, X, *, colors=None, every: int = 1, size: float = 9, title: str | None = None,
+                     cmap: str = "twilight", lw: float = 0.4, ticks: bool = True):
+    """Planar token paths ``X`` (times, n, 2): initial tokens in grey, paths, final tokens coloured.
+
+    ``colors`` (n,) are values mapped through ``cmap`` (default: initial polar angle), so a reader can
+    follow each token from its start to its end. ``ticks=False`` drops the axes' ticks (several
+    times faster to draw, for widgets).
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 3 or X.shape[2] != 2:
+        raise ValueError(f"X must be (times, n, 2), got {X.shape}")
+    from matplotlib.collections import LineCollection
+
+    c = np.arctan2(X[0, :, 1], X[0, :, 0]) if colors is None else np.asarray(colors)
+    ax.add_collection(LineCollection(np.transpose(X[:, ::every], (1, 0, 2)), colors="0.8", linewidths=lw,
+                                     zorder=1))
+    ax.scatter(X[0, :, 0], X[0, :, 1], s=size * 0.6, color="0.65", zorder=2, edgecolor="none")
+    ax.scatter(X[-1, :, 0], X[-1, :, 1], s=size, c=c, cmap=cmap, zorder=3, edgecolor="none")
+    (x0, x1), (y0, y1) = _panel_limits([X[0], X[-1]])
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_aspect("equal")
+    if ticks:
+        ax.tick_params(labelsize="x-small")
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.grid(False)
+    if title:
+        ax.set_title(title, fontsize="small")
+    return ax
+
+
+def animate_token_panels(frames, titles, labels, *, colors=None, ncols: int = 4, interval: int = 120,
+                         panel_size: float = 2.1, cmap: str = "twilight", suptitle: str = ""):
+    """An animation over frames of several panels of planar tokens (render with ``.to_jshtml()``).
+
+    ``frames[f][p]`` is an (n, 2) array: panel p at frame f (frames may be times or parameter
+    values; ``labels[f]`` says which). Each panel keeps fixed limits over all frames. Works in the
+    static book without a kernel.
+    """
+    from matplotlib.animation import FuncAnimation
+
+    n_frames, n_panels = len(frames), len(titles)
+    if n_frames == 0 or any(len(fr) != n_panels for fr in frames) or len(labels) != n_frames:
+        raise ValueError("frames must be a list (frames) of lists (one (n, 2) array per panel), with a label per frame")
+    nrows = int(np.ceil(n_panels / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols, panel_size * nrows + 0.3), squeeze=False)
+    scats = []
+    for p, ax in enumerate(axes.flat):
+        if p >= n_panels:
+            ax.axis("off")
+            continue
+        X = np.asarray(frames[0][p], float)
+        c = np.arctan2(X[:, 1], X[:, 0]) if colors is None else colors
+        scats.append(ax.scatter(X[:, 0], X[:, 1], s=7, c=c, cmap=cmap, edgecolor="none"))
+        (x0, x1), (y0, y1) = _panel_limits([fr[p] for fr in frames], q=0.5)  # robust to a blow-up
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.grid(False)
+        ax.set_title(titles[p], fontsize="small")
+    label = fig.suptitle(f"{suptitle}{labels[0]}", fontsize="small")
+    fig.tight_layout()
+
+    def update(f):
+        for p, sc in enumerate(scats):
+            sc.set_offsets(np.asarray(frames[f][p], float))
+        label.set_text(f"{suptitle}{labels[f]}")
+        return (*scats, label)
+
+    anim = FuncAnimation(fig, update, frames=n_frames, interval=interval, blit=False)
+    plt.close(fig)
+    return anim
+
+
+def animation_html(anim, *, dpi: int = 60, default_mode: str = "once") -> str:
+    """The self-contained HTML of an animation (``to_jshtml``) rendered at ``dpi``.
+
+    ``to_jshtml`` renders frames at ``savefig.dpi``; the book style's print resolution would make
+    each frame several times larger than needed on screen.
+    """
+    with mpl.rc_context({"savefig.dpi": dpi, "savefig.bbox": "standard"}):
+        return anim.to_jshtml(default_mode=default_mode)

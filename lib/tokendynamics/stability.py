@@ -1,0 +1,231 @@
+r"""Stability of the Transformer PDE in :math:`W_p`: explicit constants and measured growth factors.
+
+Paper 1 §3.1 (Theorem A, [S] for the statement, [I] for its exact form) and §3.2 (constants
+derived by the spec team, [D]). For two solutions with data supported in :math:`B(0,R_0)`,
+
+.. math:: W_p(\mu_t,\nu_t)\le\exp\Big(\int_0^tL_s\,ds\Big)\,W_p(\mu_0,\nu_0),\qquad
+          L_s=\mathrm{Lip}_x(R_s)+\mathrm{Lip}_\mu(R_s),
+
+where :math:`\mathrm{Lip}_x` bounds the Lipschitz constant of :math:`x\mapsto\Gamma_\mu(x)` on
+:math:`B(0,R)`, :math:`\mathrm{Lip}_\mu` that of :math:`\mu\mapsto\Gamma_\mu` from :math:`W_1` to
+the sup norm on :math:`B(0,R)`, and the support radius obeys :math:`\dot R_s=\sup|\Gamma|`. With
+:math:`a=\beta\|A\|`, :math:`v=\|V\|` (operator norms; per head, summed over heads), the bounds
+:math:`(\sup|\Gamma|,\ \mathrm{Lip}_x,\ \mathrm{Lip}_\mu)` are:
+
+* softmax [D, spec §3.2]: :math:`\sup|\Gamma|\le vR`, :math:`\mathrm{Lip}_x=avR^2`,
+  :math:`\mathrm{Lip}_\mu=v(1+2aR^2)e^{2aR^2}`;
+* masked softmax with a sink of mass :math:`m_0` [D, spec §3.2]: the same with
+  :math:`\mathrm{Lip}_\mu` divided by :math:`m_0`, for the conditional distance :math:`W_{1,\lambda}`;
+* sigmoid [D, spec §3.2]: :math:`vR`, :math:`avR^2/4`, :math:`v(1+aR^2/4)`;
+* l2 [D, here]: :math:`vR`, :math:`2\beta\|Q^\top K\|vR^2`,
+  :math:`v(1+4\beta\kappa(q+\kappa)R^2)e^{\beta(q+\kappa)^2R^2}`;
+* unnormalised softmax [D, here]: :math:`vRe^{aR^2}`, :math:`avR^2e^{aR^2}`, :math:`v(1+aR^2)e^{aR^2}`;
+* linear [D, here]: :math:`avR^3`, :math:`avR^2`, :math:`2avR^2`.
+
+(:math:`q=\|Q\|`, :math:`\kappa=\|K\|`.) The L2 row follows the softmax argument with the kernel
+:math:`e^{-\beta|Qx-Ky|^2}\in[e^{-\beta(q+\kappa)^2R^2},1]` on :math:`B(0,R)`. No explicit constant
+is given for Sinkhorn attention (its dependence on the measure goes through the Sinkhorn
+potentials); :func:`lipschitz_constants` says so. These bounds are very pessimistic: the
+chapter shows them next to the measured ratio :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)`
+(:func:`stability_study`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Union
+
+import numpy as np
+
+from .attention import Attention
+from .transport import conditional_wasserstein, wasserstein
+
+__all__ = [
+    "has_explicit_bound",
+    "support_speed",
+    "lipschitz_constants",
+    "log_stability_bound",
+    "perturb_in_ball",
+    "stability_study",
+]
+
+LayerLike = Union[Attention, Callable[[float], Attention]]
+
+
+def _opnorm(M) -> float:
+    return float(np.linalg.norm(M, 2))
+
+
+def has_explicit_bound(layer: Attention) -> bool:
+    """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (all kinds but Sinkhorn)."""
+    return layer.kind != "sinkhorn"
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
+def support_speed(layer: Attention, R: float) -> float:
+    r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)` (so :math:`\dot R\le` it)."""
+    out = 0.0
+    for h in range(layer.n_heads):
+        v = _opnorm(layer.V[h])
+        a = layer.beta * _opnorm(layer.A[h])
+        if layer.kind in ("softmax", "l2", "sinkhorn", "sigmoid"):
+            out += v * R
+        elif layer.kind == "unnormalized_softmax":
+            out += v * R * _exp(a * R * R)
+        elif layer.kind == "linear":
+            out += a * v * R**3
+    return out
+
+
+def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) -> tuple[float, float]:
+    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (paper 1 §3.2; table in the module docstring).
+
+    ``m0`` is the sink mass, required for causal row-normalised layers (their denominators are
+    only bounded below through it); the constant is then for the conditional distance
+    :math:`W_{1,\lambda}`.
+
+    Raises
+    ------
+    ValueError
+        For Sinkhorn attention (no explicit constant) or a causal softmax/L2 layer without ``m0 > 0``.
+    """
+    if not has_explicit_bound(layer):
+        raise ValueError("no explicit stability constant is available for Sinkhorn attention "
+                         "(the spec's §3.2 gives none); measure the growth factor instead")
+    R = float(R)
+    normalised_causal = layer.causal and layer.kind in ("softmax", "l2")
+    if normalised_causal and not (m0 is not None and m0 > 0):
+        raise ValueError("a causal softmax layer has no uniform constant without an attention sink: give m0 > 0")
+    lip_x = lip_mu = 0.0
+    b = layer.beta
+    for h in range(layer.n_heads):
+        v = _opnorm(layer.V[h])
+        a = b * _opnorm(layer.A[h])
+        r2 = R * R
+        if layer.kind == "softmax":
+            lx, lm = a * v * r2, v * (1 + 2 * a * r2) * _exp(2 * a * r2)
+        elif layer.kind == "l2":
+            q, k = math.sqrt(b) * _opnorm(layer.Q[h]), math.sqrt(b) * _opnorm(layer.K[h])
+            lx = 2 * a * v * r2  # a = beta ||Q^T K||
+            lm = v * (1 + 4 * k * (q + k) * r2) * _exp((q + k) ** 2 * r2)
+        elif layer.kind == "sigmoid":
+            lx, lm = a * v * r2 / 4, v * (1 + a * r2 / 4)
+        elif layer.kind == "unnormalized_softmax":
+            lx, lm = a * v * r2 * _exp(a * r2), v * (1 + a * r2) * _exp(a * r2)
+        else:  # linear
+            lx, lm = a * v * r2, 2 * a * v * r2
+        lip_x += lx
+        lip_mu += lm / m0 if normalised_causal else lm
+    return lip_x, lip_mu
+
+
+def log_stability_bound(layer: LayerLike, t, R0: float, *, m0: float | None = None,
+                        substeps: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of Theorem A, and the support radius :math:`R_t`.
+
+    Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and
+    :math:`\frac{d}{dt}\log C=L(R)=\mathrm{Lip}_x(R)+\mathrm{Lip}_\mu(R)` (:func:`lipschitz_constants`)
+    with RK4 (``substeps`` per interval of ``t``, which starts at 0). ``layer`` may depend on
+    time (a callable ``t -> Attention``). The logarithm is returned because :math:`C(t)` itself
+    overflows quickly; it is ``inf`` once the support bound has blown up (linear and unnormalised
+    attention).
+    """
+    t = np.asarray(t, dtype=float)
+    if t.ndim != 1 or t.size == 0 or t[0] != 0 or np.any(np.diff(t) <= 0):
+        raise ValueError("t must be an increasing array of times starting at 0")
+    if not (R0 >= 0 and math.isfinite(R0)):
+        raise ValueError(f"R0 must be a finite non-negative radius, got {R0!r}")
+    lay = (lambda s: layer) if isinstance(layer, Attention) else layer  # noqa: E731
+
+    def rhs(s, y):
+        L = lay(s)
+        R = y[0]
+        if not math.isfinite(R):
+            return np.array([math.inf, math.inf])
+        lx, lm = lipschitz_constants(L, R, m0=m0)
+        return np.array([support_speed(L, R), lx + lm])
+
+    y = np.array([float(R0), 0.0])
+    logC, Rs = [0.0], [float(R0)]
+    for k in range(1, t.size):
+        h = (t[k] - t[k - 1]) / substeps
+        s = t[k - 1]
+        for _ in range(substeps):
+            if not np.all(np.isfinite(y)):
+                break
+            with np.errstate(over="ignore", invalid="ignore"):
+                k1 = rhs(s, y)
+                k2 = rhs(s + h / 2, y + h / 2 * k1)
+                k3 = rhs(s + h / 2, y + h / 2 * k2)
+                k4 = rhs(s + h, y + h * k3)
+                y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            if not np.all(np.isfinite(y)):
+                y = np.array([math.inf, math.inf])
+            s += h
+        Rs.append(float(y[0]))
+        logC.append(float(y[1]))
+    return np.array(logC), np.array(Rs)
+
+
+def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
+    r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d` (paper 1 §3.3)."""
+    X = np.asarray(X, dtype=float)
+    rng = np.random.default_rng(rng)
+    n, d = X.shape
+    g = rng.standard_normal((n, d))
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
+    r = rng.random(n) ** (1.0 / d)
+    return X + delta * r[:, None] * g
+
+
+def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int = 1,
+                    rng=None, p: float = 2) -> dict[str, np.ndarray]:
+    r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (paper 1 §3.3 item 1).
+
+    :math:`\mu_0` is the empirical measure of ``X0``, :math:`\nu_0` that of
+    :math:`x_i+\delta\xi_i` for each ``delta``, with the same :math:`\xi_i` uniform in the unit ball
+    (:func:`perturb_in_ball`) for every ``delta``, so that the curves for different sizes differ only
+    through the nonlinearity of the dynamics; both are pushed by
+    ``variant`` (:class:`~tokendynamics.variants.Variant`) with RK4. Distances are exact
+    (:func:`~tokendynamics.transport.wasserstein`); for masked attention they are the conditional
+    distance :math:`W_{p,\lambda}` (:func:`~tokendynamics.transport.conditional_wasserstein`),
+    the sink token being part of the architecture and not perturbed.
+
+    Returns ``t`` (stored times), ``ratio`` (len(deltas), len(t)), ``w0`` (len(deltas)),
+    ``R0`` (support radius of the initial data), ``log_bound`` (:func:`log_stability_bound`, or
+    NaN where no explicit constant exists) and ``blowup`` (time or NaN, per delta).
+    """
+    rng = np.random.default_rng(rng)
+    base, system = variant.run(X0, T, dt=dt, save_every=save_every)
+    t = base.t
+    ratio = np.full((len(deltas), t.size), np.nan)
+    w0 = np.zeros(len(deltas))
+    blowup = np.full(len(deltas), np.nan)
+    R0 = float(np.max(np.linalg.norm(system.X, axis=1)))
+
+    def dist(Xa, Xb):
+        if variant.masked:
+            return conditional_wasserstein(Xa, Xb, system.positions, p=p,
+                                           weights=(system.weights, system.weights))
+        return wasserstein(Xa, Xb, p=p, method="exact")
+
+    xi = perturb_in_ball(np.zeros_like(np.asarray(X0, dtype=float)), 1.0, rng)
+    for k, delta in enumerate(deltas):
+        Y0 = np.asarray(X0, dtype=float) + delta * xi
+        other, sys_y = variant.run(Y0, T, dt=dt, save_every=save_every)
+        R0 = max(R0, float(np.max(np.linalg.norm(sys_y.X, axis=1))))
+        m = min(len(other.t), len(base.t))
+        d = np.array([dist(base.X[i], other.X[i]) for i in range(m)])
+        w0[k] = d[0]
+        ratio[k, :m] = d / d[0]
+        if other.blew_up or base.blew_up:
+            blowup[k] = min(x for x in (other.blowup_time, base.blowup_time) if x is not None)
+    try:
+        log_bound, _ = log_stability_bound(variant.layer, t - t[0], R0, m0=variant.sink_mass)
+    except ValueError:  # Sinkhorn, or masked attention without a sink: no explicit constant
+        log_bound = np.full(t.size, np.nan)
+    return {"t": t, "ratio": ratio, "w0": w0, "R0": np.array(R0), "log_bound": log_bound,
+            "blowup": blowup, "deltas": np.asarray(deltas, dtype=float)}

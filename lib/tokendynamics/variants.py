@@ -1,0 +1,222 @@
+r"""The attention variants of paper 1 §2, built on the one attention core.
+
+Each variant is an :class:`~tokendynamics.attention.Attention` layer (plus, for masked attention,
+a sink and positions); this module adds the constructors the paper's conventions need and a small
+:class:`Variant` object that pushes tokens with :func:`~tokendynamics.particles.simulate`:
+
+* :func:`multihead_from_rows` — paper 1 §2.2 as in the authors' code: :math:`Q, K, V` split by
+  row blocks into heads, :math:`A_h = Q_h^\top K_h` (library convention, i.e. the paper's
+  :math:`K_h^\top Q_h`), output :math:`C_h = W_h^\top V_h` with :math:`W = I` split the same way;
+* :func:`sigmoid_layer` — paper 1 §2.5, either averaged over tokens (``normalization="mean"``:
+  :math:`\frac1n\sum_j\sigma(s_{ij}+b)Vx_j`) or summed with the bias :math:`b=-\log n` of
+  Ramapuram et al. (``normalization="sum"``, ``bias="-log n"``: :math:`\sum_j\sigma(s_{ij}-\log n)Vx_j`,
+  which tends to unnormalised exponential attention as :math:`n\to\infty`);
+* :func:`paper1_variants` — the eight variants of the chapter's gallery from one pair
+  :math:`(A, V)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .attention import Attention, validate_tokens
+from .masked import SinkSystem, with_sink
+from .particles import Trajectory, simulate
+
+__all__ = [
+    "VARIANT_NAMES",
+    "multihead_from_rows",
+    "sigmoid_layer",
+    "Variant",
+    "paper1_variants",
+]
+
+VARIANT_NAMES = ("softmax", "multihead", "l2", "sinkhorn", "sigmoid", "linear",
+                 "unnormalized_softmax", "masked")
+
+
+def multihead_from_rows(Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax",
+                        beta: float = 1.0, **layer_kwargs) -> Attention:
+    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1 §2.2).
+
+    Head :math:`h` uses rows :math:`hk,\dots,(h+1)k-1` (:math:`k=d/H`) of :math:`Q`, :math:`K`,
+    :math:`V` and of the output matrix :math:`W` (default :math:`I_d`):
+
+    .. math:: \Gamma_\mu(x)=\sum_{h=1}^H C_h\,\frac{\int e^{\langle x,A_hy\rangle}y\,d\mu(y)}{\int e^{\langle x,A_hy\rangle}d\mu(y)},
+              \qquad A_h=\text{scale}\cdot Q_h^\top K_h,\quad C_h=W_h^\top V_h .
+
+    The authors' code uses ``scale = 1/sqrt(k)`` (pass it to reproduce their figures); the library
+    keeps the scale out of the model. If :math:`Q, K` have fewer than :math:`Hk` rows, the heads
+    without rows have :math:`A_h=0`: they add :math:`C_h\int y\,d\mu` (the mean), and nothing to
+    the covariance equation — the situation of the paper's figure F2c.
+
+    Parameters
+    ----------
+    Q, K : arrays (r, d), r <= H k
+    V : array (d, d)
+    n_heads : int, must divide d
+    W : array (d, d), optional
+    kind : str
+        Any row-wise kind of the core (``softmax`` by default; ``l2`` uses :math:`Q_h, K_h`
+        directly and then needs every head to have rows).
+    """
+    Q = np.atleast_2d(np.asarray(Q, dtype=float))
+    K = np.atleast_2d(np.asarray(K, dtype=float))
+    V = np.asarray(V, dtype=float)
+    if V.ndim != 2 or V.shape[0] != V.shape[1]:
+        raise ValueError(f"V must be a square d x d matrix, got shape {V.shape}")
+    d = V.shape[0]
+    H = int(n_heads)
+    if H != n_heads or H < 1:
+        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+    if d % H:
+        raise ValueError(f"the number of heads H = {H} must divide d = {d} (head size k = d / H)")
+    if Q.shape != K.shape or Q.ndim != 2 or Q.shape[1] != d:
+        raise ValueError(f"Q and K must both be (r, {d}) with the same r, got {Q.shape} and {K.shape}")
+    k = d // H
+    if Q.shape[0] > H * k:
+        raise ValueError(f"Q and K have {Q.shape[0]} rows, more than H k = {H * k}")
+    W = np.eye(d) if W is None else np.asarray(W, dtype=float)
+    if W.shape != (d, d):
+        raise ValueError(f"W must be {d} x {d}, got {W.shape}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
+    blocks = [slice(h * k, (h + 1) * k) for h in range(H)]
+    C = np.stack([W[b].T @ V[b] for b in blocks])
+    if kind == "l2":
+        if Q.shape[0] < H * k:
+            raise ValueError("l2 multi-head attention needs k rows of Q and K for every head")
+        Qs = np.stack([math.sqrt(scale) * Q[b] for b in blocks])
+        Ks = np.stack([math.sqrt(scale) * K[b] for b in blocks])
+        return Attention("l2", Q=Qs, K=Ks, V=C, beta=beta, **layer_kwargs)
+    A = np.stack([scale * (Q[b].T @ K[b]) if Q[b].shape[0] else np.zeros((d, d)) for b in blocks])
+    return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)
+
+
+def sigmoid_layer(A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "mean",
+                  n: int | None = None, causal: bool = False) -> Attention:
+    r"""Sigmoid attention (paper 1 §2.5), averaged over tokens or summed as in Ramapuram et al.
+
+    * ``normalization="mean"``: :math:`\Gamma_\mu(x)=\int\sigma(\beta\langle x,Ay\rangle+b)\,Vy\,d\mu(y)`,
+      i.e. :math:`\frac1n\sum_j\sigma(s_{ij}+b)Vx_j` for particles — linear in :math:`\mu`;
+    * ``normalization="sum"``: :math:`\sum_j\sigma(s_{ij}+b)Vx_j` for :math:`n` tokens, i.e. the
+      mean form with value matrix :math:`nV` (for weighted measures: :math:`n\int\sigma\,Vy\,d\mu`).
+
+    ``bias="-log n"`` sets :math:`b=-\log n`. Since :math:`n\,\sigma(s-\log n)=e^s/(1+e^s/n)`, the
+    summed form with this bias differs from unnormalised exponential attention
+    :math:`\int e^{s}Vy\,d\mu` by :math:`\int\frac{e^{2s}}{n+e^s}Vy\,d\mu=O(e^{2\|A\|R^2}R\|V\|/n)`.
+    """
+    if normalization not in ("mean", "sum"):
+        raise ValueError(f"normalization must be 'mean' or 'sum', got {normalization!r}")
+    needs_n = normalization == "sum" or (isinstance(bias, str))
+    if needs_n and (n is None or int(n) != n or n < 1):
+        raise ValueError(f"normalization={normalization!r} / bias={bias!r} needs the number of tokens n")
+    if isinstance(bias, str):
+        if bias.replace(" ", "") != "-logn":
+            raise ValueError(f"bias must be a number or the string '-log n', got {bias!r}")
+        b = -math.log(n)
+    else:
+        b = float(bias)
+    V = np.asarray(V, dtype=float)
+    if normalization == "sum":
+        V = n * V
+    return Attention("sigmoid", A=A, V=V, beta=beta, bias=b, causal=causal)
+
+
+@dataclass(frozen=True, eq=False)
+class Variant:
+    r"""A named attention variant of paper 1 §2, ready to push tokens.
+
+    ``layer`` is the core layer, or a callable ``t -> Attention`` for depth-dependent parameters
+    :math:`(A_t, V_t)`; for masked attention ``sink_mass`` (:math:`m_0`) and ``sink_token`` say how
+    :func:`~tokendynamics.masked.with_sink` extends the tokens to :math:`(s,x)` space (positions
+    :math:`s_i=i/n` in row order, sink at :math:`s=0`).
+    """
+
+    name: str
+    layer: Attention | Callable[[float], Attention]
+    sink_mass: float | None = None
+    sink_token: np.ndarray | None = None
+
+    @property
+    def masked(self) -> bool:
+        return self.sink_mass is not None
+
+    def layer_at(self, t: float = 0.0) -> Attention:
+        """The layer at depth t."""
+        return self.layer if isinstance(self.layer, Attention) else self.layer(t)
+
+    def system(self, X0) -> SinkSystem:
+        """The measure the core integrates: tokens (with sink and positions if masked)."""
+        X0 = validate_tokens(X0, self.layer_at(0.0).d, name="X0")
+        if not self.masked:
+            n = X0.shape[0]
+            return SinkSystem(X0.copy(), np.full(n, 1.0 / n), np.arange(1, n + 1) / n, 0, 0.0)
+        return with_sink(X0, self.sink_mass, sink=self.sink_token)
+
+    def run(self, X0, T: float, *, dt: float, method: str = "rk4", save_every: int = 1,
+            on_blowup: str = "stop", **kwargs) -> tuple[Trajectory, SinkSystem]:
+        r"""Integrate :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` from ``X0`` up to ``T``.
+
+        Returns ``(trajectory, system)``; ``system.tokens(trajectory.X)`` drops the sink rows.
+        A blow-up stops the run (``trajectory.blowup_time`` is set) unless ``on_blowup="raise"``.
+        """
+        sys_ = self.system(X0)
+        extra = sys_.simulate_kwargs() if self.masked else {}
+        traj = simulate(sys_.X, self.layer, T, dt=dt, method=method, save_every=save_every,
+                        on_blowup=on_blowup, **extra, **kwargs)
+        return traj, sys_
+
+    def __repr__(self) -> str:
+        sink = f", m0={self.sink_mass:g}" if self.masked else ""
+        lay = repr(self.layer) if isinstance(self.layer, Attention) else "depth-dependent"
+        return f"Variant({self.name!r}, {lay}{sink})"
+
+
+def paper1_variants(A, V, *, beta: float = 1.0, eps: float = 1.0, bias: float = 0.0,
+                    n_heads: int | None = None, sink_mass: float = 0.1, sink_token=None,
+                    names=VARIANT_NAMES) -> dict[str, Variant]:
+    r"""The gallery of paper 1 §2 from one score matrix :math:`A` and value matrix :math:`V` (library convention).
+
+    ========================  =====================================================================
+    ``softmax``               :math:`\mathrm{Attention}(\text{softmax}, A, V, \beta)`
+    ``multihead``             :func:`multihead_from_rows` with :math:`Q=I`, :math:`K=A`, :math:`V`,
+                              :math:`H=d` heads by default (head :math:`h` scores with row :math:`h`
+                              of :math:`A` and writes row :math:`h` of :math:`V`)
+    ``l2``                    :math:`e^{-\beta|x-Ay|^2}` (:math:`Q=I`, :math:`K=A`, so :math:`Q^\top K=A`)
+    ``sinkhorn``              entropic self-plan, cost :math:`-\beta\langle x,Ay\rangle`, :math:`\varepsilon` = ``eps``
+    ``sigmoid``               :math:`\int\sigma(\beta\langle x,Ay\rangle+b)Vy\,d\mu` (mean normalisation)
+    ``linear``                :math:`\int\beta\langle x,Ay\rangle Vy\,d\mu`
+    ``unnormalized_softmax``  :math:`\int e^{\beta\langle x,Ay\rangle}Vy\,d\mu`
+    ``masked``                causal softmax, positions :math:`i/n`, sink of mass ``sink_mass`` at
+                              :math:`s=0` (default sink token: the origin)
+    ========================  =====================================================================
+    """
+    A = np.asarray(A, dtype=float)
+    V = np.asarray(V, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or V.shape != A.shape:
+        raise ValueError(f"A and V must be square matrices of the same size, got {A.shape} and {V.shape}")
+    d = A.shape[0]
+    unknown = set(names) - set(VARIANT_NAMES)
+    if unknown:
+        raise ValueError(f"unknown variant(s) {sorted(unknown)}; known: {VARIANT_NAMES}")
+    H = d if n_heads is None else n_heads
+    build = {
+        "softmax": lambda: Variant("softmax", Attention("softmax", A=A, V=V, beta=beta)),
+        "multihead": lambda: Variant("multihead", multihead_from_rows(np.eye(d), A, V, H, beta=beta)),
+        "l2": lambda: Variant("l2", Attention("l2", Q=np.eye(d), K=A, V=V, beta=beta)),
+        "sinkhorn": lambda: Variant("sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps,
+                                                          sinkhorn_tol=1e-10)),
+        "sigmoid": lambda: Variant("sigmoid", sigmoid_layer(A, V, beta=beta, bias=bias)),
+        "linear": lambda: Variant("linear", Attention("linear", A=A, V=V, beta=beta)),
+        "unnormalized_softmax": lambda: Variant("unnormalized_softmax",
+                                                Attention("unnormalized_softmax", A=A, V=V, beta=beta)),
+        "masked": lambda: Variant("masked", Attention("softmax", A=A, V=V, beta=beta, causal=True),
+                                  sink_mass=float(sink_mass),
+                                  sink_token=None if sink_token is None else np.asarray(sink_token, float)),
+    }
+    return {name: build[name]() for name in names}

@@ -495,6 +495,15 @@ def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str 
     s = _validate_positions(positions, n)
     if backend not in ("auto", "numpy", "numba", "dense"):
         raise ValueError(f"backend must be 'auto', 'numpy', 'numba' or 'dense', got {backend!r}")
+    # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked
+    # by _check_finite, which raises NonFiniteError, and integrators report it as a blow-up.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = _velocity(X, layer, w, s, backend, sinkhorn_state)
+    return _check_finite(out, layer)
+
+
+def _velocity(X, layer, w, s, backend, sinkhorn_state):
+    n = X.shape[0]
     out = np.zeros_like(X)
     if backend in ("auto", "numba") and layer.kind in ("softmax", "l2") and not layer.causal:
         from . import _kernels
@@ -502,7 +511,7 @@ def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str 
         if backend == "numba" or _kernels.prefer_fused(n, layer):
             for h in range(layer.n_heads):
                 out += _kernels.fused_head(X, layer, w, h, require_numba=(backend == "numba"))
-            return _check_finite(out, layer)
+            return out
     elif backend == "numba":
         raise ValueError(f"the numba backend covers non-causal softmax and l2 attention, not {layer.kind!r}")
     for h in range(layer.n_heads):
@@ -524,10 +533,9 @@ def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str 
             for start in range(0, n, block):
                 rows = slice(start, min(n, start + block))
                 W, r, _ = _head_weights(X, layer, w, s, h, rows=rows)
-                with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_finite
-                    field = W @ values
-                    out[rows] += field if r is None else field / r[:, None]
-    return _check_finite(out, layer)
+                field = W @ values
+                out[rows] += field if r is None else field / r[:, None]
+    return out
 
 
 def _check_finite(out: np.ndarray, layer: Attention) -> np.ndarray:

@@ -18,6 +18,7 @@ __all__ = [
     "plot_portrait",
     "plot_hamiltonian_levels",
     "regime_label",
+    "draw_explorer",
 ]
 
 #: One colour per regime, used by every figure of the chapter.
@@ -48,17 +49,31 @@ def plot_disk(ax, *, labels: bool = True):
     return ax
 
 
-def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bool = True, cmap: str = "viridis"):
-    """Unit arrows of the OA field coloured by speed (log scale), and the OA orbit from ``z0``."""
+def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bool = True, style: str = "quiver",
+                  cmap: str = "viridis"):
+    """The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
+
+    ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
+    widget); ``style="stream"``: streamlines coloured the same way.
+    """
+    if style not in ("quiver", "stream"):
+        raise ValueError(f"style must be 'quiver' or 'stream', got {style!r}")
     plot_disk(ax)
     f = portrait.field
-    speed = np.ma.abs(f)
-    direction = f / np.ma.where(speed > 0, speed, 1.0)
     g = portrait.grid
+    speed = np.ma.abs(f)
     colour = np.ma.log10(np.ma.maximum(speed, 1e-6))
-    q = ax.quiver(g.real, g.imag, direction.real, direction.imag, colour, cmap=cmap, angles="xy",
-                  scale_units="xy", scale=1.0 / (0.7 * (g.real[0, 1] - g.real[0, 0])), width=0.004,
-                  pivot="mid", zorder=2)
+    if style == "quiver":
+        direction = f / np.ma.where(speed > 0, speed, 1.0)
+        h = g.real[0, 1] - g.real[0, 0]
+        art = ax.quiver(g.real, g.imag, direction.real, direction.imag, colour, cmap=cmap, angles="xy",
+                        scale_units="xy", scale=1.0 / (0.75 * h), width=0.006, headwidth=4, pivot="mid", zorder=2)
+    else:
+        U = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).real)
+        W = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).imag)
+        C = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(colour))
+        art = ax.streamplot(g.real[0], g.imag[:, 0], U, W, color=C, cmap=cmap, density=1.1, linewidth=0.8,
+                            arrowsize=0.8, zorder=2)
     if orbit:
         z = portrait.orbit
         ax.plot(z.real, z.imag, color="k", lw=1.3, zorder=3)
@@ -66,7 +81,7 @@ def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bo
         ax.plot(z.real[-1], z.imag[-1], "s", color="k", ms=4, zorder=4)
     if title is not None:
         ax.set_title(title)
-    return q
+    return art
 
 
 def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: int = 301, color="0.55"):
@@ -88,7 +103,49 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
     levels = np.unique(np.round(np.sort(hamiltonian(rays, V, beta)), 10))
     levels = levels[np.linspace(0, levels.size - 1, min(n_levels, levels.size)).round().astype(int)]
     cs = ax.contour(Z.real, Z.imag, np.ma.masked_invalid(E), levels=np.unique(levels), colors=color,
-                    linewidths=0.7, zorder=1)
+                    linewidths=0.7, zorder=1, negative_linestyles="solid")
     if zc is not None:
         ax.plot(zc.real, zc.imag, "+", color="k", ms=8, zorder=4)
     return cs
+
+
+def draw_explorer(axes, portrait: Portrait, traj=None):
+    """The explorer panel: OA portrait with its orbit (and the particles' :math:`R_2`), and the tokens.
+
+    ``axes`` is a pair of matplotlib axes (cleared first); ``traj`` an optional planar
+    :class:`~tokendynamics.particles.Trajectory` (drawn as its :math:`R_2` path and final tokens).
+    Used by the live widget and by the static animation of the chapter.
+    """
+    ax_disk, ax_tok = axes
+    ax_disk.clear()
+    ax_tok.clear()
+    plot_portrait(ax_disk, portrait)
+    pred = portrait.prediction
+    title = f"OA: {regime_label(portrait.regime)}"
+    if pred is not None:
+        title += f"\nclosed form ({pred.case}): {pred.regime.replace('_', ' ')}"
+        if pred.period is not None:
+            title += f", P = {pred.period:.3f}"
+    else:
+        title += "\nno closed form applies"
+    ax_disk.set_title(title, fontsize="small")
+    if traj is not None:
+        X = traj.X
+        R2 = np.mean((X[..., 0] + 1j * X[..., 1]) ** 2, axis=1)
+        ax_disk.plot(R2.real, R2.imag, color=REGIME_COLORS[portrait.regime], lw=1.0, alpha=0.9, zorder=3,
+                     label=f"particles, n = {traj.n}")
+        ax_disk.legend(loc="lower left", fontsize="x-small")
+        s = np.linspace(0, 2 * np.pi, 361)
+        ax_tok.plot(np.cos(s), np.sin(s), color="0.75", lw=1, zorder=0)
+        ax_tok.scatter(X[0, :, 0], X[0, :, 1], s=8, color="0.7", zorder=1, label="t = 0")
+        ax_tok.scatter(X[-1, :, 0], X[-1, :, 1], s=14, color=REGIME_COLORS[portrait.regime], zorder=2,
+                       label=f"t = {traj.t[-1]:g}")
+        ax_tok.set_aspect("equal")
+        ax_tok.set_xlim(-1.2, 1.2)
+        ax_tok.set_ylim(-1.2, 1.2)
+        ax_tok.set_xticks([])
+        ax_tok.set_yticks([])
+        ax_tok.grid(False)
+        ax_tok.legend(loc="lower left", fontsize="x-small")
+        ax_tok.set_title("tokens", fontsize="small")
+    return axes

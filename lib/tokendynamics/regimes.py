@@ -37,9 +37,12 @@ __all__ = [
     "predict_regime",
     "case1_region",
     "case1_period",
+    "case1_matrix",
+    "snic_family",
     "classify_regime",
     "RegimeClassification",
     "rotation_period",
+    "sampled_period",
     "RegimeExample",
     "REGIME_TABLE",
     "Portrait",
@@ -110,6 +113,43 @@ def case1_region(A) -> str:
     if 0.5 * tr + abs(am) < 0:
         return "sym_negative_definite"
     return "bistable"
+
+
+def case1_matrix(tr, det, skew=1.0):
+    r"""Matrices :math:`A=\begin{pmatrix}\tfrac{t}{2}+p&-\omega\\ \omega&\tfrac{t}{2}-p\end{pmatrix}` with given trace, determinant and skew part.
+
+    :math:`p=\sqrt{t^2/4+\omega^2-\det}` (:math:`\omega=(a_{21}-a_{12})/2`), which exists iff
+    :math:`\det A\le t^2/4+\omega^2`. Vectorised; returns ``(A, feasible)`` with ``A`` of shape
+    (..., 2, 2) (identity where infeasible) and a boolean mask. Every real 2 x 2 matrix is a
+    rotation conjugate of one of these (which does not change the Case 1 regime).
+    """
+    tr, det = np.broadcast_arrays(np.asarray(tr, dtype=float), np.asarray(det, dtype=float))
+    skew = float(skew)
+    p2 = tr ** 2 / 4 + skew ** 2 - det
+    ok = p2 >= 0
+    p = np.sqrt(np.where(ok, p2, 0.0))
+    A = np.empty(tr.shape + (2, 2))
+    A[..., 0, 0] = tr / 2 + p
+    A[..., 1, 1] = tr / 2 - p
+    A[..., 0, 1] = -skew
+    A[..., 1, 0] = skew
+    A[~ok] = np.eye(2)
+    return A, ok
+
+
+def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
+    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (paper 2 §5.6), with :math:`A=I`.
+
+    Vectorised over ``a`` (and ``b``, ``c``). :math:`c>0`: rotating clusters for :math:`|a|<|b|`
+    with period :math:`\pi/(\beta\sqrt{b^2-a^2})`, static clusters for :math:`|a|>|b|`.
+    """
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (a, b, c)))
+    V = np.empty(a.shape + (2, 2))
+    V[..., 0, 0] = c + a
+    V[..., 0, 1] = b
+    V[..., 1, 0] = -b
+    V[..., 1, 1] = c - a
+    return V
 
 
 def case1_period(A, z0, beta=1.0) -> float:
@@ -338,7 +378,9 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     # sample the window finely enough to unwrap arg z: |d arg z/dt| <= |dz/dt| / |z| <= sum |k_i| near the circle
     field = OAPolynomial.of(coefficients(A, V, beta))
     speed = float(np.max(sum(np.abs(k) for k in field.k)))
-    m = int(min(20_000, max(401, 2 * window * T * speed)))
+    batch = int(np.prod(np.broadcast_shapes(np.shape(z0), *(np.shape(k) for k in field.k))))
+    # (a coarser sampling of a large batch can misstate arg_range but not static vs rotating)
+    m = int(min(20_000, max(401, 2 * window * T * speed), max(401, 4_000_000 // max(batch, 1))))
     t_eval = np.linspace((1 - window) * T, T, m)
     sol = solve_ott_antonsen(z0, A, V, beta, (0.0, T), t_eval=t_eval, method=method, rtol=rtol, atol=atol, dt=dt)
     z = sol.z
@@ -389,6 +431,26 @@ def rotation_period(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 400.0, *, transien
     gaps = np.diff(times)
     period = float(gaps.mean())
     return (period, gaps) if return_intervals else period
+
+
+def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> float:
+    r"""Period of a sampled complex signal (e.g. the particles' :math:`R_2(t)`): mean time between upward zero crossings of :math:`\operatorname{Im}(R-\text{centre})`.
+
+    Crossing times are located by linear interpolation between samples, so the result is as
+    accurate as the sampling (use :func:`rotation_period` for the OA flow itself). Samples before
+    ``transient`` are ignored; returns ``math.inf`` with fewer than two crossings.
+    """
+    t = np.asarray(t, dtype=float)
+    y = np.imag(np.asarray(R, dtype=complex) - complex(centre))
+    if t.ndim != 1 or y.shape != t.shape:
+        raise ValueError("t and R must be 1-D arrays of the same length")
+    keep = t >= transient
+    t, y = t[keep], y[keep]
+    up = np.nonzero((y[:-1] < 0) & (y[1:] >= 0))[0]
+    if up.size < 2:
+        return math.inf
+    times = t[up] - y[up] * (t[up + 1] - t[up]) / (y[up + 1] - y[up])
+    return float(np.diff(times).mean())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ __all__ = [
     "plot_hamiltonian_levels",
     "regime_label",
     "draw_explorer",
+    "html_table",
 ]
 
 #: One colour per regime, used by every figure of the chapter.
@@ -149,3 +150,15 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
         ax_tok.legend(loc="lower left", fontsize="x-small")
         ax_tok.set_title("tokens", fontsize="small")
     return axes
+
+
+def html_table(header, rows) -> str:
+    """A plain HTML table (header row + body rows of strings), for tables printed by the chapters.
+
+    Static pages render it without a kernel; cell text is HTML-escaped.
+    """
+    from html import escape
+
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

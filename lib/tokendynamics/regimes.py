@@ -49,6 +49,7 @@ __all__ = [
     "regime_portrait",
 ]
 
+#: The four regime names, in the order of the paper's Types 1, 2, 3 and P.
 REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial")
 #: The paper's Type labels of the regime names.
 TYPES = {"static_clusters": "Type 1", "rotating_clusters": "Type 2", "oscillation": "Type 3", "partial": "Type P"}
@@ -366,6 +367,13 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     * :math:`\max|z(t)-z(T)|<` ``fixed_tol``: ``"partial"``;
     * otherwise ``"oscillation"``.
 
+    One refinement of spec §8.16: a turning argument counts as rotation only if it turned by at
+    least :math:`\pi` in the window or the clusters' own velocity on the circle at
+    :math:`\arg z(T)/2` (:func:`~tokendynamics.kuramoto.cluster_velocity`) is at least
+    :math:`10^{-2}\beta\|A\|\|V\|`; otherwise the orbit is still creeping towards an
+    equilibrium of the circle (slow Case 1 approaches, where every boundary point is one) and is
+    reported as ``"static_clusters"``.
+
     ``A``, ``V`` (stacks (..., 2, 2)) and ``z0`` broadcast: a batch is integrated in one call and
     an array of names is returned. ``method="rk4"`` with step ``dt`` is the fast path for one
     layer (about 0.05 s for T = 200, dt = 0.02; used by the live widget). A slowly converging orbit (near a bifurcation) can be reported
@@ -389,7 +397,14 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     arg_range = np.ptp(np.unwrap(np.angle(z), axis=0), axis=0)
     z_range = np.max(np.abs(z - z[-1]), axis=0)
     boundary = min_mod > 1 - boundary_tol
-    names = np.where(boundary, np.where(arg_range < arg_tol, "static_clusters", "rotating_clusters"),
+    # velocity of a cluster pair at the final boundary point, against the scale beta |A| |V|
+    coef = coefficients(A, V, beta)
+    e = np.conj(z[-1]) / np.maximum(mod[-1], 1e-300)  # e^{-2 i theta}
+    cluster_speed = np.abs(coef.beta * (np.real(coef.a_plus) + np.real(coef.a_minus * e))
+                           * (np.imag(coef.v_plus) + np.imag(coef.v_minus * e)))
+    scale = coef.beta * (np.abs(coef.a_plus) + np.abs(coef.a_minus)) * (np.abs(coef.v_plus) + np.abs(coef.v_minus))
+    turning = (arg_range >= arg_tol) & ((arg_range >= np.pi) | (cluster_speed >= 1e-2 * scale))
+    names = np.where(boundary, np.where(turning, "rotating_clusters", "static_clusters"),
                      np.where(z_range < fixed_tol, "partial", "oscillation"))
     single = names.ndim == 0
     regime = str(names) if single else names.astype(object)

@@ -147,6 +147,8 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
         ax_tok.set_xticks([])
         ax_tok.set_yticks([])
         ax_tok.grid(False)
+        for side in ("left", "bottom"):
+            ax_tok.spines[side].set_visible(False)
         ax_tok.legend(loc="lower left", fontsize="x-small")
         ax_tok.set_title("tokens", fontsize="small")
     return axes

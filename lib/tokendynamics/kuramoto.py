@@ -34,6 +34,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
+from .particles import _parse_span
 
 __all__ = [
     "J",
@@ -318,14 +319,7 @@ class PhaseSolution:
 
 
 def _time_grid(t_span, t_eval):
-    if np.isscalar(t_span):
-        t0, T = 0.0, float(t_span)
-    else:
-        if len(t_span) != 2:
-            raise ValueError(f"t_span must be T or (t0, T), got {t_span!r}")
-        t0, T = float(t_span[0]), float(t_span[1])
-    if not (math.isfinite(t0) and math.isfinite(T) and T > t0):
-        raise ValueError(f"t_span must satisfy t0 < T (finite), got ({t0}, {T})")
+    t0, T = _parse_span(t_span)
     if t_eval is None:
         t_eval = np.linspace(t0, T, 401)
     t_eval = np.asarray(t_eval, dtype=float)

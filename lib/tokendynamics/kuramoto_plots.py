@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ott_antonsen import hamiltonian, hamiltonian_centre
+from .plotting import plot_circle
 from .regimes import TYPES, Portrait
 
 __all__ = [
@@ -136,21 +137,11 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
         ax_disk.plot(R2.real, R2.imag, color=REGIME_COLORS[portrait.regime], lw=1.0, alpha=0.9, zorder=3,
                      label=f"particles, n = {traj.n}")
         ax_disk.legend(loc="lower left", fontsize="x-small")
-        s = np.linspace(0, 2 * np.pi, 361)
-        ax_tok.plot(np.cos(s), np.sin(s), color="0.75", lw=1, zorder=0)
+        plot_circle(ax_tok, X[-1], color=REGIME_COLORS[portrait.regime], size=14, title="tokens")
+        ax_tok.collections[-1].set_label(f"t = {traj.t[-1]:g}")
         ax_tok.scatter(X[0, :, 0], X[0, :, 1], s=8, color="0.7", zorder=1, label="t = 0")
-        ax_tok.scatter(X[-1, :, 0], X[-1, :, 1], s=14, color=REGIME_COLORS[portrait.regime], zorder=2,
-                       label=f"t = {traj.t[-1]:g}")
-        ax_tok.set_aspect("equal")
-        ax_tok.set_xlim(-1.2, 1.2)
-        ax_tok.set_ylim(-1.2, 1.2)
-        ax_tok.set_xticks([])
-        ax_tok.set_yticks([])
-        ax_tok.grid(False)
-        for side in ("left", "bottom"):
-            ax_tok.spines[side].set_visible(False)
         ax_tok.legend(loc="lower left", fontsize="x-small")
-        ax_tok.set_title("tokens", fontsize="small")
+        ax_tok.title.set_fontsize("small")
     return axes
 
 

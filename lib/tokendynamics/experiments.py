@@ -63,6 +63,77 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                  "beta": 1.5, "T": 2.0, "dt": 0.2, "betas": [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0]},
         "full": {"betas": [0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]},
     },
+
+    # ---- paper 2, d = 2: the Kuramoto reduction (chapter 04_kuramoto_reduction) --------------
+    # beta = 1 throughout (paper 2 §7 defaults); matrices of the regime examples: spec §5.7.
+    # F1 token paths and F4 OA portraits, one example per regime (labels of regimes.REGIME_TABLE)
+    "kuramoto_regimes": {
+        "fast": {"n": 100, "T": 40.0, "dt": 0.02, "seed": 0, "beta": 1.0, "n_grid": 17,
+                 "examples": {"static_clusters": "V=I, A=[[1,2],[-1,0.5]]",
+                              "rotating_clusters": "A=diag(2,1), V=[[1,-1],[1,1]]",
+                              "oscillation": "A=I, V=[[0.5,1],[-1,-0.5]]",
+                              "partial": "A=I, V=diag(-1,-3)"}},
+        "full": {"n": 200, "dt": 0.01, "n_grid": 23},
+    },
+    # F2 particles vs OA from a wrapped-Cauchy start (spec §4, F2)
+    "kuramoto_oa_vs_particles": {
+        "fast": {"n": 2000, "z0_abs": 0.3, "z0_arg": 0.7, "T": 15.0, "dt": 0.04, "seed": 1},
+        "full": {"n": 8000, "T": 20.0, "dt": 0.01},
+    },
+    # F3 Watanabe–Strogatz variables over the particles (repo WS app: n = 20, T = 10) and the
+    # exactness check for n in {3, 10, 50}
+    "kuramoto_ws": {
+        "fast": {"n": 20, "T": 10.0, "frames": 401, "seed": 2, "A": [[1.0, 0.5], [-0.3, 0.8]],
+                 "V": [[1.8, -0.8], [1.2, 0.4]], "check_ns": [3, 10, 50], "check_T": 10.0},
+        "full": {"frames": 1001},
+    },
+    # F5 Case 1 (V = I): regime map over (tr A, det A) at fixed skew part (a21 - a12)/2
+    "kuramoto_case1": {
+        "fast": {"skew": 1.0, "tr": [-3.0, 3.0], "det": [-2.0, 3.0], "grid": 41, "T": 400.0,
+                 "z0": [0.0, 0.1]},
+        "full": {"grid": 101, "T": 1500.0},
+    },
+    # F6 Case 2 (A = I, V symmetric): |R2(inf)| vs lambda_max with lambda_2 = lambda_max - gap
+    "kuramoto_case2": {
+        "fast": {"gap": 2.0, "theta1": 0.4, "lmax": [-3.0, 2.0], "points": 51, "T": 400.0,
+                 "particle_lmax": [-2.5, -1.5, -0.6, 0.5, 1.5], "n": 1000, "particle_T": 40.0,
+                 "dt": 0.1, "seed": 3},
+        "full": {"points": 201, "particle_lmax": [-2.8, -2.2, -1.6, -1.0, -0.4, 0.2, 0.8, 1.4], "n": 4000,
+                 "particle_T": 60.0, "dt": 0.05},
+    },
+    # F7 hidden Hamiltonian: A = I, V = [[v11, v12], [-v12, -v11]]
+    "kuramoto_hamiltonian": {
+        "fast": {"family": [[0.5, 1.0], [1.0, 1.0], [1.5, 1.0]], "T": 40.0, "n": 1000, "dt": 0.05, "seed": 4,
+                 "orbit_starts": [0.1, 0.25, 0.45, 0.65, 0.85]},
+        "full": {"n": 4000, "dt": 0.02, "T": 60.0},
+    },
+    # F8 SNIC: A = I, V = [[c + a, b], [-b, c - a]], rotation frequency 2 pi / P vs a
+    "kuramoto_snic": {
+        "fast": {"b": 1.0, "c": 0.3, "a": [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.85, 0.92, 0.96, 0.985,
+                                            1.03, 1.1, 1.25, 1.5], "T": 160.0, "transient": 80.0, "rtol": 1e-9},
+        # a = b = 1 itself is the degenerate saddle-node: left out of the grids
+        "full": {"a": [round(0.025 * k, 3) for k in range(61) if k != 40] + [0.96, 0.985, 0.995, 0.999],
+                 "T": 800.0, "transient": 400.0, "rtol": 1e-11},
+    },
+    # F9 rotating clusters for non-commuting A, V (spec F9)
+    "kuramoto_rotating": {
+        "fast": {"A": [[2.0, 0.0], [0.0, 1.0]], "V": [[1.0, -1.0], [1.0, 1.0]], "n": 200, "T": 20.0, "dt": 0.01,
+                 "seed": 5, "snapshots": [0.0, 3.0, 12.0, 12.6, 13.2, 13.8]},
+        "full": {"T": 40.0, "dt": 0.005},
+    },
+    # F10 OA accuracy vs n (spec §4: n = 250 ... 16000, 3-10 seeds)
+    "kuramoto_oa_accuracy": {
+        "fast": {"ns": [100, 400, 1600, 6400], "seeds": 3, "T": 10.0, "z0_abs": 0.3, "z0_arg": 0.7, "seed": 6,
+                 "cases": ["A=I, V=[[1,2],[-2,-1]]", "A=diag(2,1), V=[[1,-1],[1,1]]"]},
+        "full": {"ns": [250, 1000, 4000, 16000], "seeds": 10},
+    },
+    # live widget and its static stand-in: a path through the regimes in the SNIC family
+    # A = I, V = [[c + a, 1], [-1, c - a]]: c from -0.3 to 0.3 at a = 0.5, then a from 0.5 to 1.5
+    "kuramoto_explorer": {
+        "fast": {"frames": 15, "n": 80, "T": 20.0, "dt": 0.1, "seed": 7, "z0_abs": 0.3, "z0_arg": 0.6,
+                 "n_grid": 15, "timing_repeats": 5},
+        "full": {"frames": 45, "n": 200, "n_grid": 19, "timing_repeats": 9},
+    },
 }
 
 

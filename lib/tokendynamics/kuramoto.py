@@ -1,0 +1,389 @@
+r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2 §2).
+
+Tokens :math:`x_k=(\cos\theta_k,\sin\theta_k)` moved by linear attention on the circle,
+
+.. math:: \dot x_k = P^\perp_{x_k}\Big(\frac\beta n\sum_j\langle x_k,Ax_j\rangle Vx_j\Big),
+
+obey exactly (any n, paper 2 §2.3)
+
+.. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)\,e^{-2i\theta_k}\big),\qquad
+          R_2=\frac1n\sum_j e^{2i\theta_j},
+
+with :math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]`
+and :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`, where a real 2 x 2 matrix acts
+on :math:`z=e^{i\theta}` as :math:`Mz=m_+z+m_-\bar z` (:func:`complex_parts`). The right-hand side
+costs O(n): it sees the other tokens only through :math:`R_2`.
+
+This module holds the encoding, the coefficients, the angle equations and their O(n) integrator,
+and the dynamics of clustered states. The reductions live in
+:mod:`tokendynamics.watanabe_strogatz` (exact, any n) and :mod:`tokendynamics.ott_antonsen`
+(Poisson-kernel manifold, one complex ODE); the regimes in :mod:`tokendynamics.regimes`. Their
+public names are re-exported here, so ``from tokendynamics.kuramoto import classify_regime``
+works.
+
+Convention: the score is :math:`\langle x, Ay\rangle` (library-wide, ``../shared/spec/README.md``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .errors import NonFiniteError
+from .particles import _parse_span
+
+__all__ = [
+    "J",
+    "complex_parts",
+    "matrix_from_parts",
+    "KuramotoCoefficients",
+    "coefficients",
+    "frequency_and_forcing",
+    "daido_coefficients",
+    "phase_velocity",
+    "order_parameter",
+    "PhaseSolution",
+    "solve_phases",
+    "cluster_velocity",
+    "transverse_exponent",
+    # re-exported from the reduction modules (lazily, see __getattr__)
+    "WSSolution",
+    "solve_watanabe_strogatz",
+    "ws_reconstruct",
+    "ws_order_parameter",
+    "OASolution",
+    "ott_antonsen_rhs",
+    "solve_ott_antonsen",
+    "sample_ott_antonsen",
+    "hamiltonian",
+    "hamiltonian_centre",
+    "REGIMES",
+    "Prediction",
+    "predict_regime",
+    "classify_regime",
+    "rotation_period",
+    "solve_projective",
+]
+
+#: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
+J = np.array([[0.0, -1.0], [1.0, 0.0]])
+J.flags.writeable = False
+
+_LAZY = {
+    "WSSolution": "watanabe_strogatz",
+    "solve_watanabe_strogatz": "watanabe_strogatz",
+    "ws_reconstruct": "watanabe_strogatz",
+    "ws_order_parameter": "watanabe_strogatz",
+    "OASolution": "ott_antonsen",
+    "ott_antonsen_rhs": "ott_antonsen",
+    "solve_ott_antonsen": "ott_antonsen",
+    "sample_ott_antonsen": "ott_antonsen",
+    "hamiltonian": "ott_antonsen",
+    "hamiltonian_centre": "ott_antonsen",
+    "REGIMES": "regimes",
+    "Prediction": "regimes",
+    "predict_regime": "regimes",
+    "classify_regime": "regimes",
+    "rotation_period": "regimes",
+    "solve_projective": "watanabe_strogatz",
+}
+
+
+def __getattr__(name):  # PEP 562: re-export the reductions without a circular import
+    if name in _LAZY:
+        module = importlib.import_module(f".{_LAZY[name]}", __package__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------------------------
+
+def as_matrix2(name: str, M) -> np.ndarray:
+    """``M`` as a float64 array of real 2 x 2 matrices, shape (..., 2, 2); clear errors otherwise."""
+    arr = np.asarray(M)
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got a complex array")
+    arr = np.asarray(arr, dtype=float)
+    if arr.ndim < 2 or arr.shape[-2:] != (2, 2):
+        raise ValueError(f"{name} must be a real 2 x 2 matrix (or a stack (..., 2, 2)), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return arr
+
+
+def as_beta(beta) -> np.ndarray | float:
+    """A finite positive inverse temperature (a number, or an array for stacks of layers)."""
+    b = np.asarray(beta, dtype=float)
+    if not (np.all(np.isfinite(b)) and np.all(b > 0)):
+        raise ValueError(f"beta must be finite and positive, got {beta!r}")
+    return float(b) if b.ndim == 0 else b
+
+
+def as_angles(theta, name: str = "theta") -> np.ndarray:
+    """Angles as a float64 array with at least one token on the last axis."""
+    th = np.asarray(theta, dtype=float)
+    if th.ndim == 0 or th.shape[-1] == 0:
+        raise ValueError(f"{name} must be an array of angles (..., n) with n >= 1, got shape {th.shape}")
+    if not np.all(np.isfinite(th)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return th
+
+
+# ---------------------------------------------------------------------------------------------
+# complex encoding of 2 x 2 matrices (paper 2 §2.1)
+# ---------------------------------------------------------------------------------------------
+
+def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
+    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2 §2.1).
+
+    .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad
+              m_-=\tfrac12[(m_{11}-m_{22})+i(m_{21}+m_{12})].
+
+    Identities: :math:`\operatorname{tr}M=2\operatorname{Re}m_+`, :math:`\det M=|m_+|^2-|m_-|^2`,
+    singular values :math:`|m_+|\pm|m_-|`. Works on stacks (..., 2, 2) and returns complex
+    arrays of shape (...) (complex scalars for one matrix).
+    """
+    M = as_matrix2("M", M)
+    m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
+    plus = 0.5 * ((m11 + m22) + 1j * (m21 - m12))
+    minus = 0.5 * ((m11 - m22) + 1j * (m21 + m12))
+    if M.ndim == 2:
+        return complex(plus), complex(minus)
+    return plus, minus
+
+
+def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
+    r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`)."""
+    p = np.asarray(m_plus, dtype=complex)
+    q = np.asarray(m_minus, dtype=complex)
+    M = np.empty(np.broadcast_shapes(p.shape, q.shape) + (2, 2))
+    M[..., 0, 0] = p.real + q.real
+    M[..., 1, 1] = p.real - q.real
+    M[..., 1, 0] = p.imag + q.imag
+    M[..., 0, 1] = q.imag - p.imag
+    return M
+
+
+# ---------------------------------------------------------------------------------------------
+# the Kuramoto–Daido coefficients (paper 2 §2.3)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class KuramotoCoefficients:
+    r"""The complex parts of :math:`A` and :math:`V` and :math:`\beta`: everything the d = 2 dynamics need.
+
+    Fields may be complex arrays of a common batch shape (stacks of layers). Methods evaluate
+    :math:`\omega(R)` (:meth:`omega`), :math:`H(R)` (:meth:`forcing`) and the angle velocity
+    (:meth:`phase_velocity`); paper 2 §2.3.
+    """
+
+    a_plus: complex | np.ndarray
+    a_minus: complex | np.ndarray
+    v_plus: complex | np.ndarray
+    v_minus: complex | np.ndarray
+    beta: float | np.ndarray = 1.0
+
+    def omega(self, R):
+        r""":math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]` (real)."""
+        ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
+        R = np.asarray(R)
+        return 0.5 * self.beta * np.imag(np.conj(ap) * vp + np.conj(am) * vm
+                                         + np.conj(am) * vp * R + np.conj(ap) * vm * np.conj(R))
+
+    def forcing(self, R):
+        r""":math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]` (complex)."""
+        ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
+        R = np.asarray(R)
+        return 0.5 * self.beta * (ap * vp * R + am * vm * np.conj(R) + ap * vm + am * vp)
+
+    def phase_velocity(self, theta, R=None):
+        r""":math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`, with :math:`R_2` of ``theta`` unless given."""
+        e = np.exp(2j * theta)
+        if R is None:
+            R = e.mean(axis=-1)
+        R = np.asarray(R)[..., None]
+        return self.omega(R) + np.imag(self.forcing(R) * np.conj(e))
+
+
+def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
+    r"""The :class:`KuramotoCoefficients` of linear attention with matrices ``A``, ``V`` (stacks allowed).
+
+    ``A`` is the score matrix of the library convention :math:`\langle x, Ay\rangle`.
+    """
+    ap, am = complex_parts(A)
+    vp, vm = complex_parts(V)
+    return KuramotoCoefficients(ap, am, vp, vm, as_beta(beta))
+
+
+def frequency_and_forcing(A, V, beta=1.0, R=0.0):
+    r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form (paper 2 §2.3).
+
+    .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
+
+    ``R`` may be an array (vectorised). Use :func:`coefficients` to evaluate them repeatedly.
+    """
+    c = coefficients(A, V, beta)
+    return c.omega(R), c.forcing(R)
+
+
+def daido_coefficients(A, V) -> dict[str, complex]:
+    r"""The "paper/repo" coefficients :math:`b_1,b_2,b_3,c_1,c_2` (paper 2 §2.3), without :math:`\beta`.
+
+    :math:`\dot\theta=\beta[C(R)+2\operatorname{Re}(B(R)e^{2i\theta})]`, :math:`B=b_1R+b_2\bar R+b_3`,
+    :math:`C=c_1R+\bar c_1\bar R+c_2`, with :math:`b_1=\tfrac i4\bar a_-\bar v_-`,
+    :math:`b_2=\tfrac i4\bar a_+\bar v_+`, :math:`b_3=\tfrac i4(\bar a_+\bar v_-+\bar a_-\bar v_+)`,
+    :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`, :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`.
+    So :math:`\omega=\beta C` and :math:`H=2i\beta\bar B`.
+    """
+    ap, am = complex_parts(A)
+    vp, vm = complex_parts(V)
+    c = np.conj
+    return {
+        "b1": 0.25j * c(am) * c(vm),
+        "b2": 0.25j * c(ap) * c(vp),
+        "b3": 0.25j * (c(ap) * c(vm) + c(am) * c(vp)),
+        "c1": -0.25j * (c(am) * vp - ap * c(vm)),
+        "c2": 0.5 * np.imag(c(ap) * vp + c(am) * vm),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# the angle equations (any n), O(n)
+# ---------------------------------------------------------------------------------------------
+
+def order_parameter(theta, m: int = 2):
+    r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis.
+
+    :math:`m=2` is the natural one for linear attention (antipodal tokens count as one cluster;
+    :math:`|R_2|=1` iff the tokens sit in one antipodal pair); :math:`m=1` is a diagnostic
+    (:math:`|R_1|\approx 0` for two balanced antipodal clusters).
+    """
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
+    th = as_angles(theta)
+    return np.exp(1j * int(m) * th).mean(axis=-1)
+
+
+def phase_velocity(theta, A, V, beta=1.0):
+    r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2` (paper 2 §2.2–2.3).
+
+    .. math:: \dot\theta_k=\frac\beta n\sum_j\langle x_k,Ax_j\rangle\langle Vx_j,Jx_k\rangle
+              =\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
+
+    ``theta`` has shape (n,) or (..., n) (a batch of configurations sharing ``A``, ``V``).
+    Equals the tangent field of ``Attention("linear", A=A, V=V, beta=beta)`` on the circle,
+    :math:`\langle\dot x_k,Jx_k\rangle`, to round-off.
+    """
+    th = as_angles(theta)
+    A = as_matrix2("A", A)
+    V = as_matrix2("V", V)
+    if A.ndim != 2 or V.ndim != 2:
+        raise ValueError("phase_velocity takes one pair of 2 x 2 matrices A, V")
+    return coefficients(A, V, beta).phase_velocity(th)
+
+
+@dataclass(frozen=True, eq=False)
+class PhaseSolution:
+    """Angles of the tokens along a run of the angle equations.
+
+    Attributes
+    ----------
+    t : array (m,)
+    theta : array (m, n) or (m, ..., n)
+        Angles, unwrapped in time (continuous), so each token keeps its branch.
+    params : dict
+        A, V, beta, tolerances, solver, nfev.
+    """
+
+    t: np.ndarray
+    theta: np.ndarray
+    params: dict
+
+    def order_parameter(self, m: int = 2) -> np.ndarray:
+        """:math:`R_m(t)` along the run."""
+        return order_parameter(self.theta, m)
+
+    def tokens(self) -> np.ndarray:
+        """Planar tokens, shape (m, n, 2)."""
+        return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
+
+
+def _time_grid(t_span, t_eval):
+    t0, T = _parse_span(t_span)
+    if t_eval is None:
+        t_eval = np.linspace(t0, T, 401)
+    t_eval = np.asarray(t_eval, dtype=float)
+    if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < t0 or t_eval[-1] > T or np.any(np.diff(t_eval) <= 0):
+        raise ValueError("t_eval must be increasing and inside t_span")
+    return t0, T, t_eval
+
+
+def solve_phases(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: str = "DOP853",
+                 rtol: float = 1e-10, atol: float = 1e-12) -> PhaseSolution:
+    r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp`` (paper 2 §2.3).
+
+    The same particle system as ``simulate(circle_tokens(theta0), Attention("linear", A=A, V=V,
+    beta=beta), ..., sphere=True)``, written in the O(n) Kuramoto–Daido form: use it for large n
+    (e.g. the Ott–Antonsen accuracy study). Angles are integrated unwrapped. ``theta0`` of shape
+    (..., n) integrates independent configurations (e.g. seeds) at once; ``theta`` then has shape
+    (m, ..., n).
+    """
+    th0 = as_angles(theta0, "theta0")
+    shape = th0.shape
+    A = as_matrix2("A", A)
+    V = as_matrix2("V", V)
+    coef = coefficients(A, V, beta)
+    t0, T, t_eval = _time_grid(t_span, t_eval)
+
+    def rhs(t, th):
+        return coef.phase_velocity(th.reshape(shape)).ravel()
+
+    sol = solve_ivp(rhs, (t0, T), th0.ravel(), method=method, t_eval=t_eval, rtol=rtol, atol=atol)
+    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
+        raise NonFiniteError(f"the angle equations failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}")
+    params = {"A": A.tolist(), "V": V.tolist(), "beta": float(coef.beta), "n": int(shape[-1]),
+              "method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev)}
+    return PhaseSolution(t=sol.t, theta=sol.y.T.reshape((sol.t.size,) + shape), params=params)
+
+
+# ---------------------------------------------------------------------------------------------
+# clustered states (paper 2 §2.5)
+# ---------------------------------------------------------------------------------------------
+
+def cluster_velocity(theta, A, V, beta=1.0):
+    r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta` (paper 2 §2.5).
+
+    .. math:: \dot\theta_c=\beta\,q_A(\theta)\,s_V(\theta),\quad q_A=x_\theta^\top Ax_\theta,\quad
+              s_V=\langle Vx_\theta,Jx_\theta\rangle .
+
+    Zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real
+    eigenvectors of :math:`V`.
+    """
+    th = np.asarray(theta, dtype=float)
+    ap, am = complex_parts(A)
+    vp, vm = complex_parts(V)
+    e = np.exp(-2j * th)
+    q = ap.real + np.real(am * e)
+    s = vp.imag + np.imag(vm * e)
+    return as_beta(beta) * q * s
+
+
+def transverse_exponent(theta, A, V, beta=1.0):
+    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta` (paper 2 §2.5).
+
+    .. math:: \lambda_\perp(\theta)=\beta\big[\langle Jx,Ax\rangle s_V(\theta)-q_A(\theta)\,x^\top Vx\big]
+              =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big).
+    """
+    th = np.asarray(theta, dtype=float)
+    coef = coefficients(A, V, beta)
+    return -2.0 * np.real(coef.forcing(np.exp(2j * th)) * np.exp(-2j * th))

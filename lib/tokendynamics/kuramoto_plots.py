@@ -1,0 +1,157 @@
+"""Plots of the d = 2 reduction: the complex disk of :math:`R_2`, OA phase portraits, Hamiltonian level sets.
+
+Thin drawing helpers used by the chapter on the Kuramoto reduction (paper 2 §2–5); every number
+they draw is computed by :mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and
+:mod:`tokendynamics.regimes`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ott_antonsen import hamiltonian, hamiltonian_centre
+from .plotting import plot_circle
+from .regimes import TYPES, Portrait
+
+__all__ = [
+    "REGIME_COLORS",
+    "plot_disk",
+    "plot_portrait",
+    "plot_hamiltonian_levels",
+    "regime_label",
+    "draw_explorer",
+    "html_table",
+]
+
+#: One colour per regime, used by every figure of the chapter.
+REGIME_COLORS = {
+    "static_clusters": "#1f5fa8",
+    "rotating_clusters": "#d9822b",
+    "oscillation": "#2a9d5c",
+    "partial": "#b23a48",
+}
+
+
+def regime_label(name: str) -> str:
+    """``"static_clusters"`` -> ``"static clusters (Type 1)"``."""
+    return f"{name.replace('_', ' ')} ({TYPES[name]})"
+
+
+def plot_disk(ax, *, labels: bool = True):
+    """The closed unit disk of :math:`R_2` (boundary = clustered states), equal aspect."""
+    s = np.linspace(0, 2 * np.pi, 361)
+    ax.plot(np.cos(s), np.sin(s), color="0.3", lw=1.0, zorder=1)
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.08, 1.08)
+    ax.set_ylim(-1.08, 1.08)
+    ax.grid(False)
+    if labels:
+        ax.set_xlabel(r"$\mathrm{Re}\,R_2$")
+        ax.set_ylabel(r"$\mathrm{Im}\,R_2$")
+    return ax
+
+
+def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bool = True, style: str = "quiver",
+                  cmap: str = "viridis"):
+    """The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
+
+    ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
+    widget); ``style="stream"``: streamlines coloured the same way.
+    """
+    if style not in ("quiver", "stream"):
+        raise ValueError(f"style must be 'quiver' or 'stream', got {style!r}")
+    plot_disk(ax)
+    f = portrait.field
+    g = portrait.grid
+    speed = np.ma.abs(f)
+    colour = np.ma.log10(np.ma.maximum(speed, 1e-6))
+    if style == "quiver":
+        direction = f / np.ma.where(speed > 0, speed, 1.0)
+        h = g.real[0, 1] - g.real[0, 0]
+        art = ax.quiver(g.real, g.imag, direction.real, direction.imag, colour, cmap=cmap, angles="xy",
+                        scale_units="xy", scale=1.0 / (0.75 * h), width=0.006, headwidth=4, pivot="mid", zorder=2)
+    else:
+        U = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).real)
+        W = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).imag)
+        C = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(colour))
+        art = ax.streamplot(g.real[0], g.imag[:, 0], U, W, color=C, cmap=cmap, density=1.1, linewidth=0.8,
+                            arrowsize=0.8, zorder=2)
+    if orbit:
+        z = portrait.orbit
+        ax.plot(z.real, z.imag, color="k", lw=1.3, zorder=3)
+        ax.plot(z.real[0], z.imag[0], "o", color="k", ms=4, zorder=4)
+        ax.plot(z.real[-1], z.imag[-1], "s", color="k", ms=4, zorder=4)
+    if title is not None:
+        ax.set_title(title)
+    return art
+
+
+def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: int = 301, color="0.55"):
+    r"""Level sets of :math:`\mathcal E` (:func:`~tokendynamics.ott_antonsen.hamiltonian`) in the disk.
+
+    Levels are the values of :math:`\mathcal E` on points between the centre (if any) and the
+    boundary, so closed orbits and orbits running into the circle both appear.
+    """
+    s = np.linspace(-0.995, 0.995, resolution)
+    Z = s[None, :] + 1j * s[:, None]
+    inside = np.abs(Z) < 0.995
+    E = np.full(Z.shape, np.nan)
+    E[inside] = hamiltonian(Z[inside], V, beta)
+    zc = hamiltonian_centre(V, beta)
+    start = 0j if zc is None else zc
+    # sample E along rays from the centre towards the circle: levels cover the whole disk
+    rays = start + np.outer(np.linspace(0.05, 0.97, n_levels), np.exp(1j * np.linspace(0, 2 * np.pi, 7)[:-1]))
+    rays = rays[np.abs(rays) < 0.97]
+    levels = np.unique(np.round(np.sort(hamiltonian(rays, V, beta)), 10))
+    levels = levels[np.linspace(0, levels.size - 1, min(n_levels, levels.size)).round().astype(int)]
+    cs = ax.contour(Z.real, Z.imag, np.ma.masked_invalid(E), levels=np.unique(levels), colors=color,
+                    linewidths=0.7, zorder=1, negative_linestyles="solid")
+    if zc is not None:
+        ax.plot(zc.real, zc.imag, "+", color="k", ms=8, zorder=4)
+    return cs
+
+
+def draw_explorer(axes, portrait: Portrait, traj=None):
+    """The explorer panel: OA portrait with its orbit (and the particles' :math:`R_2`), and the tokens.
+
+    ``axes`` is a pair of matplotlib axes (cleared first); ``traj`` an optional planar
+    :class:`~tokendynamics.particles.Trajectory` (drawn as its :math:`R_2` path and final tokens).
+    Used by the live widget and by the static animation of the chapter.
+    """
+    ax_disk, ax_tok = axes
+    ax_disk.clear()
+    ax_tok.clear()
+    plot_portrait(ax_disk, portrait)
+    pred = portrait.prediction
+    title = f"OA: {regime_label(portrait.regime)}"
+    if pred is not None:
+        title += f"\nclosed form ({pred.case}): {pred.regime.replace('_', ' ')}"
+        if pred.period is not None:
+            title += f", P = {pred.period:.3f}"
+    else:
+        title += "\nno closed form applies"
+    ax_disk.set_title(title, fontsize="small")
+    if traj is not None:
+        X = traj.X
+        R2 = np.mean((X[..., 0] + 1j * X[..., 1]) ** 2, axis=1)
+        ax_disk.plot(R2.real, R2.imag, color=REGIME_COLORS[portrait.regime], lw=1.0, alpha=0.9, zorder=3,
+                     label=f"particles, n = {traj.n}")
+        ax_disk.legend(loc="lower left", fontsize="x-small")
+        plot_circle(ax_tok, X[-1], color=REGIME_COLORS[portrait.regime], size=14, title="tokens")
+        ax_tok.collections[-1].set_label(f"t = {traj.t[-1]:g}")
+        ax_tok.scatter(X[0, :, 0], X[0, :, 1], s=8, color="0.7", zorder=1, label="t = 0")
+        ax_tok.legend(loc="lower left", fontsize="x-small")
+        ax_tok.title.set_fontsize("small")
+    return axes
+
+
+def html_table(header, rows) -> str:
+    """A plain HTML table (header row + body rows of strings), for tables printed by the chapters.
+
+    Static pages render it without a kernel; cell text is HTML-escaped.
+    """
+    from html import escape
+
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -1,0 +1,363 @@
+r"""The Ott–Antonsen reduction of linear attention on the circle: one complex ODE (paper 2 §4–5).
+
+If the double angles :math:`\psi=2\theta` are distributed by a wrapped Cauchy (Poisson kernel)
+law with centre :math:`z` (:math:`|z|<1`), they stay so, with :math:`R_2=z` and
+
+.. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2
+          \;=\;2i\beta\,(Bz^2+Cz+\bar B)
+
+(paper 2 §4, :math:`\omega, H` of :mod:`tokendynamics.kuramoto`). The unit circle (clustered
+states) is invariant, and so is the open disk. For a finite sample of n tokens the error
+:math:`|R_2(t)-z(t)|` is :math:`O(n^{-1/2})` on bounded time intervals (paper 2 §6; the exact
+constants of the paper: [I]).
+
+For :math:`A=I` and :math:`\operatorname{tr}V=0` the flow is Hamiltonian up to a factor
+(:func:`hamiltonian`, paper 2 §5.5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .errors import NonFiniteError
+from .kuramoto import (KuramotoCoefficients, _time_grid, as_beta, as_matrix2, coefficients, complex_parts,
+                       order_parameter, solve_phases)
+
+__all__ = [
+    "ott_antonsen_rhs",
+    "oa_field",
+    "OASolution",
+    "solve_ott_antonsen",
+    "sample_ott_antonsen",
+    "hamiltonian",
+    "hamiltonian_centre",
+    "OAAccuracy",
+    "oa_accuracy",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class OAPolynomial:
+    r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z` (paper 2 §4, expanded form).
+
+    .. math:: \dot z=k_0+k_1z+k_2\bar z+k_3|z|^2+k_4z^2+k_5|z|^2z+k_6z^3,
+
+    with :math:`\frac2\beta k_0=a_+v_-+a_-v_+`,
+    :math:`\frac2\beta k_1=\bar a_+v_++2ia_+\operatorname{Im}v_++2i\operatorname{Im}(\bar a_-v_-)`,
+    :math:`\frac2\beta k_2=a_-v_-`, :math:`\frac2\beta k_3=\bar a_+v_--a_-\bar v_+`,
+    :math:`\frac2\beta k_4=2i\bar a_-\operatorname{Im}v_+-2\bar v_-\operatorname{Re}a_+`,
+    :math:`\frac2\beta k_5=-\bar a_+\bar v_+`, :math:`\frac2\beta k_6=-\bar a_-\bar v_-`;
+    identical to :math:`2i\omega(z)z+H(z)-\overline{H(z)}z^2`. Calling it evaluates the field on
+    numpy arrays (coefficients broadcast) or, fast, on Python complex numbers.
+    """
+
+    k: tuple
+
+    @classmethod
+    def of(cls, coef: KuramotoCoefficients) -> "OAPolynomial":
+        ap, am, vp, vm, b = coef.a_plus, coef.a_minus, coef.v_plus, coef.v_minus, coef.beta
+        c = np.conj
+        ks = (ap * vm + am * vp,
+              c(ap) * vp + 2j * ap * np.imag(vp) + 2j * np.imag(c(am) * vm),
+              am * vm,
+              c(ap) * vm - am * c(vp),
+              2j * c(am) * np.imag(vp) - 2 * c(vm) * np.real(ap),
+              -c(ap) * c(vp),
+              -c(am) * c(vm))
+        ks = tuple(0.5 * b * k for k in ks)
+        if all(np.ndim(k) == 0 for k in ks):
+            ks = tuple(complex(k) for k in ks)
+        return cls(ks)
+
+    def __call__(self, z):
+        k0, k1, k2, k3, k4, k5, k6 = self.k
+        zc = z.conjugate()
+        r2 = z * zc
+        z2 = z * z
+        return k0 + k1 * z + k2 * zc + k3 * r2 + k4 * z2 + k5 * r2 * z + k6 * z2 * z
+
+
+def oa_field(z, coef: KuramotoCoefficients):
+    r""":math:`\dot z=2i\omega(z)z+H(z)-\overline{H(z)}z^2` for precomputed coefficients (broadcasts)."""
+    return OAPolynomial.of(coef)(np.asarray(z, dtype=complex))
+
+
+def ott_antonsen_rhs(z, A, V, beta=1.0):
+    r"""Velocity of the Ott–Antonsen centre :math:`z` (paper 2 §4), vectorised.
+
+    .. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2 .
+
+    ``z`` is a complex number or array; ``A`` and ``V`` are 2 x 2 matrices or stacks (..., 2, 2)
+    whose batch shape broadcasts with ``z`` (many centres, or many layers, at once).
+    """
+    z = np.asarray(z, dtype=complex)
+    if not np.all(np.isfinite(z)):
+        raise ValueError("z contains non-finite values")
+    out = oa_field(z, coefficients(A, V, beta))
+    return complex(out) if np.ndim(out) == 0 else out
+
+
+@dataclass(frozen=True, eq=False)
+class OASolution:
+    """A run of the Ott–Antonsen ODE.
+
+    Attributes
+    ----------
+    t : array (m,)
+    z : complex array (m, ...)
+        The centre at the stored times (batch axes after the time axis).
+    t_events : list of arrays
+        Event times (when events were requested).
+    params : dict
+        beta, tolerances, solver, nfev.
+    """
+
+    t: np.ndarray
+    z: np.ndarray
+    t_events: list
+    params: dict
+
+    @property
+    def final(self) -> np.ndarray:
+        return self.z[-1]
+
+
+def _check_centre(z0):
+    z0 = np.asarray(z0, dtype=complex)
+    if not np.all(np.isfinite(z0)):
+        raise ValueError("z0 contains non-finite values")
+    if np.any(np.abs(z0) > 1 + 1e-12):
+        raise ValueError(f"the OA centre must lie in the closed unit disk, got |z0| = {np.abs(z0).max():.6g}")
+    return z0
+
+
+def solve_ott_antonsen(z0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: str = "DOP853",
+                       rtol: float = 1e-10, atol: float = 1e-12, dt: float = 0.01, events=None,
+                       max_step: float = np.inf) -> OASolution:
+    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (paper 2 §4).
+
+    ``z0`` (complex, :math:`|z_0|\le1`) and the stacks ``A``, ``V`` broadcast together, so one
+    call integrates many centres or many layers at once.
+
+    * ``method="DOP853"`` (or any ``solve_ivp`` method): adaptive, on the stacked real and
+      imaginary parts (one step for the whole batch, error norm over all components).
+      ``events`` are functions ``g(t, z)`` of the complex state, located by ``solve_ivp``;
+      their times are returned in ``t_events``.
+    * ``method="rk4"``: classical Runge–Kutta with the fixed step ``dt`` (adjusted so that an
+      integer number of steps reaches T). Output at the grid times nearest to ``t_eval``
+      (``OASolution.t`` holds the grid times used). For one centre the loop runs on Python
+      complex numbers: a few microseconds per step (used by the live widget).
+
+    Raises :class:`~tokendynamics.errors.NonFiniteError` if the integration fails.
+    """
+    z0 = _check_centre(z0)
+    coef = coefficients(A, V, beta)
+    field = OAPolynomial.of(coef)
+    shape = np.broadcast_shapes(z0.shape, *(np.shape(k) for k in field.k))
+    t0, T, t_eval = _time_grid(t_span, t_eval)
+    beta_out = coef.beta if np.ndim(coef.beta) == 0 else np.asarray(coef.beta).tolist()
+    if method == "rk4":
+        if events is not None:
+            raise ValueError("events need an adaptive method (e.g. DOP853), not rk4")
+        return _solve_rk4(field, np.broadcast_to(z0, shape), t0, T, t_eval, dt, beta_out)
+    z0 = np.broadcast_to(z0, shape).ravel()
+    size = z0.size
+
+    def as_z(y):
+        return (y[:size] + 1j * y[size:]).reshape(shape)
+
+    def rhs(t, y):
+        zd = field(as_z(y)).ravel()
+        return np.concatenate([zd.real, zd.imag])
+
+    wrapped = None
+    if events is not None:
+        wrapped = []
+        for g in (events if isinstance(events, (list, tuple)) else [events]):
+            def ev(t, y, g=g):
+                return g(t, as_z(y))
+            ev.terminal = getattr(g, "terminal", False)
+            ev.direction = getattr(g, "direction", 0)
+            wrapped.append(ev)
+    sol = solve_ivp(rhs, (t0, T), np.concatenate([z0.real, z0.imag]), method=method, t_eval=t_eval,
+                    rtol=rtol, atol=atol, events=wrapped, max_step=max_step)
+    if sol.status == -1 or not np.all(np.isfinite(sol.y)):
+        raise NonFiniteError(f"the Ott-Antonsen integration failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: "
+                             f"{sol.message}")
+    z = (sol.y[:size] + 1j * sol.y[size:]).T.reshape((sol.t.size,) + shape)
+    params = {"beta": beta_out, "method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev),
+              "T": T, "t0": t0}
+    return OASolution(t=sol.t, z=z, t_events=list(sol.t_events) if sol.t_events is not None else [],
+                      params=params)
+
+
+def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASolution:
+    if not (dt > 0 and math.isfinite(dt)):
+        raise ValueError(f"rk4 needs a positive step dt, got {dt!r}")
+    steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
+    h = (T - t0) / steps
+    idx = np.unique(np.clip(np.rint((t_eval - t0) / h).astype(int), 0, steps))
+    want = set(idx.tolist())
+    scalar = z0.ndim == 0
+    z = complex(z0) if scalar else np.array(z0, dtype=complex)
+    out = []
+    h2, h6 = h / 2, h / 6
+    for k in range(steps + 1):
+        if k in want:
+            out.append(z if scalar else z.copy())
+        if k == steps:
+            break
+        k1 = field(z)
+        k2 = field(z + h2 * k1)
+        k3 = field(z + h2 * k2)
+        k4 = field(z + h * k3)
+        z = z + h6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        if scalar and not (abs(z) < 1e6):
+            raise NonFiniteError(f"the Ott-Antonsen rk4 integration left every bounded set at t = {t0 + (k + 1) * h:.6g}")
+    zs = np.array(out, dtype=complex)
+    if not np.all(np.isfinite(zs)):
+        raise NonFiniteError("the Ott-Antonsen rk4 integration produced non-finite values: lower dt")
+    params = {"beta": beta_out, "method": "rk4", "dt": h, "nfev": 4 * steps, "T": T, "t0": t0}
+    return OASolution(t=t0 + idx * h, z=zs, t_events=[], params=params)
+
+
+def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
+    r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0`` (paper 2 §4).
+
+    :math:`c_k\sim U[0,2\pi)` i.i.d. (or :math:`c_k=2\pi k/n+c` with ``equispaced=True``, for
+    which :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\psi_k=\arg\frac{e^{ic_k}+z_0}{1+\bar z_0e^{ic_k}}`,
+    :math:`\theta_k=\psi_k/2+\pi s_k` with :math:`s_k\sim` Bernoulli(1/2) (``branches=False``:
+    :math:`s_k=0`). ``z0 = 0`` gives uniform angles. Returns the angles, shape (n,); tokens are
+    ``circle_tokens(theta)``.
+    """
+    z0 = complex(_check_centre(z0))
+    if abs(z0) >= 1:
+        raise ValueError("sampling needs |z0| < 1 (|z0| = 1 is a point mass, not a density)")
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = int(n)
+    rng = np.random.default_rng(rng)
+    if equispaced:
+        c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi)
+    else:
+        c = rng.uniform(0, 2 * np.pi, n)
+    w = np.exp(1j * c)
+    psi = np.angle((w + z0) / (1 + np.conj(z0) * w))
+    s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
+    return psi / 2 + np.pi * s
+
+
+# ---------------------------------------------------------------------------------------------
+# the hidden Hamiltonian (paper 2 §5.5)
+# ---------------------------------------------------------------------------------------------
+
+def _traceless_parts(V):
+    V = as_matrix2("V", V)
+    if V.ndim != 2:
+        raise ValueError("one 2 x 2 matrix V, please")
+    scale = max(1.0, float(np.abs(V).max()))
+    if abs(V[0, 0] + V[1, 1]) > 1e-12 * scale:
+        raise ValueError(f"the Hamiltonian structure needs tr V = 0, got tr V = {V[0, 0] + V[1, 1]:.3g}")
+    vp, vm = complex_parts(V)
+    return vp.imag, vm
+
+
+def hamiltonian(z, V, beta=1.0):
+    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0` (paper 2 §5.5).
+
+    .. math:: \mathcal E(z)=\frac\beta4\,\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}{(1-|z|^2)^2},
+              \qquad \kappa=\tfrac12(v_{21}-v_{12}),
+
+    and :math:`\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E`: the OA field divided by
+    :math:`(1-|z|^2)^3` is divergence-free. Defined in the open disk. ``A = I`` is implied.
+    """
+    kappa, vm = _traceless_parts(V)
+    b = as_beta(beta)
+    z = np.asarray(z, dtype=complex)
+    r2 = np.abs(z) ** 2
+    if np.any(r2 >= 1):
+        raise ValueError("the Hamiltonian is defined in the open unit disk |z| < 1")
+    out = 0.25 * b * (-kappa * (1 + r2) + 2 * np.imag(np.conj(vm) * z)) / (1 - r2) ** 2
+    return float(out) if out.ndim == 0 else out
+
+
+def hamiltonian_centre(V, beta=1.0):
+    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (:math:`A=I`, :math:`\operatorname{tr}V=0`, :math:`\det V>0`).
+
+    Paper 2 §5.5: for :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`,
+    :math:`z_c=iy_c` with :math:`\big(\frac{1+y_c}{1-y_c}\big)^3=\frac{v_{12}-v_{11}}{v_{12}+v_{11}}`;
+    a general traceless :math:`V` is a rotation of this family (:math:`v_-=|v_-|e^{i\varphi}`,
+    :math:`z_c\mapsto e^{i\varphi}z_c`). Returns None when :math:`\det V\le0` (no interior centre).
+    ``beta`` does not move the centre.
+    """
+    kappa, vm = _traceless_parts(V)
+    as_beta(beta)
+    if kappa ** 2 - abs(vm) ** 2 <= 0:
+        return None
+    v11, v12 = abs(vm), -kappa
+    q = np.cbrt((v12 - v11) / (v12 + v11))
+    y = (q - 1) / (q + 1)
+    phase = vm / abs(vm) if abs(vm) > 0 else 1.0
+    return complex(1j * y * phase)
+
+
+# ---------------------------------------------------------------------------------------------
+# accuracy of the reduction for finite n (paper 2 §4, §6)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class OAAccuracy:
+    r"""Distance between the particles' :math:`R_2` and the OA centre for several n and seeds.
+
+    Attributes
+    ----------
+    ns : array (k,)
+    errors : array (k, seeds)
+        :math:`\sup_{t\le T}|R_2(t)-z(t)|` per n and seed.
+    slope, intercept : float
+        Least-squares fit :math:`\log\text{error}=\text{slope}\log n+\text{intercept}` over all points.
+    params : dict
+    """
+
+    ns: np.ndarray
+    errors: np.ndarray
+    slope: float | None
+    intercept: float | None
+    params: dict
+
+
+def oa_accuracy(A, V, beta=1.0, z0=0.3 * np.exp(0.7j), ns=(250, 1000, 4000), seeds=8, T: float = 10.0, *,
+                rng=0, equispaced: bool = False, n_times: int = 201, rtol: float = 1e-8,
+                atol: float = 1e-10) -> OAAccuracy:
+    r"""How far n particles sampled on the OA manifold drift from it: :math:`\sup_{t\le T}|R_2-z_{OA}|` vs n (paper 2 §4, §6).
+
+    For each n, ``seeds`` samples of :func:`sample_ott_antonsen` (centre ``z0``) are integrated
+    together with the O(n) angle equations (:func:`~tokendynamics.kuramoto.solve_phases`), and
+    compared with the OA solution on ``n_times`` equally spaced times. The expected law is
+    :math:`C/\sqrt n` (slope :math:`-1/2`) from the initial sampling error, propagated by a
+    Grönwall bound (paper 2 §6; constants [I]).
+    """
+    ns = np.asarray(ns, dtype=int)
+    if ns.ndim != 1 or ns.size < 1 or np.any(ns < 1):
+        raise ValueError("ns must list positive sample sizes")
+    if int(seeds) != seeds or seeds < 1:
+        raise ValueError("seeds must be a positive integer")
+    rng = np.random.default_rng(rng)
+    t_eval = np.linspace(0.0, T, n_times)
+    oa = solve_ott_antonsen(z0, A, V, beta, T, t_eval=t_eval, rtol=1e-11, atol=1e-13)
+    errors = np.empty((ns.size, int(seeds)))
+    for i, n in enumerate(ns):
+        theta0 = np.stack([sample_ott_antonsen(z0, int(n), rng, equispaced=equispaced) for _ in range(int(seeds))])
+        sol = solve_phases(theta0, A, V, beta, T, t_eval=t_eval, rtol=rtol, atol=atol)
+        errors[i] = np.max(np.abs(order_parameter(sol.theta, 2) - oa.z[:, None]), axis=0)
+    slope = intercept = None
+    if np.unique(ns).size >= 2:
+        x = np.repeat(np.log(ns), errors.shape[1])
+        slope, intercept = (float(v) for v in np.polyfit(x, np.log(errors).ravel(), 1))
+    params = {"beta": float(as_beta(beta)), "z0": [complex(z0).real, complex(z0).imag], "T": T,
+              "seeds": int(seeds), "equispaced": equispaced, "rtol": rtol, "atol": atol}
+    return OAAccuracy(ns=ns, errors=errors, slope=slope, intercept=intercept, params=params)

@@ -1,0 +1,247 @@
+r"""Exact reductions of linear attention: Watanabe–Strogatz in d = 2, the projective flow in any d.
+
+**Watanabe–Strogatz (paper 2 §3).** The double angles :math:`\psi_k=2\theta_k` obey
+:math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})` with the common
+:math:`\Omega=2\omega(R_2)`, :math:`\mathcal H=2H(R_2)`. Hence, for every n,
+
+.. math:: e^{i\psi_k(t)}=\frac{\alpha(t)+e^{i(\eta(t)+c_k)}}{1+\bar\alpha(t)e^{i(\eta(t)+c_k)}},\qquad
+          \dot\alpha=2i\omega\alpha+H-\bar H\alpha^2,\quad \dot\eta=2\omega+2\operatorname{Im}(H\bar\alpha),
+
+with constants :math:`c_k` and :math:`R_2=\frac1n\sum_k e^{i\psi_k}` closing the system: three
+real ODEs replace n (Watanabe and Strogatz 1994; Marvel, Mirollo and Strogatz 2009;
+Pikovsky and Rosenblum 2008, 2011). Initialisation as in Gong and Pikovsky:
+:math:`\alpha(0)=R_2(0)`, :math:`\eta(0)=0`.
+
+**Projective reduction (paper 2 §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
+the common :math:`M=\beta V\Sigma A^\top`, so :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
+:math:`\dot\Phi=M\Phi`: a closed ODE on :math:`GL(d)`. In d = 2 it is the Möbius (WS) action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .errors import NonFiniteError
+from .kuramoto import _time_grid, as_angles, as_beta, as_matrix2, coefficients, order_parameter
+
+__all__ = [
+    "ws_constants",
+    "ws_order_parameter",
+    "ws_reconstruct",
+    "WSSolution",
+    "solve_watanabe_strogatz",
+    "ProjectiveSolution",
+    "solve_projective",
+]
+
+
+def _mobius(alpha, eta, c):
+    """:math:`(\\alpha+w)/(1+\\bar\\alpha w)`, :math:`w=e^{i(\\eta+c_k)}`; alpha, eta (...), c (n,) -> (..., n)."""
+    alpha = np.asarray(alpha)[..., None]
+    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
+    return (alpha + w) / (1 + np.conj(alpha) * w)
+
+
+def _lifted_psi(alpha, eta, c):
+    r"""A continuous lift of :math:`\psi_k`: :math:`\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` (:math:`|\alpha|<1`)."""
+    phase = np.asarray(eta)[..., None] + c
+    return phase + 2 * np.angle(1 + np.asarray(alpha)[..., None] * np.exp(-1j * phase))
+
+
+def ws_constants(theta0, alpha0=None):
+    r"""WS constants :math:`e^{ic_k}=\frac{e^{i\psi_k(0)}-\alpha_0}{1-\bar\alpha_0e^{i\psi_k(0)}}` for the angles ``theta0``.
+
+    ``alpha0`` defaults to :math:`R_2(0)` (Gong–Pikovsky); any point of the open disk is a valid
+    gauge (``alpha0=0`` gives :math:`c_k=\psi_k(0)`). Returns ``(alpha0, c)``.
+    """
+    th = as_angles(theta0, "theta0")
+    if th.ndim != 1:
+        raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
+    a = complex(order_parameter(th, 2)) if alpha0 is None else complex(alpha0)
+    if not abs(a) < 1 - 1e-10:
+        raise ValueError(
+            f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
+            "cluster pair; pass alpha0=0 to use another gauge")
+    e = np.exp(2j * th)
+    return a, np.angle((e - a) / (1 - np.conj(a) * e))
+
+
+def ws_order_parameter(alpha, eta, c):
+    r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2 §3); vectorised over alpha, eta."""
+    return _mobius(alpha, eta, np.asarray(c, dtype=float)).mean(axis=-1)
+
+
+def ws_reconstruct(alpha, eta, c, theta0):
+    r"""Token angles :math:`\theta_k(t)` from the WS variables, each on the branch it had at t = 0.
+
+    ``alpha`` and ``eta`` are arrays over time whose first entries are the initial gauge
+    (:math:`\alpha_0`, :math:`\eta_0`) belonging to ``theta0``. The double angle is lifted
+    continuously, :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` (the argument stays in
+    :math:`(-\pi/2,\pi/2)` because :math:`|\alpha|<1`), so
+    :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` keeps :math:`\theta_k` apart from
+    :math:`\theta_k+\pi` without any sampling condition. Returns shape (m, n).
+    """
+    th0 = as_angles(theta0, "theta0")
+    alpha = np.atleast_1d(np.asarray(alpha, dtype=complex))
+    eta = np.atleast_1d(np.asarray(eta, dtype=float))
+    c = np.asarray(c, dtype=float)
+    if alpha.shape != eta.shape or alpha.ndim != 1:
+        raise ValueError(f"alpha and eta must be 1-D arrays over time of the same length, got {alpha.shape}, {eta.shape}")
+    if c.shape != th0.shape:
+        raise ValueError(f"c and theta0 must have the same shape, got {c.shape} and {th0.shape}")
+    if np.any(np.abs(alpha) >= 1):
+        raise ValueError("the WS variable alpha left the open unit disk")
+    psi = _lifted_psi(alpha, eta, c)
+    return th0 + 0.5 * (psi - psi[0])
+
+
+@dataclass(frozen=True, eq=False)
+class WSSolution:
+    r"""A run of the Watanabe–Strogatz equations.
+
+    Attributes
+    ----------
+    t : array (m,)
+    alpha : complex array (m,)
+        :math:`\alpha=\rho e^{i\Phi}`.
+    eta : array (m,)
+    c : array (n,)
+        The constants of motion (one per token).
+    theta0 : array (n,)
+        Initial angles (they fix each token's branch).
+    params : dict
+    """
+
+    t: np.ndarray
+    alpha: np.ndarray
+    eta: np.ndarray
+    c: np.ndarray
+    theta0: np.ndarray
+    params: dict
+
+    @property
+    def rho(self) -> np.ndarray:
+        return np.abs(self.alpha)
+
+    @property
+    def Phi(self) -> np.ndarray:
+        """Argument of alpha, unwrapped in time."""
+        return np.unwrap(np.angle(self.alpha))
+
+    def theta(self) -> np.ndarray:
+        """Reconstructed token angles (m, n), continuous in time (:func:`ws_reconstruct`)."""
+        return ws_reconstruct(self.alpha, self.eta, self.c, self.theta0)
+
+    def order_parameter(self) -> np.ndarray:
+        """:math:`R_2(t)` from the WS variables."""
+        return ws_order_parameter(self.alpha, self.eta, self.c)
+
+
+def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, alpha0=None,
+                            method: str = "DOP853", rtol: float = 1e-11, atol: float = 1e-13) -> WSSolution:
+    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2 §3).
+
+    State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the
+    polar singularity at :math:`\rho=0`):
+
+    .. math:: \dot\alpha=2i\omega(R_2)\alpha+H(R_2)-\overline{H(R_2)}\alpha^2,\qquad
+              \dot\eta=2\omega(R_2)+2\operatorname{Im}(H(R_2)\bar\alpha),
+
+    with :math:`R_2` from :func:`ws_order_parameter` (O(n) per evaluation). Reconstruct the tokens
+    with :meth:`WSSolution.theta`.
+    """
+    th0 = as_angles(theta0, "theta0")
+    a0, c = ws_constants(th0, alpha0)
+    coef = coefficients(as_matrix2("A", A), as_matrix2("V", V), beta)
+    if np.ndim(coef.a_plus) or np.ndim(coef.v_plus):
+        raise ValueError("solve_watanabe_strogatz takes one pair of 2 x 2 matrices A, V")
+    t0, T, t_eval = _time_grid(t_span, t_eval)
+
+    def rhs(t, y):
+        a = y[0] + 1j * y[1]
+        R = np.mean(_mobius(a, y[2], c))
+        om, H = coef.omega(R), coef.forcing(R)
+        ad = 2j * om * a + H - np.conj(H) * a * a
+        return [ad.real, ad.imag, 2 * om + 2 * np.imag(H * np.conj(a))]
+
+    sol = solve_ivp(rhs, (t0, T), [a0.real, a0.imag, 0.0], method=method, t_eval=t_eval, rtol=rtol, atol=atol)
+    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
+        raise NonFiniteError(f"the WS integration failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}")
+    alpha = sol.y[0] + 1j * sol.y[1]
+    if sol.t[0] > t0:  # make the first entry the initial gauge, as ws_reconstruct expects
+        raise ValueError("t_eval must start at t0 so that the tokens can be reconstructed")
+    params = {"beta": float(coef.beta), "n": int(th0.size), "method": method, "rtol": rtol, "atol": atol,
+              "nfev": int(sol.nfev), "alpha0": [a0.real, a0.imag]}
+    return WSSolution(t=sol.t, alpha=alpha, eta=sol.y[2], c=c, theta0=th0, params=params)
+
+
+# ---------------------------------------------------------------------------------------------
+# the projective reduction, any d (paper 2 §1.1)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ProjectiveSolution:
+    r"""A run of :math:`\dot\Phi=\beta V\Sigma A^\top\Phi` and the tokens it carries.
+
+    Attributes
+    ----------
+    t : array (m,)
+    Phi : array (m, d, d)
+        Normalised to :math:`\det\Phi=\pm1`-preserving form (the trace of the generator is removed,
+        which rescales :math:`\Phi` and leaves the tokens unchanged).
+    X : array (m, n, d)
+        :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`.
+    params : dict
+    """
+
+    t: np.ndarray
+    Phi: np.ndarray
+    X: np.ndarray
+    params: dict
+
+
+def _push(Phi, X0):
+    Y = X0 @ np.swapaxes(Phi, -1, -2)
+    return Y / np.linalg.norm(Y, axis=-1, keepdims=True)
+
+
+def solve_projective(X0, A, V, beta=1.0, t_span=3.0, *, t_eval=None, method: str = "DOP853",
+                     rtol: float = 1e-11, atol: float = 1e-13) -> ProjectiveSolution:
+    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2 §1.1).
+
+    .. math:: \dot\Phi=\big(M-\tfrac{\operatorname{tr}M}{d}I\big)\Phi,\quad M=\beta V\Sigma(t)A^\top,\quad
+              \Sigma=\frac1n\sum_kx_kx_k^\top,\quad x_k=\frac{\Phi x_k(0)}{|\Phi x_k(0)|},
+
+    (removing the trace only rescales :math:`\Phi`, which the tokens do not see). Any n, any d;
+    O(n d^2) per evaluation.
+    """
+    X0 = np.asarray(X0, dtype=float)
+    if X0.ndim != 2 or not np.all(np.isfinite(X0)):
+        raise ValueError(f"X0 must be a finite (n, d) array, got shape {X0.shape}")
+    n, d = X0.shape
+    if np.max(np.abs(np.linalg.norm(X0, axis=1) - 1)) > 1e-8:
+        raise ValueError("X0 must contain unit tokens (use normalize_rows)")
+    A = np.asarray(A, dtype=float)
+    V = np.asarray(V, dtype=float)
+    if A.shape != (d, d) or V.shape != (d, d) or not (np.all(np.isfinite(A)) and np.all(np.isfinite(V))):
+        raise ValueError(f"A and V must be finite {d} x {d} matrices")
+    b = as_beta(beta)
+    t0, T, t_eval = _time_grid(t_span, t_eval)
+
+    def rhs(t, y):
+        Phi = y.reshape(d, d)
+        X = _push(Phi, X0)
+        M = b * V @ (X.T @ X / n) @ A.T
+        M -= np.trace(M) / d * np.eye(d)
+        return (M @ Phi).ravel()
+
+    sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=method, t_eval=t_eval, rtol=rtol, atol=atol)
+    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
+        raise NonFiniteError(f"the projective integration failed: {sol.message}")
+    Phi = sol.y.T.reshape(-1, d, d)
+    X = _push(Phi, X0[None])
+    return ProjectiveSolution(t=sol.t, Phi=Phi, X=X, params={"beta": b, "n": n, "d": d, "method": method,
+                                                             "rtol": rtol, "atol": atol, "nfev": int(sol.nfev)})

@@ -29,8 +29,8 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     # tolerances, a longer random-case run, finer sweeps with several token seeds, and more frames.
     "highdim_cases": {
         "fast": {"d": 100, "n": 200, "beta": 1.0, "seed": 0, "matrix_seed": 42,
-                 "T": {"linear": 150.0, "unnormalized_softmax": 60.0, "softmax": 60.0},
-                 "T_linear_random": 400.0, "n_eval": 401, "rtol": 1e-6, "atol": 1e-8,
+                 "T": {"linear": 400.0, "unnormalized_softmax": 40.0, "softmax": 40.0},
+                 "n_eval": 201, "rtol": 1e-6, "atol": 1e-8,
                  "cases": [
                      {"case": "case1", "spectrum": "positive"},
                      {"case": "case1", "spectrum": "mixed"},
@@ -42,14 +42,15 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                      {"case": "case4", "a": 0.5, "b": 1.0},
                      {"case": "random", "sigma": 1.0},
                  ],
-                 "gram_cases": [0, 3, 5, 7], "levels": [0.1, 0.5, 0.99]},
-        "full": {"T_linear_random": 1200.0, "n_eval": 801, "rtol": 1e-8, "atol": 1e-10},
+                 "gram_cases": [0, 3, 5, 7], "levels": [0.1, 0.5, 0.99], "check_T": 40.0},
+        "full": {"T": {"linear": 1200.0, "unnormalized_softmax": 100.0, "softmax": 100.0},
+                 "n_eval": 801, "rtol": 1e-8, "atol": 1e-10},
     },
     "highdim_sweeps": {
         "fast": {"d": 100, "n": 200, "level": 0.99, "seeds": [0], "n_jobs": 1,
                  "betas": [0.5, 1.0, 2.0, 4.0], "beta_case": {"case": "case2", "top": 2.0},
                  "tops": [0.25, 0.5, 1.0, 2.0, 4.0], "dims": [10, 25, 50, 100, 200],
-                 "T": {"linear": 400.0, "unnormalized_softmax": 60.0}},
+                 "T": {"linear": 400.0, "unnormalized_softmax": 25.0}, "n_eval": 301},
         "full": {"seeds": [0, 1, 2, 3, 4], "n_jobs": -1, "betas": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
                  "tops": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], "dims": [5, 10, 25, 50, 100, 200, 400]},
     },
@@ -57,7 +58,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     "highdim_family": {
         "fast": {"d": 100, "n": 200, "seed": 0, "b": 1.0, "a_values": [0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1,
                                                                      1.25, 1.5, 2.0],
-                 "T": {"linear": 150.0, "unnormalized_softmax": 60.0}, "n_eval": 151},
+                 "T": {"linear": 150.0, "unnormalized_softmax": 30.0}, "n_eval": 151},
         "full": {"a_values": [round(0.1 * k, 2) for k in range(21)], "n_eval": 301},
     },
     "highdim_widget": {

@@ -30,23 +30,13 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from bench_core import median_time  # noqa: E402  (this folder is on sys.path when run as a script)
 from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics import sample_sphere, simulate, velocity  # noqa: E402
-
-
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def timed(fn):

@@ -429,16 +429,22 @@ def test_sweep_returns_results_in_grid_order_serially_and_in_parallel():
         sweep(hd.clustering_time, points, progress=False, beta=1.0)
 
 
-def test_widget_update_takes_well_under_0p2_seconds():
-    times = []
+def test_widget_update_takes_well_under_0p2_seconds_and_its_loose_tolerance_is_invisible():
+    hd.explore("case2")  # warm-up (imports)
+    times, cpu = [], []
     for case in hd.CASES:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         out = hd.explore(case, a=0.5, b=1.0)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         assert set(out) >= {"case", "prediction", "linear", "unnormalized_softmax"}
     median = float(np.median(times))
-    print(f"median widget update: {median * 1e3:.0f} ms")
+    print(f"median widget update: {median * 1e3:.0f} ms wall, {np.median(cpu) * 1e3:.0f} ms CPU")
     assert median < 0.2
+    tight = hd.explore("case4", a=0.5, b=1.0, rtol=1e-8, atol=1e-10)
+    for kind in ("linear", "unnormalized_softmax"):
+        loose = hd.explore("case4", a=0.5, b=1.0)[kind]
+        assert np.max(np.abs(loose.R2 - tight[kind].R2)) < 1e-3
 
 
 def test_agreement_compares_prediction_and_observation():

@@ -367,11 +367,15 @@ def _top_eigenpair(S: np.ndarray):
 
     d = S.shape[-1]
     flat = S.reshape(-1, d, d)
-    lam = np.empty(flat.shape[0])
-    U = np.empty((flat.shape[0], d))
-    for k, M in enumerate(flat):
-        w, v = eigh(M, subset_by_index=[d - 1, d - 1], check_finite=False)
-        lam[k], U[k] = w[0], v[:, 0]
+    if d <= 32:   # small matrices: one batched call beats a Python loop
+        w, V = np.linalg.eigh(flat)
+        lam, U = w[:, -1].copy(), V[:, :, -1].copy()
+    else:
+        lam = np.empty(flat.shape[0])
+        U = np.empty((flat.shape[0], d))
+        for k, M in enumerate(flat):
+            w, v = eigh(M, subset_by_index=[d - 1, d - 1], check_finite=False)
+            lam[k], U[k] = w[0], v[:, 0]
     j = np.argmax(np.abs(U), axis=1)
     U *= np.sign(U[np.arange(len(U)), j])[:, None]
     return lam.reshape(S.shape[:-2]), U.reshape(S.shape[:-1])
@@ -990,7 +994,7 @@ def case_parameters(case: str, *, spectrum="positive", top: float = 2.0, a: floa
 
 def explore(case: str = "case4", *, d: int = 16, n: int = 64, T: float = 30.0, beta: float = 1.0,
             seed: int = 0, matrix_seed: int = 42, kinds=("linear", "unnormalized_softmax"),
-            n_eval: int = 121, rtol: float = 1e-5, atol: float = 1e-7, **knobs) -> dict[str, Any]:
+            n_eval: int = 61, rtol: float = 1e-4, atol: float = 1e-6, **knobs) -> dict[str, Any]:
     r"""One update of the chapter's widget: the chosen case at a small size, every variant in ``kinds``.
 
     ``knobs`` are the flat widget controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the

@@ -189,7 +189,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
             raise ValueError(f"spectrum must be {d} finite numbers, got shape {lam.shape}")
     P = rng.standard_normal((d, d))
     A = (Q * lam) @ Q.T + 0.2 * s * (P - P.T)
-    label = {"positive": r"C1 $\mathrm{sym}A\succ0$", "mixed": "C1 sym A indefinite",
+    label = {"positive": r"C1 $\mathrm{sym}A\succ0$", "mixed": r"C1 $\mathrm{sym}A$ indefinite",
              "negative": r"C1 $\mathrm{sym}A\prec0$"}.get(kind, "C1 given spectrum")
     return MatrixCase("case1", _readonly(A), _readonly(np.eye(d)),
                       {"d": d, "spectrum": kind, "skew_scale": s, "seed": seed},

@@ -191,6 +191,8 @@ def test_observed_regime_names_static_rotating_oscillating_partial_and_unsettled
     assert hd.observed_regime(t, settled, still) == "partial"
     drifting = 0.01 + 0.005 * t
     assert hd.observed_regime(t, drifting, still) == "not_settled"
+    merging = 0.99 - 0.5 / (t + 10)   # clusters merging slowly below the level: not a settled state
+    assert hd.observed_regime(t, merging, still) == "not_settled"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                  "tops": [0.25, 0.5, 1.0, 2.0, 4.0], "dims": [10, 25, 50, 100, 200],
                  "T": {"linear": 400.0, "unnormalized_softmax": 25.0}, "n_eval": 301},
         "full": {"seeds": [0, 1, 2, 3, 4], "n_jobs": -1, "betas": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-                 "tops": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], "dims": [5, 10, 25, 50, 100, 200, 400]},
+                 "tops": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], "dims": [5, 10, 25, 50, 100, 200, 400],
+                 "T": {"linear": 1000.0, "unnormalized_softmax": 60.0}},
     },
     # The static stand-in for the widget: Case 4 with b = 1 and a crossing |a| = |b| (spec §5.5).
     "highdim_family": {

@@ -393,8 +393,8 @@ def sorted_gram(X, axis=None):
     on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), spec F12.
 
     Two antipodal clusters give two diagonal blocks of +1 and off-diagonal blocks of -1; one
-    cluster gives all ones. Pass the axis (or ``order``) of the final state to draw the initial
-    Gram matrix in the same order. Returns ``(G, order, split)``: the sorted Gram matrix, the
+    cluster gives all ones. To draw an earlier state in the order of the final one, index it
+    with the returned ``order``. Returns ``(G, order, split)``: the sorted Gram matrix, the
     permutation, and the number of tokens with a non-negative projection (the block border).
     """
     X = validate_tokens(_tokens(X))
@@ -872,8 +872,9 @@ def observed_regime(t, R2, axis, *, level: float = 0.99, window: float = 0.5, ro
       (``not_settled`` if fewer than three such times are stored).
     * otherwise, over the last ``window`` fraction: ``oscillation`` if :math:`\hat R_2` changes
       direction at least twice, counting only excursions larger than ``wiggle`` times its mean;
-      ``partial`` if its range is below ``settle_tol`` times its mean (it has settled below the
-      clustered value); ``not_settled`` if it is still drifting (run longer).
+      ``partial`` if its range is below ``settle_tol`` times both its mean and its mean distance to 1
+      (it has settled below the clustered value); ``not_settled`` if it is still drifting (run
+      longer), e.g. several clusters still merging slowly.
 
     In d = 100 an "oscillation" is usually damped: this names what the run shows, the 2D prediction
     is in :func:`predict_for_case`.
@@ -910,7 +911,9 @@ def observed_regime(t, R2, axis, *, level: float = 0.99, window: float = 0.5, ro
             anchor = value
     if turns >= 2:
         return "oscillation"
-    if float(r.max() - r.min()) <= settle_tol * scale:
+    # settled: the range is small compared with R2 and with its distance 1 - R2 to full clustering
+    gap = max(float(np.mean(1.0 - r)), 1e-300)
+    if float(r.max() - r.min()) <= settle_tol * min(scale, gap):
         return "partial"
     return "not_settled"
 

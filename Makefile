@@ -50,6 +50,7 @@ chapter: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_highdim.py
 
 clean:
 	rm -rf _build _stage

@@ -1,0 +1,1014 @@
+r"""High-dimensional experiments of paper 2: do the two-dimensional regimes persist at d = 100?
+
+Tokens :math:`x_1,\dots,x_n\in\mathbb S^{d-1}` move by linear attention (LA), unnormalised softmax
+attention (USA) or softmax attention (SA) (paper 2 §1; spec ``paper2-linear-transformers.md``):
+
+.. math::
+   \dot x_k = P^\perp_{x_k}\Big(\frac1{Z_k}\sum_j h(\beta\langle x_k, Ax_j\rangle)\,Vx_j\Big),
+
+with :math:`h(s)=s,\ Z_k=n` (LA), :math:`h=\exp,\ Z_k=n` (USA), :math:`h=\exp,\ Z_k=\sum_l
+e^{\beta\langle x_k,Ax_l\rangle}` (SA). Runs go through the shared core
+(:class:`~tokendynamics.attention.Attention`, :func:`~tokendynamics.particles.simulate` with
+``sphere=True``); LA uses the second-moment form of the field, without an n x n matrix.
+
+This module provides
+
+* the **matrix recipes** of spec §7.5 (:func:`case1` … :func:`case4`, :func:`random_case`), each a
+  :class:`MatrixCase` with a seed and the spectrum it promises;
+* **metrics** computed through the second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top`, without
+  Gram matrices: :func:`order_parameters` (:math:`\hat R_1,\hat R_2`), :func:`top_direction`
+  (top eigenpair of :math:`\Sigma`), :func:`first_passage_times`; and the Gram-based diagnostics
+  :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`;
+* the **exact projective reduction** of LA in any dimension, :func:`projective_flow` (spec §1.1);
+* the **2D prediction** of spec §5 from a case's parameters, :func:`predict_2d_regime`,
+  :func:`predict_for_case`, and the regime observed in a run, :func:`observed_regime`;
+* runs and sweeps: :func:`run_variant`, :func:`clustering_time` (for
+  :func:`tokendynamics.sweeps.sweep`), :func:`explore` (the chapter's widget).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.sparse.csgraph import connected_components
+from scipy.stats import ortho_group
+
+from .attention import Attention, validate_tokens
+from .errors import BlowUpError
+from .particles import Trajectory, normalize_rows, sample_sphere, simulate
+
+__all__ = [
+    "CASES",
+    "VARIANTS",
+    "REGIMES",
+    "MatrixCase",
+    "case1",
+    "case2",
+    "case3",
+    "case4",
+    "random_case",
+    "matrix_case",
+    "make_case",
+    "second_moment",
+    "order_parameters",
+    "top_direction",
+    "pair_overlaps",
+    "sorted_gram",
+    "ClusterReport",
+    "detect_clusters",
+    "first_passage_times",
+    "projective_flow",
+    "Prediction",
+    "predict_2d_regime",
+    "predict_for_case",
+    "observed_regime",
+    "agreement",
+    "RunSummary",
+    "summarize",
+    "run_variant",
+    "clustering_time",
+    "case_parameters",
+    "explore",
+]
+
+#: Names of the matrix recipes of spec §7.5 (:func:`matrix_case`).
+CASES = ("case1", "case2", "case3", "case4", "random")
+#: The attention variants compared (``Attention`` kinds): LA, USA, SA.
+VARIANTS = ("linear", "unnormalized_softmax", "softmax")
+#: Regime names shared with the d = 2 theory (``tokendynamics.kuramoto``), plus ``bistable``
+#: (Case 1 with tr A < 0 < det A, outcome depends on the data) and ``undetermined`` (no closed form).
+REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial", "bistable", "undetermined")
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix recipes (spec §7.5)
+# ---------------------------------------------------------------------------------------------
+
+def _readonly(M) -> np.ndarray:
+    M = np.array(M, dtype=complex if np.iscomplexobj(M) else float, copy=True)
+    M.flags.writeable = False
+    return M
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixCase:
+    r"""A pair :math:`(A, V)` of d x d matrices made by one of the recipes of spec §7.5.
+
+    Attributes
+    ----------
+    name : str
+        ``"case1"`` (V = I), ``"case2"`` (A = I, V symmetric), ``"case3"`` (A = I, V block
+        rotations), ``"case4"`` (A = I, V block "near-skew") or ``"random"``.
+    A, V : array (d, d)
+        Score matrix (the score is :math:`\langle x, Ay\rangle`) and value matrix, read-only.
+    params : dict
+        The recipe's parameters (plain numbers and strings), including ``d`` and ``seed``.
+    spectrum : array
+        What the recipe promises: the eigenvalues of :math:`\mathrm{sym}(A)` (Case 1), of
+        :math:`V` (Case 2), or the 2 x 2 block (Cases 3, 4: its eigenvalues, complex); empty for
+        ``random``.
+    label : str
+        A short description for tables and legends.
+    """
+
+    name: str
+    A: np.ndarray
+    V: np.ndarray
+    params: dict
+    spectrum: np.ndarray
+    label: str
+
+    @property
+    def d(self) -> int:
+        return self.A.shape[0]
+
+    def layer(self, kind: str, beta: float = 1.0) -> Attention:
+        """The attention layer of this case: ``Attention(kind, A=A, V=V, beta=beta)``."""
+        return Attention(kind, A=self.A, V=self.V, beta=beta)
+
+
+def _check_d(d) -> int:
+    if int(d) != d or d < 2:
+        raise ValueError(f"d must be an integer >= 2, got {d!r}")
+    return int(d)
+
+
+def _finite(name: str, x) -> float:
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    return x
+
+
+def _orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A Haar-random orthogonal matrix (``scipy.stats.ortho_group``) drawn from ``rng``."""
+    return ortho_group.rvs(d, random_state=rng)
+
+
+def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 42) -> MatrixCase:
+    r"""Case 1 (spec §7.5, after the authors' app [R]): :math:`V=I`,
+    :math:`A=Q\,\mathrm{diag}(\lambda)\,Q^\top+0.2\,s\,(P-P^\top)`.
+
+    :math:`Q` is Haar-orthogonal, :math:`P_{ij}\sim N(0,1)`, :math:`s` = ``skew_scale``. The skew
+    part does not change the symmetric part, so :math:`\mathrm{sym}(A)` has exactly the eigenvalues
+    :math:`\lambda` (stored in ``spectrum``, decreasing). ``spectrum`` is
+
+    * ``"positive"``: :math:`\lambda_i\sim U(0.5,2)`, :math:`\mathrm{sym}(A)\succ0` (tr A > 0);
+    * ``"mixed"``: one :math:`p\sim U(0.3,0.8)` and :math:`d-1` values
+      :math:`-U(p/(d-1.5),\,1.5p/(d-1.5))`, so tr A :math:`\le 0` (the app's "tr ≤ 0, det ≤ 0" regime);
+    * ``"negative"``: :math:`\lambda_i\sim -U(0.5,2)`, :math:`\mathrm{sym}(A)\prec0`;
+    * an array of d numbers: those eigenvalues.
+    """
+    d = _check_d(d)
+    s = _finite("skew_scale", skew_scale)
+    rng = np.random.default_rng(seed)
+    Q = _orthogonal(d, rng)
+    if isinstance(spectrum, str):
+        kind = spectrum
+        if kind == "positive":
+            lam = rng.uniform(0.5, 2.0, size=d)
+        elif kind == "negative":
+            lam = -rng.uniform(0.5, 2.0, size=d)
+        elif kind == "mixed":
+            if d < 3:
+                raise ValueError("the 'mixed' spectrum needs d >= 3")
+            p = rng.uniform(0.3, 0.8)
+            lo = p / (d - 1.5)
+            lam = np.concatenate([[p], -rng.uniform(lo, 1.5 * lo, size=d - 1)])
+        else:
+            raise ValueError(f"spectrum must be 'positive', 'mixed', 'negative' or an array, got {spectrum!r}")
+    else:
+        kind = "given"
+        lam = np.asarray(spectrum, dtype=float)
+        if lam.shape != (d,) or not np.all(np.isfinite(lam)):
+            raise ValueError(f"spectrum must be {d} finite numbers, got shape {lam.shape}")
+    P = rng.standard_normal((d, d))
+    A = (Q * lam) @ Q.T + 0.2 * s * (P - P.T)
+    label = {"positive": r"C1 $\mathrm{sym}A\succ0$", "mixed": r"C1 $\mathrm{sym}A$ indefinite",
+             "negative": r"C1 $\mathrm{sym}A\prec0$"}.get(kind, "C1 given spectrum")
+    return MatrixCase("case1", _readonly(A), _readonly(np.eye(d)),
+                      {"d": d, "spectrum": kind, "skew_scale": s, "seed": seed},
+                      _readonly(np.sort(lam)[::-1]), label)
+
+
+def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> MatrixCase:
+    r"""Case 2 (spec §7.5 [R]): :math:`A=I`, :math:`V=Q\,\mathrm{diag}(\lambda)\,Q^\top` symmetric
+    with top eigenvalue exactly :math:`\lambda_1` = ``top``.
+
+    The other eigenvalues are :math:`N(0,\mathrm{spread}^2)` clipped to
+    :math:`[-0.9\lambda_1, 0.9\lambda_1]` if :math:`\lambda_1>0`; if :math:`\lambda_1\le0` they are
+    :math:`\lambda_1-g-|N(0,\mathrm{spread}^2)|` with gap :math:`g=0.1\max(|\lambda_1|,0.1)`, so
+    :math:`V` is negative definite (semi-definite if :math:`\lambda_1=0`) and :math:`\lambda_1` stays
+    on top.
+    """
+    d = _check_d(d)
+    top = _finite("top", top)
+    spread = _finite("spread", spread)
+    if spread < 0:
+        raise ValueError(f"spread must be non-negative, got {spread}")
+    rng = np.random.default_rng(seed)
+    Q = _orthogonal(d, rng)
+    others = rng.normal(0.0, spread, size=d - 1)
+    if top > 0:
+        others = np.clip(others, -0.9 * top, 0.9 * top)
+    else:
+        others = top - 0.1 * max(abs(top), 0.1) - np.abs(others)
+    lam = np.concatenate([[top], others])
+    V = (Q * lam) @ Q.T
+    V = 0.5 * (V + V.T)
+    return MatrixCase("case2", _readonly(np.eye(d)), _readonly(V),
+                      {"d": d, "top": top, "spread": spread, "seed": seed},
+                      _readonly(np.sort(lam)[::-1]), rf"C2 $\lambda_1={top:g}$")
+
+
+def _block_diag(d: int, block: np.ndarray, last: float, seed) -> np.ndarray:
+    V = np.zeros((d, d))
+    for i in range(0, d - 1, 2):
+        V[i:i + 2, i:i + 2] = block
+    if d % 2:
+        V[-1, -1] = last
+    if seed is not None:
+        Q = _orthogonal(d, np.random.default_rng(seed))
+        V = Q @ V @ Q.T
+    return V
+
+
+def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
+    r"""Case 3 (spec §7.5 [R]): :math:`A=I`, :math:`V` block-diagonal with blocks
+    :math:`\begin{pmatrix}a&b\\-b&a\end{pmatrix}` (:math:`a` in the last slot if d is odd).
+
+    In d = 2 this is the conformal case of spec §5.3: :math:`a>0` gives clusters, rotating if
+    :math:`b\ne0`. With a ``seed`` the blocks are conjugated by a Haar-orthogonal matrix (same
+    spectrum, generic orientation); without one (default) V is block-diagonal as in the app.
+    """
+    d = _check_d(d)
+    a, b = _finite("a", a), _finite("b", b)
+    block = np.array([[a, b], [-b, a]])
+    V = _block_diag(d, block, a, seed)
+    return MatrixCase("case3", _readonly(np.eye(d)), _readonly(V),
+                      {"d": d, "a": a, "b": b, "seed": seed},
+                      _readonly(np.linalg.eigvals(block)), f"C3 a={a:g}, b={b:g}")
+
+
+def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
+    r"""Case 4 (spec §7.5 [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
+    :math:`\begin{pmatrix}a&b\\-b&-a\end{pmatrix}` (0 in the last slot if d is odd).
+
+    In d = 2 this is the hidden-Hamiltonian family of spec §5.5 (:math:`v_{11}=a`, :math:`v_{12}=b`):
+    oscillation for :math:`|a|<|b|`, clusters for :math:`|a|\ge|b|`. ``seed`` as in :func:`case3`.
+    """
+    d = _check_d(d)
+    a, b = _finite("a", a), _finite("b", b)
+    block = np.array([[a, b], [-b, -a]])
+    V = _block_diag(d, block, 0.0, seed)
+    return MatrixCase("case4", _readonly(np.eye(d)), _readonly(V),
+                      {"d": d, "a": a, "b": b, "seed": seed},
+                      _readonly(np.linalg.eigvals(block.astype(complex))), f"C4 a={a:g}, b={b:g}")
+
+
+def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
+    r"""Random case (spec §7.5 [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d."""
+    d = _check_d(d)
+    sigma = _finite("sigma", sigma)
+    if sigma <= 0:
+        raise ValueError(f"sigma must be positive, got {sigma}")
+    rng = np.random.default_rng(seed)
+    A = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
+    V = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
+    return MatrixCase("random", _readonly(A), _readonly(V), {"d": d, "sigma": sigma, "seed": seed},
+                      _readonly(np.zeros(0)), rf"random $\sigma={sigma:g}$")
+
+
+_RECIPES = {"case1": case1, "case2": case2, "case3": case3, "case4": case4, "random": random_case}
+
+
+def matrix_case(name: str, d: int, **params) -> MatrixCase:
+    """The recipe called ``name`` (one of :data:`CASES`) in dimension d with its parameters.
+
+    >>> matrix_case("case4", 4, a=0.5, b=1.0).V[0]
+    array([0.5, 1. , 0. , 0. ])
+    """
+    if name not in _RECIPES:
+        raise ValueError(f"unknown matrix case {name!r}; choose one of {CASES}")
+    return _RECIPES[name](d, **params)
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics through the second moment (no n x n matrix)
+# ---------------------------------------------------------------------------------------------
+
+def _tokens(X) -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    if X.ndim < 2 or X.shape[-2] < 2:
+        raise ValueError(f"tokens must have shape (..., n, d) with n >= 2, got {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("tokens contain non-finite values")
+    return X
+
+
+def second_moment(X) -> np.ndarray:
+    r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens X (n, d), or of each frame of
+    a stack (m, n, d); returns (d, d) or (m, d, d)."""
+    X = _tokens(X)
+    return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
+
+
+def order_parameters(X):
+    r""":math:`\hat R_1=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle` and
+    :math:`\hat R_2=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle^2` (spec §7.5), without the Gram matrix.
+
+    Closed forms: :math:`\sum_{i,j}\langle x_i,x_j\rangle^2=n^2\operatorname{tr}\Sigma^2` and
+    :math:`\sum_{i,j}\langle x_i,x_j\rangle=n^2|\bar x|^2`; removing the diagonal,
+
+    .. math::
+       \hat R_2=\frac{n^2\operatorname{tr}\Sigma^2-\sum_i|x_i|^4}{n(n-1)},\qquad
+       \hat R_1=\frac{n^2|\bar x|^2-\sum_i|x_i|^2}{n(n-1)},
+
+    i.e. :math:`(n\operatorname{tr}\Sigma^2-1)/(n-1)` and :math:`(n|\bar x|^2-1)/(n-1)` for unit tokens.
+    Cost :math:`O(n\min(n,d)^2)` per frame instead of :math:`O(n^2d)`. Uniform tokens give
+    :math:`\hat R_2\approx1/d`, :math:`\hat R_1\approx0`; two antipodal clusters
+    :math:`\hat R_2=1,\ \hat R_1\approx0`; one cluster both 1.
+
+    X : (n, d) or (m, n, d). Returns ``(R1, R2)`` (floats or arrays of length m).
+    """
+    X = _tokens(X)
+    n, d = X.shape[-2], X.shape[-1]
+    sq = np.einsum("...ja,...ja->...j", X, X)
+    Xt = np.swapaxes(X, -1, -2)
+    S = Xt @ X if d <= n else X @ Xt   # n Sigma, or the Gram matrix: same Frobenius norm
+    tr2 = np.einsum("...ab,...ab->...", S, S)                       # n^2 tr Sigma^2
+    s = X.sum(axis=-2)
+    R2 = (tr2 - np.sum(sq ** 2, axis=-1)) / (n * (n - 1))
+    R1 = (np.einsum("...a,...a->...", s, s) - np.sum(sq, axis=-1)) / (n * (n - 1))
+    return R1, R2
+
+
+def top_direction(X):
+    r"""Top eigenvalue :math:`\lambda_1(\Sigma)` and a unit top eigenvector :math:`u_1` of the second
+    moment, for tokens (n, d) or a stack (m, n, d).
+
+    :math:`\lambda_1\to1` for one cluster or two antipodal clusters, and :math:`u_1` is the cluster
+    axis (the top right-singular vector of X). The sign of :math:`u_1` is fixed so that its largest
+    entry in absolute value is positive. Returns ``(lam1, u1)`` with shapes () and (d,) or (m,)
+    and (m, d).
+    """
+    return _top_eigenpair(second_moment(X))
+
+
+def _top_eigenpair(S: np.ndarray):
+    """Top eigenpair of symmetric matrices (d, d) or (m, d, d); only the top pair is computed (LAPACK
+    ``syevr`` with an index range, about three times faster than a full batched ``eigh`` at d = 100)."""
+    from scipy.linalg import eigh
+
+    d = S.shape[-1]
+    flat = S.reshape(-1, d, d)
+    if d <= 32:   # small matrices: one batched call beats a Python loop
+        w, V = np.linalg.eigh(flat)
+        lam, U = w[:, -1].copy(), V[:, :, -1].copy()
+    else:
+        lam = np.empty(flat.shape[0])
+        U = np.empty((flat.shape[0], d))
+        for k, M in enumerate(flat):
+            w, v = eigh(M, subset_by_index=[d - 1, d - 1], check_finite=False)
+            lam[k], U[k] = w[0], v[:, 0]
+    j = np.argmax(np.abs(U), axis=1)
+    U *= np.sign(U[np.arange(len(U)), j])[:, None]
+    return lam.reshape(S.shape[:-2]), U.reshape(S.shape[:-1])
+
+
+def pair_overlaps(X) -> np.ndarray:
+    r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j` (a vector of length n(n-1)/2): for histograms."""
+    X = validate_tokens(_tokens(X))
+    i, j = np.triu_indices(X.shape[0], k=1)
+    return (X @ X.T)[i, j]
+
+
+def sorted_gram(X, axis=None):
+    r"""Gram matrix :math:`\langle x_i,x_j\rangle` with tokens ordered by the sign of their projection
+    on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), spec F12.
+
+    Two antipodal clusters give two diagonal blocks of +1 and off-diagonal blocks of -1; one
+    cluster gives all ones. To draw an earlier state in the order of the final one, index it
+    with the returned ``order``. Returns ``(G, order, split)``: the sorted Gram matrix, the
+    permutation, and the number of tokens with a non-negative projection (the block border).
+    """
+    X = validate_tokens(_tokens(X))
+    u = top_direction(X)[1] if axis is None else np.asarray(axis, dtype=float)
+    if u.shape != (X.shape[1],):
+        raise ValueError(f"axis must have shape ({X.shape[1]},), got {u.shape}")
+    proj = X @ u
+    order = np.lexsort((-np.abs(proj), proj < 0))   # positive side first, strongest first
+    Xs = X[order]
+    return Xs @ Xs.T, order, int(np.sum(proj >= 0))
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """Result of :func:`detect_clusters`.
+
+    Attributes
+    ----------
+    n_clusters : int
+        Number of groups of tokens with pairwise :math:`\\langle x_i,x_j\\rangle >` threshold
+        (connected components of the thresholded Gram matrix; singletons count).
+    n_axes : int
+        Number of groups after identifying :math:`x` with :math:`-x` (components of
+        :math:`\\langle x_i,x_j\\rangle^2 >` threshold²).
+    antipodal : bool
+        True if there are at least two clusters and each cluster has an antipodal partner
+        (a cluster whose mean direction is opposite to within the threshold).
+    sizes : tuple of int
+        Cluster sizes, largest first.
+    labels : array (n,)
+        Cluster index of every token (clusters numbered by decreasing size).
+    clustered_pairs : float
+        Fraction of pairs with :math:`\\langle x_i,x_j\\rangle^2 >` threshold (spec F12's bar at 1).
+    threshold : float
+    """
+
+    n_clusters: int
+    n_axes: int
+    antipodal: bool
+    sizes: tuple
+    labels: np.ndarray = field(repr=False)
+    clustered_pairs: float
+    threshold: float
+
+    @property
+    def description(self) -> str:
+        """'one cluster', 'two antipodal clusters', 'k clusters' or 'no clusters'."""
+        if self.n_clusters == 1:
+            return "one cluster"
+        if self.antipodal and self.n_clusters == 2:
+            return "two antipodal clusters"
+        if self.n_clusters == len(self.labels):
+            return "no clusters"
+        return f"{self.n_clusters} clusters" + (" (antipodal pairs)" if self.antipodal else "")
+
+
+def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
+    r"""Clusters of tokens by thresholding the Gram matrix (GLPR use entries > 0.999; spec §9).
+
+    Two tokens are in the same cluster if they are joined by a chain of pairs with
+    :math:`\langle x_i,x_j\rangle >` ``threshold``. Forms the n x n Gram matrix once (this is a
+    diagnostic of one state, not a step of a trajectory).
+    """
+    X = validate_tokens(_tokens(X))
+    if not 0 < threshold < 1:
+        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+    n = X.shape[0]
+    Xn = normalize_rows(X)
+    G = Xn @ Xn.T
+    _, lab = connected_components(G > threshold, directed=False)
+    n_axes, _ = connected_components(G * G > threshold ** 2, directed=False)
+    sizes = np.bincount(lab)
+    rank = np.argsort(-sizes, kind="stable")
+    relabel = np.empty_like(rank)
+    relabel[rank] = np.arange(len(rank))
+    labels = relabel[lab]
+    sizes = sizes[rank]
+    centres = normalize_rows(np.array([Xn[labels == c].sum(0) for c in range(len(sizes))]))
+    C = centres @ centres.T
+    antipodal = len(sizes) >= 2 and bool(np.all(np.min(C, axis=1) < -threshold))
+    i, j = np.triu_indices(n, k=1)
+    frac = float(np.mean(G[i, j] ** 2 > threshold))
+    return ClusterReport(int(len(sizes)), int(n_axes), antipodal, tuple(int(s) for s in sizes),
+                         labels, frac, float(threshold))
+
+
+def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
+    r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (spec §7.5), by linear
+    interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
+    """
+    t = np.asarray(t, dtype=float)
+    R = np.asarray(R, dtype=float)
+    if t.ndim != 1 or R.shape != t.shape or t.size < 1:
+        raise ValueError(f"t and R must be 1-D arrays of the same length, got {t.shape} and {R.shape}")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("t must be increasing")
+    out = []
+    for x in np.atleast_1d(levels):
+        above = np.nonzero(R > x)[0]
+        if above.size == 0:
+            out.append(math.inf)
+            continue
+        k = above[0]
+        if k == 0:
+            out.append(float(t[0]))
+        else:
+            f = (x - R[k - 1]) / (R[k] - R[k - 1])
+            out.append(float(t[k - 1] + f * (t[k] - t[k - 1])))
+    return np.array(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# exact projective reduction of linear attention (spec §1.1)
+# ---------------------------------------------------------------------------------------------
+
+def _linear_layer(layer: Attention) -> tuple[np.ndarray, np.ndarray, float]:
+    if not isinstance(layer, Attention) or layer.kind != "linear":
+        raise ValueError("the projective reduction holds for linear attention: give Attention('linear', ...)")
+    if layer.n_heads != 1 or layer.causal:
+        raise ValueError("the projective reduction is implemented for one non-causal head")
+    return layer.A[0], layer.V[0], layer.beta
+
+
+def projective_flow(X0, layer: Attention, t_span, *, t_eval=None, solver: str = "DOP853",
+                    rtol: float = 1e-9, atol: float = 1e-11, until: float | None = None,
+                    return_phi: bool = False):
+    r"""Linear attention on the sphere in any d through its exact projective reduction (spec §1.1).
+
+    Every token feels the same linear field :math:`M(t)=\beta V\Sigma(t)A^\top`, so
+    :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
+
+    .. math::
+       \dot\Phi=\big(M(t)-\mu(t)I\big)\Phi,\qquad \Phi(0)=I,\qquad
+       \Sigma(t)=\frac1n\sum_k x_k(t)x_k(t)^\top,
+
+    a closed ODE for the d x d matrix :math:`\Phi` (cost :math:`O(nd^2+d^3)` per evaluation, no n x n
+    matrix). Once the tokens have clustered, the directions of :math:`\Phi` that the clusters no
+    longer use keep decaying exponentially, which makes the equation mildly stiff for explicit
+    solvers (the particle system is at rest there): it is the fast solver up to clustering, and
+    ``until`` stops it there. The scalar :math:`\mu=\langle M\Phi,\Phi\rangle_F/|\Phi|_F^2` only rescales
+    :math:`\Phi` (tokens are invariant under :math:`\Phi\mapsto c\Phi`, :math:`c>0`) and keeps
+    :math:`|\Phi|_F=\sqrt d`, so that :math:`\Phi` does not overflow when tokens cluster.
+
+    Parameters
+    ----------
+    X0 : array (n, d)
+        Initial unit tokens.
+    layer : Attention
+        A linear-attention layer (one head, not causal).
+    t_span : float or (0, T)
+    t_eval : array, optional
+        Output times (default 201 points).
+    solver, rtol, atol
+        ``scipy.integrate.solve_ivp`` method and tolerances.
+    until : float, optional
+        Stop at the first time :math:`\hat R_2` (:func:`order_parameters`) reaches this level (a
+        terminal event located by the solver); that time is ``info["event_time"]`` (``inf`` if the
+        level is not reached by T) and the output stops there.
+    return_phi : bool
+        Also return :math:`\Phi` at the output times, shape (m, d, d).
+
+    Returns
+    -------
+    Trajectory
+        Tokens at the output times (``method="projective"``), or ``(Trajectory, Phi)``.
+    """
+    A, V, beta = _linear_layer(layer)
+    X0 = validate_tokens(X0, layer.d, name="X0")
+    if np.max(np.abs(np.linalg.norm(X0, axis=1) - 1)) > 1e-6:
+        raise ValueError("X0 must contain unit tokens (use normalize_rows)")
+    X0 = normalize_rows(X0)
+    n, d = X0.shape
+    t0, T = (0.0, float(t_span)) if np.isscalar(t_span) else (float(t_span[0]), float(t_span[1]))
+    if not (math.isfinite(T) and T > t0):
+        raise ValueError(f"t_span must satisfy t0 < T, got ({t0}, {T})")
+    t_eval = np.linspace(t0, T, 201) if t_eval is None else np.asarray(t_eval, dtype=float)
+    AT = A.T
+
+    def tokens(Phi):
+        Y = X0 @ Phi.T
+        r = np.linalg.norm(Y, axis=1, keepdims=True)
+        return Y / r
+
+    def rhs(t, y):
+        Phi = y.reshape(d, d)
+        X = tokens(Phi)
+        Sigma = X.T @ X / n
+        MPhi = (beta * (V @ Sigma)) @ (AT @ Phi)
+        mu = np.vdot(MPhi, Phi) / np.vdot(Phi, Phi)
+        return (MPhi - mu * Phi).ravel()
+
+    events = None
+    if until is not None:
+        level = _finite("until", until)
+
+        def reached(t, y):
+            X = tokens(y.reshape(d, d))
+            return order_parameters(X)[1] - level
+
+        reached.terminal = True
+        reached.direction = 1
+        events = reached
+    sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol,
+                    events=events)
+    if sol.status == -1 or not np.all(np.isfinite(sol.y)):
+        last = float(sol.t[-1]) if sol.t.size else t0
+        raise BlowUpError(last, last, f"the projective reduction failed: {sol.message}")
+    ts, Y = sol.t, sol.y.T
+    info = {"nfev": int(sol.nfev), "solver": solver, "rtol": rtol, "atol": atol}
+    if until is not None:
+        hit = sol.t_events[0]
+        info["event_time"] = float(hit[0]) if hit.size else math.inf
+        if hit.size:   # end the output at the event
+            ts, Y = np.append(ts, hit[0]), np.vstack([Y, sol.y_events[0][:1]])
+    if ts.size == 0 or ts[0] > t0:
+        ts, Y = np.concatenate([[t0], ts]), np.vstack([np.eye(d).ravel()[None], Y])
+    Phis = Y.reshape(-1, d, d)
+    Ys = X0 @ np.swapaxes(Phis, 1, 2)          # (m, n, d): rows Phi x_k(0)
+    Xs = Ys / np.linalg.norm(Ys, axis=2, keepdims=True)
+    traj = Trajectory(t=ts, X=Xs, layer=layer, method="projective", sphere=True, info=info)
+    return (traj, Phis) if return_phi else traj
+
+
+# ---------------------------------------------------------------------------------------------
+# the 2D classification (spec §5) and its prediction for a high-dimensional case
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Prediction:
+    """A regime predicted by the d = 2 theory: the regime, the spec section and the criterion used."""
+
+    regime: str
+    section: str
+    criterion: str
+
+    def __str__(self) -> str:
+        return self.regime
+
+
+def _plus_minus(M: np.ndarray) -> tuple[complex, complex]:
+    r"""Complex encoding :math:`Mz=m_+z+m_-\bar z` of a real 2 x 2 matrix (spec §2.1)."""
+    return (0.5 * ((M[0, 0] + M[1, 1]) + 1j * (M[1, 0] - M[0, 1])),
+            0.5 * ((M[0, 0] - M[1, 1]) + 1j * (M[1, 0] + M[0, 1])))
+
+
+def _predict_case1(A, tol):
+    A = np.asarray(A, dtype=float)
+    if A.shape != (2, 2) or not np.all(np.isfinite(A)):
+        raise ValueError(f"Case 1 needs a finite 2 x 2 matrix A, got shape {A.shape}")
+    tr, det = float(np.trace(A)), float(np.linalg.det(A))
+    sym_max = float(np.linalg.eigvalsh(0.5 * (A + A.T))[-1])
+    facts = f"tr A = {tr:.3g}, det A = {det:.3g}, max eig sym(A) = {sym_max:.3g}"
+    if sym_max < -tol:
+        return Prediction("partial", "§5.1", f"sym(A) negative definite ({facts}): Type P, "
+                          f"|R2| -> |a_-|/|a_+| = {abs(_plus_minus(A)[1]) / abs(_plus_minus(A)[0]):.3g}")
+    if tr > tol:
+        return Prediction("static_clusters", "§5.1", f"tr A > 0 ({facts}): Type 1")
+    if det <= tol:
+        return Prediction("static_clusters", "§5.1", f"det A <= 0 ({facts}): Type 1")
+    if tr < -tol:
+        return Prediction("bistable", "§5.1", f"tr A < 0 < det A, sym(A) indefinite ({facts}): "
+                          "interior point or boundary, depending on the data")
+    return Prediction("oscillation", "§5.1", f"tr A = 0 < det A ({facts}): centre, Type 3 for data "
+                      "close enough to the interior equilibrium (Type 1 otherwise)")
+
+
+def _predict_identity_A(c, a, b, tol, section):
+    r"""A = I, V = [[c + a, b], [-b, c - a]] (spec §5.3, §5.5, §5.6; Case 2 at b = 0)."""
+    if abs(a) < abs(b) - tol:      # V has complex eigenvalues c +- i sqrt(b^2 - a^2)
+        if c > tol:
+            return Prediction("rotating_clusters", section,
+                              f"|a| < |b|, tr V/2 = {c:.3g} > 0: clusters rotate (Type 2), "
+                              f"period pi/(beta sqrt(b^2 - a^2))")
+        if c < -tol:
+            return Prediction("partial", section, f"|a| < |b|, tr V/2 = {c:.3g} < 0: interior focus (Type P)")
+        return Prediction("oscillation", section, "|a| < |b|, tr V = 0: hidden Hamiltonian, "
+                          "closed orbits in the disk (Type 3)")
+    if abs(a) <= tol and abs(b) <= tol and abs(c) <= tol:
+        raise ValueError("V = 0: nothing moves, there is no regime to predict")
+    # real eigenvalues c +- sqrt(a^2 - b^2): boundary equilibria at the eigenvector directions;
+    # the one attracting along the circle has transverse exponent -beta (c + sqrt(a^2 - b^2))
+    top = c + math.sqrt(max(a * a - b * b, 0.0))
+    if top >= -tol:
+        return Prediction("static_clusters", section,
+                          f"|a| >= |b|, largest eigenvalue of V = {top:.3g} >= 0: clusters on an eigenvector (Type 1)")
+    return Prediction("partial", section,
+                      f"|a| >= |b|, largest eigenvalue of V = {top:.3g} < 0: interior equilibrium (Type P)")
+
+
+def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: float | None = None,
+                      b: float | None = None, c: float = 0.0, tol: float = 1e-12) -> Prediction:
+    r"""The regime that the d = 2 theory of spec §5 predicts for linear attention, in closed form.
+
+    Regimes: ``static_clusters`` (Type 1), ``rotating_clusters`` (Type 2), ``oscillation``
+    (Type 3), ``partial`` (Type P), ``bistable`` (depends on the data), ``undetermined``.
+
+    * ``case="case1"`` (:math:`V=I`), ``A`` a 2 x 2 matrix — §5.1: :math:`\mathrm{sym}(A)\prec0`
+      → partial; else :math:`\operatorname{tr}A>0` or :math:`\det A\le0` → static clusters;
+      :math:`\operatorname{tr}A<0<\det A` → bistable; :math:`\operatorname{tr}A=0<\det A` → oscillation
+      (a centre).
+    * ``case="case2"`` (:math:`A=I`, V symmetric), ``lambda_max`` — §5.2:
+      :math:`\lambda_{\max}(V)\ge0` → static clusters, else partial.
+    * ``case="case3"``, ``a, b`` (:math:`V=aI+bJ^\top`) — §5.3: :math:`a>0` → rotating clusters if
+      :math:`b\ne0` (static if b = 0); :math:`a<0` → partial; :math:`a=0` → oscillation.
+    * ``case="case4"``, ``a, b`` (traceless V) — §5.5: :math:`|a|<|b|` → oscillation;
+      :math:`|a|\ge|b|` → static clusters.
+    * ``case="identity_A"``, ``c, a, b`` (:math:`A=I`, :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}`,
+      which contains Cases 3 and 4) — §5.6: for :math:`|a|<|b|` the sign of c decides rotating
+      clusters / oscillation / partial; for :math:`|a|\ge|b|` clusters sit on an eigenvector of V
+      when the largest eigenvalue :math:`c+\sqrt{a^2-b^2}` of V is :math:`\ge0`, else partial.
+      (This last criterion is our derivation: transverse exponent
+      :math:`-\beta(c+\sqrt{a^2-b^2})` at the boundary equilibrium, §2.5; it reduces to §5.2 at b = 0
+      and is tested against 2D particle runs.)
+    * ``case="random"`` → undetermined (§5.4 gives only a necessary condition for rotation).
+    """
+    if case == "case1":
+        if A is None:
+            raise ValueError("case1 needs the 2 x 2 matrix A")
+        return _predict_case1(A, tol)
+    if case == "case2":
+        if lambda_max is None:
+            raise ValueError("case2 needs lambda_max, the top eigenvalue of the symmetric V")
+        lam = _finite("lambda_max", lambda_max)
+        if lam >= -tol:
+            return Prediction("static_clusters", "§5.2", f"lambda_max(V) = {lam:.3g} >= 0: antipodal clusters "
+                              "on the top eigenvector (Type 1)")
+        return Prediction("partial", "§5.2", f"lambda_max(V) = {lam:.3g} < 0: Type P")
+    if case in ("case3", "case4", "identity_A"):
+        if a is None or b is None:
+            raise ValueError(f"{case} needs the block parameters a and b")
+        a, b = _finite("a", a), _finite("b", b)
+        if case == "case3":
+            if abs(b) <= tol and a > tol:
+                return Prediction("static_clusters", "§5.3", f"V = {a:.3g} I: clusters (Type 1), no rotation")
+            return _predict_identity_A(a, 0.0, b, tol, "§5.3")
+        if case == "case4":
+            return _predict_identity_A(0.0, a, b, tol, "§5.5")
+        return _predict_identity_A(_finite("c", c), a, b, tol, "§5.6")
+    if case == "random":
+        return Prediction("undetermined", "§5.4", "no closed-form criterion for generic (A, V)")
+    raise ValueError(f"unknown case {case!r}; choose one of {CASES + ('identity_A',)}")
+
+
+def predict_for_case(mc: MatrixCase) -> Prediction:
+    r"""The 2D prediction for a high-dimensional recipe: the §5 criterion applied to its planar analogue.
+
+    * Cases 3 and 4: the 2 x 2 block of V (exact: each block is the 2D model's V).
+    * Case 2: the top eigenvalue of V (the §5.2 criterion does not depend on d).
+    * Case 1: the compression :math:`A_2=U^\top AU` of A to the plane spanned by the top and bottom
+      eigenvectors of :math:`\mathrm{sym}(A)` (so :math:`\mathrm{sym}(A_2)` has the extreme
+      eigenvalues of :math:`\mathrm{sym}(A)` and the definiteness tests agree). This choice of plane
+      is ours [I]: the spec's recipes name their 2D regime by the same definiteness tests.
+    * random: undetermined.
+    """
+    if mc.name == "case1":
+        w, U = np.linalg.eigh(0.5 * (mc.A + mc.A.T))
+        P = U[:, [-1, 0]]
+        return predict_2d_regime("case1", A=P.T @ mc.A @ P)
+    if mc.name == "case2":
+        return predict_2d_regime("case2", lambda_max=float(np.linalg.eigvalsh(mc.V)[-1]))
+    if mc.name in ("case3", "case4"):
+        return predict_2d_regime(mc.name, a=mc.params["a"], b=mc.params["b"])
+    return predict_2d_regime("random")
+
+
+# ---------------------------------------------------------------------------------------------
+# runs and their summaries
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class RunSummary:
+    r"""What a chapter keeps from one run (the full trajectory is not stored).
+
+    Attributes
+    ----------
+    case : str
+        The recipe's label.
+    kind : str
+        Attention variant.
+    beta : float
+    t : array (m,)
+    R1, R2 : arrays (m,)
+        :math:`\hat R_1(t)`, :math:`\hat R_2(t)` (spec §7.5).
+    lam1 : array (m,)
+        Top eigenvalue of :math:`\Sigma(t)`.
+    axis : array (m, d)
+        Top eigenvector of :math:`\Sigma(t)` (the cluster axis once clustered).
+    X0, XT : arrays (n, d)
+        Tokens at the first and the last stored time.
+    nfev : int
+    seconds : float
+        Wall time of the integration.
+    engine : str
+        ``"particles"`` (the shared core) or ``"projective"`` (:func:`projective_flow`).
+    """
+
+    case: str
+    kind: str
+    beta: float
+    t: np.ndarray
+    R1: np.ndarray
+    R2: np.ndarray
+    lam1: np.ndarray
+    axis: np.ndarray
+    X0: np.ndarray
+    XT: np.ndarray
+    nfev: int
+    seconds: float
+    engine: str
+
+    @property
+    def T(self) -> float:
+        return float(self.t[-1])
+
+    def passage(self, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
+        """First-passage times of :math:`\\hat R_2` (:func:`first_passage_times`)."""
+        return first_passage_times(self.t, self.R2, levels)
+
+    def clusters(self, threshold: float = 0.999) -> ClusterReport:
+        """:func:`detect_clusters` at the final time."""
+        return detect_clusters(self.XT, threshold)
+
+    def regime(self, **kw) -> str:
+        """:func:`observed_regime` of this run."""
+        return observed_regime(self.t, self.R2, self.axis, **kw)
+
+
+def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engine: str = "particles") -> RunSummary:
+    """Metrics of a trajectory along time: :math:`\\hat R_1,\\hat R_2`, top eigenpair of :math:`\\Sigma`."""
+    R1, R2 = order_parameters(traj.X)
+    lam1, axis = top_direction(traj.X)
+    lay = traj.layer
+    return RunSummary(case=case, kind=lay.kind, beta=lay.beta, t=np.asarray(traj.t), R1=R1, R2=R2,
+                      lam1=lam1, axis=axis, X0=traj.X[0].copy(), XT=traj.X[-1].copy(),
+                      nfev=int(traj.info.get("nfev", -1)), seconds=float(seconds), engine=engine)
+
+
+def run_variant(mc: MatrixCase, kind: str, X0, T: float, *, beta: float = 1.0, n_eval: int = 201,
+                engine: str = "particles", solver: str = "RK45", rtol: float = 1e-6,
+                atol: float = 1e-8) -> RunSummary:
+    r"""Run one attention variant on one matrix case from tokens X0 up to time T and summarise it.
+
+    ``engine="particles"`` integrates the particle system with the shared core
+    (``simulate(X0, mc.layer(kind, beta), T, method="adaptive", sphere=True, ...)``; LA through
+    :math:`\Sigma`, USA/SA through the n x n score matrix). ``engine="projective"`` (LA only) uses
+    :func:`projective_flow`. Default tolerances are those of the authors' app (RK45, rtol 1e-6,
+    atol 1e-8; spec §7). Output at ``n_eval`` equispaced times.
+    """
+    if kind not in VARIANTS:
+        raise ValueError(f"kind must be one of {VARIANTS}, got {kind!r}")
+    if engine not in ("particles", "projective"):
+        raise ValueError(f"engine must be 'particles' or 'projective', got {engine!r}")
+    if engine == "projective" and kind != "linear":
+        raise ValueError("the projective engine is exact for linear attention only")
+    t_eval = np.linspace(0.0, float(T), int(n_eval))
+    layer = mc.layer(kind, beta)
+    start = time.perf_counter()
+    if engine == "projective":
+        traj = projective_flow(X0, layer, float(T), t_eval=t_eval, solver=solver, rtol=rtol, atol=atol)
+    else:
+        traj = simulate(X0, layer, float(T), method="adaptive", sphere=True, solver=solver, rtol=rtol,
+                        atol=atol, t_eval=t_eval)
+    seconds = time.perf_counter() - start
+    return summarize(traj, mc.label, seconds, engine)
+
+
+def observed_regime(t, R2, axis, *, level: float = 0.99, window: float = 0.5, rotation_tol: float = 1e-2,
+                    settle_tol: float = 0.05, wiggle: float = 0.02) -> str:
+    r"""The regime a run shows, named as in the 2D theory, for the comparison table.
+
+    * :math:`\hat R_2(T)>` ``level`` (clusters): the cluster axis is the top eigenvector of
+      :math:`\Sigma`; over the stored times after :math:`\hat R_2` first exceeded ``level`` in the
+      last ``window`` fraction of the run, ``rotating_clusters`` if it turns faster than
+      ``rotation_tol`` radians per unit time on average, ``static_clusters`` otherwise
+      (``not_settled`` if fewer than three such times are stored).
+    * otherwise, over the last ``window`` fraction: ``oscillation`` if :math:`\hat R_2` changes
+      direction at least twice, counting only excursions larger than ``wiggle`` times its mean;
+      ``partial`` if its range is below ``settle_tol`` times both its mean and its mean distance to 1
+      (it has settled below the clustered value); ``not_settled`` if it is still drifting (run
+      longer), e.g. several clusters still merging slowly.
+
+    In d = 100 an "oscillation" is usually damped: this names what the run shows, the 2D prediction
+    is in :func:`predict_for_case`.
+    """
+    t = np.asarray(t, dtype=float)
+    R2 = np.asarray(R2, dtype=float)
+    axis = np.asarray(axis, dtype=float)
+    if t.ndim != 1 or R2.shape != t.shape or axis.shape[0] != t.size:
+        raise ValueError("t, R2 and axis must have the same number of stored times")
+    late = t >= t[-1] - window * (t[-1] - t[0])
+    if late.sum() < 5:
+        raise ValueError("too few stored times in the late window: store more output times")
+    if R2[-1] > level:
+        sel = late & (np.maximum.accumulate(R2) > level)
+        if sel.sum() < 3:
+            return "not_settled"
+        U, ts = axis[sel], t[sel]
+        cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
+        speed = float(np.sum(np.arccos(cos)) / (ts[-1] - ts[0]))
+        return "rotating_clusters" if speed > rotation_tol else "static_clusters"
+    r = R2[late]
+    scale = max(float(np.mean(r)), 1e-300)
+    # turning points of the excursions larger than wiggle * scale (a hysteresis filter)
+    turns, direction, anchor = 0, 0, r[0]
+    for value in r[1:]:
+        step = value - anchor
+        if direction >= 0 and step < -wiggle * scale:
+            turns += direction > 0
+            direction, anchor = -1, value
+        elif direction <= 0 and step > wiggle * scale:
+            turns += direction < 0
+            direction, anchor = 1, value
+        elif (direction > 0 and value > anchor) or (direction < 0 and value < anchor):
+            anchor = value
+    if turns >= 2:
+        return "oscillation"
+    # settled: the range is small compared with R2 and with its distance 1 - R2 to full clustering
+    gap = max(float(np.mean(1.0 - r)), 1e-300)
+    if float(r.max() - r.min()) <= settle_tol * min(scale, gap):
+        return "partial"
+    return "not_settled"
+
+
+def agreement(predicted: str, observed: str) -> str:
+    """Compare a 2D prediction with what a run showed: ``"agrees"``, ``"differs"``,
+    ``"undecided"`` (the run has not settled) or ``"no prediction"`` (undetermined or bistable)."""
+    for name, value in (("predicted", predicted), ("observed", observed)):
+        if value not in REGIMES + ("not_settled",):
+            raise ValueError(f"{name} regime {value!r} is not one of {REGIMES + ('not_settled',)}")
+    if predicted in ("undetermined", "bistable"):
+        return "no prediction"
+    if observed == "not_settled":
+        return "undecided"
+    return "agrees" if predicted == observed else "differs"
+
+
+# ---------------------------------------------------------------------------------------------
+# sweeps and the widget
+# ---------------------------------------------------------------------------------------------
+
+def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
+    """:func:`matrix_case` with one seed for every recipe: Cases 3 and 4 are deterministic
+    (block-diagonal, ``matrix_seed`` is not used), the other recipes draw with ``matrix_seed``.
+
+    >>> make_case("case2", 10, top=1.5).spectrum[0]
+    np.float64(1.5)
+    """
+    if case in ("case3", "case4"):
+        return matrix_case(case, d, **params)
+    return matrix_case(case, d, seed=matrix_seed, **params)
+
+
+def clustering_time(case: str = "case2", kind: str = "linear", *, d: int = 100, n: int = 200,
+                    beta: float = 1.0, T: float = 200.0, level: float = 0.99, seed: int = 0,
+                    matrix_seed: int = 42, n_eval: int = 801, engine: str = "auto",
+                    **case_params) -> dict[str, Any]:
+    r"""First time :math:`t_x` at which :math:`\hat R_2` exceeds ``level``, for one point of a sweep.
+
+    Builds ``make_case(case, d, matrix_seed, **case_params)``, draws n uniform tokens with ``seed``,
+    and runs ``kind`` up to T. ``engine="auto"``: linear attention through :func:`projective_flow`
+    stopped at the level (the solver locates :math:`t_x` as an event), the other variants through
+    the particle system (``n_eval`` stored times, :math:`t_x` by :func:`first_passage_times`). Returns
+    a dict with the parameters, ``t_level`` (``inf`` if not reached by T), the last
+    :math:`\hat R_1,\hat R_2` and the wall time. A module-level function of plain arguments, so
+    :func:`tokendynamics.sweeps.sweep` can ship it to other processes.
+    """
+    mc = make_case(case, d, matrix_seed, **case_params)
+    X0 = sample_sphere(n, d, seed)
+    if engine == "auto":
+        engine = "projective" if kind == "linear" else "particles"
+    if engine == "projective" and kind != "linear":
+        raise ValueError("the projective engine is exact for linear attention only")
+    layer = mc.layer(kind, beta)
+    start = time.perf_counter()
+    if engine == "projective":
+        traj = projective_flow(X0, layer, float(T), t_eval=[0.0, float(T)], solver="RK45", rtol=1e-8,
+                               atol=1e-10, until=level)
+        t_level = traj.info["event_time"]
+        R1, R2 = order_parameters(traj.X[-1])
+    else:
+        traj = simulate(X0, layer, float(T), method="adaptive", sphere=True, solver="RK45", rtol=1e-6,
+                        atol=1e-8, t_eval=np.linspace(0.0, float(T), int(n_eval)))
+        R1s, R2s = order_parameters(traj.X)
+        t_level = float(first_passage_times(traj.t, R2s, [level])[0])
+        R1, R2 = R1s[-1], R2s[-1]
+    return {"case": case, "kind": kind, "d": d, "n": n, "beta": beta, "T": T, "seed": seed,
+            **case_params, "t_level": float(t_level), "R1_final": float(R1), "R2_final": float(R2),
+            "engine": engine, "seconds": time.perf_counter() - start}
+
+
+def case_parameters(case: str, *, spectrum="positive", top: float = 2.0, a: float = 1.0, b: float = 0.5,
+                    skew_scale: float = 0.5, sigma: float = 1.0) -> dict[str, Any]:
+    """The parameters that recipe ``case`` uses, picked from one flat set of knobs (for widgets)."""
+    table = {"case1": {"spectrum": spectrum, "skew_scale": skew_scale}, "case2": {"top": top},
+             "case3": {"a": a, "b": b}, "case4": {"a": a, "b": b}, "random": {"sigma": sigma}}
+    if case not in table:
+        raise ValueError(f"unknown matrix case {case!r}; choose one of {CASES}")
+    return table[case]
+
+
+def explore(case: str = "case4", *, d: int = 16, n: int = 64, T: float = 30.0, beta: float = 1.0,
+            seed: int = 0, matrix_seed: int = 42, kinds=("linear", "unnormalized_softmax"),
+            n_eval: int = 61, rtol: float = 1e-4, atol: float = 1e-6, **knobs) -> dict[str, Any]:
+    r"""One update of the chapter's widget: the chosen case at a small size, every variant in ``kinds``.
+
+    ``knobs`` are the flat widget controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the
+    case uses are picked by :func:`case_parameters`. Runs the particle system of every variant
+    (LA through :math:`\Sigma`) with loose tolerances, which keeps an update well under 0.2 s at the
+    default size (measured in the tests). Returns ``{"case": MatrixCase, "prediction": Prediction,
+    kind: RunSummary, ...}``.
+    """
+    mc = make_case(case, d, matrix_seed, **case_parameters(case, **knobs))
+    X0 = sample_sphere(n, d, seed)
+    out: dict[str, Any] = {"case": mc, "prediction": predict_for_case(mc)}
+    for k in kinds:
+        out[k] = run_variant(mc, k, X0, T, beta=beta, n_eval=n_eval, rtol=rtol, atol=atol)
+    return out

@@ -1,0 +1,82 @@
+"""Parameter sweeps through joblib, with a progress bar.
+
+``sweep(fn, grid)`` calls ``fn(**point)`` for every point of ``grid`` (a list of keyword dicts, e.g.
+from :func:`grid`) and returns the results in the order of the grid. The work is handed to
+:class:`joblib.Parallel`, so the same call runs serially (``n_jobs=1``), on the local cores
+(``n_jobs=-1``, backend ``"loky"``), or on a cluster: register Dask's joblib backend
+(``from dask.distributed import Client; client = Client(...)``) and pass ``backend="dask"``.
+Every point must be computed by a module-level function of plain arguments (so that it can be sent
+to another process), and must carry its own seed: results never depend on the order or the worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from typing import Any, Callable, Iterable, Mapping
+
+__all__ = ["grid", "sweep"]
+
+
+def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
+    """Cartesian product of the given axes as a list of keyword dicts (last axis fastest).
+
+    >>> grid(beta=[1, 2], d=[10])
+    [{'beta': 1, 'd': 10}, {'beta': 2, 'd': 10}]
+    """
+    names = list(axes)
+    values = [list(v) for v in axes.values()]
+    for name, v in zip(names, values):
+        if not v:
+            raise ValueError(f"axis {name!r} of the grid is empty")
+    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+
+
+def sweep(fn: Callable[..., Any], points: Iterable[Mapping[str, Any]], *, n_jobs: int = 1,
+          backend: str | None = None, progress: bool = True, desc: str | None = None,
+          **fixed: Any) -> list[Any]:
+    """Evaluate ``fn(**fixed, **point)`` for every point, in parallel through joblib.
+
+    Parameters
+    ----------
+    fn : callable
+        A module-level function (picklable) of keyword arguments.
+    points : iterable of dicts
+        The grid, e.g. ``grid(beta=[0.5, 1, 2], seed=range(3))``.
+    n_jobs : int
+        Number of joblib workers (1: serial, in this process; -1: all cores).
+    backend : str, optional
+        joblib backend: ``None`` (joblib's default, ``"loky"``), ``"threading"``, or ``"dask"`` once
+        a ``dask.distributed.Client`` exists.
+    progress : bool
+        Show a text progress bar (tqdm, on stderr) that advances as results arrive.
+    desc : str, optional
+        Label of the progress bar.
+    **fixed
+        Keyword arguments shared by every point.
+
+    Returns
+    -------
+    list
+        ``[fn(**fixed, **p) for p in points]``, in the order of ``points``.
+    """
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    pts = [dict(p) for p in points]
+    clash = [sorted(set(p) & set(fixed)) for p in pts if set(p) & set(fixed)]
+    if clash:
+        raise ValueError(f"parameters {clash[0]} are given both in the grid and as fixed keywords")
+    if int(n_jobs) != n_jobs or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
+    jobs = (delayed(fn)(**fixed, **p) for p in pts)
+    parallel = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator")
+    bar = tqdm(total=len(pts), desc=desc, disable=not progress, file=sys.stderr, leave=True)
+    out = []
+    try:
+        for result in parallel(jobs):
+            out.append(result)
+            bar.update(1)
+    finally:
+        bar.close()
+    return out

@@ -634,54 +634,39 @@ class Prediction:
         return self.regime
 
 
-def _plus_minus(M: np.ndarray) -> tuple[complex, complex]:
-    r"""Complex encoding :math:`Mz=m_+z+m_-\bar z` of a real 2 x 2 matrix (spec §2.1)."""
-    return (0.5 * ((M[0, 0] + M[1, 1]) + 1j * (M[1, 0] - M[0, 1])),
-            0.5 * ((M[0, 0] - M[1, 1]) + 1j * (M[1, 0] + M[0, 1])))
+_CASE1_WORDS = {
+    "det<=0": ("static_clusters", "det A <= 0: Type 1"),
+    "tr>0": ("static_clusters", "tr A > 0: Type 1"),
+    "sym_negative_definite": ("partial", "sym(A) negative definite: Type P, |R2| -> |a_-|/|a_+| = {level:.3g}"),
+    "bistable": ("bistable", "tr A < 0 < det A, sym(A) indefinite: interior point or boundary, depending on the data"),
+    "centre": ("oscillation", "tr A = 0 < det A: centre, Type 3 for data close enough to the interior equilibrium"),
+}
 
 
-def _predict_case1(A, tol):
+def _predict_case1(A):
+    """Case 1 without a datum: the row of the §5.1 table (``regimes.case1_region``)."""
+    from .kuramoto import complex_parts
+    from .regimes import case1_region
+
     A = np.asarray(A, dtype=float)
     if A.shape != (2, 2) or not np.all(np.isfinite(A)):
         raise ValueError(f"Case 1 needs a finite 2 x 2 matrix A, got shape {A.shape}")
-    tr, det = float(np.trace(A)), float(np.linalg.det(A))
-    sym_max = float(np.linalg.eigvalsh(0.5 * (A + A.T))[-1])
-    facts = f"tr A = {tr:.3g}, det A = {det:.3g}, max eig sym(A) = {sym_max:.3g}"
-    if sym_max < -tol:
-        return Prediction("partial", "§5.1", f"sym(A) negative definite ({facts}): Type P, "
-                          f"|R2| -> |a_-|/|a_+| = {abs(_plus_minus(A)[1]) / abs(_plus_minus(A)[0]):.3g}")
-    if tr > tol:
-        return Prediction("static_clusters", "§5.1", f"tr A > 0 ({facts}): Type 1")
-    if det <= tol:
-        return Prediction("static_clusters", "§5.1", f"det A <= 0 ({facts}): Type 1")
-    if tr < -tol:
-        return Prediction("bistable", "§5.1", f"tr A < 0 < det A, sym(A) indefinite ({facts}): "
-                          "interior point or boundary, depending on the data")
-    return Prediction("oscillation", "§5.1", f"tr A = 0 < det A ({facts}): centre, Type 3 for data "
-                      "close enough to the interior equilibrium (Type 1 otherwise)")
+    ap, am = complex_parts(A)
+    regime, words = _CASE1_WORDS[case1_region(A)]
+    facts = f"tr A = {np.trace(A):.3g}, det A = {np.linalg.det(A):.3g}"
+    return Prediction(regime, "§5.1", words.format(level=abs(am) / abs(ap) if ap else np.inf) + f" ({facts})")
 
 
-def _predict_identity_A(c, a, b, tol, section):
-    r"""A = I, V = [[c + a, b], [-b, c - a]] (spec §5.3, §5.5, §5.6; Case 2 at b = 0)."""
-    if abs(a) < abs(b) - tol:      # V has complex eigenvalues c +- i sqrt(b^2 - a^2)
-        if c > tol:
-            return Prediction("rotating_clusters", section,
-                              f"|a| < |b|, tr V/2 = {c:.3g} > 0: clusters rotate (Type 2), "
-                              f"period pi/(beta sqrt(b^2 - a^2))")
-        if c < -tol:
-            return Prediction("partial", section, f"|a| < |b|, tr V/2 = {c:.3g} < 0: interior focus (Type P)")
-        return Prediction("oscillation", section, "|a| < |b|, tr V = 0: hidden Hamiltonian, "
-                          "closed orbits in the disk (Type 3)")
-    if abs(a) <= tol and abs(b) <= tol and abs(c) <= tol:
+def _predict_identity_A(c, a, b, section):
+    r"""A = I, V = [[c + a, b], [-b, c - a]] (§5.3, §5.5, §5.6; Case 2 at b = 0) via ``regimes.predict_regime``."""
+    from .regimes import predict_regime
+
+    if a == 0 and b == 0 and c == 0:
         raise ValueError("V = 0: nothing moves, there is no regime to predict")
-    # real eigenvalues c +- sqrt(a^2 - b^2): boundary equilibria at the eigenvector directions;
-    # the one attracting along the circle has transverse exponent -beta (c + sqrt(a^2 - b^2))
-    top = c + math.sqrt(max(a * a - b * b, 0.0))
-    if top >= -tol:
-        return Prediction("static_clusters", section,
-                          f"|a| >= |b|, largest eigenvalue of V = {top:.3g} >= 0: clusters on an eigenvector (Type 1)")
-    return Prediction("partial", section,
-                      f"|a| >= |b|, largest eigenvalue of V = {top:.3g} < 0: interior equilibrium (Type P)")
+    p = predict_regime(np.eye(2), np.array([[c + a, b], [-b, c - a]]))
+    if p is None:
+        return Prediction("undetermined", section, "at a bifurcation (degenerate parameters)")
+    return Prediction(p.regime, section, p.detail)
 
 
 def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: float | None = None,
@@ -709,11 +694,15 @@ def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: 
       :math:`-\beta(c+\sqrt{a^2-b^2})` at the boundary equilibrium, §2.5; it reduces to §5.2 at b = 0
       and is tested against 2D particle runs.)
     * ``case="random"`` → undetermined (§5.4 gives only a necessary condition for rotation).
+
+    This is a thin, data-independent layer over the planar theory of
+    :mod:`tokendynamics.regimes` (:func:`~tokendynamics.regimes.case1_region` and
+    :func:`~tokendynamics.regimes.predict_regime`), so the two chapters share one implementation.
     """
     if case == "case1":
         if A is None:
             raise ValueError("case1 needs the 2 x 2 matrix A")
-        return _predict_case1(A, tol)
+        return _predict_case1(A)
     if case == "case2":
         if lambda_max is None:
             raise ValueError("case2 needs lambda_max, the top eigenvalue of the symmetric V")
@@ -727,12 +716,10 @@ def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: 
             raise ValueError(f"{case} needs the block parameters a and b")
         a, b = _finite("a", a), _finite("b", b)
         if case == "case3":
-            if abs(b) <= tol and a > tol:
-                return Prediction("static_clusters", "§5.3", f"V = {a:.3g} I: clusters (Type 1), no rotation")
-            return _predict_identity_A(a, 0.0, b, tol, "§5.3")
+            return _predict_identity_A(a, 0.0, b, "§5.3")
         if case == "case4":
-            return _predict_identity_A(0.0, a, b, tol, "§5.5")
-        return _predict_identity_A(_finite("c", c), a, b, tol, "§5.6")
+            return _predict_identity_A(0.0, a, b, "§5.5")
+        return _predict_identity_A(_finite("c", c), a, b, "§5.6")
     if case == "random":
         return Prediction("undetermined", "§5.4", "no closed-form criterion for generic (A, V)")
     raise ValueError(f"unknown case {case!r}; choose one of {CASES + ('identity_A',)}")

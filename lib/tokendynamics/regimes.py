@@ -263,7 +263,17 @@ def _identity_score(V, beta, z0, tol) -> Prediction | None:
                           "tr V > 0, real eigenvectors: clusters stop at one of them")
     if gap > 0:
         return Prediction("snic_family", "partial", None, None, "tr V < 0, complex eigenvalues: interior focus")
-    return None
+    # tr V < 0 with real eigenvalues c +- sqrt(a^2 - b^2): the boundary equilibrium on the top
+    # eigenvector has transverse exponent -beta (c + sqrt(a^2 - b^2)) (§2.5). Our derivation, checked
+    # against planar particle runs (tests/test_highdim.py): clusters iff that eigenvalue is >= 0.
+    top = c + math.sqrt(-gap)
+    if abs(top) <= tol:
+        return None
+    if top > 0:
+        return Prediction("snic_family", "static_clusters", None, None,
+                          f"tr V < 0, real eigenvalues, largest {top:.3g} > 0: clusters on its eigenvector [derived]")
+    return Prediction("snic_family", "partial", None, None,
+                      f"tr V < 0, real eigenvalues, largest {top:.3g} < 0: interior equilibrium [derived]")
 
 
 def _rotating_family(A, V, beta, tol) -> Prediction | None:
@@ -296,7 +306,9 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
       :math:`\operatorname{tr}V=0`: oscillation if :math:`\det V>0`, static if :math:`\det V<0`;
       otherwise (SNIC family, :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` up to rotation):
       :math:`c>0`, :math:`|a|<|b|`: rotating, period :math:`\pi/(\beta\sqrt{b^2-a^2})`;
-      :math:`c>0`, :math:`|a|>|b|`: static; :math:`c<0`, :math:`|a|<|b|`: partial.
+      :math:`c>0`, :math:`|a|>|b|`: static; :math:`c<0`, :math:`|a|<|b|`: partial;
+      :math:`c<0`, :math:`|a|>|b|`: static iff :math:`c+\sqrt{a^2-b^2}>0`, else partial (our
+      derivation from the transverse exponent of §2.5, checked against particle runs).
     * Rotating family: :math:`A` symmetric positive definite, :math:`V=cI+sJ`, :math:`c>0\neq s`:
       rotating, period :math:`\pi/(\beta|s|\sqrt{\det A})`.
 

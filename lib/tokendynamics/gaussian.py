@@ -68,6 +68,7 @@ __all__ = [
     "EulerRuns",
     "projected_euler",
     "empirical_moments",
+    "gauss_hermite",
     "ParticleComparison",
     "compare_with_particles",
     "isotropic_covariance",
@@ -93,8 +94,8 @@ GAUSSIAN_KINDS = ("softmax", "linear", "l2", "sinkhorn")
 
 LayerLike = Union[Attention, Callable[[float], Attention]]
 
-# eigenvalues of Sigma^{1/2} below this fraction of the largest are treated as zero (Sinkhorn)
-_PINV_RTOL = 1e-13
+# eigenvalues of Sigma^{1/2} below this fraction of the largest (of Sigma: 1e-14) count as zero (Sinkhorn)
+_PINV_RTOL = 1e-7
 
 
 class NotGaussianPreservingError(ValueError):
@@ -747,6 +748,29 @@ def empirical_moments(X):
     return m, np.swapaxes(Y, -1, -2) @ Y / X.shape[-2]
 
 
+def gauss_hermite(mean, cov, k: int = 20):
+    r"""Tensor Gauss–Hermite quadrature of :math:`N(\mathrm{mean},\mathrm{cov})`: nodes (k^d, d) and weights (k^d,).
+
+    :math:`\int f\,dN(\alpha,\Sigma)\approx\sum_jw_jf(x_j)` with :math:`x_j=\alpha+Lz_j`,
+    :math:`LL^\top=\Sigma` (symmetric root, so singular covariances are allowed) and
+    :math:`(z_j,w_j)` the probabilists' Hermite rule. Fed to the particle core as weights
+    (``velocity(X, layer, weights)``, ``simulate(..., weights=w)``), this is the mean-field
+    Transformer PDE started from the Gaussian itself rather than from a sample (d <= 3).
+    """
+    from numpy.polynomial.hermite_e import hermegauss
+
+    mean = np.atleast_1d(np.asarray(mean, dtype=float))
+    d = mean.shape[0]
+    if d > 3:
+        raise ValueError(f"a tensor quadrature has k^d nodes: use it for d <= 3, got d = {d}")
+    cov = validate_covariance(cov, "cov", d)
+    z, w = hermegauss(int(k))
+    w = w / w.sum()
+    Z = np.stack(np.meshgrid(*([z] * d), indexing="ij"), -1).reshape(-1, d)
+    W = np.prod(np.stack(np.meshgrid(*([w] * d), indexing="ij"), -1).reshape(-1, d), axis=1)
+    return mean + Z @ psd_sqrt(cov).T, W
+
+
 @dataclass(frozen=True, eq=False)
 class ParticleComparison:
     r"""Particles started from :math:`N(\alpha_0,\Sigma_0)` against the Gaussian ODE.
@@ -899,25 +923,49 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
 
 
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
-    r"""Limit covariance :math:`\Sigma_\infty` for softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0` (paper 1 §4.3.5).
+    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (paper 1 §4.3.5).
+
+    Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`: with
+    :math:`S=\beta(A+A^\top)`,
 
     .. math:: \Sigma_\infty = \Sigma_0^{1/2}P_{\ker(\Sigma_0^{1/2}S\Sigma_0^{1/2})}\Sigma_0^{1/2}
               = \Sigma_0-\Sigma_0R^\top(R\Sigma_0R^\top)^{+}R\Sigma_0 ,
 
     the conditional covariance of :math:`x\sim N(\alpha_0,\Sigma_0)` given :math:`Rx`, where the
     rows of :math:`R` span :math:`\operatorname{range}(A+A^\top)`. For :math:`\Sigma_0\succ0` its
-    rank is :math:`\dim\ker(A+A^\top)`; convergence is :math:`O(1/t)`. Eigenvalues of
-    :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
+    rank is :math:`\dim\ker(A+A^\top)`; convergence is :math:`O(1/t)`.
+
+    Single-head L2 with :math:`V=vI`, :math:`v>0`, :math:`K^\top Q` symmetric negative
+    semi-definite and :math:`\ker K^\top Q=\ker K` (e.g. the official :math:`K=-Q`): the same
+    limit with :math:`S=K^\top Q+Q^\top K` — derived for this book, not stated in the paper: the
+    precision :math:`P=\Sigma^{-1}` obeys :math:`\dot P=-PM-M^\top P` with
+    :math:`M=2\beta v(P+2\beta K^\top K)^{-1}K^\top Q`, so its block on :math:`\ker K^\top Q` is
+    conserved while it grows on the range (checked against the ODE solver, :math:`O(1/t)`).
+
+    Eigenvalues of :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
     """
-    layer = _softmax_single(layer, "the clustering limit")
+    _check_layer(layer)
+    if layer.n_heads != 1 or layer.kind not in ("softmax", "l2"):
+        raise ValueError(f"the clustering limit is known for single-head softmax and l2 attention, got {layer!r}")
     v = _scalar_value(layer, "the clustering limit")
     if not v > 0:
         raise ValueError(f"the clustering limit needs V = v I with v > 0, got v = {v:g}")
-    S = _sym_part(layer)
+    if layer.kind == "softmax":
+        S = _sym_part(layer)
+    else:
+        KQ = layer.K[0].T @ layer.Q[0]
+        scale = max(1.0, float(np.abs(KQ).max()))
+        if not np.allclose(KQ, KQ.T, rtol=0, atol=1e-12 * scale):
+            raise ValueError("the L2 clustering limit needs K^T Q symmetric")
+        S = KQ + KQ.T
+        KK = layer.K[0].T @ layer.K[0]
+        kerS = np.linalg.eigvalsh(S)
+        if np.sum(np.abs(kerS) > 1e-10 * scale) != np.sum(np.linalg.eigvalsh(KK) > 1e-10 * max(1.0, np.abs(KK).max())):
+            raise ValueError("the L2 clustering limit needs ker K^T Q = ker K")
     lamS = np.linalg.eigvalsh(S)
     if lamS[-1] > 1e-12 * max(1.0, np.abs(lamS).max()):
-        raise ValueError("the clustering limit needs A + A^T negative semi-definite "
-                         f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance blows up otherwise")
+        raise ValueError("the clustering limit needs a negative semi-definite symmetric part "
+                         f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance does not cluster")
     cov0 = validate_covariance(cov0, "cov0", layer.d)
     R0 = psd_sqrt(cov0)
     lam, U = np.linalg.eigh(_sym(R0 @ S @ R0))

@@ -233,7 +233,8 @@ class RankHistogram:
         d -> array (runs, d): eigenvalues (decreasing) of the last iterate of each converged run.
     limit_eigenvalues : dict
         d -> array (runs, d): eigenvalues of the exact limit :math:`\Sigma_\infty`
-        (:func:`tokendynamics.gaussian.clustering_limit`) for the ``identity`` rows, else empty.
+        (:func:`tokendynamics.gaussian.clustering_limit`) for the ``identity`` rows, else empty
+        (no closed form for a general :math:`V`).
     """
 
     row: str
@@ -328,7 +329,7 @@ def rank_histogram(row: str, mode: str = "fast", *, dims=None, backend: str = "a
                 if rank <= (d + 1) // 2:
                     ranks.append(rank)
                     ev.append(lam)
-                    if r["value"] == "identity" and r["kind"] == "softmax":
+                    if r["value"] == "identity":
                         lim.append(covariance_eigenvalues(clustering_limit(S0, layer)))
                 else:
                     n_exc += 1

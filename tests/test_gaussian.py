@@ -552,6 +552,21 @@ def test_compiled_and_numpy_projected_euler_agree(name):
             assert np.array_equal(x, y)
 
 
+def test_projected_euler_stops_at_t_max_the_same_way_in_both_implementations():
+    from tokendynamics import _gaussian_kernels
+
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    runs = [projected_euler(cone_grid(4, 4), layer, step=0.01, t_max=0.5, backend=b, save=5)
+            for b in (["numpy", "numba"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"])]
+    for r in runs:
+        assert np.all(r.status == "completed") and np.all(r.iterations == 50)
+        assert np.allclose(r.exit_time, 0.5) and r.saved_iterations[0][-1] == 50
+    if len(runs) == 2:
+        assert np.abs(runs[0].cov_last - runs[1].cov_last).max() < 1e-14
+    ref = solve_gaussian(np.zeros(2), cone_grid(4, 4)[3], layer, 0.5, t_eval=[0.5]).final_cov
+    assert np.abs(runs[0].cov_last[3] - ref).max() < 0.01
+
+
 # ---------------------------------------------------------------------------------------------
 # diagnostics
 # ---------------------------------------------------------------------------------------------

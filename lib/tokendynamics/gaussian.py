@@ -611,10 +611,10 @@ def projected_euler(cov0, layer: Attention, *, step: float, mean0=None, tol_low:
         (iterations 0–49 then about 116 per decade), or only the last; the last stored iterate
         is always kept.
     t_max : float, optional
-        Also stop (``status="completed"``) once ``i * step >= t_max``.
+        Also stop (``status="completed"``) at iteration ``ceil(t_max / step)``.
     backend : {"auto", "numpy", "numba"}
         ``auto`` uses the compiled loop for softmax (any heads) and single-head L2 when numba is
-        installed and neither ``mean0`` nor ``t_max`` is given; numpy otherwise.
+        installed and no ``mean0`` is given; numpy otherwise.
 
     Returns
     -------
@@ -641,23 +641,38 @@ def projected_euler(cov0, layer: Attention, *, step: float, mean0=None, tol_low:
 
     from . import _gaussian_kernels as kernels
 
-    compiled_ok = kernels.HAVE_NUMBA and kernels.supports(layer) and mean0 is None and t_max is None
+    # t_max: the last iteration is i_stop = ceil(t_max / step); members still running there are "completed"
+    limited = False
+    last_allowed = max_iter
+    if t_max is not None:
+        if not (t_max > 0):
+            raise ValueError(f"t_max must be positive, got {t_max!r}")
+        i_stop = int(math.ceil(t_max / step - 1e-9))
+        if i_stop + 1 <= max_iter:
+            limited, last_allowed = True, i_stop + 1
+    compiled_ok = kernels.HAVE_NUMBA and kernels.supports(layer) and mean0 is None
     if backend == "numba" and not compiled_ok:
-        raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0 or t_max")
+        raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
     if backend != "numpy" and compiled_ok:
         res = kernels.euler_members(C, layer, step=step, tol_low=tol_low, tol_high=tol_high,
-                                    max_iter=max_iter, floor=psd_floor, save_mask=mask)
+                                    max_iter=last_allowed, floor=psd_floor, save_mask=mask[:last_allowed])
+        status = np.array([r[0] for r in res], dtype=object)
         iterations = np.array([r[1] for r in res], dtype=int)
+        if limited:
+            cut = status == "max_iter"
+            status[cut], iterations[cut] = "completed", last_allowed - 1
         return EulerRuns(
-            status=np.array([r[0] for r in res]), iterations=iterations, exit_time=iterations * step,
+            status=status.astype(str), iterations=iterations, exit_time=iterations * step,
             cov_last=np.array([r[2] for r in res]), cov_after=np.array([r[3] for r in res]),
             mean_last=np.zeros((B, d)), rhs_norm=np.array([r[4] for r in res]),
             saved_iterations=[r[5].astype(int) for r in res], saved_cov=[r[6] for r in res],
             saved_mean=[np.zeros((len(r[5]), d)) for r in res], step=float(step))
-    return _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, t_max, psd_floor)
+    return _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed,
+                                  limited, psd_floor)
 
 
-def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, t_max, psd_floor):
+def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited,
+                           psd_floor):
     B, d = C.shape[0], C.shape[1]
     if mean0 is None:
         m = np.zeros((B, d))
@@ -665,8 +680,6 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
         m = np.array(np.broadcast_to(np.asarray(mean0, dtype=float), (B, d)))
         if not np.all(np.isfinite(m)):
             raise ValueError("mean0 contains non-finite values")
-    last_allowed = max_iter if t_max is None else min(max_iter, int(math.ceil(t_max / step - 1e-9)) + 1)
-
     status = np.full(B, "max_iter", dtype=object)
     iterations = np.full(B, max_iter, dtype=int)
     cov_last = C.copy()
@@ -686,13 +699,6 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
 
     with np.errstate(over="ignore", invalid="ignore"):
         for i in range(last_allowed):
-            if t_max is not None and i * step >= t_max - 1e-12 * step:
-                for j, k in enumerate(active):
-                    status[k], iterations[k] = "completed", i
-                    cov_last[k] = cov_after[k] = S[j]
-                    mean_last[k] = mu[j]
-                    store(j, k, i)
-                break
             if mask[i]:
                 for j, k in enumerate(active):
                     store(j, k, i)
@@ -708,7 +714,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             conv = nrm < tol_low
             blow = ~conv & ~(tr <= tol_high)
             stop = conv | blow
-            if i == max_iter - 1:
+            if i == last_allowed - 1:
                 stop = np.ones_like(stop)
             if np.any(stop):
                 for j in np.flatnonzero(stop):
@@ -717,7 +723,9 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
                         status[k] = "converged"
                     elif blow[j]:
                         status[k] = "blowup"
-                    iterations[k] = i if (conv[j] or blow[j]) else max_iter
+                    elif limited:
+                        status[k] = "completed"
+                    iterations[k] = i if (conv[j] or blow[j] or limited) else max_iter
                     cov_last[k], cov_after[k] = S[j], S_new[j]
                     mean_last[k], rhs_norm[k] = mu[j], nrm[j]
                     if not mask[i]:

@@ -181,12 +181,11 @@ def test_C1_C2_C3_particles_from_a_sample_match_the_ode_from_its_moments_within_
 
 def test_C1_starting_the_ode_from_the_exact_moments_leaves_a_sampling_error_that_shrinks_with_n():
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
-    errs = {n: np.mean([compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.1, seed=s,
-                                                from_sample=False).w2[-1] for s in range(4)])
-            for n in (100, 1600)}
-    assert errs[1600] < 0.5 * errs[100]  # about n^{-1/2}: a factor 4 expected
-    tight = compare_with_particles(layer, M0, S0, n=1600, T=0.5, dt=0.1, seed=0)
-    assert tight.w2[-1] < 0.2 * errs[1600]
+    comps = {n: [compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.1, seed=s) for s in range(4)]
+             for n in (100, 1600)}
+    exact = {n: np.mean([c.w2_exact[-1] for c in comps[n]]) for n in comps}
+    assert exact[1600] < 0.5 * exact[100]  # about n^{-1/2}: a factor 4 expected
+    assert np.mean([c.w2[-1] for c in comps[1600]]) < 0.2 * exact[1600]
 
 
 def test_C26_one_dimensional_exact_solution_matches_ode_pde_and_particles():

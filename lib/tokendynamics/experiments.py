@@ -51,7 +51,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "gaussian_F4": {  # blow-up (softmax, multi-head) or divergence (L2, Sinkhorn)
         "fast": {"seed": 33, "grid": [40, 40, -1.0, 1.0, -1.0, 1.0], "every": 1, "view": [20, -112],
-                 "color": "start", "accurate_every": 8,
+                 "color": "start", "accurate_every": 16,
                  "variants": {"softmax": {"step": 0.01, "tol_low": 1e-4, "max_iter": 100000},
                               "multihead": {"step": 0.002, "tol_low": 1e-4, "max_iter": 100000, "H": 2},
                               "l2": {"step": 0.001, "tol_low": 1e-5, "tol_high": 1e4},
@@ -82,23 +82,25 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     # Particles against the Gaussian ODE (claims C1-C3): one layer per variant, d = 2.
     "gaussian_particles": {
         "fast": {"seed": 1, "T": 0.5, "dt": 0.05, "n": 1000, "n_sinkhorn": 300,
-                 "n_list": [250, 500, 1000], "n_list_sinkhorn": [150, 300], "quadrature": 24,
+                 "n_list": [250, 500, 1000], "n_list_sinkhorn": [150, 300], "quadrature": 14, "dt_pde": 0.025,
                  "mean0": [0.3, -0.2], "cov0": [[0.5, 0.1], [0.1, 0.3]],
                  "A": [[-0.5, 0.4], [-0.2, -0.3]], "V": [[1.0, 0.3], [-0.5, 0.8]],
                  "Q": [[0.6, -0.3], [0.2, 0.5]], "K": [[-0.7, 0.1], [0.3, -0.4]]},
         "full": {"n": 4000, "n_sinkhorn": 1500, "n_list": [250, 1000, 4000],
-                 "n_list_sinkhorn": [250, 500, 1000, 1500]},
+                 "n_list_sinkhorn": [250, 500, 1000, 1500], "quadrature": 24, "dt_pde": 0.0125},
     },
     # The mean: Sinkhorn decouples it (e^{tV} alpha_0), softmax does not.
     "gaussian_mean": {
-        "fast": {"T": 3.0, "n": 400, "dt": 0.05, "seed": 2, "mean0": [1.0, 0.5],
+        "fast": {"T": 3.0, "n": 200, "dt": 0.1, "seed": 2, "mean0": [1.0, 0.5],
                  "cov0": [[0.6, 0.2], [0.2, 0.4]], "A": [[-0.8, 0.5], [-0.1, -0.6]],
                  "V": [[0.3, -1.0], [1.0, 0.2]]},
-        "full": {"n": 1000, "dt": 0.025},
+        "full": {"n": 1000, "dt": 0.05},
     },
     # Static stand-in for the widget: softmax, V = I, A = rotation of a fixed symmetric part.
+    # A = diag(-1, s), V = I: s < 0 converges to zero, s = 0 to a line, s > 0 blows up.
     "gaussian_widget": {
-        "fast": {"frames": 36, "T": 6.0, "grid": [7, 7, -0.8, 0.8, -0.8, 0.8]},
+        "fast": {"frames": 30, "s_min": -1.0, "s_max": 0.6, "T": 6.0, "step": 0.01,
+                 "grid": [7, 7, -0.8, 0.8, -0.8, 0.8], "timing_repeats": 5},
         "full": {"frames": 60},
     },
 }

@@ -139,7 +139,7 @@ def _mixed_sign_QK(rs):
 def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
     """Matrices, layers, initial grid and projected-Euler settings of cone figure F1–F5 (spec §6).
 
-    Numbers live in :data:`tokendynamics.experiments.EXPERIMENTS` under ``gaussian_<name>``; the
+    Numbers live in ``tokendynamics.experiments.EXPERIMENTS`` under ``gaussian_<name>``; the
     random matrices are redrawn with :func:`legacy_rng` in the official call order.
     """
     p = settings(f"gaussian_{name}", mode)
@@ -297,7 +297,7 @@ def rank_histogram(row: str, mode: str = "fast", *, dims=None, backend: str = "a
     take the parameters number :math:`i` (= converged runs so far) of this dimension —
     :math:`Q_i` = ``randn(d//2, d)`` (seed ``seed_Q``, all 300 drawn up front), :math:`K_i=-Q_i`,
     :math:`V=I` or :math:`V=\tilde V^\top\tilde V` — and integrate with the official projected Euler
-    (compiled with numba when available, :mod:`tokendynamics._gaussian_kernels`). A converged run
+    (compiled with numba when available, ``tokendynamics._gaussian_kernels``). A converged run
     records the number of eigenvalues of its last iterate above ``tol_rank`` (dropped as an
     exception if above :math:`\lceil d/2\rceil`) and increments :math:`i`; stop at ``n_per_dim``
     converged runs or ``n_max`` attempts. ``max_attempts`` caps the attempts (a documented subset).
@@ -362,6 +362,8 @@ def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
         params["row"] = p["rows"][row]
         arrays = cached(f"gaussian_F6_{row}", params, lambda row=row: rank_histogram(row, mode).to_arrays(),
                         code=[rank_histogram, _histogram_parameters, official_layer, legacy_rng,
-                              _gaussian_kernels, gaussian.clustering_limit, RankHistogram])
+                              _gaussian_kernels, gaussian.projected_euler, gaussian._projected_euler_numpy,
+                              gaussian._affine_field, gaussian._project_psd, gaussian.clustering_limit,
+                              RankHistogram])
         out[row] = RankHistogram.from_arrays(row, arrays)
     return out

@@ -30,6 +30,8 @@ __all__ = [
     "explorer_layer",
     "explorer_trajectories",
     "cone_explorer",
+    "family_runs",
+    "family_animation",
 ]
 
 
@@ -61,35 +63,47 @@ def plot_cone_trajectories(ax, covs, *, colors=None, view=(20, -112), line=None,
 
     ``covs`` is a list of arrays (m_k, 2, 2). ``line`` draws a black ray along a given unit
     direction of the cone (a rank-one line, F2). The cone surface is drawn up to the largest trace
-    (or ``max_height``); trajectories above ``max_height`` are clipped.
+    (or ``max_height``); trajectories are cut where their trace first exceeds ``max_height``. All
+    paths go into one line collection (fast with thousands of trajectories).
     """
+    from mpl_toolkits.mplot3d.art3d import Line3DCollection
+
     colors = trajectory_colors(covs) if colors is None else colors
-    top = 0.0
+    segs, cols, ends = [], [], []
     for S, c in zip(covs, colors):
         p = cone_coordinates(S)
         if max_height is not None:
-            p = p[p[:, 2] <= max_height]
-            if len(p) == 0:
-                continue
-        ax.plot(p[:, 0], p[:, 1], p[:, 2], color=c, alpha=alpha, lw=lw)
-        ax.scatter(p[-1, 0], p[-1, 1], p[-1, 2], color=c, s=5)
-        top = max(top, float(p[:, 2].max()))
-    top = top if max_height is None else min(top, max_height)
+            above = np.flatnonzero(p[:, 2] > max_height)
+            p = p[: above[0]] if above.size else p
+        if len(p) == 0:
+            continue
+        segs.append(p)
+        cols.append(c)
+        ends.append(p[-1])
+    ends = np.array(ends).reshape(-1, 3)
+    ax.add_collection3d(Line3DCollection(segs, colors=cols, linewidths=lw, alpha=alpha))
+    ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color=cols, s=5, depthshade=False)
+    top = max((float(p[:, 2].max()) for p in segs), default=1.0)
     plot_cone_surface(ax, top)
     if line is not None:
-        s = np.linspace(0, top * np.sqrt(2), 50)
-        ax.plot(line[0] * s, line[1] * s, line[2] * s, color="k", alpha=0.5, lw=1)
+        t = np.linspace(0, top * np.sqrt(2), 50)
+        ax.plot(line[0] * t, line[1] * t, line[2] * t, color="k", alpha=0.5, lw=1)
+    ax.set_xlim(-top, top)
+    ax.set_ylim(-top, top)
+    ax.set_zlim(0, top)
     _style_3d(ax, view)
     return ax
 
 
 def plot_disc_trajectories(ax, covs, *, colors=None, lw: float = 1.0, alpha: float = 0.6):
     r"""Trace-normalised trajectories :math:`\Sigma/\operatorname{tr}\Sigma` in the unit disc (the circle = rank one)."""
+    from matplotlib.collections import LineCollection
+
     colors = trajectory_colors(covs) if colors is None else colors
-    for S, c in zip(covs, colors):
-        p = disc_point(S)
-        ax.plot(p[:, 0], p[:, 1], color=c, alpha=alpha, lw=lw)
-        ax.scatter(p[-1, 0], p[-1, 1], color=c, s=5, zorder=3)
+    segs = [disc_point(S) for S in covs]
+    ax.add_collection(LineCollection(segs, colors=colors, linewidths=lw, alpha=alpha))
+    ends = np.array([p[-1] for p in segs]).reshape(-1, 2)
+    ax.scatter(ends[:, 0], ends[:, 1], color=colors, s=5, zorder=3)
     th = np.linspace(0, 2 * np.pi, 200)
     ax.plot(np.cos(th), np.sin(th), color="k", alpha=0.5, lw=0.8)
     ax.set_aspect("equal")
@@ -174,14 +188,16 @@ def explorer_layer(kind: str, A, V) -> Attention:
 
 
 def explorer_trajectories(kind: str, A, V, u: float, w: float, trace: float = 1.0, T: float = 5.0, *,
-                          grid: int = 5, step: float = 0.01):
+                          grid: int = 5, step: float | None = None):
     r"""What the explorer draws: the accurate trajectory from :math:`\Sigma_0` and faint faithful ones from a grid.
 
     :math:`\Sigma_0` is given by its disc point :math:`(u,w)` (:math:`u^2+w^2<1`) and its trace.
     Returns ``(trajectory, grid_covs)``: a :class:`~tokendynamics.gaussian.GaussianTrajectory`
     (accurate mode, blow-up event at trace :math:`10^3`) and a list of covariance paths from a
-    ``grid x grid`` disc grid of the same trace (projected Euler, ``step``, stopped at ``T``).
+    ``grid x grid`` disc grid of the same trace (projected Euler with ``step``, by default
+    ``max(0.01, T/250)`` so that an update stays fast, stopped at ``T``).
     """
+    step = max(0.01, T / 250) if step is None else step
     if u * u + w * w >= 1:
         raise ValueError("the disc point (u, w) must lie inside the unit disc")
     layer = explorer_layer(kind, A, V)
@@ -229,15 +245,53 @@ def cone_explorer():  # pragma: no cover - interactive
             out.clear_output(wait=True)
             fig = plt.figure(figsize=(8, 3.6))
             ax3 = fig.add_subplot(1, 2, 1, projection="3d")
+            ax2 = fig.add_subplot(1, 2, 2)
             grey = [(0.6, 0.6, 0.6, 1.0)] * len(covs)
             if covs:
                 plot_cone_trajectories(ax3, covs, colors=grey, alpha=0.3, lw=0.6)
-                plot_disc_trajectories(fig.add_subplot(1, 2, 2), covs, colors=grey, alpha=0.3, lw=0.6)
+                plot_disc_trajectories(ax2, covs, colors=grey, alpha=0.3, lw=0.6)
             plot_cone_trajectories(ax3, [traj.cov], colors=["C3"], lw=2, alpha=1)
-            plot_disc_trajectories(fig.axes[-1], [traj.cov], colors=["C3"], lw=2, alpha=1)
+            plot_disc_trajectories(ax2, [traj.cov], colors=["C3"], lw=2, alpha=1)
             plt.show()
 
     for wd in [kind, *a, *v, u, w, T]:
         wd.observe(update, names="value")
     update()
     display(W.VBox([W.HBox([kind, T]), W.HBox(a), W.HBox(v), W.HBox([u, w]), info, out]))
+
+
+def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):
+    r"""Projected Euler runs (faithful scheme, stopped at ``T`` or at trace ``tol_high``) of ``inits`` for each layer of a family.
+
+    Returns a list (one entry per layer) of lists of covariance paths, for :func:`family_animation`.
+    """
+    max_iter = int(np.ceil(T / step)) + 1
+    return [projected_euler(inits, layer, step=step, tol_low=0.0, tol_high=tol_high, max_iter=max_iter,
+                            t_max=T, save="log").saved_cov for layer in layers]
+
+
+def family_animation(paths, titles, *, view=(20, -112), interval: int = 200):
+    r"""Animation (``FuncAnimation``; render with ``.to_jshtml()``) over a family of runs: cone and disc per frame.
+
+    ``paths`` comes from :func:`family_runs`; ``titles`` labels the frames. Works without a kernel
+    in the static book; keep it under about 60 frames.
+    """
+    from matplotlib.animation import FuncAnimation
+
+    fig = plt.figure(figsize=(7.2, 3.4))
+    ax3 = fig.add_subplot(1, 2, 1, projection="3d")
+    ax2 = fig.add_subplot(1, 2, 2)
+    height = max(min(float(np.trace(S[-1])), 3.0) for covs in paths for S in covs)
+
+    def draw(k):
+        ax3.cla()
+        ax2.cla()
+        colors = trajectory_colors(paths[k], by="start")
+        plot_cone_trajectories(ax3, paths[k], colors=colors, view=view, max_height=height)
+        plot_disc_trajectories(ax2, paths[k], colors=colors)
+        fig.suptitle(titles[k])
+        return []
+
+    anim = FuncAnimation(fig, draw, frames=len(paths), interval=interval, blit=False)
+    plt.close(fig)
+    return anim

@@ -270,7 +270,7 @@ def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):
                             t_max=T, save="log").saved_cov for layer in layers]
 
 
-def family_animation(paths, titles, *, view=(20, -112), interval: int = 200):
+def family_animation(paths, titles, *, view=(20, -112), interval: int = 200, dpi: int = 80):
     r"""Animation (``FuncAnimation``; render with ``.to_jshtml()``) over a family of runs: cone and disc per frame.
 
     ``paths`` comes from :func:`family_runs`; ``titles`` labels the frames. Works without a kernel
@@ -278,7 +278,7 @@ def family_animation(paths, titles, *, view=(20, -112), interval: int = 200):
     """
     from matplotlib.animation import FuncAnimation
 
-    fig = plt.figure(figsize=(7.2, 3.4))
+    fig = plt.figure(figsize=(6.4, 3.0), dpi=dpi)
     ax3 = fig.add_subplot(1, 2, 1, projection="3d")
     ax2 = fig.add_subplot(1, 2, 2)
     height = max(min(float(np.trace(S[-1])), 3.0) for covs in paths for S in covs)

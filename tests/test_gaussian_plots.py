@@ -69,3 +69,11 @@ def test_family_animation_has_one_frame_per_layer():
     html = anim.to_jshtml()
     assert html.count("data:image/png;base64") == 3
     assert np.all(np.abs(disc_point(paths[1][0])) <= 1 + 1e-12)
+
+
+def test_cone_explorer_builds_its_widgets_and_draws_once(capsys):
+    pytest.importorskip("ipywidgets")
+    from tokendynamics.gaussian_plots import cone_explorer
+
+    cone_explorer()
+    plt.close("all")

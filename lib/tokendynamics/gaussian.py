@@ -56,6 +56,8 @@ from scipy.linalg import expm, fractional_matrix_power
 
 from .attention import Attention
 from .errors import BlowUpError, NonFiniteError
+from .particles import _layer_at as _particle_layer_at
+from .particles import _parse_span
 from .transport import bures_wasserstein, psd_sqrt, validate_covariance
 
 __all__ = [
@@ -336,25 +338,10 @@ class GaussianTrajectory:
 
 
 def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
-    lay = layer if isinstance(layer, Attention) else layer(t)
-    if not isinstance(lay, Attention):
-        raise TypeError(f"a time-dependent layer must return an Attention, got {type(lay).__name__}")
-    if lay.d != d:
-        raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the Gaussian has d = {d}")
+    """The layer at time t (constant or ``t -> Attention``), checked like the particle core's, and Gaussian-preserving."""
+    lay = _particle_layer_at(layer, t, d)
     _check_layer(lay)
     return lay
-
-
-def _parse_span(t_span) -> tuple[float, float]:
-    if np.isscalar(t_span):
-        t0, T = 0.0, float(t_span)
-    else:
-        if len(t_span) != 2:
-            raise ValueError(f"t_span must be T or (t0, T), got {t_span!r}")
-        t0, T = float(t_span[0]), float(t_span[1])
-    if not (math.isfinite(t0) and math.isfinite(T)) or T <= t0:
-        raise ValueError(f"t_span must satisfy t0 < T (finite), got ({t0}, {T})")
-    return t0, T
 
 
 def solve_gaussian(mean0, cov0, layer: LayerLike, t_span=None, *, mode: str = "accurate",

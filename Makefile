@@ -18,7 +18,7 @@ help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
 	@echo "make test     library tests, every chapter executed, checks on the built HTML"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
-	@echo "make bench    speed ratios of the core against its baselines"
+	@echo "make bench    speed ratios of the core and of the Gaussian solvers against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -51,6 +51,7 @@ chapter: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_highdim.py
+	$(BIN)/python benchmarks/bench_gaussian.py
 
 clean:
 	rm -rf _build _stage

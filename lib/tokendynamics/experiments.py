@@ -177,6 +177,87 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     "highdim_widget": {
         "fast": {"d": 16, "n": 64, "T": 30.0, "seed": 0},
     },
+
+    # ---- paper 1, Gaussian chapter (chapters/02_gaussian_preservation.md) -------------------
+    # Cone figures F1-F5 of the official code (spec §6). Matrices come from the legacy NumPy
+    # generator with the seeds below (tokendynamics.gaussian_figures.figure_setup); "grid" is
+    # (n_u, n_w, u_min, u_max, w_min, w_max) of the official init_grid; every variant has the
+    # official projected-Euler settings. "every": keep every k-th initial condition (1 = all).
+    "gaussian_F1": {  # convergence to zero
+        "fast": {"seed": 35, "grid": [10, 10, -0.5, 0.5, -0.5, 0.5], "every": 1, "view": [20, -174],
+                 "color": "start",
+                 "variants": {"softmax": {"step": 0.3, "tol_low": 1e-5},
+                              "l2": {"step": 0.3, "tol_low": 1e-5},
+                              "multihead": {"step": 0.3, "tol_low": 1e-5, "H": 2},
+                              "sinkhorn": {"step": 0.5, "tol_low": 1e-5}}},
+    },
+    "gaussian_F2": {  # convergence to a line (softmax, L2) and to a plane (multi-head)
+        "fast": {"seed": 36, "grid": [10, 10, -0.5, 0.5, -0.5, 0.5], "every": 1, "view": [20, -86],
+                 "color": "end",
+                 "variants": {"softmax": {"step": 0.5, "tol_low": 1e-4},
+                              "l2": {"step": 0.5, "tol_low": 1e-4},
+                              "multihead": {"step": 0.5, "tol_low": 1e-4, "H": 2}}},
+    },
+    "gaussian_F3": {  # convergence to two lines
+        "fast": {"seed": 36, "seed_V": 32, "grid": [20, 20, -1.0, 1.0, -1.0, 1.0], "every": 1,
+                 "view": [20, -88], "color": "end",
+                 "variants": {"softmax": {"step": 0.01, "tol_low": 1e-7},
+                              "l2": {"step": 0.01, "tol_low": 1e-7}}},
+    },
+    "gaussian_F4": {  # blow-up (softmax, multi-head) or divergence (L2, Sinkhorn)
+        "fast": {"seed": 33, "grid": [40, 40, -1.0, 1.0, -1.0, 1.0], "every": 1, "view": [20, -112],
+                 "color": "start", "accurate_every": 16,
+                 "variants": {"softmax": {"step": 0.01, "tol_low": 1e-4, "max_iter": 100000},
+                              "multihead": {"step": 0.002, "tol_low": 1e-4, "max_iter": 100000, "H": 2},
+                              "l2": {"step": 0.001, "tol_low": 1e-5, "tol_high": 1e4},
+                              "sinkhorn": {"step": 0.01, "tol_low": 1e-5, "tol_high": 1e4}}},
+        "full": {"accurate_every": 1},
+    },
+    "gaussian_F5": {  # two basins: convergence or blow-up depending on Sigma_0
+        "fast": {"seed": 36, "seed_V": 35, "discard": [8, 7], "grid": [30, 30, -1.0, 1.0, -1.0, 1.0],
+                 "every": 1, "view": [20, -112], "color": "start",
+                 "variants": {"softmax": {"step": 0.003, "tol_low": 1e-4},
+                              "l2": {"step": 0.002, "tol_low": 1e-4},
+                              "multihead": {"step": 0.002, "tol_low": 1e-4, "H": 2}}},
+    },
+    # Rank histograms F6 (official histograms.py). One row per (kind, value matrix).
+    "gaussian_F6": {
+        "fast": {"dims": [3, 4, 5], "n_per_dim": 100, "tol_rank": 0.1, "seed_Q": 40, "seed_inits": 41,
+                 "rows": {
+                     "softmax-identity": {"kind": "softmax", "value": "identity", "steps": [0.09, 0.05, 0.02],
+                                          "tol_low": 1e-4, "max_iter": 60000, "n_max": 1000},
+                     "softmax-random": {"kind": "softmax", "value": "random", "seed_V": 26,
+                                        "steps": [0.09, 0.06, 0.02], "tol_low": 5e-5, "max_iter": 90000,
+                                        "n_max": 10000},
+                     "l2-identity": {"kind": "l2", "value": "identity", "steps": [0.09, 0.06, 0.02],
+                                     "tol_low": 1e-4, "max_iter": 60000, "n_max": 1000},
+                     "l2-random": {"kind": "l2", "value": "random", "seed_V": 27, "steps": [0.15, 0.15, 0.15],
+                                   "tol_low": 5e-5, "max_iter": 50000, "n_max": 1000}}},
+    },
+    # Particles against the Gaussian ODE (claims C1-C3): one layer per variant, d = 2.
+    "gaussian_particles": {
+        "fast": {"seed": 1, "T": 0.5, "dt": 0.05, "n": 1000, "n_sinkhorn": 300,
+                 "n_list": [250, 500, 1000], "n_list_sinkhorn": [150, 300], "quadrature": 14, "dt_pde": 0.025,
+                 "mean0": [0.3, -0.2], "cov0": [[0.5, 0.1], [0.1, 0.3]],
+                 "A": [[-0.5, 0.4], [-0.2, -0.3]], "V": [[1.0, 0.3], [-0.5, 0.8]],
+                 "Q": [[0.6, -0.3], [0.2, 0.5]], "K": [[-0.7, 0.1], [0.3, -0.4]]},
+        "full": {"n": 4000, "n_sinkhorn": 1500, "n_list": [250, 1000, 4000],
+                 "n_list_sinkhorn": [250, 500, 1000, 1500], "quadrature": 24, "dt_pde": 0.0125},
+    },
+    # The mean: Sinkhorn decouples it (e^{tV} alpha_0), softmax does not.
+    "gaussian_mean": {
+        "fast": {"T": 3.0, "n": 200, "dt": 0.1, "seed": 2, "mean0": [1.0, 0.5],
+                 "cov0": [[0.6, 0.2], [0.2, 0.4]], "A": [[-0.8, 0.5], [-0.1, -0.6]],
+                 "V": [[0.3, -1.0], [1.0, 0.2]]},
+        "full": {"n": 1000, "dt": 0.05},
+    },
+    # Static stand-in for the widget: softmax, V = I, A = rotation of a fixed symmetric part.
+    # A = diag(-1, s), V = I: s < 0 converges to zero, s = 0 to a line, s > 0 blows up.
+    "gaussian_widget": {
+        "fast": {"frames": 30, "s_min": -1.0, "s_max": 0.6, "T": 6.0, "step": 0.01,
+                 "grid": [7, 7, -0.8, 0.8, -0.8, 0.8], "timing_repeats": 5},
+        "full": {"frames": 60},
+    },
 }
 
 

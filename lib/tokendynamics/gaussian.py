@@ -1,0 +1,1162 @@
+r"""Gaussian token distributions: the mean/covariance ODEs of paper 1, their closed forms, diagnostics.
+
+For softmax, multi-head, L2, Sinkhorn (any :math:`\varepsilon`) and linear attention the
+in-context field of a Gaussian :math:`\mu = N(\alpha,\Sigma)` is affine,
+
+.. math:: \Gamma_{N(\alpha,\Sigma)}(x) = b + Mx ,
+
+so the Transformer PDE started from a Gaussian stays Gaussian and reduces to the ODEs
+(paper 1 §4.1, eq. (G))
+
+.. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma + \Sigma M^\top .
+
+Library convention (``../shared/spec/README.md``): the score of query :math:`x` on key :math:`y` is
+:math:`\beta\langle x, Ay\rangle`; paper 1 writes :math:`\langle A_1x,y\rangle`, so :math:`A_1=A^\top`.
+Per head :math:`h` with value :math:`V_h` (paper 1 §4.2, in library terms):
+
+* softmax: :math:`b = V\alpha`, :math:`M = \beta V\Sigma A^\top`
+  (exponential tilting: :math:`e^{\beta\langle x,Ay\rangle}N(\alpha,\Sigma)(dy)\propto N(\alpha+\beta\Sigma A^\top x,\Sigma)`);
+* linear: :math:`b = 0`, :math:`M = \beta V(\Sigma+\alpha\alpha^\top)A^\top`;
+* L2 (kernel :math:`e^{-\beta|Qx-Ky|^2}`): with :math:`N = (I+2\beta\Sigma K^\top K)^{-1}`,
+  :math:`b = VN\alpha`, :math:`M = 2\beta VN\Sigma K^\top Q`;
+* Sinkhorn: with :math:`B = (\beta/\varepsilon)A^\top`, :math:`H = \Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}`,
+  :math:`X = 2(I+(I+4H)^{1/2})^{-1}` and :math:`C^\top = \Sigma B\Sigma^{1/2}X\Sigma^{1/2}` (the
+  cross-covariance of the entropic self-plan), :math:`\mathbb E_\pi[y|x] = \alpha + C^\top\Sigma^{+}(x-\alpha)`,
+  so :math:`M = VC^\top\Sigma^+`, :math:`M\Sigma = VC^\top`, :math:`b + M\alpha = V\alpha`;
+* several heads add their :math:`(b, M)`.
+
+Unnormalised softmax and sigmoid attention do not preserve Gaussians (their field is not affine,
+§4.2.6); :func:`gaussian_velocity` refuses them with :class:`NotGaussianPreservingError`.
+
+Two solvers (:func:`solve_gaussian`):
+
+* ``mode="accurate"``: ``scipy.integrate.solve_ivp`` on :math:`(\alpha,\Phi)` with
+  :math:`\Sigma_t=\Phi_t\Sigma_0\Phi_t^\top`, :math:`\dot\Phi = M\Phi`, :math:`\Phi_0 = I` — the
+  covariance is symmetric PSD by construction and keeps the rank of :math:`\Sigma_0` — and a
+  terminal event :math:`\operatorname{tr}\Sigma = ` ``blowup_trace`` that reports the blow-up time;
+* ``mode="faithful"``: the official code's projected Euler scheme
+  :math:`\Sigma\leftarrow\Pi_{\succeq0}(\Sigma+h\,\dot\Sigma)` with its stopping rules
+  (:func:`projected_euler`, vectorised over a batch of initial covariances), to regenerate the
+  paper's pictures.
+
+Closed forms of paper 1 §4.3 (:func:`isotropic_covariance`, :func:`blowup_time`,
+:func:`rank_one_velocity`, :func:`clustering_limit`, :func:`one_dimensional_solution`, ...) and
+diagnostics (eigenvalues, numerical rank, cone coordinates) complete the module.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm, fractional_matrix_power
+
+from .attention import Attention
+from .errors import BlowUpError, NonFiniteError
+from .particles import _layer_at as _particle_layer_at
+from .particles import _parse_span
+from .transport import bures_wasserstein, psd_sqrt, validate_covariance
+
+__all__ = [
+    "GAUSSIAN_KINDS",
+    "NotGaussianPreservingError",
+    "gaussian_velocity",
+    "gaussian_rhs",
+    "GaussianTrajectory",
+    "solve_gaussian",
+    "EulerRuns",
+    "projected_euler",
+    "empirical_moments",
+    "gauss_hermite",
+    "ParticleComparison",
+    "compare_with_particles",
+    "isotropic_covariance",
+    "blowup_time",
+    "isotropic_mean",
+    "clustering_limit",
+    "rank_one_velocity",
+    "solve_rank_one",
+    "rank_one_stationary_angles",
+    "one_dimensional_solution",
+    "decoupled_mean",
+    "growth_rate",
+    "covariance_eigenvalues",
+    "numerical_rank",
+    "cone_coordinates",
+    "disc_point",
+    "cov_from_cone",
+    "cone_grid",
+]
+
+GAUSSIAN_KINDS = ("softmax", "linear", "l2", "sinkhorn")
+"""Attention kinds whose field is affine on Gaussians (any number of heads)."""
+
+LayerLike = Union[Attention, Callable[[float], Attention]]
+
+# eigenvalues of Sigma^{1/2} below this fraction of the largest (of Sigma: 1e-14) count as zero (Sinkhorn)
+_PINV_RTOL = 1e-7
+
+
+class NotGaussianPreservingError(ValueError):
+    """The attention variant does not map Gaussians to Gaussians (its field is not affine)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the affine field on Gaussians (batched over leading axes)
+# ---------------------------------------------------------------------------------------------
+
+def _check_layer(layer: Attention) -> None:
+    if not isinstance(layer, Attention):
+        raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
+    if layer.kind not in GAUSSIAN_KINDS:
+        raise NotGaussianPreservingError(
+            f"{layer.kind!r} attention does not preserve Gaussian measures: its field on "
+            f"N(alpha, Sigma) is not affine (paper 1 §4.2.6). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
+        )
+    if layer.causal:
+        raise NotGaussianPreservingError(
+            "masked (causal) attention preserves Gaussians only for position-independent data "
+            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (paper 1 §2.6): "
+            "use the same layer with causal=False"
+        )
+
+
+def _sym(S):
+    return 0.5 * (S + np.swapaxes(S, -1, -2))
+
+
+def _sqrt_and_pinv(S):
+    """Symmetric square root of a (stack of) PSD matrices and the pseudo-inverse of that root."""
+    lam, U = np.linalg.eigh(_sym(S))
+    r = np.sqrt(np.clip(lam, 0.0, None))
+    cut = _PINV_RTOL * np.max(r, axis=-1, keepdims=True)
+    rinv = np.where(r > cut, 1.0 / np.where(r > cut, r, 1.0), 0.0)
+    Ut = np.swapaxes(U, -1, -2)
+    return (U * r[..., None, :]) @ Ut, (U * rinv[..., None, :]) @ Ut
+
+
+def _affine_field(mean, cov, layer: Attention):
+    r"""(b, M, M Sigma) of the field on N(mean, cov), summed over heads; batched over leading axes.
+
+    ``M Sigma`` is returned separately because for Sinkhorn it has a closed form
+    (:math:`VC^\top`) that needs no pseudo-inverse.
+    """
+    d = layer.d
+    b = np.zeros(mean.shape)
+    M = np.zeros(cov.shape)
+    MS = np.zeros(cov.shape)
+    eye = np.eye(d)
+    beta = layer.beta
+    root = root_pinv = None
+    for h in range(layer.n_heads):
+        V = layer.V[h]
+        if layer.kind == "softmax":
+            Mh = (V @ cov) @ (beta * layer.A[h].T)
+            bh = mean @ V.T
+            MSh = Mh @ cov
+        elif layer.kind == "linear":
+            second = cov + mean[..., :, None] * mean[..., None, :]
+            Mh = (V @ second) @ (beta * layer.A[h].T)
+            bh = np.zeros(mean.shape)
+            MSh = Mh @ cov
+        elif layer.kind == "l2":
+            Q, K = layer.Q[h], layer.K[h]
+            G = 2.0 * beta * (K.T @ K)
+            Cq = 2.0 * beta * (K.T @ Q)
+            lhs = eye + cov @ G  # invertible: cov G has a non-negative real spectrum
+            rhs = np.concatenate([mean[..., :, None], cov @ Cq], axis=-1)
+            sol = np.linalg.solve(lhs, rhs)
+            bh = (V @ sol[..., :, :1])[..., 0]
+            Mh = V @ sol[..., :, 1:]
+            MSh = Mh @ cov
+        else:  # sinkhorn
+            if root is None:
+                root, root_pinv = _sqrt_and_pinv(cov)
+            B = (beta / layer.eps) * layer.A[h].T  # paper 1's A_1 / eps
+            H = _sym(root @ B.T @ cov @ B @ root)
+            lam, W = np.linalg.eigh(H)
+            x = 2.0 / (1.0 + np.sqrt(1.0 + 4.0 * np.clip(lam, 0.0, None)))
+            X = (W * x[..., None, :]) @ np.swapaxes(W, -1, -2)
+            left = cov @ B @ root @ X  # C^T = left @ root
+            MSh = V @ (left @ root)
+            Mh = V @ (left @ root_pinv)
+            bh = mean @ V.T - (Mh @ mean[..., :, None])[..., 0]
+        b = b + bh
+        M = M + Mh
+        MS = MS + MSh
+    return b, M, MS
+
+
+def _validate_state(mean, cov, d: int | None = None):
+    mean = np.atleast_1d(np.asarray(mean, dtype=float))
+    if mean.ndim != 1:
+        raise ValueError(f"mean must be a vector (d,), got shape {mean.shape}")
+    if not np.all(np.isfinite(mean)):
+        raise ValueError("mean contains non-finite values")
+    d = mean.shape[0] if d is None else d
+    if mean.shape[0] != d:
+        raise ValueError(f"mean has dimension {mean.shape[0]} but the layer has d = {d}")
+    cov = validate_covariance(np.atleast_2d(np.asarray(cov, dtype=float)), "cov", d)
+    return mean, cov
+
+
+def gaussian_velocity(mean, cov, layer: Attention):
+    r"""The affine field of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`: :math:`\Gamma(x) = b + Mx`.
+
+    Formulas (library convention :math:`\beta\langle x,Ay\rangle`; paper 1 §4.2 with
+    :math:`A_1=A^\top`), summed over heads: softmax :math:`b=V\alpha`, :math:`M=\beta V\Sigma A^\top`;
+    linear :math:`b=0`, :math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2
+    :math:`b=V(I+2\beta\Sigma K^\top K)^{-1}\alpha`, :math:`M=2\beta V(I+2\beta\Sigma K^\top K)^{-1}\Sigma K^\top Q`;
+    Sinkhorn :math:`M=VC^\top\Sigma^+`, :math:`b=V\alpha-M\alpha` (see the module docstring). For a
+    singular :math:`\Sigma` only the action of :math:`M` on :math:`\alpha+\operatorname{range}\Sigma`
+    (the support of the Gaussian) is meaningful.
+
+    Parameters
+    ----------
+    mean : array (d,)
+    cov : array (d, d)
+        Symmetric positive semi-definite (singular allowed).
+    layer : Attention
+        The same layer object the particle core uses; kind in :data:`GAUSSIAN_KINDS`.
+
+    Returns
+    -------
+    b : array (d,)
+    M : array (d, d)
+
+    Raises
+    ------
+    NotGaussianPreservingError
+        For unnormalised softmax, sigmoid and causal layers.
+    ValueError
+        Wrong shapes, non-finite or non-PSD covariance.
+    """
+    _check_layer(layer)
+    mean, cov = _validate_state(mean, cov, layer.d)
+    b, M, _ = _affine_field(mean, cov, layer)
+    return b, M
+
+
+def gaussian_rhs(mean, cov, layer: Attention):
+    r"""Right-hand side of the mean/covariance ODEs (paper 1 §4.1 (G)): :math:`(\dot\alpha,\dot\Sigma)`.
+
+    .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma+\Sigma M^\top,
+
+    with :math:`(b, M)` from :func:`gaussian_velocity`. E.g. softmax, one head:
+    :math:`\dot\alpha = V(I+\beta\Sigma A^\top)\alpha`,
+    :math:`\dot\Sigma = \beta(V\Sigma A^\top\Sigma + \Sigma A\Sigma V^\top)`; Sinkhorn:
+    :math:`\dot\alpha = V\alpha` (the mean decouples), :math:`\dot\Sigma = VC^\top + CV^\top`.
+
+    Returns
+    -------
+    dmean : array (d,)
+    dcov : array (d, d)
+        Exactly symmetric.
+    """
+    _check_layer(layer)
+    mean, cov = _validate_state(mean, cov, layer.d)
+    return _rhs(mean, cov, layer)
+
+
+def _rhs(mean, cov, layer):
+    b, M, MS = _affine_field(mean, cov, layer)
+    dmean = b + (M @ mean[..., :, None])[..., 0]
+    return dmean, MS + np.swapaxes(MS, -1, -2)
+
+
+# ---------------------------------------------------------------------------------------------
+# trajectories and the accurate solver
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class GaussianTrajectory:
+    r"""A solution :math:`t\mapsto N(\alpha_t,\Sigma_t)` of the Gaussian ODEs.
+
+    Attributes
+    ----------
+    t : array (m,)
+        Stored times.
+    mean : array (m, d)
+    cov : array (m, d, d)
+        Symmetric PSD covariances.
+    layer : Attention or callable
+    mode : str
+        ``"accurate"`` or ``"faithful"``.
+    status : str
+        ``"completed"`` (reached the final time), ``"blowup"`` (trace threshold crossed),
+        ``"converged"`` (faithful: :math:`\|\dot\Sigma\|_F <` ``tol_low``) or ``"max_iter"``.
+    exit_time : float or None
+        Time at which a stopping rule fired (blow-up event time in accurate mode; in faithful mode
+        ``iterations * step``, the time of the last stored iterate, as in the official code).
+    iterations : int or None
+        Faithful mode: the official loop index at which it stopped.
+    info : dict
+        Solver details (``nfev``, tolerances, thresholds, the extrapolated blow-up time ...).
+    """
+
+    t: np.ndarray
+    mean: np.ndarray
+    cov: np.ndarray
+    layer: LayerLike
+    mode: str
+    status: str = "completed"
+    exit_time: float | None = None
+    iterations: int | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def final_mean(self) -> np.ndarray:
+        return self.mean[-1]
+
+    @property
+    def final_cov(self) -> np.ndarray:
+        return self.cov[-1]
+
+    @property
+    def blew_up(self) -> bool:
+        return self.status == "blowup"
+
+    @property
+    def blowup_time(self) -> float | None:
+        """Time of the blow-up event (None if there was none)."""
+        return self.exit_time if self.status == "blowup" else None
+
+    def eigenvalues(self) -> np.ndarray:
+        """Eigenvalues of every stored covariance, in decreasing order, shape (m, d)."""
+        return covariance_eigenvalues(self.cov)
+
+    def trace(self) -> np.ndarray:
+        return np.trace(self.cov, axis1=-2, axis2=-1)
+
+    def at(self, time: float):
+        """(mean, cov) at the stored time closest to ``time``."""
+        k = int(np.argmin(np.abs(self.t - time)))
+        return self.mean[k], self.cov[k]
+
+
+def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
+    """The layer at time t (constant or ``t -> Attention``), checked like the particle core's, and Gaussian-preserving."""
+    lay = _particle_layer_at(layer, t, d)
+    _check_layer(lay)
+    return lay
+
+
+def solve_gaussian(mean0, cov0, layer: LayerLike, t_span=None, *, mode: str = "accurate",
+                   t_eval=None, method: str = "DOP853", rtol: float = 1e-10, atol: float = 1e-12,
+                   blowup_trace: float = 1e8, on_blowup: str = "stop", step: float | None = None,
+                   tol_low: float = 1e-5, tol_high: float = 1e3, max_iter: int = 50_000,
+                   save="all") -> GaussianTrajectory:
+    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (paper 1 §4).
+
+    Parameters
+    ----------
+    mean0 : array (d,)
+    cov0 : array (d, d)
+        Symmetric PSD (singular allowed; the rank is kept in accurate mode). Never modified.
+    layer : Attention or callable ``t -> Attention``
+        Kind in :data:`GAUSSIAN_KINDS`; a callable gives depth-dependent parameters (accurate mode).
+    t_span : float or (t0, T)
+        Integration interval. Required in accurate mode; optional in faithful mode (then the
+        official stopping rules alone end the run).
+    mode : {"accurate", "faithful"}
+        ``accurate``: ``solve_ivp(method, rtol, atol)`` on :math:`(\alpha,\Phi)` with
+        :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (symmetric PSD by construction),
+        and a terminal event :math:`\operatorname{tr}\Sigma=` ``blowup_trace``.
+        ``faithful``: the official projected Euler scheme (:func:`projected_euler`) with ``step``,
+        ``tol_low``, ``tol_high``, ``max_iter`` (the official defaults are ``step=0.01``,
+        ``tol_low=1e-5``, ``tol_high=1e3``, ``max_iter=50000``).
+    t_eval : array, optional
+        Accurate mode: output times (default: every accepted solver step). The blow-up time is
+        appended when the event fires.
+    blowup_trace : float
+        Accurate mode: trace at which the blow-up event fires. The reported ``exit_time`` is the
+        event time; ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
+        exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, §4.3.3).
+    on_blowup : {"stop", "raise"}
+        Return the trajectory up to the blow-up (``status="blowup"``), or raise
+        :class:`~tokendynamics.errors.BlowUpError` with the time.
+    save : {"all", "log", "final"} or int
+        Faithful mode: which iterates to keep (see :func:`projected_euler`).
+
+    Returns
+    -------
+    GaussianTrajectory
+    """
+    if mode not in ("accurate", "faithful"):
+        raise ValueError(f"mode must be 'accurate' or 'faithful', got {mode!r}")
+    if on_blowup not in ("stop", "raise"):
+        raise ValueError(f"on_blowup must be 'stop' or 'raise', got {on_blowup!r}")
+    if mode == "faithful":
+        if not isinstance(layer, Attention):
+            raise TypeError("faithful mode (the official scheme) takes a constant Attention layer")
+        _check_layer(layer)
+        mean0, cov0 = _validate_state(mean0, cov0, layer.d)
+        if step is None:
+            raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
+        t_max = None
+        t0 = 0.0
+        if t_span is not None:
+            t0, T = _parse_span(t_span)
+            t_max = T - t0
+        # a zero mean stays zero for every kind (b and M alpha vanish): then only Sigma is integrated
+        runs = projected_euler(cov0, layer, step=step, mean0=mean0 if np.any(mean0) else None,
+                               tol_low=tol_low, tol_high=tol_high, max_iter=max_iter, save=save, t_max=t_max)
+        it, covs, means = runs.trajectory(0)
+        status = str(runs.status[0])
+        if status == "blowup" and on_blowup == "raise":
+            raise BlowUpError(runs.exit_time[0] + step, runs.exit_time[0],
+                              f"trace exceeded tol_high = {tol_high:g} (projected Euler, step {step:g})")
+        return GaussianTrajectory(
+            t=t0 + it * step, mean=means, cov=covs, layer=layer, mode="faithful", status=status,
+            exit_time=t0 + float(runs.exit_time[0]), iterations=int(runs.iterations[0]),
+            info={"step": step, "tol_low": tol_low, "tol_high": tol_high, "max_iter": max_iter,
+                  "rhs_norm": float(runs.rhs_norm[0]), "cov_after": runs.cov_after[0]})
+
+    if t_span is None:
+        raise ValueError("accurate mode needs t_span (T or (t0, T))")
+    t0, T = _parse_span(t_span)
+    if not (blowup_trace > 0):
+        raise ValueError("blowup_trace must be positive")
+    first = _layer_at(layer, t0, np.atleast_1d(np.asarray(mean0)).shape[0])
+    mean0, cov0 = _validate_state(mean0, cov0, first.d)
+    d = first.d
+    if np.trace(cov0) >= blowup_trace:
+        raise ValueError(f"tr cov0 = {np.trace(cov0):.3g} is already above blowup_trace = {blowup_trace:.3g}")
+    S0 = cov0.copy()
+
+    def unpack(y):
+        return y[:d], y[d:].reshape(d, d)
+
+    def fun(t, y):
+        m, Phi = unpack(y)
+        S = Phi @ S0 @ Phi.T
+        b, M, _ = _affine_field(m, _sym(S), _layer_at(layer, t, d))
+        out = np.concatenate([b + M @ m, (M @ Phi).ravel()])
+        if not np.all(np.isfinite(out)):
+            raise NonFiniteError(f"the Gaussian ODE right-hand side became non-finite at t = {t:.6g}")
+        return out
+
+    def event(t, y):
+        _, Phi = unpack(y)
+        return np.einsum("ij,jk,ik->", Phi, S0, Phi) - blowup_trace
+
+    event.terminal = True
+    event.direction = 1
+    y0 = np.concatenate([mean0, np.eye(d).ravel()])
+    if t_eval is not None:
+        t_eval = np.asarray(t_eval, dtype=float)
+        if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or t_eval[0] < t0 or t_eval[-1] > T:
+            raise ValueError("t_eval must be increasing and inside t_span")
+    sol = solve_ivp(fun, (t0, T), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval,
+                    events=event)
+    if sol.status == -1:
+        raise BlowUpError(float(sol.t[-1]) if sol.t.size else t0, float(sol.t[-1]) if sol.t.size else t0,
+                          f"solve_ivp failed: {sol.message}")
+    ts, ys = sol.t, sol.y.T
+    status, exit_time, info = "completed", None, {"nfev": int(sol.nfev), "method": method, "rtol": rtol,
+                                                   "atol": atol, "blowup_trace": blowup_trace}
+    if sol.status == 1 and sol.t_events[0].size:
+        exit_time = float(sol.t_events[0][0])
+        y_ev = sol.y_events[0][0]
+        ts = np.append(ts[ts < exit_time], exit_time)
+        ys = np.vstack([ys[: ts.size - 1], y_ev[None]])
+        m_ev, Phi_ev = unpack(y_ev)
+        S_ev = Phi_ev @ S0 @ Phi_ev.T
+        _, dS = _rhs(m_ev, _sym(S_ev), _layer_at(layer, exit_time, d))
+        info["blowup_time_extrapolated"] = exit_time + float(np.trace(S_ev) / np.trace(dS))
+        status = "blowup"
+        if on_blowup == "raise":
+            raise BlowUpError(exit_time, float(ts[-2]) if ts.size > 1 else t0,
+                              f"tr Sigma reached blowup_trace = {blowup_trace:.3g} "
+                              f"(extrapolated pole at t = {info['blowup_time_extrapolated']:.6g})")
+    means = ys[:, :d]
+    Phis = ys[:, d:].reshape(-1, d, d)
+    covs = _sym(Phis @ S0 @ np.swapaxes(Phis, -1, -2))
+    return GaussianTrajectory(t=ts, mean=means, cov=covs, layer=layer, mode="accurate", status=status,
+                              exit_time=exit_time, info=info)
+
+
+# ---------------------------------------------------------------------------------------------
+# the official projected Euler scheme, vectorised over a batch of initial covariances
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class EulerRuns:
+    r"""Result of :func:`projected_euler` for a batch of B initial covariances.
+
+    Attributes
+    ----------
+    status : array (B,) of str
+        ``"converged"``, ``"blowup"``, ``"max_iter"`` or ``"completed"`` (``t_max`` reached).
+    iterations : array (B,) of int
+        Official loop index ``i`` at the stop (``max_iter`` if the loop ran out).
+    exit_time : array (B,)
+        ``iterations * step``.
+    cov_last : array (B, d, d)
+        The last stored iterate (the official ``S_list[-1]``, before the final update).
+    cov_after : array (B, d, d)
+        The iterate after the final update (for a blow-up: the one above ``tol_high``).
+    mean_last : array (B, d)
+    rhs_norm : array (B,)
+        :math:`\|\dot\Sigma\|_F` at ``cov_last``.
+    saved_iterations, saved_cov, saved_mean : lists of arrays
+        Per member, the stored iteration indices and iterates.
+    step : float
+    """
+
+    status: np.ndarray
+    iterations: np.ndarray
+    exit_time: np.ndarray
+    cov_last: np.ndarray
+    cov_after: np.ndarray
+    mean_last: np.ndarray
+    rhs_norm: np.ndarray
+    saved_iterations: list
+    saved_cov: list
+    saved_mean: list
+    step: float
+
+    def trajectory(self, k: int):
+        """(iteration indices, covariances, means) stored for member k."""
+        return self.saved_iterations[k], self.saved_cov[k], self.saved_mean[k]
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+
+def _project_psd(S, floor: float = 1e-14):
+    """Official projection: negative eigenvalues replaced by ``floor``; only where one is negative."""
+    d = S.shape[-1]
+    if d == 2:
+        a, b, c = S[:, 0, 0], S[:, 1, 1], 0.5 * (S[:, 0, 1] + S[:, 1, 0])
+        lam_min = 0.5 * (a + b) - np.sqrt(0.25 * (a - b) ** 2 + c * c)
+    else:
+        lam_min = np.linalg.eigvalsh(S)[:, 0]
+    bad = lam_min < 0
+    if np.any(bad):
+        lam, U = np.linalg.eigh(S[bad])
+        lam = np.where(lam < 0, floor, lam)
+        S = S.copy()
+        S[bad] = (U * lam[:, None, :]) @ np.swapaxes(U, -1, -2)
+    return S
+
+
+def _save_mask(save, max_iter: int) -> np.ndarray:
+    """Boolean mask over the iterations 0..max_iter-1 of the iterates to store."""
+    mask = np.zeros(max_iter, dtype=bool)
+    if isinstance(save, str):
+        if save == "all":
+            mask[:] = True
+        elif save == "log":
+            mask[:50] = True
+            x = 50.0
+            while x < max_iter:
+                mask[int(x)] = True
+                x *= 1.02
+        elif save != "final":
+            raise ValueError(f"save must be 'all', 'log', 'final' or a positive integer, got {save!r}")
+        return mask
+    if int(save) != save or save < 1:
+        raise ValueError(f"save must be 'all', 'log', 'final' or a positive integer, got {save!r}")
+    mask[:: int(save)] = True
+    return mask
+
+
+def projected_euler(cov0, layer: Attention, *, step: float, mean0=None, tol_low: float = 1e-5,
+                    tol_high: float = 1e3, max_iter: int = 50_000, save="log",
+                    t_max: float | None = None, psd_floor: float = 1e-14, backend: str = "auto") -> EulerRuns:
+    r"""The official code's projected Euler scheme for the covariance ODE, for a batch of initial covariances.
+
+    Loop ``i = 0, 1, ..., max_iter - 1`` (paper 1 official code, spec §6.0): store :math:`\Sigma_i`;
+    compute :math:`R=\dot\Sigma(\Sigma_i)` and :math:`r_i=\|R\|_F`; update
+    :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)`, where :math:`\Pi_{\succeq0}` replaces negative
+    eigenvalues by ``psd_floor``; stop as *converged* if :math:`r_i<` ``tol_low``, else as *blow-up*
+    if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. A member that never stops reports
+    ``status="max_iter"``. The mean (never simulated by the official code; zero there) is moved by
+    plain Euler when ``mean0`` is given, which matters only for linear attention.
+
+    Differences from the official code that do not change the scheme: the input is never
+    modified, the projection is skipped when no eigenvalue is negative (it is the identity there),
+    and members are advanced together (numpy: einsum on stacks, batched ``eigh`` only where
+    needed) or each by a compiled loop (numba, ``tokendynamics._gaussian_kernels``).
+
+    Parameters
+    ----------
+    cov0 : array (d, d) or (B, d, d)
+    layer : Attention
+        Kind in :data:`GAUSSIAN_KINDS` (the official scalings are built by
+        :func:`tokendynamics.gaussian_figures.official_layer`).
+    step : float
+        Euler step :math:`h`.
+    mean0 : array (d,) or (B, d), optional
+    tol_low, tol_high, max_iter : official stopping rules.
+    save : {"log", "all", "final"} or int
+        Iterates to keep per member: ``"all"`` (the official ``S_list``), every k-th, ``"log"``
+        (iterations 0–49 then about 116 per decade), or only the last; the last stored iterate
+        is always kept.
+    t_max : float, optional
+        Also stop (``status="completed"``) at iteration ``ceil(t_max / step)``.
+    backend : {"auto", "numpy", "numba"}
+        ``auto`` uses the compiled loop for softmax (any heads) and single-head L2 when numba is
+        installed and no ``mean0`` is given; numpy otherwise.
+
+    Returns
+    -------
+    EulerRuns
+    """
+    _check_layer(layer)
+    if not (step > 0 and math.isfinite(step)):
+        raise ValueError(f"step must be a positive number, got {step!r}")
+    if int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if backend not in ("auto", "numpy", "numba"):
+        raise ValueError(f"backend must be 'auto', 'numpy' or 'numba', got {backend!r}")
+    max_iter = int(max_iter)
+    d = layer.d
+    C = np.array(cov0, dtype=float, copy=True)
+    if C.ndim == 2:
+        C = C[None]
+    if C.ndim != 3 or C.shape[1:] != (d, d):
+        raise ValueError(f"cov0 must be ({d}, {d}) or (B, {d}, {d}), got shape {np.shape(cov0)}")
+    for k in range(C.shape[0]):
+        C[k] = validate_covariance(C[k], f"cov0[{k}]", d)
+    B = C.shape[0]
+    mask = _save_mask(save, max_iter)
+
+    from . import _gaussian_kernels as kernels
+
+    # t_max: the last iteration is i_stop = ceil(t_max / step); members still running there are "completed"
+    limited = False
+    last_allowed = max_iter
+    if t_max is not None:
+        if not (t_max > 0):
+            raise ValueError(f"t_max must be positive, got {t_max!r}")
+        i_stop = int(math.ceil(t_max / step - 1e-9))
+        if i_stop + 1 <= max_iter:
+            limited, last_allowed = True, i_stop + 1
+    compiled_ok = kernels.HAVE_NUMBA and kernels.supports(layer) and mean0 is None
+    if backend == "numba" and not compiled_ok:
+        raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
+    if backend != "numpy" and compiled_ok:
+        res = kernels.euler_members(C, layer, step=step, tol_low=tol_low, tol_high=tol_high,
+                                    max_iter=last_allowed, floor=psd_floor, save_mask=mask[:last_allowed])
+        status = np.array([r[0] for r in res], dtype=object)
+        iterations = np.array([r[1] for r in res], dtype=int)
+        if limited:
+            cut = status == "max_iter"
+            status[cut], iterations[cut] = "completed", last_allowed - 1
+        return EulerRuns(
+            status=status.astype(str), iterations=iterations, exit_time=iterations * step,
+            cov_last=np.array([r[2] for r in res]), cov_after=np.array([r[3] for r in res]),
+            mean_last=np.zeros((B, d)), rhs_norm=np.array([r[4] for r in res]),
+            saved_iterations=[r[5].astype(int) for r in res], saved_cov=[r[6] for r in res],
+            saved_mean=[np.zeros((len(r[5]), d)) for r in res], step=float(step))
+    return _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed,
+                                  limited, psd_floor)
+
+
+def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited,
+                           psd_floor):
+    B, d = C.shape[0], C.shape[1]
+    if mean0 is None:
+        m = np.zeros((B, d))
+    else:
+        m = np.array(np.broadcast_to(np.asarray(mean0, dtype=float), (B, d)))
+        if not np.all(np.isfinite(m)):
+            raise ValueError("mean0 contains non-finite values")
+    status = np.full(B, "max_iter", dtype=object)
+    iterations = np.full(B, max_iter, dtype=int)
+    cov_last = C.copy()
+    cov_after = C.copy()
+    mean_last = m.copy()
+    rhs_norm = np.full(B, np.nan)
+    saved_it = [[] for _ in range(B)]
+    saved_S = [[] for _ in range(B)]
+    saved_m = [[] for _ in range(B)]
+    active = np.arange(B)
+    S, mu = C, m
+
+    def store(j, k, i):
+        saved_it[k].append(i)
+        saved_S[k].append(S[j].copy())
+        saved_m[k].append(mu[j].copy())
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(last_allowed):
+            if mask[i]:
+                for j, k in enumerate(active):
+                    store(j, k, i)
+            dm, R = _rhs(mu, S, layer)
+            nrm = np.sqrt(np.einsum("bij,bij->b", R, R))
+            if not np.all(np.isfinite(nrm)):
+                bad = active[~np.isfinite(nrm)]
+                raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {i} "
+                                     f"for member(s) {bad.tolist()[:5]}")
+            S_new = _project_psd(S + step * R, psd_floor)
+            mu_new = mu + step * dm
+            tr = np.trace(S_new, axis1=1, axis2=2)
+            conv = nrm < tol_low
+            blow = ~conv & ~(tr <= tol_high)
+            stop = conv | blow
+            if i == last_allowed - 1:
+                stop = np.ones_like(stop)
+            if np.any(stop):
+                for j in np.flatnonzero(stop):
+                    k = active[j]
+                    if conv[j]:
+                        status[k] = "converged"
+                    elif blow[j]:
+                        status[k] = "blowup"
+                    elif limited:
+                        status[k] = "completed"
+                    iterations[k] = i if (conv[j] or blow[j] or limited) else max_iter
+                    cov_last[k], cov_after[k] = S[j], S_new[j]
+                    mean_last[k], rhs_norm[k] = mu[j], nrm[j]
+                    if not mask[i]:
+                        store(j, k, i)
+                go = ~stop
+                active, S, mu = active[go], S_new[go], mu_new[go]
+                if active.size == 0:
+                    break
+            else:
+                S, mu = S_new, mu_new
+    return EulerRuns(
+        status=status.astype(str), iterations=iterations, exit_time=iterations * step, cov_last=cov_last,
+        cov_after=cov_after, mean_last=mean_last, rhs_norm=rhs_norm,
+        saved_iterations=[np.array(s, dtype=int) for s in saved_it],
+        saved_cov=[np.array(s).reshape(-1, d, d) for s in saved_S],
+        saved_mean=[np.array(s).reshape(-1, d) for s in saved_m], step=float(step))
+
+
+# ---------------------------------------------------------------------------------------------
+# particles against the ODE
+# ---------------------------------------------------------------------------------------------
+
+def empirical_moments(X):
+    r"""Mean and covariance (normalised by n, the moments of the empirical measure) of tokens (..., n, d)."""
+    X = np.asarray(X, dtype=float)
+    m = X.mean(axis=-2)
+    Y = X - m[..., None, :]
+    return m, np.swapaxes(Y, -1, -2) @ Y / X.shape[-2]
+
+
+def gauss_hermite(mean, cov, k: int = 20):
+    r"""Tensor Gauss–Hermite quadrature of :math:`N(\mathrm{mean},\mathrm{cov})`: nodes (k^d, d) and weights (k^d,).
+
+    :math:`\int f\,dN(\alpha,\Sigma)\approx\sum_jw_jf(x_j)` with :math:`x_j=\alpha+Lz_j`,
+    :math:`LL^\top=\Sigma` (symmetric root, so singular covariances are allowed) and
+    :math:`(z_j,w_j)` the probabilists' Hermite rule. Fed to the particle core as weights
+    (``velocity(X, layer, weights)``, ``simulate(..., weights=w)``), this is the mean-field
+    Transformer PDE started from the Gaussian itself rather than from a sample (d <= 3).
+    """
+    from numpy.polynomial.hermite_e import hermegauss
+
+    mean = np.atleast_1d(np.asarray(mean, dtype=float))
+    d = mean.shape[0]
+    if d > 3:
+        raise ValueError(f"a tensor quadrature has k^d nodes: use it for d <= 3, got d = {d}")
+    cov = validate_covariance(cov, "cov", d)
+    z, w = hermegauss(int(k))
+    w = w / w.sum()
+    Z = np.stack(np.meshgrid(*([z] * d), indexing="ij"), -1).reshape(-1, d)
+    W = np.prod(np.stack(np.meshgrid(*([w] * d), indexing="ij"), -1).reshape(-1, d), axis=1)
+    return mean + Z @ psd_sqrt(cov).T, W
+
+
+@dataclass(frozen=True, eq=False)
+class ParticleComparison:
+    r"""Particles started from a sample of :math:`N(\alpha_0,\Sigma_0)` against the Gaussian ODE.
+
+    Attributes
+    ----------
+    t : array (m,)
+    w2 : array (m,)
+        Bures–Wasserstein distance between the Gaussian fitted to the particles (their empirical
+        mean and covariance) and the ODE started from the sample's own moments.
+    w2_exact : array (m,)
+        The same against the ODE started from :math:`(\alpha_0,\Sigma_0)`: it contains the
+        :math:`O(n^{-1/2})` sampling error of the initial sample.
+    mean_error, cov_error : arrays (m,)
+        :math:`|\bar x_t-\alpha_t|` and :math:`\|\hat\Sigma_t-\Sigma_t\|_2` (ODE from the sample's moments).
+    particle_mean, particle_cov : arrays (m, d), (m, d, d)
+    ode, ode_exact : GaussianTrajectory
+        The ODE from the sample's moments and from the exact ones.
+    particles : Trajectory
+    n : int
+    """
+
+    t: np.ndarray
+    w2: np.ndarray
+    w2_exact: np.ndarray
+    mean_error: np.ndarray
+    cov_error: np.ndarray
+    particle_mean: np.ndarray
+    particle_cov: np.ndarray
+    ode: GaussianTrajectory
+    ode_exact: GaussianTrajectory
+    particles: object
+    n: int
+
+
+def compare_with_particles(layer: Attention, mean0, cov0, *, n: int, T: float, dt: float, seed=None,
+                           method: str = "rk4", save_every: int = 1, rtol: float = 1e-10,
+                           atol: float = 1e-12) -> ParticleComparison:
+    r"""Run n particles from :math:`N(\alpha_0,\Sigma_0)` with :func:`~tokendynamics.particles.simulate` and compare with the ODE.
+
+    The particles follow :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` (the shared core, fixed step ``dt``).
+    The ODE (:func:`solve_gaussian`, accurate) is solved twice: from the sample's moments, which
+    removes the :math:`O(n^{-1/2})` sampling error of the initial condition, and from
+    :math:`(\alpha_0,\Sigma_0)`. At every stored time the particle cloud is summarised by its fitted
+    Gaussian and compared with :func:`~tokendynamics.transport.bures_wasserstein`
+    (paper 1 §3.3, claims C1–C3). What remains from the sample's moments is the effect of the
+    sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
+    """
+    from .particles import sample_gaussian, simulate
+
+    _check_layer(layer)
+    mean0, cov0 = _validate_state(mean0, cov0, layer.d)
+    X0 = sample_gaussian(n, mean0, cov0, rng=seed)
+    traj = simulate(X0, layer, T, dt=dt, method=method, save_every=save_every,
+                    seed=seed if isinstance(seed, int) else None)
+    pm, pc = empirical_moments(traj.X)
+    pc = _sym(pc)
+    span = (traj.t[0], traj.t[-1])
+    ode = solve_gaussian(pm[0], pc[0], layer, span, t_eval=traj.t, rtol=rtol, atol=atol, on_blowup="raise")
+    exact = solve_gaussian(mean0, cov0, layer, span, t_eval=traj.t, rtol=rtol, atol=atol, on_blowup="raise")
+
+    def w2(o):
+        return np.array([bures_wasserstein(pm[k], pc[k], o.mean[k], o.cov[k]) for k in range(len(traj.t))])
+
+    return ParticleComparison(
+        t=traj.t, w2=w2(ode), w2_exact=w2(exact), mean_error=np.linalg.norm(pm - ode.mean, axis=1),
+        cov_error=np.linalg.norm(pc - ode.cov, ord=2, axis=(1, 2)), particle_mean=pm, particle_cov=pc,
+        ode=ode, ode_exact=exact, particles=traj, n=n)
+
+
+# ---------------------------------------------------------------------------------------------
+# closed forms (paper 1 §4.3)
+# ---------------------------------------------------------------------------------------------
+
+def _softmax_single(layer: Attention, what: str) -> Attention:
+    _check_layer(layer)
+    if layer.kind != "softmax" or layer.n_heads != 1:
+        raise ValueError(f"{what} holds for single-head softmax attention, got {layer!r}")
+    return layer
+
+
+def _scalar_value(layer: Attention, what: str) -> float:
+    V = layer.V[0]
+    v = float(np.trace(V)) / layer.d
+    if not np.allclose(V, v * np.eye(layer.d), rtol=0, atol=1e-12 * max(1.0, abs(v))):
+        raise ValueError(f"{what} needs an isotropic value matrix V = v I, got V = {V.tolist()}")
+    return v
+
+
+def _sym_part(layer: Attention) -> np.ndarray:
+    """S = beta (A + A^T): the same in the library and the paper-1 conventions."""
+    A = layer.A[0]
+    return layer.beta * (A + A.T)
+
+
+def isotropic_covariance(cov0, layer: Attention, t):
+    r"""Closed-form covariance for softmax with :math:`V=vI` (paper 1 §4.3.2).
+
+    The precision solves a linear equation, :math:`\frac{d}{dt}\Sigma^{-1}=-v\beta(A+A^\top)`, so
+    with :math:`S=\beta(A+A^\top)` and :math:`R=\Sigma_0^{1/2}`
+
+    .. math:: \Sigma_t = R\,(I - vt\,RSR)^{-1}R ,
+
+    valid for singular :math:`\Sigma_0` and for :math:`t<T^*` (:func:`blowup_time`).
+    ``t`` may be a number or an array (then the result has shape (len(t), d, d)).
+    """
+    layer = _softmax_single(layer, "the precision formula")
+    v = _scalar_value(layer, "the precision formula")
+    cov0 = validate_covariance(cov0, "cov0", layer.d)
+    R = psd_sqrt(cov0)
+    K = R @ _sym_part(layer) @ R
+    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    Tstar = blowup_time(cov0, layer)
+    if np.any(ts >= Tstar):
+        raise BlowUpError(Tstar, float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
+                          f"the covariance blows up at T* = {Tstar:.6g}")
+    out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
+    return out[0] if np.ndim(t) == 0 else out
+
+
+def blowup_time(cov0, layer: Attention) -> float:
+    r"""Blow-up time of softmax with :math:`V=vI` (paper 1 §4.3.3), ``inf`` if there is none.
+
+    .. math:: T^* = \frac{1}{\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)}
+
+    when that eigenvalue is positive; for :math:`\Sigma_0\succ0` a blow-up happens iff
+    :math:`v(A+A^\top)` has a positive eigenvalue.
+    """
+    layer = _softmax_single(layer, "the blow-up formula")
+    v = _scalar_value(layer, "the blow-up formula")
+    cov0 = validate_covariance(cov0, "cov0", layer.d)
+    R = psd_sqrt(cov0)
+    lam = float(np.linalg.eigvalsh(v * _sym(R @ _sym_part(layer) @ R))[-1])
+    scale = max(1e-300, float(np.abs(np.linalg.eigvalsh(v * _sym(R @ _sym_part(layer) @ R))).max()))
+    return 1.0 / lam if lam > 1e-14 * scale else math.inf
+
+
+def isotropic_mean(mean0, cov0, layer: Attention, t):
+    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (paper 1 §4.3.7).
+
+    .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
+
+    (principal matrix power; :math:`\Sigma_0A` has a real spectrum).
+    """
+    layer = _softmax_single(layer, "the mean formula")
+    v = _scalar_value(layer, "the mean formula")
+    A = layer.A[0]
+    if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
+        raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
+    mean0, cov0 = _validate_state(mean0, cov0, layer.d)
+    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    out = []
+    for s in ts:
+        P = np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A
+        out.append(np.exp(v * s) * np.real(fractional_matrix_power(P, -0.5)) @ mean0)
+    out = np.array(out)
+    return out[0] if np.ndim(t) == 0 else out
+
+
+def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
+    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (paper 1 §4.3.5).
+
+    Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`: with
+    :math:`S=\beta(A+A^\top)`,
+
+    .. math:: \Sigma_\infty = \Sigma_0^{1/2}P_{\ker(\Sigma_0^{1/2}S\Sigma_0^{1/2})}\Sigma_0^{1/2}
+              = \Sigma_0-\Sigma_0R^\top(R\Sigma_0R^\top)^{+}R\Sigma_0 ,
+
+    the conditional covariance of :math:`x\sim N(\alpha_0,\Sigma_0)` given :math:`Rx`, where the
+    rows of :math:`R` span :math:`\operatorname{range}(A+A^\top)`. For :math:`\Sigma_0\succ0` its
+    rank is :math:`\dim\ker(A+A^\top)`; convergence is :math:`O(1/t)`.
+
+    Single-head L2 with :math:`V=vI`, :math:`v>0`, :math:`K^\top Q` symmetric negative
+    semi-definite and :math:`\ker K^\top Q=\ker K` (e.g. the official :math:`K=-Q`): the same
+    limit with :math:`S=K^\top Q+Q^\top K` — derived for this book, not stated in the paper: the
+    precision :math:`P=\Sigma^{-1}` obeys :math:`\dot P=-PM-M^\top P` with
+    :math:`M=2\beta v(P+2\beta K^\top K)^{-1}K^\top Q`, so its block on :math:`\ker K^\top Q` is
+    conserved while it grows on the range (checked against the ODE solver, :math:`O(1/t)`).
+
+    Eigenvalues of :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
+    """
+    _check_layer(layer)
+    if layer.n_heads != 1 or layer.kind not in ("softmax", "l2"):
+        raise ValueError(f"the clustering limit is known for single-head softmax and l2 attention, got {layer!r}")
+    v = _scalar_value(layer, "the clustering limit")
+    if not v > 0:
+        raise ValueError(f"the clustering limit needs V = v I with v > 0, got v = {v:g}")
+    if layer.kind == "softmax":
+        S = _sym_part(layer)
+    else:
+        KQ = layer.K[0].T @ layer.Q[0]
+        scale = max(1.0, float(np.abs(KQ).max()))
+        if not np.allclose(KQ, KQ.T, rtol=0, atol=1e-12 * scale):
+            raise ValueError("the L2 clustering limit needs K^T Q symmetric")
+        S = KQ + KQ.T
+        KK = layer.K[0].T @ layer.K[0]
+        kerS = np.linalg.eigvalsh(S)
+        if np.sum(np.abs(kerS) > 1e-10 * scale) != np.sum(np.linalg.eigvalsh(KK) > 1e-10 * max(1.0, np.abs(KK).max())):
+            raise ValueError("the L2 clustering limit needs ker K^T Q = ker K")
+    lamS = np.linalg.eigvalsh(S)
+    if lamS[-1] > 1e-12 * max(1.0, np.abs(lamS).max()):
+        raise ValueError("the clustering limit needs a negative semi-definite symmetric part "
+                         f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance does not cluster")
+    cov0 = validate_covariance(cov0, "cov0", layer.d)
+    R0 = psd_sqrt(cov0)
+    lam, U = np.linalg.eigh(_sym(R0 @ S @ R0))
+    scale = max(np.abs(lam).max(), 1e-300)
+    ker = U[:, np.abs(lam) <= tol * scale]
+    return _sym(R0 @ (ker @ ker.T) @ R0)
+
+
+def rank_one_velocity(z, layer: Attention) -> np.ndarray:
+    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (paper 1 §4.3.4), softmax.
+
+    .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
+
+    (a scalar quadratic form, so the convention :math:`A` vs :math:`A^\top` does not matter here);
+    then :math:`\Sigma_t=z_tz_t^\top` solves the covariance ODE for any :math:`V, A`.
+    """
+    _check_layer(layer)
+    if layer.kind != "softmax":
+        raise ValueError(f"the rank-one reduction is stated for softmax attention, got {layer.kind!r}")
+    z = np.asarray(z, dtype=float)
+    if z.shape[-1] != layer.d:
+        raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
+    out = np.zeros(z.shape)
+    for h in range(layer.n_heads):
+        q = np.einsum("...i,ij,...j->...", z, layer.A[h], z)
+        out = out + layer.beta * q[..., None] * (z @ layer.V[h].T)
+    return out
+
+
+def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
+    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval`` (from 0); returns (m, d)."""
+    z0 = np.asarray(z0, dtype=float)
+    t_eval = np.asarray(t_eval, dtype=float)
+    sol = solve_ivp(lambda t, z: rank_one_velocity(z, layer), (0.0, float(t_eval[-1])), z0,
+                    method="DOP853", rtol=rtol, atol=atol, t_eval=t_eval)
+    if sol.status != 0:
+        raise BlowUpError(float(sol.t[-1]), float(sol.t[-1]), f"rank-one ODE failed: {sol.message}")
+    return sol.y.T
+
+
+def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
+    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (paper 1 §4.3.4).
+
+    For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with
+    :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
+    :math:`A_{11}\cos^2\theta+(A_{12}+A_{21})\cos\theta\sin\theta+A_{22}\sin^2\theta=0`.
+    Two lines when :math:`A+A^\top` is indefinite, none when it is definite.
+    """
+    layer = _softmax_single(layer, "the stationary-line formula")
+    if layer.d != 2:
+        raise ValueError("stationary lines are computed in d = 2")
+    A = layer.A[0]
+    a, b, c = A[1, 1], A[0, 1] + A[1, 0], A[0, 0]  # a tan^2 + b tan + c = 0
+    if abs(a) < 1e-15:
+        roots = [np.pi / 2] + ([math.atan(-c / b)] if abs(b) > 1e-15 else [])
+        return np.sort(np.array(roots))
+    disc = b * b - 4 * a * c
+    if disc < 0:
+        return np.array([])
+    tans = [(-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)]
+    return np.sort(np.arctan(tans))
+
+
+def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
+    r"""Exact solution in d = 1 for softmax (paper 1 §4.3.8), with :math:`a=\beta A`, :math:`v=V`.
+
+    .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
+              \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2};
+
+    blow-up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0`. Returns ``(mean_t, var_t)``.
+    """
+    layer = _softmax_single(layer, "the one-dimensional solution")
+    if layer.d != 1:
+        raise ValueError(f"the one-dimensional solution needs d = 1, got d = {layer.d}")
+    a, v = layer.beta * float(layer.A[0, 0, 0]), float(layer.V[0, 0, 0])
+    if not var0 >= 0:
+        raise ValueError("var0 must be non-negative")
+    ts = np.asarray(t, dtype=float)
+    den = 1.0 - 2.0 * v * a * var0 * ts
+    if np.any(den <= 0):
+        raise BlowUpError(1.0 / (2 * v * a * var0), 0.0, "the variance blows up before the requested time")
+    return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
+
+
+def decoupled_mean(mean0, layer: Attention, t):
+    r"""Sinkhorn mean (paper 1 §4.2.4): :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`."""
+    _check_layer(layer)
+    if layer.kind != "sinkhorn":
+        raise ValueError(f"the mean decouples from the covariance for Sinkhorn attention, not {layer.kind!r}")
+    V = layer.V.sum(axis=0)
+    mean0 = np.asarray(mean0, dtype=float)
+    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    out = np.array([expm(s * V) @ mean0 for s in ts])
+    return out[0] if np.ndim(t) == 0 else out
+
+
+def growth_rate(layer: Attention) -> float:
+    r"""Rate :math:`c` of the a-priori bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
+
+    * L2 (paper 1 §4.3.9): :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)`
+      (``inf`` unless every :math:`K_h^\top K_h\succ0`), from
+      :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
+    * Sinkhorn (§4.3.10): :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
+    """
+    _check_layer(layer)
+    c = 0.0
+    for h in range(layer.n_heads):
+        nv = float(np.linalg.norm(layer.V[h], 2))
+        if layer.kind == "sinkhorn":
+            c += nv
+        elif layer.kind == "l2":
+            K, Q = layer.K[h], layer.Q[h]
+            lam = float(np.linalg.eigvalsh(K.T @ K)[0])
+            if lam <= 1e-14 * max(1.0, float(np.linalg.norm(K)) ** 2):
+                return math.inf
+            c += nv * float(np.linalg.norm(K.T @ Q, 2)) / lam
+        else:
+            raise ValueError(f"no global growth bound for {layer.kind!r} attention (it can blow up in finite time)")
+    return c
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnostics
+# ---------------------------------------------------------------------------------------------
+
+def covariance_eigenvalues(cov) -> np.ndarray:
+    """Eigenvalues of a covariance or a stack of them, in decreasing order (shape (..., d))."""
+    cov = np.asarray(cov, dtype=float)
+    return np.linalg.eigvalsh(_sym(cov))[..., ::-1]
+
+
+def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
+    r"""Numerical rank :math:`\#\{\lambda_i>\text{threshold}\}` and the eigenvalues themselves.
+
+    The official histograms count eigenvalues above 0.1 (absolute, ``relative=False``); with
+    ``relative=True`` the threshold is a fraction of the largest eigenvalue. Report both the rank and
+    the eigenvalues: a decaying eigenvalue can sit above a threshold when a stopping rule fires
+    (paper 1 §6, F6 interpretation note). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
+    """
+    lam = covariance_eigenvalues(cov)
+    cut = threshold * lam[..., :1] if relative else threshold
+    return np.sum(lam > cut, axis=-1), lam
+
+
+def cone_coordinates(cov) -> np.ndarray:
+    r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (..., 3)).
+
+    :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
+    the set of rank-one matrices (paper 1 §0.3).
+    """
+    S = np.asarray(cov, dtype=float)
+    if S.shape[-2:] != (2, 2):
+        raise ValueError(f"cone coordinates are defined for 2 x 2 matrices, got shape {S.shape}")
+    a, b, c = S[..., 0, 0], S[..., 1, 1], 0.5 * (S[..., 0, 1] + S[..., 1, 0])
+    return np.stack([a - b, 2 * c, a + b], axis=-1)
+
+
+def disc_point(cov) -> np.ndarray:
+    r"""Point :math:`(a-b,\,2c)/(a+b)` of the trace-normalised matrix :math:`\Sigma/\operatorname{tr}\Sigma` in the unit disc (shape (..., 2)).
+
+    The unit circle is the set of rank-one trace-one matrices; the centre is :math:`I/2`.
+    """
+    uwv = cone_coordinates(cov)
+    v = uwv[..., 2:]
+    if np.any(v <= 0):
+        raise ValueError("the disc point needs a positive trace")
+    return uwv[..., :2] / v
+
+
+def cov_from_cone(uwv) -> np.ndarray:
+    r"""Inverse of :func:`cone_coordinates`: :math:`(u,w,v)\mapsto\frac12\begin{pmatrix}v+u&w\\w&v-u\end{pmatrix}`."""
+    uwv = np.asarray(uwv, dtype=float)
+    u, w, v = uwv[..., 0], uwv[..., 1], uwv[..., 2]
+    return 0.5 * np.stack([np.stack([v + u, w], -1), np.stack([w, v - u], -1)], -2)
+
+
+def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
+    r"""Trace-one initial covariances on a grid of the disc (the official ``init_grid``), shape (m, 2, 2).
+
+    :math:`u\in\mathrm{linspace}(l_0,l_1,n_u)` (outer loop), :math:`w\in\mathrm{linspace}(l_2,l_3,n_w)`
+    (inner loop), kept if :math:`u^2+w^2<1` (strictly positive definite),
+    :math:`\Sigma_0=\frac12\begin{pmatrix}1+u&w\\w&1-u\end{pmatrix}`. Counts: 10 x 10 on
+    :math:`[-0.5,0.5]^2` gives 100, 20 x 20 on :math:`[-1,1]^2` 276, 30 x 30 648, 40 x 40 1184.
+    """
+    U = np.linspace(limits[0], limits[1], n_u)
+    W = np.linspace(limits[2], limits[3], n_w)
+    uu, ww = np.meshgrid(U, W, indexing="ij")
+    uu, ww = uu.ravel(), ww.ravel()
+    inside = 1.0 - uu ** 2 > ww ** 2
+    pts = np.stack([uu[inside], ww[inside], np.ones(inside.sum())], axis=-1)
+    return cov_from_cone(pts)

@@ -1,0 +1,297 @@
+r"""Pictures of Gaussian dynamics: the PSD cone of 2 x 2 covariances, the normalised disc, ellipses, a widget.
+
+A 2 x 2 covariance :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` is the point
+:math:`(u,w,v)=(a-b,2c,a+b)` of the solid cone :math:`v\ge\sqrt{u^2+w^2}`; rank-one matrices form
+its surface, zero is the apex (:func:`tokendynamics.gaussian.cone_coordinates`). Dividing by the
+trace maps the cone onto the unit disc, whose boundary circle is the set of rank-one trace-one
+matrices (:func:`tokendynamics.gaussian.disc_point`). Paper 1 draws every covariance trajectory
+in one of these two pictures (spec §6.0, F1–F7).
+"""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import colormaps
+
+from .attention import Attention
+from .gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point, projected_euler, solve_gaussian
+
+__all__ = [
+    "trajectory_colors",
+    "plot_cone_surface",
+    "plot_cone_trajectories",
+    "plot_disc_trajectories",
+    "plot_cone_explainer",
+    "plot_covariance_ellipse",
+    "cone_and_disc_figure",
+    "explorer_layer",
+    "explorer_trajectories",
+    "cone_explorer",
+    "family_runs",
+    "family_animation",
+]
+
+
+def trajectory_colors(covs, by: str = "start", cmap: str = "viridis"):
+    r"""One colour per trajectory, as in the official plots: viridis of the initial :math:`2c` (``by="start"``) or of the final trace (``by="end"``), min–max normalised."""
+    if by not in ("start", "end"):
+        raise ValueError(f"by must be 'start' or 'end', got {by!r}")
+    vals = np.array([cone_coordinates(S[0])[1] if by == "start" else np.trace(S[-1]) for S in covs])
+    span = vals.max() - vals.min()
+    x = (vals - vals.min()) / span if span > 0 else np.full(len(vals), 0.5)
+    return colormaps[cmap](x)
+
+
+def plot_cone_surface(ax, radius: float = 1.0, *, alpha: float = 0.07, color: str = "k"):
+    r"""The PSD cone :math:`v=\sqrt{u^2+w^2}` up to height ``radius`` on a 3-D axis."""
+    th, r = np.meshgrid(np.linspace(0, 2 * np.pi, 60), np.linspace(0, radius, 20))
+    ax.plot_surface(r * np.cos(th), r * np.sin(th), r, alpha=alpha, color=color, linewidth=0)
+    return ax
+
+
+def _style_3d(ax, view):
+    ax.view_init(elev=view[0], azim=view[1])
+    ax.set_axis_off()
+
+
+def plot_cone_trajectories(ax, covs, *, colors=None, view=(20, -112), line=None, max_height=None,
+                           lw: float = 1.0, alpha: float = 0.6):
+    r"""Covariance trajectories in the cone coordinates :math:`(a-b, 2c, a+b)`, each with a dot at its last point.
+
+    ``covs`` is a list of arrays (m_k, 2, 2). ``line`` draws a black ray along a given unit
+    direction of the cone (a rank-one line, F2). The cone surface is drawn up to the largest trace
+    (or ``max_height``); trajectories are cut where their trace first exceeds ``max_height``. All
+    paths go into one line collection (fast with thousands of trajectories).
+    """
+    from mpl_toolkits.mplot3d.art3d import Line3DCollection
+
+    colors = trajectory_colors(covs) if colors is None else colors
+    segs, cols, ends = [], [], []
+    for S, c in zip(covs, colors):
+        p = cone_coordinates(S)
+        if max_height is not None:
+            above = np.flatnonzero(p[:, 2] > max_height)
+            p = p[: above[0]] if above.size else p
+        if len(p) == 0:
+            continue
+        segs.append(p)
+        cols.append(c)
+        ends.append(p[-1])
+    ends = np.array(ends).reshape(-1, 3)
+    ax.add_collection3d(Line3DCollection(segs, colors=cols, linewidths=lw, alpha=alpha))
+    ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color=cols, s=5, depthshade=False)
+    top = max((float(p[:, 2].max()) for p in segs), default=1.0)
+    plot_cone_surface(ax, top)
+    if line is not None:
+        t = np.linspace(0, top * np.sqrt(2), 50)
+        ax.plot(line[0] * t, line[1] * t, line[2] * t, color="k", alpha=0.5, lw=1)
+    ax.set_xlim(-top, top)
+    ax.set_ylim(-top, top)
+    ax.set_zlim(0, top)
+    _style_3d(ax, view)
+    return ax
+
+
+def plot_disc_trajectories(ax, covs, *, colors=None, lw: float = 1.0, alpha: float = 0.6):
+    r"""Trace-normalised trajectories :math:`\Sigma/\operatorname{tr}\Sigma` in the unit disc (the circle = rank one)."""
+    from matplotlib.collections import LineCollection
+
+    colors = trajectory_colors(covs) if colors is None else colors
+    segs = [disc_point(S) for S in covs]
+    ax.add_collection(LineCollection(segs, colors=colors, linewidths=lw, alpha=alpha))
+    ends = np.array([p[-1] for p in segs]).reshape(-1, 2)
+    ax.scatter(ends[:, 0], ends[:, 1], color=colors, s=5, zorder=3)
+    th = np.linspace(0, 2 * np.pi, 200)
+    ax.plot(np.cos(th), np.sin(th), color="k", alpha=0.5, lw=0.8)
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.08, 1.08)
+    ax.set_ylim(-1.08, 1.08)
+    ax.set_axis_off()
+    return ax
+
+
+def plot_cone_explainer(ax, *, view=(20, -112)):
+    r"""F7: the cone of 2 x 2 PSD matrices, the trace-one section (a disc, here at height 1/2) and landmarks.
+
+    Marks the apex (:math:`\Sigma=0`), the isotropic matrix :math:`I/2` (centre of the trace-one disc)
+    and two rank-one matrices :math:`uu^\top` on the surface.
+    """
+    plot_cone_surface(ax, 1.0, alpha=0.08)
+    th = np.linspace(0, 2 * np.pi, 200)
+    ax.plot(0.5 * np.cos(th), 0.5 * np.sin(th), 0.5 * np.ones_like(th), color="k", alpha=0.6, lw=0.9)
+    ax.plot(np.cos(th), np.sin(th), np.ones_like(th), color="k", alpha=0.8, lw=1.2)
+    pts = {r"$0$": np.zeros((2, 2)), r"$I/2$": np.eye(2) / 2,
+           r"$e_1e_1^\top$": np.diag([1.0, 0.0]), r"$uu^\top$": 0.5 * np.array([[1.0, 1.0], [1.0, 1.0]])}
+    for label, S in pts.items():
+        u, w, v = cone_coordinates(S)
+        ax.scatter(u, w, v, color="C3", s=18)
+        ax.text(u, w, v + 0.06, label, ha="center")
+    s = np.linspace(0, 1, 20)
+    ax.plot(s, 0 * s, s, color="C0", lw=1.5)  # the ray of multiples of e_1 e_1^T (rank one)
+    _style_3d(ax, view)
+    return ax
+
+
+def plot_covariance_ellipse(ax, mean, cov, *, nsig: float = 2.0, **kw):
+    r"""The ellipse :math:`\{x: (x-\alpha)^\top\Sigma^{-1}(x-\alpha)=\mathrm{nsig}^2\}` of a 2-D Gaussian."""
+    lam, U = np.linalg.eigh(np.asarray(cov, dtype=float))
+    th = np.linspace(0, 2 * np.pi, 120)
+    circle = np.stack([np.cos(th), np.sin(th)])
+    pts = np.asarray(mean, dtype=float)[:, None] + nsig * (U * np.sqrt(np.clip(lam, 0, None))) @ circle
+    return ax.plot(pts[0], pts[1], **kw)
+
+
+def cone_and_disc_figure(panels: dict, *, view=(20, -112), color: str = "start", line=None,
+                         max_height=None, size: float = 2.7):
+    r"""A figure with one column per panel: trajectories in the 3-D cone (top) and the normalised disc (bottom).
+
+    ``panels`` maps a title to a list of covariance trajectories (arrays (m_k, 2, 2)). ``line`` may
+    be a dict title -> unit cone direction. Colours follow :func:`trajectory_colors` (``color``).
+    """
+    n = len(panels)
+    fig = plt.figure(figsize=(size * n, 2 * size))
+    for k, (title, covs) in enumerate(panels.items()):
+        colors = trajectory_colors(covs, by=color)
+        ax = fig.add_subplot(2, n, k + 1, projection="3d")
+        ln = line.get(title) if isinstance(line, dict) else line
+        plot_cone_trajectories(ax, covs, colors=colors, view=view, line=ln, max_height=max_height)
+        ax.set_title(title)
+        plot_disc_trajectories(fig.add_subplot(2, n, n + k + 1), covs, colors=colors)
+    fig.subplots_adjust(wspace=0.02, hspace=0.05)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# the explorer (widget) and its library call
+# ---------------------------------------------------------------------------------------------
+
+EXPLORER_KINDS = ("softmax", "l2", "sinkhorn", "linear")
+
+
+def explorer_layer(kind: str, A, V) -> Attention:
+    r"""The 2-D layer of the explorer: score matrix :math:`A`, value :math:`V`.
+
+    L2 uses :math:`K=I`, :math:`Q=A^\top/2`, so that its bilinear part :math:`2\langle Qx,Ky\rangle`
+    is the same :math:`\langle x,Ay\rangle` as softmax's (the kernel adds :math:`-|y|^2`); Sinkhorn
+    uses :math:`\varepsilon=1`.
+    """
+    A = np.asarray(A, dtype=float)
+    V = np.asarray(V, dtype=float)
+    if kind == "l2":
+        return Attention("l2", Q=A.T / 2, K=np.eye(2), V=V)
+    if kind not in EXPLORER_KINDS:
+        raise ValueError(f"kind must be one of {EXPLORER_KINDS}, got {kind!r}")
+    return Attention(kind, A=A, V=V)
+
+
+def explorer_trajectories(kind: str, A, V, u: float, w: float, trace: float = 1.0, T: float = 5.0, *,
+                          grid: int = 5, step: float | None = None):
+    r"""What the explorer draws: the accurate trajectory from :math:`\Sigma_0` and faint faithful ones from a grid.
+
+    :math:`\Sigma_0` is given by its disc point :math:`(u,w)` (:math:`u^2+w^2<1`) and its trace.
+    Returns ``(trajectory, grid_covs)``: a :class:`~tokendynamics.gaussian.GaussianTrajectory`
+    (accurate mode, blow-up event at trace :math:`10^3`) and a list of covariance paths from a
+    ``grid x grid`` disc grid of the same trace (projected Euler with ``step``, by default
+    ``max(0.01, T/250)`` so that an update stays fast, stopped at ``T``).
+    """
+    step = max(0.01, T / 250) if step is None else step
+    if u * u + w * w >= 1:
+        raise ValueError("the disc point (u, w) must lie inside the unit disc")
+    layer = explorer_layer(kind, A, V)
+    cov0 = trace * cov_from_cone([u, w, 1.0])
+    traj = solve_gaussian(np.zeros(2), cov0, layer, T, rtol=1e-7, atol=1e-10, blowup_trace=1e3)
+    covs = []
+    if grid:
+        runs = projected_euler(trace * cone_grid(grid, grid, (-0.8, 0.8, -0.8, 0.8)), layer, step=step,
+                               tol_low=1e-7, tol_high=1e3, max_iter=int(np.ceil(T / step)) + 1, t_max=T, save=10)
+        covs = runs.saved_cov
+    return traj, covs
+
+
+def cone_explorer():  # pragma: no cover - interactive
+    """A live ipywidgets explorer (Jupyter only): choose the variant, A, V and Sigma_0; see the cone and the disc.
+
+    Each update calls :func:`explorer_trajectories` (its median time is printed in the chapter).
+    """
+    import ipywidgets as W
+    from IPython.display import display
+
+    sl = lambda v, d="": W.FloatSlider(value=v, min=-2, max=2, step=0.05, description=d,  # noqa: E731
+                                       continuous_update=False, layout=W.Layout(width="220px"))
+    kind = W.Dropdown(options=EXPLORER_KINDS, value="softmax", description="variant")
+    a = [sl(-1.0, "A11"), sl(0.3, "A12"), sl(-0.3, "A21"), sl(0.4, "A22")]
+    v = [sl(1.0, "V11"), sl(0.0, "V12"), sl(0.0, "V21"), sl(1.0, "V22")]
+    u = W.FloatSlider(value=0.3, min=-0.95, max=0.95, step=0.05, description="u of Σ0", continuous_update=False)
+    w = W.FloatSlider(value=-0.2, min=-0.95, max=0.95, step=0.05, description="w of Σ0", continuous_update=False)
+    T = W.FloatSlider(value=5.0, min=0.5, max=20, step=0.5, description="T", continuous_update=False)
+    out = W.Output()
+    info = W.HTML()
+
+    def update(*_):
+        A = np.array([[a[0].value, a[1].value], [a[2].value, a[3].value]])
+        V = np.array([[v[0].value, v[1].value], [v[2].value, v[3].value]])
+        if u.value ** 2 + w.value ** 2 >= 1:
+            info.value = "(u, w) must lie inside the unit disc"
+            return
+        start = time.perf_counter()
+        traj, covs = explorer_trajectories(kind.value, A, V, u.value, w.value, T=T.value)
+        took = time.perf_counter() - start
+        status = (f"blow-up at t = {traj.blowup_time:.3f}" if traj.blew_up else f"t = {traj.t[-1]:.1f}")
+        info.value = f"{status}; computed in {1e3 * took:.0f} ms"
+        with out:
+            out.clear_output(wait=True)
+            fig = plt.figure(figsize=(8, 3.6))
+            ax3 = fig.add_subplot(1, 2, 1, projection="3d")
+            ax2 = fig.add_subplot(1, 2, 2)
+            grey = [(0.6, 0.6, 0.6, 1.0)] * len(covs)
+            if covs:
+                plot_cone_trajectories(ax3, covs, colors=grey, alpha=0.3, lw=0.6)
+                plot_disc_trajectories(ax2, covs, colors=grey, alpha=0.3, lw=0.6)
+            plot_cone_trajectories(ax3, [traj.cov], colors=["C3"], lw=2, alpha=1)
+            plot_disc_trajectories(ax2, [traj.cov], colors=["C3"], lw=2, alpha=1)
+            plt.show()
+
+    for wd in [kind, *a, *v, u, w, T]:
+        wd.observe(update, names="value")
+    update()
+    display(W.VBox([W.HBox([kind, T]), W.HBox(a), W.HBox(v), W.HBox([u, w]), info, out]))
+
+
+def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):
+    r"""Projected Euler runs (faithful scheme, stopped at ``T`` or at trace ``tol_high``) of ``inits`` for each layer of a family.
+
+    Returns a list (one entry per layer) of lists of covariance paths, for :func:`family_animation`.
+    """
+    max_iter = int(np.ceil(T / step)) + 1
+    return [projected_euler(inits, layer, step=step, tol_low=0.0, tol_high=tol_high, max_iter=max_iter,
+                            t_max=T, save="log").saved_cov for layer in layers]
+
+
+def family_animation(paths, titles, *, view=(20, -112), interval: int = 200, dpi: int = 80):
+    r"""Animation (``FuncAnimation``; render with ``.to_jshtml()``) over a family of runs: cone and disc per frame.
+
+    ``paths`` comes from :func:`family_runs`; ``titles`` labels the frames. Works without a kernel
+    in the static book; keep it under about 60 frames.
+    """
+    from matplotlib.animation import FuncAnimation
+
+    fig = plt.figure(figsize=(6.4, 3.0), dpi=dpi)
+    ax3 = fig.add_subplot(1, 2, 1, projection="3d")
+    ax2 = fig.add_subplot(1, 2, 2)
+    height = max(min(float(np.trace(S[-1])), 3.0) for covs in paths for S in covs)
+
+    def draw(k):
+        ax3.cla()
+        ax2.cla()
+        colors = trajectory_colors(paths[k], by="start")
+        plot_cone_trajectories(ax3, paths[k], colors=colors, view=view, max_height=height)
+        plot_disc_trajectories(ax2, paths[k], colors=colors)
+        fig.suptitle(titles[k])
+        return []
+
+    anim = FuncAnimation(fig, draw, frames=len(paths), interval=interval, blit=False)
+    plt.close(fig)
+    return anim

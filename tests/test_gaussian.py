@@ -1,0 +1,600 @@
+"""Gaussian preservation (paper 1 §4): the affine field, the ODEs, their closed forms (claims C1–C15, C26)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from tokendynamics import Attention, BlowUpError, attention_matrix, simulate
+from tokendynamics.gaussian import (
+    GAUSSIAN_KINDS,
+    NotGaussianPreservingError,
+    blowup_time,
+    clustering_limit,
+    compare_with_particles,
+    cone_coordinates,
+    cone_grid,
+    cov_from_cone,
+    covariance_eigenvalues,
+    decoupled_mean,
+    disc_point,
+    gauss_hermite,
+    gaussian_rhs,
+    gaussian_velocity,
+    growth_rate,
+    isotropic_covariance,
+    isotropic_mean,
+    numerical_rank,
+    one_dimensional_solution,
+    projected_euler,
+    rank_one_stationary_angles,
+    rank_one_velocity,
+    solve_gaussian,
+    solve_rank_one,
+)
+from tokendynamics.gaussian_figures import figure_setup, official_layer, run_figure
+
+# mild parameters: A + A^T negative definite, so finite samples have no self-attending outliers
+A_MILD = np.array([[-0.5, 0.4], [-0.2, -0.3]])
+V_MILD = np.array([[1.0, 0.3], [-0.5, 0.8]])
+Q_MILD = np.array([[0.6, -0.3], [0.2, 0.5]])
+K_MILD = np.array([[-0.7, 0.1], [0.3, -0.4]])
+M0 = np.array([0.3, -0.2])
+S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+
+
+def layers_2d(rng=None):
+    """One layer of every Gaussian-preserving variant, with generic non-symmetric matrices."""
+    rng = np.random.default_rng(3 if rng is None else rng)
+    A = 0.5 * rng.standard_normal((2, 2))
+    V = rng.standard_normal((2, 2))
+    Q = 0.5 * rng.standard_normal((2, 2))
+    K = 0.5 * rng.standard_normal((2, 2))
+    return {
+        "softmax": Attention("softmax", A=A, V=V),
+        "softmax-beta": Attention("softmax", A=A, V=V, beta=1.7),
+        "multihead": Attention("softmax", A=np.stack([A, A.T]), V=np.stack([V, np.eye(2)])),
+        "l2": Attention("l2", Q=Q, K=K, V=V),
+        "l2-beta-multihead": Attention("l2", Q=np.stack([Q, K]), K=np.stack([K, Q]), V=np.stack([V, np.eye(2)]),
+                                       beta=0.6),
+        "sinkhorn": Attention("sinkhorn", A=A, V=V, sinkhorn_tol=1e-13),
+        "sinkhorn-eps": Attention("sinkhorn", A=A, V=V, eps=0.3, beta=0.7, sinkhorn_tol=1e-13),
+        "linear": Attention("linear", A=A, V=V),
+    }
+
+
+def weighted_moments(X, w):
+    m = np.einsum("j,...ja->...a", w, X)
+    Y = X - m[..., None, :]
+    return m, np.einsum("j,...ja,...jb->...ab", w, Y, Y)
+
+
+# ---------------------------------------------------------------------------------------------
+# the affine field and the convention
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(layers_2d()))
+def test_field_on_gauss_hermite_quadrature_of_the_gaussian_is_affine_b_plus_Mx_to_1e10(name):
+    """The mean-field field of N(alpha, Sigma) (quadrature weights in the particle core) is b + M x."""
+    layer = layers_2d()[name]
+    X, w = gauss_hermite(M0, S0, 30)
+    from tokendynamics import velocity
+
+    U = velocity(X, layer, w)
+    b, M = gaussian_velocity(M0, S0, layer)
+    near = np.linalg.norm(X - M0, axis=1) < 1.5  # where the quadrature resolves the tilted integrals
+    assert np.max(np.abs(U - (b + X @ M.T))[near]) < 1e-10
+
+
+def test_convention_score_x_A_y_the_transposed_matrix_gives_a_visibly_different_ode():
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    layer_T = Attention("softmax", A=A_MILD.T, V=V_MILD)
+    X, w = gauss_hermite(M0, S0, 20)
+    traj = simulate(X, layer, 0.5, dt=0.025, weights=w)
+    m, C = weighted_moments(traj.X[-1], w)
+    right = solve_gaussian(M0, S0, layer, 0.5)
+    wrong = solve_gaussian(M0, S0, layer_T, 0.5)
+    assert np.abs(right.final_cov - C).max() < 1e-9 and np.abs(right.final_mean - m).max() < 1e-8
+    assert np.abs(wrong.final_cov - C).max() > 1e-2 or np.abs(wrong.final_mean - m).max() > 1e-2
+    # in library terms the softmax covariance equation is V S A^T S + S A S V^T
+    _, dS = gaussian_rhs(M0, S0, layer)
+    assert np.allclose(dS, V_MILD @ S0 @ A_MILD.T @ S0 + S0 @ A_MILD @ S0 @ V_MILD.T, atol=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["unnormalized_softmax", "sigmoid"])
+def test_variants_that_do_not_preserve_gaussians_raise_a_clear_error(kind):
+    layer = Attention(kind, A=A_MILD, V=V_MILD)
+    with pytest.raises(NotGaussianPreservingError, match="not affine"):
+        gaussian_velocity(M0, S0, layer)
+    with pytest.raises(NotGaussianPreservingError):
+        solve_gaussian(M0, S0, layer, 1.0)
+    with pytest.raises(NotGaussianPreservingError, match="causal"):
+        gaussian_velocity(M0, S0, Attention("softmax", A=A_MILD, V=V_MILD, causal=True))
+    assert set(GAUSSIAN_KINDS) == {"softmax", "linear", "l2", "sinkhorn"}
+
+
+@pytest.mark.parametrize("cov, message", [
+    (np.array([[1.0, 0.0], [0.0, -0.5]]), "positive semi-definite"),
+    (np.array([[1.0, 0.3], [0.0, 1.0]]), "symmetric"),
+    (np.array([[np.nan, 0.0], [0.0, 1.0]]), "non-finite"),
+    (np.eye(3), "3 x 3|2 x 2"),
+])
+def test_bad_covariances_raise_clear_errors(cov, message):
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    with pytest.raises(ValueError, match=message):
+        solve_gaussian(M0, cov, layer, 1.0)
+
+
+def test_bad_arguments_raise_clear_errors():
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    with pytest.raises(ValueError, match="mean has dimension"):
+        gaussian_velocity([0.0, 0.0, 0.0], S0, layer)
+    with pytest.raises(ValueError, match="t_span"):
+        solve_gaussian(M0, S0, layer)
+    with pytest.raises(ValueError, match="step"):
+        solve_gaussian(M0, S0, layer, mode="faithful")
+    with pytest.raises(ValueError, match="mode"):
+        solve_gaussian(M0, S0, layer, 1.0, mode="euler")
+    with pytest.raises(ValueError, match="save"):
+        projected_euler(S0, layer, step=0.1, save="some")
+
+
+# ---------------------------------------------------------------------------------------------
+# C1-C3, C26: particles against the ODE
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["softmax", "multihead", "l2", "sinkhorn", "linear"])
+def test_C1_C2_C3_mean_field_pde_from_the_gaussian_itself_follows_the_ode_to_1e8(name):
+    """Quadrature-weighted particles are the Transformer PDE started from N(alpha_0, Sigma_0)."""
+    layer = {"softmax": Attention("softmax", A=A_MILD, V=V_MILD),
+             "multihead": Attention("softmax", A=np.stack([A_MILD, A_MILD.T]), V=np.stack([V_MILD, np.eye(2)])),
+             "l2": Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD),
+             "sinkhorn": Attention("sinkhorn", A=A_MILD, V=V_MILD),
+             "linear": Attention("linear", A=A_MILD, V=V_MILD)}[name]
+    X, w = gauss_hermite(M0, S0, 14 if name == "sinkhorn" else 20)
+    traj = simulate(X, layer, 0.5, dt=0.0125, weights=w)  # RK4 error ~ 1e-9
+    m, C = weighted_moments(traj.X, w)
+    ode = solve_gaussian(M0, S0, layer, 0.5, t_eval=traj.t)
+    assert np.abs(ode.mean - m).max() < 1e-8
+    assert np.abs(ode.cov - C).max() < 1e-8
+
+
+@pytest.mark.parametrize("kind, n, tol", [("softmax", 1000, 5e-3), ("l2", 1000, 5e-3), ("sinkhorn", 300, 2e-3)])
+def test_C1_C2_C3_particles_from_a_sample_match_the_ode_from_its_moments_within_sampling_error(kind, n, tol):
+    layer = (Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD) if kind == "l2"
+             else Attention(kind, A=A_MILD, V=V_MILD))
+    comp = compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.05, seed=1)
+    assert comp.w2.max() < tol
+    assert comp.mean_error.max() < tol and comp.cov_error.max() < tol
+    if kind == "sinkhorn":
+        # the particle mean follows xbar' = V xbar exactly: RK4 of a linear ODE is its Taylor polynomial
+        h = comp.particles.dt
+        R = sum(np.linalg.matrix_power(h * V_MILD, k) / math.factorial(k) for k in range(5))
+        expected = [np.linalg.matrix_power(R, k) @ comp.particle_mean[0] for k in range(len(comp.t))]
+        assert np.abs(comp.particle_mean - np.array(expected)).max() < 1e-12
+        exact = decoupled_mean(comp.particle_mean[0], layer, comp.t)
+        assert np.abs(comp.particle_mean - exact).max() < 1e-6  # RK4 error O(h^4)
+
+
+def test_C1_starting_the_ode_from_the_exact_moments_leaves_a_sampling_error_that_shrinks_with_n():
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    comps = {n: [compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.1, seed=s) for s in range(4)]
+             for n in (100, 1600)}
+    exact = {n: np.mean([c.w2_exact[-1] for c in comps[n]]) for n in comps}
+    assert exact[1600] < 0.5 * exact[100]  # about n^{-1/2}: a factor 4 expected
+    assert np.mean([c.w2[-1] for c in comps[1600]]) < 0.2 * exact[1600]
+
+
+def test_C26_one_dimensional_exact_solution_matches_ode_pde_and_particles():
+    for a, v in [(-1.0, 1.0), (0.4, 0.8), (0.7, -0.5)]:
+        layer = Attention("softmax", A=[[a]], V=[[v]])
+        t = np.linspace(0, 0.8, 9)
+        mean, var = one_dimensional_solution(0.5, 0.6, layer, t)
+        ode = solve_gaussian([0.5], [[0.6]], layer, 0.8, t_eval=t)
+        assert np.abs(ode.mean[:, 0] - mean).max() < 1e-9
+        assert np.abs(ode.cov[:, 0, 0] - var).max() < 1e-9
+        X, w = gauss_hermite([0.5], [[0.6]], 40)  # the mean-field PDE from the Gaussian itself
+        pde = simulate(X, layer, 0.8, dt=0.0125, weights=w, save_every=8)
+        m, C = weighted_moments(pde.X, w)
+        assert np.abs(m[:, 0] - mean).max() < 1e-7 and np.abs(C[:, 0, 0] - var).max() < 1e-7
+    layer = Attention("softmax", A=[[-0.5]], V=[[1.0]])
+    comp = compare_with_particles(layer, [0.5], [[0.3]], n=500, T=1.0, dt=0.1, seed=2)
+    mean, var = one_dimensional_solution(comp.particle_mean[0, 0], comp.particle_cov[0, 0, 0], layer, comp.t)
+    assert np.abs(comp.particle_cov[:, 0, 0] - var).max() < 1e-2  # sampling error (n = 500)
+    assert np.abs(comp.particle_mean[:, 0] - mean).max() < 1e-2
+    with pytest.raises(BlowUpError):
+        one_dimensional_solution(0.0, 1.0, Attention("softmax", A=[[1.0]], V=[[1.0]]), 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# C4, C5: Sinkhorn
+# ---------------------------------------------------------------------------------------------
+
+def test_C4_sinkhorn_matrix_is_doubly_stochastic_and_one_row_normalisation_is_softmax():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((60, 2))
+    A = rng.standard_normal((2, 2))
+    P = attention_matrix(X, Attention("sinkhorn", A=A, V=np.eye(2), eps=0.7))
+    assert np.abs(P.sum(1) - 1).max() < 1e-10 and np.abs(P.sum(0) - 1).max() < 1e-10
+    P1 = attention_matrix(X, Attention("sinkhorn", A=A, V=np.eye(2), eps=0.7, sinkhorn_iters=1))
+    assert np.abs(P1 - attention_matrix(X, Attention("softmax", A=A / 0.7, V=np.eye(2)))).max() < 1e-12
+
+
+def _official_sinkhorn_rhs(S, A1, V):
+    """The official code's Sinkhorn right-hand side (sqrtm / pinv form), paper-1 matrix A1."""
+    d = S.shape[0]
+    root = scipy.linalg.sqrtm(S).real
+    prod = root @ A1.T
+    C_S = 0.5 * (root @ scipy.linalg.sqrtm(4 * prod @ S @ prod.T + np.eye(d)).real @ np.linalg.pinv(root) - np.eye(d))
+    R = V @ np.linalg.pinv(A1.T) @ np.linalg.pinv(S) @ C_S @ S
+    return R + R.T
+
+
+def test_C5_boxed_sinkhorn_ode_equals_the_official_formula_for_invertible_A():
+    rng = np.random.default_rng(11)
+    for d in (2, 3, 4):
+        for _ in range(5):
+            L = rng.standard_normal((d, d))
+            S = L @ L.T / d
+            A1 = rng.standard_normal((d, d))  # paper-1 matrix; the library's A is its transpose
+            V = rng.standard_normal((d, d))
+            _, dS = gaussian_rhs(np.zeros(d), S, Attention("sinkhorn", A=A1.T, V=V))
+            ref = _official_sinkhorn_rhs(S, A1, V)
+            assert np.abs(dS - ref).max() < 1e-10 * max(1.0, np.abs(ref).max())
+
+
+def test_sinkhorn_tends_to_softmax_for_small_scores():
+    rng = np.random.default_rng(4)
+    A, V = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
+    for eps in (10.0, 100.0):
+        _, dsk = gaussian_rhs(M0, S0, Attention("sinkhorn", A=A, V=V, eps=eps))
+        _, dsm = gaussian_rhs(M0, S0, Attention("softmax", A=A / eps, V=V))
+        assert np.abs(dsk - dsm).max() < 2.0 / eps ** 2
+
+
+# ---------------------------------------------------------------------------------------------
+# C6-C11: structure and closed forms
+# ---------------------------------------------------------------------------------------------
+
+def test_C6_isotropic_value_precision_is_linear_in_time_to_1e10():
+    rng = np.random.default_rng(2)
+    for d, v in [(2, 1.0), (3, 0.7), (4, -0.4)]:
+        A = 0.4 * rng.standard_normal((d, d))
+        L = rng.standard_normal((d, d))
+        cov0 = L @ L.T / d
+        layer = Attention("softmax", A=A, V=v * np.eye(d))
+        T = 0.5 * min(1.0, blowup_time(cov0, layer))
+        t = np.linspace(0, T, 6)
+        ode = solve_gaussian(np.zeros(d), cov0, layer, T, t_eval=t)
+        exact = isotropic_covariance(cov0, layer, t)
+        assert np.abs(ode.cov - exact).max() < 1e-10 * max(1.0, np.abs(exact).max())
+        prec = np.linalg.inv(ode.cov[-1])
+        assert np.abs(prec - (np.linalg.inv(cov0) - v * T * (A + A.T))).max() < 1e-8
+
+
+def test_C7_blowup_time_matches_the_event_time_and_exists_iff_v_sym_part_has_a_positive_eigenvalue():
+    rng = np.random.default_rng(8)
+    checked = 0
+    for _ in range(12):
+        d = int(rng.integers(2, 5))
+        A = rng.standard_normal((d, d)) / d
+        v = float(rng.choice([-1.0, 0.5, 1.0]))
+        L = rng.standard_normal((d, d))
+        cov0 = L @ L.T / d
+        layer = Attention("softmax", A=A, V=v * np.eye(d))
+        Tstar = blowup_time(cov0, layer)
+        has_positive = np.linalg.eigvalsh(v * (A + A.T))[-1] > 0
+        assert math.isfinite(Tstar) == has_positive
+        if has_positive:
+            ode = solve_gaussian(np.zeros(d), cov0, layer, 2 * Tstar + 1)
+            assert ode.status == "blowup"
+            assert abs(ode.blowup_time - Tstar) < 1e-3 * Tstar
+            assert abs(ode.info["blowup_time_extrapolated"] - Tstar) < 1e-6 * Tstar
+            checked += 1
+    assert checked >= 4
+    negdef = Attention("softmax", A=-np.eye(2), V=np.eye(2))
+    assert blowup_time(S0, negdef) == math.inf
+    assert solve_gaussian(M0, S0, negdef, 50.0).status == "completed"
+
+
+def test_blowup_is_reported_with_its_time_or_raised():
+    layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
+    Tstar = blowup_time(S0, layer)
+    with pytest.raises(BlowUpError, match="blow-up detected at t = ") as info:
+        solve_gaussian(M0, S0, layer, 10.0, on_blowup="raise")
+    assert abs(info.value.time - Tstar) < 1e-3 * Tstar
+    with pytest.raises(BlowUpError):
+        isotropic_covariance(S0, layer, 2 * Tstar)
+    faithful = solve_gaussian(np.zeros(2), S0, layer, mode="faithful", step=0.01)
+    assert faithful.status == "blowup" and Tstar - 0.05 < faithful.exit_time < Tstar + 0.2
+    assert np.all(np.isfinite(faithful.cov))
+
+
+@pytest.mark.parametrize("name", list(layers_2d()))
+def test_C8_rank_of_a_degenerate_covariance_is_preserved_in_finite_time(name):
+    layer0 = layers_2d()[name]
+    # embed the 2-D layer in d = 3 and start from a rank-one or rank-two covariance
+    rng = np.random.default_rng(1)
+    for r in (1, 2):
+        Z = rng.standard_normal((3, r))
+        cov0 = Z @ Z.T / 3
+        d = 3
+        layer = _embed(layer0, d, rng)
+        ode = solve_gaussian(0.2 * np.ones(d), cov0, layer, 0.6)
+        lam = ode.eigenvalues()
+        assert np.all(lam[:, r] <= 1e-10 * lam[:, 0])  # also along a blow-up (the trace reaches 1e8)
+        assert np.all(lam[:, r - 1] > 1e4 * np.abs(lam[:, r]))
+
+
+def _embed(layer, d, rng):
+    kw = dict(beta=layer.beta)
+    if layer.kind == "sinkhorn":
+        kw["eps"] = layer.eps
+    V = 0.5 * rng.standard_normal((layer.n_heads, d, d))
+    if layer.kind == "l2":
+        return Attention("l2", Q=0.5 * rng.standard_normal((layer.n_heads, d, d)),
+                         K=0.5 * rng.standard_normal((layer.n_heads, d, d)), V=V, **kw)
+    return Attention(layer.kind, A=0.5 * rng.standard_normal((layer.n_heads, d, d)), V=V, **kw)
+
+
+def test_C9_clustering_limit_is_the_conditional_covariance_reached_at_rate_one_over_t():
+    rng = np.random.default_rng(6)
+    for d, r in [(2, 1), (3, 1), (4, 2)]:
+        R = rng.standard_normal((r, d))
+        L = rng.standard_normal((d, d))
+        cov0 = L @ L.T / d
+        for layer in (Attention("softmax", A=-R.T @ R / np.sqrt(d), V=np.eye(d)),
+                      official_layer("l2", R, -R, np.eye(d))):
+            lim = clustering_limit(cov0, layer)
+            cond = cov0 - cov0 @ R.T @ np.linalg.pinv(R @ cov0 @ R.T) @ R @ cov0
+            assert np.abs(lim - cond).max() < 1e-10
+            assert numerical_rank(lim, 1e-9)[0] == d - r
+            t = np.array([1e2, 1e3, 1e4])
+            ode = solve_gaussian(np.zeros(d), cov0, layer, t[-1], t_eval=t)
+            err = np.linalg.norm(ode.cov - lim, 2, axis=(1, 2))
+            c = err * t
+            assert np.all(c[1:] < 1.5 * c[0]) and err[-1] < 1e-2
+
+
+def test_C10_trace_of_inverse_V_times_sigma_is_non_increasing_and_limit_rank_is_bounded():
+    rng = np.random.default_rng(10)
+    for d in (3, 4, 5):
+        for _ in range(2):
+            Q = rng.standard_normal((d // 2, d))
+            layer = official_layer("softmax", Q, -Q, (lambda W: W.T @ W + 0.1 * np.eye(d))(rng.standard_normal((d, d))))
+            L = rng.standard_normal((d, d))
+            ode = solve_gaussian(np.zeros(d), L @ L.T, layer, 2e4, rtol=1e-9, atol=1e-12)
+            Vinv = np.linalg.inv(layer.V[0])
+            y = np.einsum("ij,tji->t", Vinv, ode.cov)
+            assert np.all(np.diff(y) <= 1e-9 * y[0])
+            lam = ode.eigenvalues()[-1]
+            # the stopping rule is on increments relative to the size of Sigma (spec C10)
+            _, dS = gaussian_rhs(np.zeros(d), ode.final_cov, layer)
+            assert np.linalg.norm(dS) * ode.t[-1] < 0.05 * lam[0]
+            rank_bound = d - np.linalg.matrix_rank(layer.A[0] + layer.A[0].T)
+            assert np.sum(lam > 1e-2 * lam[0]) <= rank_bound
+
+
+def test_C11_rank_one_manifold_z_dot_equals_zAz_Vz_matches_the_matrix_ode_to_1e12():
+    rng = np.random.default_rng(12)
+    for d in (2, 3):
+        A = 0.5 * rng.standard_normal((d, d))
+        V = rng.standard_normal((d, d))
+        layer = Attention("softmax", A=A, V=V)
+        z0 = 0.5 * rng.standard_normal(d)
+        t = np.linspace(0, 0.5, 6)
+        z = solve_rank_one(z0, layer, t)
+        ode = solve_gaussian(np.zeros(d), np.outer(z0, z0), layer, 0.5, t_eval=t, rtol=1e-12, atol=1e-14)
+        assert np.abs(ode.cov - np.einsum("ti,tj->tij", z, z)).max() < 1e-12
+        # and it is the covariance ODE restricted to rank one
+        _, dS = gaussian_rhs(np.zeros(d), np.outer(z0, z0), layer)
+        zd = rank_one_velocity(z0, layer)
+        assert np.abs(dS - (np.outer(zd, z0) + np.outer(z0, zd))).max() < 1e-13
+
+
+def test_isotropic_mean_closed_form_for_symmetric_A():
+    rng = np.random.default_rng(13)
+    d = 3
+    B = rng.standard_normal((d, d))
+    layer = Attention("softmax", A=-B @ B.T / 4, V=0.8 * np.eye(d))
+    L = rng.standard_normal((d, d))
+    cov0 = L @ L.T / d
+    m0 = rng.standard_normal(d)
+    t = np.linspace(0, 2, 5)
+    ode = solve_gaussian(m0, cov0, layer, 2.0, t_eval=t)
+    assert np.abs(ode.mean - isotropic_mean(m0, cov0, layer, t)).max() < 1e-8
+
+
+def test_linear_attention_on_centred_gaussians_has_the_softmax_covariance_equation():
+    for layer in layers_2d().values():
+        if layer.kind == "softmax" and layer.n_heads == 1:
+            lin = Attention("linear", A=layer.A, V=layer.V, beta=layer.beta)
+            assert np.allclose(gaussian_rhs(np.zeros(2), S0, lin)[1], gaussian_rhs(np.zeros(2), S0, layer)[1],
+                               atol=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------
+# C12-C15: the cone figures' statements, on the official parameters
+# ---------------------------------------------------------------------------------------------
+
+def test_C12_F3_limits_are_rank_one_on_the_two_lines_where_u_A_u_vanishes():
+    setup = figure_setup("F3")
+    layer = setup.layers["softmax"]
+    angles = np.degrees(rank_one_stationary_angles(layer))
+    assert np.allclose(np.sort(angles), [-58.1, -7.6], atol=0.05)
+    runs = run_figure(setup, ["softmax"], save="final")["softmax"]
+    ok = runs.status == "converged"
+    assert ok.sum() == 263
+    ratio = (lambda lam: lam[:, 1] / lam[:, 0])(covariance_eigenvalues(runs.cov_last[ok]))
+    assert ratio.max() < 1e-4 and np.median(ratio) < 1e-6  # rank one, up to the stopping rule
+    top = np.linalg.eigh(runs.cov_last[ok])[1][:, :, 1]
+    ang = np.degrees(np.arctan(top[:, 1] / top[:, 0]))
+    dist = np.min(np.abs(ang[:, None] - angles[None, :]), axis=1)
+    assert np.all(dist < 0.01)
+    assert min(int(np.sum(np.abs(ang - a) < 0.01)) for a in angles) > 100  # both lines are reached
+
+
+def test_C13_F2c_multihead_conserves_sigma22_and_stops_on_the_plane():
+    setup = figure_setup("F2")
+    runs = run_figure(setup, ["multihead"], save="all")["multihead"]
+    q = setup.matrices["q"]
+    assert np.all(runs.status == "converged")
+    for k in range(len(runs)):
+        S = runs.saved_cov[k]
+        assert np.abs(S[:, 1, 1] - S[0, 1, 1]).max() < 1e-12
+    last = runs.cov_last
+    # stationary points: the first row of Sigma q vanishes, q1 S11 + q2 S12 = 0 (to the stopping tolerance)
+    assert np.abs(q[0] * last[:, 0, 0] + q[1] * last[:, 0, 1]).max() < 1e-3
+    ode = solve_gaussian(np.zeros(2), setup.inits[3], setup.layers["multihead"], 200.0)
+    assert abs(q[0] * ode.final_cov[0, 0] + q[1] * ode.final_cov[0, 1]) < 1e-8
+    assert abs(ode.final_cov[1, 1] - setup.inits[3][1, 1]) < 1e-12
+
+
+def test_C14_l2_with_invertible_keys_never_blows_up_and_obeys_the_exponential_bound():
+    setup = figure_setup("F4")
+    layer = setup.layers["l2"]
+    c = growth_rate(layer)
+    assert math.isfinite(c)
+    for cov0 in setup.inits[::200]:
+        ode = solve_gaussian(np.zeros(2), cov0, layer, 12.0)
+        assert ode.status == "completed"
+        norms = np.linalg.norm(ode.cov, 2, axis=(1, 2))
+        assert np.all(norms <= norms[0] * np.exp(2 * c * ode.t) * (1 + 1e-9))
+    assert growth_rate(official_layer("l2", [[1.0, 0.0]], [[1.0, 0.0]], np.eye(2))) == math.inf
+
+
+def test_C15_sinkhorn_obeys_the_exponential_bound_and_its_mean_decouples():
+    setup = figure_setup("F4")
+    layer = setup.layers["sinkhorn"]
+    c = growth_rate(layer)
+    assert c == pytest.approx(1.0)
+    for cov0 in setup.inits[::300]:
+        for m0 in (np.zeros(2), np.array([0.4, -1.0])):
+            ode = solve_gaussian(m0, cov0, layer, 4.0)
+            norms = np.linalg.norm(ode.cov, 2, axis=(1, 2))
+            assert np.all(norms <= norms[0] * np.exp(2 * c * ode.t) * (1 + 1e-9))
+            exact = decoupled_mean(m0, layer, ode.t)
+            assert np.abs(ode.mean - exact).max() < 1e-9 * max(1.0, np.abs(exact).max())
+    # and the covariance does not depend on the mean
+    a = solve_gaussian(np.zeros(2), S0, layer, 2.0, t_eval=[2.0])
+    b = solve_gaussian(np.array([3.0, -2.0]), S0, layer, 2.0, t_eval=[2.0])
+    assert np.abs(a.final_cov - b.final_cov).max() < 1e-9 * np.abs(a.final_cov).max()
+    assert np.array_equal(gaussian_rhs(np.zeros(2), S0, layer)[1], gaussian_rhs(np.array([3.0, -2.0]), S0, layer)[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# solvers: PSD, no mutation, agreement of the faithful scheme's two implementations
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(layers_2d()))
+def test_accurate_mode_keeps_the_covariance_symmetric_psd_and_never_mutates_the_input(name):
+    layer = layers_2d()[name]
+    cov0 = np.array([[0.5, 0.49], [0.49, 0.5]])  # nearly singular
+    keep = cov0.copy()
+    m0 = M0.copy()
+    ode = solve_gaussian(m0, cov0, layer, 1.0)
+    assert np.array_equal(cov0, keep) and np.array_equal(m0, M0)
+    assert np.array_equal(ode.cov, np.swapaxes(ode.cov, 1, 2))
+    assert covariance_eigenvalues(ode.cov).min() >= -1e-14 * np.abs(ode.cov).max()
+    faithful = solve_gaussian(m0, cov0, layer, 1.0, mode="faithful", step=0.002)
+    assert np.array_equal(cov0, keep) and np.array_equal(m0, M0)
+    assert covariance_eigenvalues(faithful.cov).min() >= 0
+    if ode.status == "completed":
+        assert np.abs(faithful.final_cov - ode.final_cov).max() < 0.05 * np.abs(ode.final_cov).max()
+    else:  # both see the blow-up (the faithful scheme at trace 1e3, one Euler step late at most)
+        assert faithful.status == "blowup" and abs(faithful.exit_time - ode.exit_time) < 0.1
+
+
+def test_faithful_euler_converges_to_the_accurate_solution_at_order_one():
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    ref = solve_gaussian(M0, S0, layer, 1.0, t_eval=[1.0]).final_cov
+    errs = [np.abs(solve_gaussian(M0, S0, layer, 1.0, mode="faithful", step=h, tol_low=0).final_cov - ref).max()
+            for h in (0.02, 0.01, 0.005)]
+    order = np.polyfit(np.log([0.02, 0.01, 0.005]), np.log(errs), 1)[0]
+    assert 0.9 < order < 1.1
+
+
+def test_time_dependent_layer_in_accurate_mode():
+    def layer(t):
+        return Attention("softmax", A=(1 + t) * A_MILD, V=V_MILD)
+
+    ode = solve_gaussian(M0, S0, layer, 1.0)
+    frozen = solve_gaussian(M0, S0, layer(0.0), 1.0)
+    assert ode.status == "completed" and np.abs(ode.final_cov - frozen.final_cov).max() > 1e-3
+    # the precision formula with a time-dependent A: Sigma^{-1} = Sigma0^{-1} - int_0^t (A_s + A_s^T) ds
+    iso = solve_gaussian(M0, S0, lambda t: Attention("softmax", A=(1 + t) * A_MILD, V=np.eye(2)), 1.0)
+    S = A_MILD + A_MILD.T
+    assert np.abs(np.linalg.inv(iso.final_cov) - (np.linalg.inv(S0) - 1.5 * S)).max() < 1e-8
+
+
+@pytest.mark.parametrize("name", ["F1", "F4", "F5"])
+def test_compiled_and_numpy_projected_euler_agree(name):
+    from tokendynamics import _gaussian_kernels
+
+    if not _gaussian_kernels.HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    setup = figure_setup(name)
+    for variant in setup.layers:
+        if not _gaussian_kernels.supports(setup.layers[variant]):
+            continue
+        kw = dict(setup.solver[variant])
+        kw["max_iter"] = min(kw.get("max_iter", 50_000), 3000)
+        a = projected_euler(setup.inits[::97], setup.layers[variant], backend="numba", **kw)
+        b = projected_euler(setup.inits[::97], setup.layers[variant], backend="numpy", **kw)
+        assert np.array_equal(a.iterations, b.iterations) and np.array_equal(a.status, b.status)
+        scale = np.abs(b.cov_last).max()
+        assert np.abs(a.cov_last - b.cov_last).max() < 1e-9 * scale
+        for x, y in zip(a.saved_iterations, b.saved_iterations):
+            assert np.array_equal(x, y)
+
+
+def test_projected_euler_stops_at_t_max_the_same_way_in_both_implementations():
+    from tokendynamics import _gaussian_kernels
+
+    layer = Attention("softmax", A=A_MILD, V=V_MILD)
+    runs = [projected_euler(cone_grid(4, 4), layer, step=0.01, t_max=0.5, backend=b, save=5)
+            for b in (["numpy", "numba"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"])]
+    for r in runs:
+        assert np.all(r.status == "completed") and np.all(r.iterations == 50)
+        assert np.allclose(r.exit_time, 0.5) and r.saved_iterations[0][-1] == 50
+    if len(runs) == 2:
+        assert np.abs(runs[0].cov_last - runs[1].cov_last).max() < 1e-14
+    ref = solve_gaussian(np.zeros(2), cone_grid(4, 4)[3], layer, 0.5, t_eval=[0.5]).final_cov
+    assert np.abs(runs[0].cov_last[3] - ref).max() < 0.01
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnostics
+# ---------------------------------------------------------------------------------------------
+
+def test_cone_coordinates_round_trip_and_rank_one_matrices_lie_on_the_cone_surface():
+    rng = np.random.default_rng(0)
+    L = rng.standard_normal((50, 2, 2))
+    S = L @ np.swapaxes(L, 1, 2)
+    uwv = cone_coordinates(S)
+    assert np.allclose(cov_from_cone(uwv), S)
+    assert np.all(uwv[:, 2] >= np.hypot(uwv[:, 0], uwv[:, 1]) - 1e-12)
+    z = rng.standard_normal((20, 2))
+    one = cone_coordinates(np.einsum("ni,nj->nij", z, z))
+    assert np.allclose(one[:, 2], np.hypot(one[:, 0], one[:, 1]))
+    assert np.allclose(np.hypot(*disc_point(np.einsum("ni,nj->nij", z, z)).T), 1.0)
+    assert np.allclose(disc_point(np.eye(2)), 0.0)
+
+
+def test_cone_grid_has_the_official_counts_and_trace_one():
+    for args, count in [((10, 10), 100), ((20, 20, (-1, 1, -1, 1)), 276), ((30, 30, (-1, 1, -1, 1)), 648),
+                        ((40, 40, (-1, 1, -1, 1)), 1184)]:
+        g = cone_grid(*args)
+        assert len(g) == count
+        assert np.allclose(np.trace(g, axis1=1, axis2=2), 1.0)
+        assert covariance_eigenvalues(g).min() > 0
+
+
+def test_numerical_rank_reports_the_eigenvalues_with_the_rank():
+    S = np.diag([2.0, 0.2, 0.05, 1e-9])
+    rank, lam = numerical_rank(S)
+    assert rank == 2 and np.allclose(lam, [2.0, 0.2, 0.05, 1e-9])
+    assert numerical_rank(S, 1e-6, relative=True)[0] == 3

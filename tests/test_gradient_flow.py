@@ -561,3 +561,52 @@ def test_widget_update_is_fast():
         times.append(time.perf_counter() - t0)
     print("median widget update (s):", np.median(times))
     assert np.median(times) < 0.2
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter helpers: surveys and profiles
+# ---------------------------------------------------------------------------------------------
+
+def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
+    from tokendynamics.gradient_flow import sign_rule_survey
+
+    for kind in ("softmax", "unnormalized_softmax"):
+        sv = sign_rule_survey(60, n=40, seed=33, kind=kind)
+        assert np.all(sv.agree) and sv.agree.size > 10
+        assert np.max(sv.relative_gap) < 1e-9
+        undecided = sv.predicted == 0
+        assert np.any(sv.rate[undecided] > 0) and np.any(sv.rate[undecided] < 0)  # no rule: both signs occur
+
+
+def test_descent_profile_efficiency_is_one_in_the_twisted_metric_and_less_in_W2():
+    from tokendynamics.gradient_flow import descent_profile
+
+    V = np.diag([0.1, 1.0])
+    X0 = sample_gaussian(60, M0, S0, rng=34)
+    traj = simulate(X0, Attention("unnormalized_softmax", A=-I2, V=V), 0.5, dt=0.01)
+    pM = descent_profile(traj, V, every=10)
+    pW = descent_profile(traj, None, every=10)
+    np.testing.assert_allclose(pM.efficiency, 1.0, atol=1e-12)
+    assert np.all(pW.efficiency < 0.9)
+    np.testing.assert_allclose(pM.layer_efficiency, 1.0, atol=0.02)  # one layer dt = 0.01: O(dt)
+    assert np.all(pW.layer_efficiency < 0.9)
+    np.testing.assert_allclose(pM.energy, energy_curve(traj.X, -I2), rtol=1e-13)
+
+
+def test_gaussian_descent_profile_and_mismatch_for_the_twisted_sinkhorn_flow():
+    from tokendynamics.gradient_flow import bw_gradient_mismatch, gaussian_descent_profile
+
+    m, S, A, eps, M = _sinkhorn_case(35, d=2)
+    layer = Attention("sinkhorn", A=A, V=M @ A, eps=eps)
+    traj = solve_gaussian(m, S, layer, (0, 0.3), t_eval=np.linspace(0, 0.3, 61))  # Sigma grows ~ e^{2|V|t}
+    energy = lambda a, s: sinkhorn_energy(a, s, A, eps)  # noqa: E731
+    grad = lambda a, s: sinkhorn_energy_gradient(a, s, A, eps)  # noqa: E731
+    pM = gaussian_descent_profile(traj, energy, grad, M)
+    pW = gaussian_descent_profile(traj, energy, grad)
+    np.testing.assert_allclose(pM.efficiency, 1.0, atol=1e-10)
+    assert np.max(pW.efficiency) < 0.999
+    np.testing.assert_allclose(pM.layer_efficiency, 1.0, atol=0.02)
+    err, size = bw_gradient_mismatch(traj, energy, M)
+    assert np.max(err / size) < 1e-7 and np.min(size) > 1e-2
+    err_plain, _ = bw_gradient_mismatch(traj, energy)  # wrong metric: visibly off
+    assert np.min(err_plain) > 1e-3

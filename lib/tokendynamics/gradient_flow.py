@@ -66,6 +66,8 @@ __all__ = [
     "gaussian_partition_function",
     "twisted_matrix",
     "energy_sign",
+    "SignRuleSurvey",
+    "sign_rule_survey",
     "twisted_wasserstein",
     "twisted_bures_wasserstein",
     "sinkhorn_energy",
@@ -73,11 +75,15 @@ __all__ = [
     "sinkhorn_energy_empirical",
     "bw_gradient_velocity",
     "finite_difference_gradient",
+    "bw_gradient_mismatch",
     "gaussian_slope",
     "second_variation",
     "energy_along",
     "dirac_second_variation",
     "gaussian_translation_hessian",
+    "DescentProfile",
+    "descent_profile",
+    "gaussian_descent_profile",
     "EnergyCurves",
     "gaussian_energy_curves",
 ]
@@ -469,6 +475,72 @@ def energy_sign(A, V) -> int:
     return 0
 
 
+@dataclass(frozen=True, eq=False)
+class SignRuleSurvey:
+    r"""Random cases of the sign rule (:func:`sign_rule_survey`).
+
+    Attributes
+    ----------
+    lam_min, lam_max : arrays (cases,)
+        Smallest and largest eigenvalue of :math:`M+M^\top`, divided by its largest absolute eigenvalue.
+    rate : array (cases,)
+        :math:`\frac{d}{dt}E_A` from the core velocity (:func:`energy_rate`).
+    formula : array (cases,)
+        :func:`dissipation` (the sign-rule form of the same rate).
+    predicted : array (cases,) of int
+        :func:`energy_sign` (+1, -1, or 0 = no rule).
+    kind : str
+    """
+
+    lam_min: np.ndarray
+    lam_max: np.ndarray
+    rate: np.ndarray
+    formula: np.ndarray
+    predicted: np.ndarray
+    kind: str
+
+    @property
+    def agree(self) -> np.ndarray:
+        """Cases with a rule (predicted != 0) whose computed rate has the predicted sign."""
+        ruled = self.predicted != 0
+        return np.sign(self.rate[ruled]) == self.predicted[ruled]
+
+    @property
+    def relative_gap(self) -> np.ndarray:
+        """:math:`|\text{rate}-\text{formula}|/|\text{formula}|` per case."""
+        return np.abs(self.rate - self.formula) / np.maximum(np.abs(self.formula), 1e-300)
+
+
+def sign_rule_survey(cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7, spread: float = 0.7,
+                     seed=None, kind: str = "softmax") -> SignRuleSurvey:
+    r"""Check the sign rule of paper 1 spec §5.3 on random layers and token clouds.
+
+    Each case draws a symmetric :math:`A=U\operatorname{diag}(a)U^\top` (:math:`a_i\sim N(0,\text{scale}^2)`,
+    :math:`U` Haar), a Gaussian :math:`V`, and :math:`n` tokens from :math:`N(0,\text{spread}^2I_d)`;
+    it records :math:`\frac{d}{dt}E_A` computed with the core velocity of
+    ``Attention(kind, A=A, V=V)`` (:func:`energy_rate`), the dissipation formula
+    (:func:`dissipation`) and the predicted sign (:func:`energy_sign`).
+    """
+    if kind not in ("softmax", "unnormalized_softmax"):
+        raise ValueError(f"the sign rule is stated for softmax and unnormalised attention, got {kind!r}")
+    rng = np.random.default_rng(seed)
+    lo, hi, rate, formula, pred = (np.empty(int(cases)) for _ in range(5))
+    for c in range(int(cases)):
+        U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        a = scale * rng.standard_normal(d)
+        A = (U * a) @ U.T
+        A = 0.5 * (A + A.T)
+        V = rng.standard_normal((d, d))
+        X = spread * rng.standard_normal((n, d))
+        M = twisted_matrix(A, V)
+        lam = np.linalg.eigvalsh(M + M.T)
+        lo[c], hi[c] = lam[0] / np.max(np.abs(lam)), lam[-1] / np.max(np.abs(lam))
+        rate[c] = energy_rate(X, Attention(kind, A=A, V=V))
+        formula[c] = dissipation(X, A, V, normalized=(kind == "softmax"))
+        pred[c] = energy_sign(A, V)
+    return SignRuleSurvey(lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int), kind=kind)
+
+
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
     r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (paper 1 spec §5.2, [I] name).
 
@@ -635,6 +707,30 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     return g, G
 
 
+def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
+    r"""Distance between a Gaussian trajectory's ODE velocity and the (twisted) BW gradient of ``energy``, at every stored time.
+
+    At each :math:`(\alpha_t,\Sigma_t)` of the :class:`~tokendynamics.gaussian.GaussianTrajectory`,
+    the gradient of ``energy(mean, cov)`` is taken by :func:`finite_difference_gradient` (step ``h``)
+    and turned into :math:`(\dot\alpha,\dot\Sigma)` by :func:`bw_gradient_velocity`; it is compared
+    with :func:`~tokendynamics.gaussian.gaussian_rhs` of the trajectory's layer (claim C16).
+
+    Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
+    """
+    from .gaussian import gaussian_rhs
+
+    layer = traj.layer
+    if not isinstance(layer, Attention):
+        raise TypeError("bw_gradient_mismatch needs a trajectory of a constant Attention layer")
+    err, size = np.empty(len(traj.t)), np.empty(len(traj.t))
+    for k, (a, S) in enumerate(zip(traj.mean, traj.cov)):
+        dm, dS = gaussian_rhs(a, S, layer)
+        vm, vS = bw_gradient_velocity(*finite_difference_gradient(energy, a, S, h), S, M)
+        err[k] = max(float(np.max(np.abs(dm - vm))), float(np.max(np.abs(dS - vS))))
+        size[k] = max(float(np.max(np.abs(dm))), float(np.max(np.abs(dS))))
+    return err, size
+
+
 def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     r"""Slope of an energy at :math:`N(\alpha,\Sigma)` in :math:`d_M`: :math:`\big(g^\top Mg+4\operatorname{tr}(GMG\Sigma)\big)^{1/2}`.
 
@@ -719,6 +815,130 @@ def dirac_second_variation(x0, w0, A) -> float:
     q = float(x0 @ A @ x0)
     lin = float(w0 @ A @ x0 + x0 @ A @ w0)
     return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin ** 2 + 2.0 * float(w0 @ A @ w0))
+
+
+# ---------------------------------------------------------------------------------------------
+# is the flow a steepest descent for this metric? (energy decrease per unit length)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class DescentProfile:
+    r"""Energy decrease per unit length along a flow, measured in one metric (:math:`d_M`, or :math:`W_2` if ``M`` is None).
+
+    Along a curve :math:`\mu_t` the energy can decrease at most at the rate
+    :math:`\text{slope}(\mu_t)\times\text{speed}` (Cauchy–Schwarz in :math:`L^2_{M^{-1}}(\mu)`); the
+    *efficiency* :math:`-\frac{d}{dt}E/(\text{speed}\cdot\text{slope})\le1` equals 1 exactly when
+    the velocity is the steepest-descent direction of that metric, i.e. the flow is its gradient
+    flow. Layer by layer, :math:`(E(\mu_k)-E(\mu_{k+1}))/(d(\mu_k,\mu_{k+1})\,\overline{\text{slope}}_k)`
+    uses the exact distance between a layer's input and output measures and the mean of the input
+    and output slopes (so that it is 1 up to :math:`O(\text{layer step}^2)` for a gradient flow).
+
+    Attributes
+    ----------
+    t, energy, rate, speed, slope, efficiency : arrays (m,)
+        At every stored time: the energy, its rate :math:`\frac{d}{dt}E`, the metric speed of the
+        velocity field, the slope of the energy, and the instantaneous efficiency.
+    layer_t, layer_drop, layer_distance, layer_efficiency : arrays (k,)
+        For the layers :math:`[t_k,t_{k+1}]` that were measured: start time, energy decrease,
+        distance between input and output, and the discrete efficiency.
+    metric : str
+        ``"W2"`` or ``"d_M"``.
+    """
+
+    t: np.ndarray
+    energy: np.ndarray
+    rate: np.ndarray
+    speed: np.ndarray
+    slope: np.ndarray
+    efficiency: np.ndarray
+    layer_t: np.ndarray
+    layer_drop: np.ndarray
+    layer_distance: np.ndarray
+    layer_efficiency: np.ndarray
+    metric: str
+
+
+def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
+    r"""Energy decrease per unit length of a particle :class:`~tokendynamics.particles.Trajectory`, for the layer's own energy.
+
+    The energy is :math:`E_{\beta A}` (:func:`interaction_energy`) of the trajectory's single-head
+    layer; the velocity is the core :func:`~tokendynamics.attention.velocity`; lengths are measured in
+    :math:`d_M` (:func:`twisted_wasserstein`, :func:`kinetic_norm`) or :math:`W_2` (``M=None``). For
+    unnormalised attention with :math:`A=-I` and value :math:`V\succ0` the flow is the
+    :math:`d_V` gradient descent of :math:`E_{-I}` (spec §5.2): efficiency 1 in :math:`d_V`, below 1
+    in :math:`W_2`. ``every``: measure the distance of every k-th layer (one exact LP each).
+    """
+    layer = traj.layer
+    A, _ = layer_matrices(layer)
+    w = traj.weights
+    if M is not None:
+        M = _spd(M, "M", traj.d)
+    Ms = np.eye(traj.d) if M is None else M
+    m = len(traj.t)
+    energy, rate, speed, slope = (np.empty(m) for _ in range(4))
+    for k, X in enumerate(traj.X):
+        U = velocity(X, layer, w)
+        g = first_variation_gradient(X, A, w)
+        energy[k] = interaction_energy(X, A, w)
+        rate[k] = energy_rate(X, layer, w, field=U)
+        speed[k] = kinetic_norm(U, w, M)
+        slope[k] = kinetic_norm(g @ Ms, w, M)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
+    ks = np.arange(0, m - 1, max(1, int(every)))
+    pair = None if w is None else (w, w)
+    dist = np.array([twisted_wasserstein(traj.X[k], traj.X[k + 1], Ms, pair) for k in ks])
+    drop = energy[ks] - energy[ks + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mid = 0.5 * (slope[ks] + slope[ks + 1])  # slope at the layer's midpoint, to O(dt^2)
+        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
+    return DescentProfile(t=traj.t, energy=energy, rate=rate, speed=speed, slope=slope, efficiency=eff,
+                          layer_t=traj.t[ks], layer_drop=drop, layer_distance=dist, layer_efficiency=leff,
+                          metric="W2" if M is None else "d_M")
+
+
+def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
+    r"""The same as :func:`descent_profile` for a :class:`~tokendynamics.gaussian.GaussianTrajectory` and an energy on Gaussians.
+
+    ``energy(mean, cov)`` and ``gradient(mean, cov) -> (g, G)`` (e.g. :func:`sinkhorn_energy` and
+    :func:`sinkhorn_energy_gradient` with :math:`A,\varepsilon` fixed). The flow's field on
+    :math:`N(\alpha,\Sigma)` is affine, :math:`\Gamma(x)=\Gamma(\alpha)+B(x-\alpha)`
+    (:func:`~tokendynamics.gaussian.gaussian_velocity`), so in closed form
+    :math:`\frac{d}{dt}F=\langle g,\Gamma(\alpha)\rangle+2\operatorname{tr}(GB\Sigma)`, speed
+    :math:`^2=\Gamma(\alpha)^\top M^{-1}\Gamma(\alpha)+\operatorname{tr}(B^\top M^{-1}B\Sigma)` and the
+    slope is :func:`gaussian_slope`. Each interval between stored times is a layer whose
+    input/output distance is :func:`twisted_bures_wasserstein` (:math:`M=I`: Bures–Wasserstein).
+    """
+    from .gaussian import gaussian_velocity
+
+    layer = traj.layer
+    if not isinstance(layer, Attention):
+        raise TypeError("gaussian_descent_profile needs a trajectory of a constant Attention layer")
+    d = traj.mean.shape[1]
+    Ms = np.eye(d) if M is None else _spd(M, "M", d)
+    Minv = np.linalg.inv(Ms)
+    m = len(traj.t)
+    E, rate, speed, slope = (np.empty(m) for _ in range(4))
+    for k, (a, S) in enumerate(zip(traj.mean, traj.cov)):
+        b, B = gaussian_velocity(a, S, layer)
+        ga = b + B @ a  # Gamma(alpha)
+        g, G = gradient(a, S)
+        E[k] = energy(a, S)
+        rate[k] = float(g @ ga) + 2.0 * float(np.trace(G @ B @ S))
+        speed[k] = math.sqrt(max(0.0, float(ga @ Minv @ ga) + float(np.trace(B.T @ Minv @ B @ S))))
+        slope[k] = gaussian_slope(g, G, S, None if M is None else Ms)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
+    ks = np.arange(m - 1)
+    dist = np.array([twisted_bures_wasserstein(traj.mean[k], traj.cov[k], traj.mean[k + 1], traj.cov[k + 1], Ms)
+                     for k in ks])
+    drop = E[:-1] - E[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mid = 0.5 * (slope[:-1] + slope[1:])  # slope at the layer's midpoint, to O(dt^2)
+        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
+    return DescentProfile(t=traj.t, energy=E, rate=rate, speed=speed, slope=slope, efficiency=eff,
+                          layer_t=traj.t[:-1], layer_drop=drop, layer_distance=dist, layer_efficiency=leff,
+                          metric="W2" if M is None else "d_M")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -576,6 +576,8 @@ def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
         assert np.max(sv.relative_gap) < 1e-9
         undecided = sv.predicted == 0
         assert np.any(sv.rate[undecided] > 0) and np.any(sv.rate[undecided] < 0)  # no rule: both signs occur
+        r = sv.normalized_rate
+        assert np.all(r >= sv.lam_min - 1e-12) and np.all(r <= sv.lam_max + 1e-12)
 
 
 def test_descent_profile_efficiency_is_one_in_the_twisted_metric_and_less_in_W2():

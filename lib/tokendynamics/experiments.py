@@ -134,13 +134,13 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     # Non-convexity of E_{-I} next to the convergence of the covariance (spec §5.5).
     "gradient_flow_nonconvex": {
-        "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0},
+        "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
         "full": {"n_s": 121, "times": 61},
     },
     # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2).
     "gradient_flow_widget": {
-        "fast": {"T": 3.0, "n_times": 121, "frames": 30, "a1": -1.0, "a2_range": [-1.0, 0.6],
-                 "v": [1.0, 0.4], "theta": 0.0},
+        "fast": {"T": 3.0, "n_times": 121, "frames": 30, "a1": -1.0, "a2_range": [-1.0, 1.5],
+                 "v": [1.0, 0.5], "theta": 0.0},
         "full": {"frames": 50},
     },
 }

@@ -394,7 +394,7 @@ def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
 
     With ``gradient=True`` also returns :math:`\nabla\log Z=A\alpha+A\Sigma A^\top x`; then
     :math:`VA^{-1}\nabla\log Z=V(\alpha+\Sigma A^\top x)` is the softmax field of
-    :func:`~tokendynamics.gaussian.gaussian_velocity` (paper 1 §4.2.1 in library convention).
+    ``tokendynamics.gaussian.gaussian_velocity`` (paper 1 §4.2.1 in library convention).
     """
     mean, cov = _gaussian(mean, cov)
     d = mean.shape[0]
@@ -489,6 +489,10 @@ class SignRuleSurvey:
         :func:`dissipation` (the sign-rule form of the same rate).
     predicted : array (cases,) of int
         :func:`energy_sign` (+1, -1, or 0 = no rule).
+    scale : array (cases,)
+        :math:`\tfrac12\|M+M^\top\|\int|\nabla Z_\mu|^2Z_\mu^{-k}d\mu`: the rate divided by it,
+        :attr:`normalized_rate`, lies in :math:`[\lambda_{\min},\lambda_{\max}]` (normalised
+        eigenvalues of :math:`M+M^\top`) — the quantitative form of the sign rule.
     kind : str
     """
 
@@ -497,7 +501,13 @@ class SignRuleSurvey:
     rate: np.ndarray
     formula: np.ndarray
     predicted: np.ndarray
+    scale: np.ndarray
     kind: str
+
+    @property
+    def normalized_rate(self) -> np.ndarray:
+        """Rate divided by :attr:`scale`; in [lam_min, lam_max]."""
+        return self.rate / self.scale
 
     @property
     def agree(self) -> np.ndarray:
@@ -524,7 +534,7 @@ def sign_rule_survey(cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7
     if kind not in ("softmax", "unnormalized_softmax"):
         raise ValueError(f"the sign rule is stated for softmax and unnormalised attention, got {kind!r}")
     rng = np.random.default_rng(seed)
-    lo, hi, rate, formula, pred = (np.empty(int(cases)) for _ in range(5))
+    lo, hi, rate, formula, pred, norm = (np.empty(int(cases)) for _ in range(6))
     for c in range(int(cases)):
         U, _ = np.linalg.qr(rng.standard_normal((d, d)))
         a = scale * rng.standard_normal(d)
@@ -538,7 +548,10 @@ def sign_rule_survey(cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7
         rate[c] = energy_rate(X, Attention(kind, A=A, V=V))
         formula[c] = dissipation(X, A, V, normalized=(kind == "softmax"))
         pred[c] = energy_sign(A, V)
-    return SignRuleSurvey(lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int), kind=kind)
+        # V = A gives M = I: the dissipation is then int |grad Z|^2 Z^{-k} dmu
+        norm[c] = 0.5 * np.max(np.abs(lam)) * dissipation(X, A, A, normalized=(kind == "softmax"))
+    return SignRuleSurvey(lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int),
+                          scale=norm, kind=kind)
 
 
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
@@ -710,10 +723,10 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
 def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     r"""Distance between a Gaussian trajectory's ODE velocity and the (twisted) BW gradient of ``energy``, at every stored time.
 
-    At each :math:`(\alpha_t,\Sigma_t)` of the :class:`~tokendynamics.gaussian.GaussianTrajectory`,
+    At each :math:`(\alpha_t,\Sigma_t)` of the ``tokendynamics.gaussian.GaussianTrajectory``,
     the gradient of ``energy(mean, cov)`` is taken by :func:`finite_difference_gradient` (step ``h``)
     and turned into :math:`(\dot\alpha,\dot\Sigma)` by :func:`bw_gradient_velocity`; it is compared
-    with :func:`~tokendynamics.gaussian.gaussian_rhs` of the trajectory's layer (claim C16).
+    with ``tokendynamics.gaussian.gaussian_rhs`` of the trajectory's layer (claim C16).
 
     Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
     """
@@ -898,12 +911,12 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
 
 
 def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
-    r"""The same as :func:`descent_profile` for a :class:`~tokendynamics.gaussian.GaussianTrajectory` and an energy on Gaussians.
+    r"""The same as :func:`descent_profile` for a ``tokendynamics.gaussian.GaussianTrajectory`` and an energy on Gaussians.
 
     ``energy(mean, cov)`` and ``gradient(mean, cov) -> (g, G)`` (e.g. :func:`sinkhorn_energy` and
     :func:`sinkhorn_energy_gradient` with :math:`A,\varepsilon` fixed). The flow's field on
     :math:`N(\alpha,\Sigma)` is affine, :math:`\Gamma(x)=\Gamma(\alpha)+B(x-\alpha)`
-    (:func:`~tokendynamics.gaussian.gaussian_velocity`), so in closed form
+    (``tokendynamics.gaussian.gaussian_velocity``), so in closed form
     :math:`\frac{d}{dt}F=\langle g,\Gamma(\alpha)\rangle+2\operatorname{tr}(GB\Sigma)`, speed
     :math:`^2=\Gamma(\alpha)^\top M^{-1}\Gamma(\alpha)+\operatorname{tr}(B^\top M^{-1}B\Sigma)` and the
     slope is :func:`gaussian_slope`. Each interval between stored times is a layer whose
@@ -953,8 +966,8 @@ class EnergyCurves:
     ----------
     t : array (m,)
         Times (the curves stop at a blow-up).
-    energy : array (m,)
-        :math:`E_{\beta A}(N(\alpha_t,\Sigma_t))` (``inf`` where the Gaussian integral diverges).
+    log_energy : array (m,)
+        :math:`\log E_{\beta A}(N(\alpha_t,\Sigma_t))` (``inf`` where the Gaussian integral diverges).
     w2 : array (m,)
         :math:`W_2(\mu_0,\mu_t)` (Bures–Wasserstein).
     twisted : array (m,) or None
@@ -968,7 +981,7 @@ class EnergyCurves:
     """
 
     t: np.ndarray
-    energy: np.ndarray
+    log_energy: np.ndarray
     w2: np.ndarray
     twisted: np.ndarray | None
     M: np.ndarray | None
@@ -977,10 +990,16 @@ class EnergyCurves:
     cov: np.ndarray
     blowup_time: float | None
 
+    @property
+    def energy(self) -> np.ndarray:
+        r""":math:`E_{\beta A}(N(\alpha_t,\Sigma_t))`; ``inf`` where it diverges or exceeds float64."""
+        with np.errstate(over="ignore"):
+            return np.exp(self.log_energy)
+
 
 def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int = 101, *,
                            rtol: float = 1e-8, atol: float = 1e-10, blowup_trace: float = 1e6) -> EnergyCurves:
-    r"""Solve the softmax Gaussian ODE (:func:`~tokendynamics.gaussian.solve_gaussian`) and evaluate energy and distances.
+    r"""Solve the softmax Gaussian ODE (``tokendynamics.gaussian.solve_gaussian``) and evaluate energy and distances.
 
     :math:`E_{\beta A}` along :math:`N(\alpha_t,\Sigma_t)` (:func:`gaussian_interaction_energy`),
     :math:`W_2(\mu_0,\mu_t)` and, when :math:`M=V(\beta A)^{-1}` is symmetric and definite,
@@ -997,7 +1016,7 @@ def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int
     traj = solve_gaussian(mean0, cov0, layer, (0.0, float(T)), t_eval=np.linspace(0.0, float(T), int(n_times)),
                           rtol=rtol, atol=atol, blowup_trace=blowup_trace)
     m0, S0 = traj.mean[0], traj.cov[0]
-    energy = np.array([gaussian_interaction_energy(m, S, A) for m, S in zip(traj.mean, traj.cov)])
+    log_energy = np.array([gaussian_interaction_energy(m, S, A, log=True) for m, S in zip(traj.mean, traj.cov)])
     w2 = np.array([bures_wasserstein(m0, S0, m, S) for m, S in zip(traj.mean, traj.cov)])
     M = sign = twisted = None
     if _is_symmetric(A) and np.min(np.abs(np.linalg.eigvalsh(A))) > 1e-12 * max(1.0, float(np.max(np.abs(A)))):
@@ -1009,5 +1028,5 @@ def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int
                 Mpos = 0.5 * (M + M.T) * (1.0 if lam[0] > 0 else -1.0)
                 twisted = np.array([twisted_bures_wasserstein(m0, S0, m, S, Mpos)
                                     for m, S in zip(traj.mean, traj.cov)])
-    return EnergyCurves(t=traj.t, energy=energy, w2=w2, twisted=twisted, M=M, sign=sign, mean=traj.mean,
+    return EnergyCurves(t=traj.t, log_energy=log_energy, w2=w2, twisted=twisted, M=M, sign=sign, mean=traj.mean,
                         cov=traj.cov, blowup_time=traj.blowup_time)

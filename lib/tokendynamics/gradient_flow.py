@@ -222,7 +222,7 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
         logw = np.log(w)
     AX = X @ A.T
     parts = []
-    block = _block_rows(n, n)
+    block = _block_rows(n, n, matrices=2)  # logsumexp makes one temporary block
     for start in range(0, n, block):
         rows = slice(start, min(n, start + block))
         S = X[rows] @ AX.T
@@ -772,7 +772,8 @@ def second_variation(X, U, A, weights=None) -> float:
     (paper 1 spec §5.5, written for any :math:`A` in library convention; for symmetric :math:`A`
     it is the spec's :math:`\mathrm{Hess}\,E_A(\mu)[w,w]`). ``U`` (n, d) is the displacement
     :math:`u(x_i)`. Tested against a finite-difference second derivative of :func:`energy_along`.
-    Blocks of at most a third of the rows keep the three kernels below one :math:`n\times n` matrix.
+    Blocks of at most a third of the rows keep the three kernel blocks alive at a time below one
+    :math:`n\times n` matrix.
     """
     X, w = _measure(X, weights)
     n, d = X.shape
@@ -792,12 +793,16 @@ def second_variation(X, U, A, weights=None) -> float:
         Kb = X[rows] @ AX.T
         Kb -= top
         np.exp(Kb, out=Kb)
-        Kb *= w[rows, None] * w[None, :]
+        Kb *= w[rows, None]
+        Kb *= w[None, :]
         Pb = U[rows] @ AX.T  # <u_i, A x_j>
-        Pb += X[rows] @ AU.T  # <x_i, A u_j>
+        Pb += X[rows] @ AU.T  # <x_i, A u_j> (third block, temporary)
         np.square(Pb, out=Pb)
-        Pb += 2.0 * (U[rows] @ AU.T)
-        total += float(np.sum(Kb * Pb))
+        Tb = U[rows] @ AU.T  # <u_i, A u_j>
+        Tb *= 2.0
+        Pb += Tb
+        del Tb
+        total += float(np.einsum("ij,ij->", Kb, Pb))
     if top > _LOG_MAX:
         raise NonFiniteError(f"the second variation overflows float64 (largest score {top:.4g})")
     return 0.5 * total * math.exp(top)

@@ -258,6 +258,48 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                  "grid": [7, 7, -0.8, 0.8, -0.8, 0.8], "timing_repeats": 5},
         "full": {"frames": 60},
     },
+    # ---- paper 1, gradient-flow chapter (chapters/03_gradient_flow.md) ----------------------
+    # Energy along softmax attention with V = I, A = -I (claims C18, C19): particles sampled from
+    # N(mean0, cov0) and the Gaussian ODE; "mc_pairs" Monte Carlo pairs check the closed form.
+    "gradient_flow_energy": {
+        "fast": {"n": 400, "T": 3.0, "dt": 0.05, "seed": 3, "mean0": [0.3, -0.2],
+                 "cov0": [[0.5, 0.1], [0.1, 0.3]], "mc_pairs": 400_000, "snapshots": [0.0, 1.0, 3.0]},
+        "full": {"n": 2000, "dt": 0.02, "mc_pairs": 4_000_000},
+    },
+    # Sign rule of spec §5.3 on random cases: symmetric A with eigenvalues of size "scale",
+    # Gaussian V, n tokens from N(0, spread^2 I) in dimension d.
+    "gradient_flow_sign_rule": {
+        "fast": {"cases": 200, "n": 100, "d": 2, "scale": 0.7, "spread": 0.7, "seed": 4},
+        "full": {"cases": 1000, "n": 200},
+    },
+    # Sinkhorn attention as a (twisted) Bures-Wasserstein gradient flow (claims C16, C17):
+    # V = A (plain) and V = M A (twisted, M SPD); "quadrature" Gauss-Hermite nodes per axis are
+    # the weighted particles of the mean-field PDE; "fd_h" the finite-difference step.
+    "gradient_flow_sinkhorn": {
+        "fast": {"A": [[0.6, 0.3], [0.3, -0.8]], "M": [[1.0, 0.45], [0.45, 0.4]], "eps": 1.0,
+                 "mean0": [0.3, -0.2], "cov0": [[0.5, 0.1], [0.1, 0.3]], "T": 2.0, "n_times": 201,
+                 "quadrature": 8, "dt": 0.1, "fd_h": 1e-5},
+        "full": {"quadrature": 12, "dt": 0.05, "n_times": 401},
+    },
+    # The twisted metric: unnormalised attention with A = -I and V SPD is the d_V gradient descent
+    # of E_{-I}; each step dt is one layer; "lp_every": exact transport between consecutive layers
+    # is computed every k-th layer.
+    "gradient_flow_twisted": {
+        "fast": {"n": 200, "T": 3.0, "dt": 0.02, "V": [[0.1, 0.0], [0.0, 1.0]], "seed": 5,
+                 "mean0": [0.3, -0.2], "cov0": [[0.5, 0.1], [0.1, 0.3]], "lp_every": 3},
+        "full": {"n": 500, "dt": 0.01, "lp_every": 2},
+    },
+    # Non-convexity of E_{-I} next to the convergence of the covariance (spec §5.5).
+    "gradient_flow_nonconvex": {
+        "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
+        "full": {"n_s": 121, "times": 61},
+    },
+    # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2).
+    "gradient_flow_widget": {
+        "fast": {"T": 3.0, "n_times": 121, "frames": 30, "a1": -1.0, "a2_range": [-1.0, 1.5],
+                 "v": [1.0, 0.5], "theta": 0.0},
+        "full": {"frames": 50},
+    },
 }
 
 

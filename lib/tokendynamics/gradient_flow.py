@@ -1,0 +1,1037 @@
+r"""The gradient-flow structure of attention dynamics: interaction energies, twisted metrics, non-convexity.
+
+Paper 1 (v2) announces a gradient-flow view of the Transformer PDE, relating it to Wasserstein and
+Bures–Wasserstein geometry, entropic optimal transport and a "twisted" Wasserstein metric, with
+remarks on convergence and non-convexity. Its text was not available; the formulas below are the
+reconstruction of the book's specification (paper 1 spec §5), derived and checked numerically
+here. The *names* (:math:`d_M`, which energy, which example) are our reconstruction [I].
+
+Convention (``../shared/spec/README.md``). Every matrix ``A`` passed to this module is the
+library's *score matrix*: the kernel is :math:`e^{\langle x, Ay\rangle}` (an
+:class:`~tokendynamics.attention.Attention` layer with inverse temperature :math:`\beta` has score
+matrix :math:`\beta A`, see :func:`layer_matrices`). Paper 1 writes :math:`\langle A_1x,y\rangle`,
+so :math:`A_1=A^\top`; for the symmetric matrices of the gradient-flow statements the two coincide.
+
+Contents
+
+* **Interaction energy** (spec §5.1):
+  :math:`E_A(\mu)=\tfrac12\iint e^{\langle x,Ay\rangle}\,d\mu(x)\,d\mu(y)` for weighted empirical
+  measures (:func:`interaction_energy`), its first variation and gradient
+  (:func:`first_variation`, :func:`first_variation_gradient`), the partition function
+  :math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}d\mu(y)` (:func:`partition_function`), the rate
+  :math:`\frac{d}{dt}E_A(\mu_t)` along an attention flow (:func:`energy_rate`) and the closed forms on
+  Gaussians (:func:`gaussian_interaction_energy`, :func:`gaussian_partition_function`).
+* **Twisted Wasserstein distance** (spec §5.2):
+  :math:`d_M(\mu,\nu)=W_2\big((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu\big)` for empirical measures
+  (:func:`twisted_wasserstein`) and Gaussians (:func:`twisted_bures_wasserstein`), the matrix
+  :math:`M=VA^{-1}` of a layer (:func:`twisted_matrix`) and the sign rule of spec §5.3
+  (:func:`energy_sign`).
+* **Sinkhorn entropic energy** (spec §5.4): :math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`
+  with cost :math:`-\langle x,Ay\rangle`, closed form on Gaussians (:func:`sinkhorn_energy`), its
+  gradient (:func:`sinkhorn_energy_gradient`), the empirical value through the core's log-domain
+  Sinkhorn (:func:`sinkhorn_energy_empirical`), and (twisted) Bures–Wasserstein gradient flows
+  (:func:`bw_gradient_velocity`, :func:`finite_difference_gradient`, :func:`gaussian_slope`).
+* **Second variation** along :math:`\mu_s=(\mathrm{Id}+s\,w)_\#\mu` (spec §5.5):
+  :func:`second_variation`, :func:`energy_along`, and closed forms :func:`dirac_second_variation`,
+  :func:`gaussian_translation_hessian`.
+
+No function forms more than one :math:`n\times n` matrix at a time: kernels are evaluated in
+blocks of rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .attention import BLOCK_ENTRIES, Attention, sinkhorn_potentials, validate_tokens, validate_weights, velocity
+from .errors import ConvergenceError, NonFiniteError
+from .transport import bures_wasserstein, psd_sqrt, validate_covariance, wasserstein
+
+__all__ = [
+    "layer_matrices",
+    "partition_function",
+    "interaction_energy",
+    "first_variation",
+    "first_variation_gradient",
+    "energy_rate",
+    "dissipation",
+    "energy_curve",
+    "kinetic_norm",
+    "gaussian_interaction_energy",
+    "gaussian_partition_function",
+    "twisted_matrix",
+    "energy_sign",
+    "SignRuleSurvey",
+    "sign_rule_survey",
+    "twisted_wasserstein",
+    "twisted_bures_wasserstein",
+    "sinkhorn_energy",
+    "sinkhorn_energy_gradient",
+    "sinkhorn_energy_empirical",
+    "bw_gradient_velocity",
+    "finite_difference_gradient",
+    "bw_gradient_mismatch",
+    "gaussian_slope",
+    "second_variation",
+    "energy_along",
+    "dirac_second_variation",
+    "gaussian_translation_hessian",
+    "DescentProfile",
+    "descent_profile",
+    "gaussian_descent_profile",
+    "EnergyCurves",
+    "gaussian_energy_curves",
+]
+
+_LOG_MAX = 700.0  # exp(700) ~ 1e304: above this a value is reported as an overflow
+
+
+# ---------------------------------------------------------------------------------------------
+# validation helpers
+# ---------------------------------------------------------------------------------------------
+
+def _matrix(A, d: int | None = None, name: str = "A") -> np.ndarray:
+    A = np.asarray(A, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
+    if d is not None and A.shape[0] != d:
+        raise ValueError(f"{name} must be {d} x {d} like the tokens, got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name} contains non-finite values")
+    return A
+
+
+def _is_symmetric(A, tol: float = 1e-12) -> bool:
+    return bool(np.max(np.abs(A - A.T)) <= tol * max(1.0, float(np.max(np.abs(A)))))
+
+
+def _symmetric(A, name: str = "A", d: int | None = None) -> np.ndarray:
+    A = _matrix(A, d, name)
+    if not _is_symmetric(A):
+        raise ValueError(f"{name} must be symmetric for this statement (paper 1 spec §5 needs A = A^T)")
+    return 0.5 * (A + A.T)
+
+
+def _spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
+    M = _symmetric(M, name, d)
+    lam = np.linalg.eigvalsh(M)
+    if lam[0] <= 1e-12 * max(1.0, abs(lam[-1])):
+        raise ValueError(f"{name} must be symmetric positive definite; its smallest eigenvalue is {lam[0]:.3g}")
+    return M
+
+
+def _measure(X, weights, d: int | None = None, name: str = "X"):
+    X = validate_tokens(X, d, name)
+    w = validate_weights(weights, X.shape[0])
+    if w is None:
+        w = np.full(X.shape[0], 1.0 / X.shape[0])
+    return X, w
+
+
+def _block_rows(n_rows: int, n_cols: int, matrices: int = 1) -> int:
+    """Rows per block so that ``matrices`` blocks of (rows x n_cols) hold at most one n x n matrix."""
+    cap = max(1, BLOCK_ENTRIES // max(1, matrices * n_cols))
+    return max(1, min(n_rows, cap, -(-n_rows // matrices)))
+
+
+def _exp_checked(logv: np.ndarray | float, what: str):
+    if np.any(np.asarray(logv) > _LOG_MAX):
+        raise NonFiniteError(f"{what} overflows float64 (its logarithm is {float(np.max(logv)):.4g}); "
+                             "use log=True or smaller scores")
+    return np.exp(logv)
+
+
+def layer_matrices(layer: Attention):
+    r"""Score and value matrices :math:`(\beta A, V)` of a single-head layer, in library convention.
+
+    The kernel of the layer is :math:`e^{\langle x,\beta Ay\rangle}`, so the energies of this module
+    take ``A = layer.beta * layer.A``; paper 1's matrix is its transpose (equal when symmetric).
+    """
+    if not isinstance(layer, Attention):
+        raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
+    if layer.n_heads != 1:
+        raise ValueError(f"the gradient-flow statements are for one head, got {layer.n_heads}")
+    return layer.beta * layer.A[0], layer.V[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the interaction energy of weighted empirical measures
+# ---------------------------------------------------------------------------------------------
+
+def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, log: bool = False):
+    r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` at the points ``at`` (default: the tokens).
+
+    It is the normaliser of softmax attention (paper 1 §2.1, library convention). With
+    ``gradient=True`` also returns :math:`\nabla Z_\mu(x)=\sum_j w_jAx_j\,e^{\langle x,Ax_j\rangle}`;
+    with ``log=True`` returns :math:`\log Z` and :math:`\nabla\log Z=\nabla Z/Z` instead (never
+    overflows). For invertible :math:`A` the softmax field is
+    :math:`\Gamma_\mu=VA^{-1}\nabla\log Z_\mu` (tested; paper 1 writes :math:`VA_1^{-\top}`).
+
+    Returns ``Z`` (m,) or ``(Z, gradZ)`` with ``gradZ`` of shape (m, d).
+    """
+    X, w = _measure(X, weights)
+    n, d = X.shape
+    A = _matrix(A, d)
+    P = X if at is None else validate_tokens(at, d, "at")
+    m = P.shape[0]
+    logZ = np.empty(m)
+    G = np.zeros((m, d)) if gradient else None
+    AX = X @ A.T  # rows A x_j
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+    block = _block_rows(m, n)
+    for start in range(0, m, block):
+        rows = slice(start, min(m, start + block))
+        S = P[rows] @ AX.T  # <x_i, A x_j>
+        S += logw[None, :]
+        top = S.max(axis=1, keepdims=True)
+        S -= top
+        np.exp(S, out=S)
+        s = S.sum(axis=1)
+        logZ[rows] = top[:, 0] + np.log(s)
+        if gradient:
+            G[rows] = (S @ AX) / s[:, None]  # grad log Z
+    if log:
+        return (logZ, G) if gradient else logZ
+    Z = _exp_checked(logZ, "the partition function Z_mu(x)")
+    return (Z, G * Z[:, None]) if gradient else Z
+
+
+def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
+    r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of :math:`\mu=\sum_iw_i\delta_{x_i}`.
+
+    Paper 1 spec §5.1: for symmetric :math:`A`, unnormalised attention with :math:`V=A` is the
+    :math:`W_2` gradient ascent of :math:`E_A`, and softmax attention is a formal gradient flow of
+    :math:`E_A` for a twisted, :math:`Z_\mu`-weighted metric (§5.3). :math:`E_A=E_{A^\top}`.
+    Computed by log-sum-exp over blocks of rows; ``log=True`` returns :math:`\log E_A`.
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`E_A` overflows float64 (use ``log=True``).
+    """
+    X, w = _measure(X, weights)
+    n, d = X.shape
+    A = _matrix(A, d)
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+    AX = X @ A.T
+    parts = []
+    block = _block_rows(n, n, matrices=2)  # logsumexp makes one temporary block
+    for start in range(0, n, block):
+        rows = slice(start, min(n, start + block))
+        S = X[rows] @ AX.T
+        S += logw[None, :]
+        S += logw[rows, None]
+        parts.append(logsumexp(S))
+    logE = math.log(0.5) + float(logsumexp(parts))
+    return logE if log else float(_exp_checked(logE, "the interaction energy E_A"))
+
+
+def first_variation(X, A, weights=None, at=None) -> np.ndarray:
+    r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(e^{\langle x,Ay\rangle}+e^{\langle y,Ax\rangle}\big)d\mu(y)`.
+
+    For symmetric :math:`A` this is :math:`Z_\mu(x)` (paper 1 spec §5.1). It is the derivative of
+    the energy along mass perturbations:
+    :math:`\frac{d}{dh}E_A(\mu+h\chi)|_{h=0}=\int\frac{\delta E_A}{\delta\mu}\,d\chi` for signed
+    :math:`\chi` of zero mass (tested by finite differences on the weights).
+    """
+    X, w = _measure(X, weights)
+    A = _matrix(A, X.shape[1])
+    if _is_symmetric(A):
+        return partition_function(X, A, w, at)
+    return 0.5 * (partition_function(X, A, w, at) + partition_function(X, A.T, w, at))
+
+
+def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
+    r"""Gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(Ay\,e^{\langle x,Ay\rangle}+A^\top y\,e^{\langle y,Ax\rangle}\big)d\mu(y)`, shape (m, d).
+
+    For symmetric :math:`A`: :math:`\nabla Z_\mu(x)=\int Ay\,e^{\langle x,Ay\rangle}d\mu(y)`, the
+    field of unnormalised attention with :math:`V=A` (paper 1 spec §5.1). Moving token :math:`i`
+    changes the energy at the rate :math:`\partial E_A/\partial x_i=w_i\nabla\frac{\delta E_A}{\delta\mu}(x_i)`
+    (tested).
+    """
+    X, w = _measure(X, weights)
+    A = _matrix(A, X.shape[1])
+    _, g = partition_function(X, A, w, at, gradient=True)
+    if _is_symmetric(A):
+        return g
+    _, gt = partition_function(X, A.T, w, at, gradient=True)
+    return 0.5 * (g + gt)
+
+
+def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
+    r"""Rate :math:`\frac{d}{dt}E_{\beta A}(\mu_t)=\int\langle\nabla\frac{\delta E}{\delta\mu},\Gamma_\mu\rangle\,d\mu` of the layer's own energy along its flow.
+
+    :math:`\Gamma_\mu` is the core :func:`~tokendynamics.attention.velocity` of ``layer`` (or
+    ``field``, an (n, d) array, if given). For softmax attention with symmetric invertible
+    :math:`A` and :math:`M=VA^{-1}` this equals
+    :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle/Z_\mu\,d\mu` (paper 1 spec §5.3), whose
+    sign is the sign rule of :func:`energy_sign`.
+    """
+    A, _ = layer_matrices(layer)
+    X, w = _measure(X, weights, layer.d)
+    U = velocity(X, layer, w) if field is None else np.asarray(field, dtype=float)
+    if U.shape != X.shape:
+        raise ValueError(f"field must have the shape of the tokens {X.shape}, got {U.shape}")
+    g = first_variation_gradient(X, A, w)
+    return float(np.sum(w * np.einsum("ij,ij->i", g, U)))
+
+
+def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
+    r"""The sign-rule form of :math:`\frac{d}{dt}E_A(\mu_t)`: :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle\,Z_\mu^{-k}\,d\mu`, :math:`M=VA^{-1}`.
+
+    :math:`k=1` for softmax (``normalized=True``), :math:`k=0` for unnormalised attention (paper 1
+    spec §5.3). Equals :func:`energy_rate` of the corresponding layer with score matrix ``A``
+    (symmetric, invertible) and value ``V``; since
+    :math:`\langle g,Mg\rangle=\tfrac12\langle g,(M+M^\top)g\rangle`, its sign follows
+    :func:`energy_sign` whenever :math:`M+M^\top` is semi-definite.
+    """
+    X, w = _measure(X, weights)
+    M = twisted_matrix(A, V)
+    if normalized:
+        _, g = partition_function(X, A, w, gradient=True, log=True)
+        Z = partition_function(X, A, w)
+        q = Z * np.einsum("ij,ij->i", g, g @ M.T)  # |grad Z|_M^2 / Z = Z |grad log Z|_M^2
+    else:
+        _, g = partition_function(X, A, w, gradient=True)
+        q = np.einsum("ij,ij->i", g, g @ M.T)
+    return float(np.sum(w * q))
+
+
+def energy_curve(Xs, A, weights=None) -> np.ndarray:
+    r""":math:`E_A(\mu_t)` for a stack of token clouds ``Xs`` (m, n, d), e.g. ``Trajectory.X``."""
+    Xs = np.asarray(Xs, dtype=float)
+    if Xs.ndim != 3:
+        raise ValueError(f"Xs must have shape (times, n, d), got {Xs.shape}")
+    return np.array([interaction_energy(X, A, weights) for X in Xs])
+
+
+def kinetic_norm(U, weights=None, M=None) -> float:
+    r"""Length element :math:`\big(\int\langle M^{-1}u,u\rangle d\mu\big)^{1/2}` of a velocity field in :math:`d_M` (:math:`M=I`: :math:`W_2`).
+
+    ``U`` (n, d) holds the field at the tokens of :math:`\mu=\sum_iw_i\delta_{x_i}`. A flow
+    :math:`\dot x=u(x)` moves :math:`\mu` at metric speed at most ``kinetic_norm(U, w, M)`` in
+    :math:`d_M` (spec §5.2, Benamou–Brenier form). The slope of an energy in :math:`d_M` is
+    ``kinetic_norm(G @ M, w, M)`` with ``G`` the gradient of its first variation.
+    """
+    U = np.asarray(U, dtype=float)
+    if U.ndim != 2 or not np.all(np.isfinite(U)):
+        raise ValueError(f"U must be a finite (n, d) array, got shape {U.shape}")
+    w = validate_weights(weights, U.shape[0])
+    w = np.full(U.shape[0], 1.0 / U.shape[0]) if w is None else w
+    if M is None:
+        q = np.einsum("ij,ij->i", U, U)
+    else:
+        M = _spd(M, "M", U.shape[1])
+        q = np.einsum("ij,ij->i", U, np.linalg.solve(M, U.T).T)
+    return float(math.sqrt(max(0.0, float(np.sum(w * q)))))
+
+
+# ---------------------------------------------------------------------------------------------
+# closed forms on Gaussians
+# ---------------------------------------------------------------------------------------------
+
+def _gaussian(mean, cov, d=None):
+    mean = np.atleast_1d(np.asarray(mean, dtype=float))
+    if mean.ndim != 1 or not np.all(np.isfinite(mean)):
+        raise ValueError(f"mean must be a finite vector, got shape {mean.shape}")
+    d = mean.shape[0] if d is None else d
+    if mean.shape[0] != d:
+        raise ValueError(f"mean has dimension {mean.shape[0]}, expected {d}")
+    cov = validate_covariance(np.atleast_2d(np.asarray(cov, dtype=float)), "cov", d)
+    return mean, cov
+
+
+def _log_energy_pieces(mean, cov, A):
+    """(log E or +inf, the quadratic form G of log E in the mean, R, (I-K)^{-1}) for N(mean, cov)."""
+    d = mean.shape[0]
+    R = psd_sqrt(cov)
+    Qm = A @ cov @ A.T
+    K = R @ Qm @ R
+    K = 0.5 * (K + K.T)
+    IK = np.eye(d) - K
+    lam = np.linalg.eigvalsh(IK)
+    if lam[0] <= 1e-13:
+        return math.inf, None, R, None
+    IKinv = np.linalg.inv(IK)
+    IKinv = 0.5 * (IKinv + IKinv.T)
+    B = A + Qm  # b + Q alpha = (A + Q) alpha
+    G = A + A.T + Qm + B.T @ R @ IKinv @ R @ B
+    G = 0.5 * (G + G.T)
+    logE = math.log(0.5) - 0.5 * float(np.sum(np.log(lam))) + 0.5 * float(mean @ G @ mean)
+    return logE, G, R, IKinv
+
+
+def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
+    r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}`, :math:`x,y` i.i.d. :math:`N(\alpha,\Sigma)`.
+
+    Integrating :math:`y` first, :math:`E_A=\tfrac12\mathbb E_x\exp(x^\top A\alpha+\tfrac12x^\top A\Sigma A^\top x)`,
+    a Gaussian integral: with :math:`R=\Sigma^{1/2}` and :math:`K=RA\Sigma A^\top R`,
+
+    .. math:: E_A = \tfrac12\det(I-K)^{-1/2}\exp\big(\tfrac12\alpha^\top G\alpha\big),\quad
+              G = A+A^\top+A\Sigma A^\top+(A+A\Sigma A^\top)^\top R(I-K)^{-1}R(A+A\Sigma A^\top),
+
+    finite iff :math:`K\prec I`; returns ``inf`` otherwise. For :math:`A=-I` this is
+    :math:`\tfrac12\det(I-\Sigma^2)^{-1/2}\exp(-\alpha^\top(I+\Sigma)^{-1}\alpha)` (paper 1 spec
+    §5.3, claim C18; tested against Monte Carlo). Singular :math:`\Sigma` allowed.
+    """
+    mean, cov = _gaussian(mean, cov)
+    A = _matrix(A, mean.shape[0])
+    logE, _, _, _ = _log_energy_pieces(mean, cov, A)
+    if log or logE == math.inf:
+        return logE
+    return float(_exp_checked(logE, "the Gaussian interaction energy"))
+
+
+def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
+    r""":math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}dN(\alpha,\Sigma)(y)=\exp\big(\langle x,A\alpha\rangle+\tfrac12x^\top A\Sigma A^\top x\big)` at the points ``at`` (m, d).
+
+    With ``gradient=True`` also returns :math:`\nabla\log Z=A\alpha+A\Sigma A^\top x`; then
+    :math:`VA^{-1}\nabla\log Z=V(\alpha+\Sigma A^\top x)` is the softmax field of
+    ``tokendynamics.gaussian.gaussian_velocity`` (paper 1 §4.2.1 in library convention).
+    """
+    mean, cov = _gaussian(mean, cov)
+    d = mean.shape[0]
+    A = _matrix(A, d)
+    P = validate_tokens(at, d, "at")
+    Qm = A @ cov @ A.T
+    logZ = P @ (A @ mean) + 0.5 * np.einsum("ij,jk,ik->i", P, Qm, P)
+    Z = _exp_checked(logZ, "the Gaussian partition function")
+    if not gradient:
+        return Z
+    return Z, (A @ mean)[None, :] + P @ Qm.T
+
+
+def gaussian_translation_hessian(mean, cov, A, w) -> float:
+    r"""Closed-form second derivative :math:`\frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))|_{s=0}` (translations).
+
+    :math:`\log E_A(N(\alpha,\Sigma))=c(\Sigma)+\tfrac12\alpha^\top G\alpha` is quadratic in the mean
+    (see :func:`gaussian_interaction_energy`), so
+
+    .. math:: \frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))\Big|_{s=0}=E_A\,\big[(w^\top G\alpha)^2+w^\top Gw\big].
+
+    For :math:`A=-I`, :math:`G=-2(I+\Sigma)^{-1}`: negative along every :math:`w\perp G\alpha`, so in
+    :math:`d\ge2` the energy is concave along some translation at every Gaussian (spec §5.5).
+    Returns ``inf`` where the energy is infinite.
+    """
+    mean, cov = _gaussian(mean, cov)
+    A = _matrix(A, mean.shape[0])
+    w = np.asarray(w, dtype=float)
+    if w.shape != mean.shape:
+        raise ValueError(f"w must have shape {mean.shape}, got {w.shape}")
+    logE, G, _, _ = _log_energy_pieces(mean, cov, A)
+    if logE == math.inf:
+        return math.inf
+    E = float(_exp_checked(logE, "the Gaussian interaction energy"))
+    return E * (float(w @ G @ mean) ** 2 + float(w @ G @ w))
+
+
+# ---------------------------------------------------------------------------------------------
+# the twisted metric
+# ---------------------------------------------------------------------------------------------
+
+def twisted_matrix(A, V) -> np.ndarray:
+    r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (paper 1 spec §5.2–5.3).
+
+    ``A`` is the symmetric invertible score matrix (library convention, :math:`\beta A` for a
+    layer), ``V`` the value matrix. Unnormalised attention is
+    :math:`\Gamma_\mu=M\nabla\frac{\delta E_A}{\delta\mu}`, softmax attention
+    :math:`\Gamma_\mu=M\nabla\frac{\delta E_A}{\delta\mu}/Z_\mu`, Sinkhorn attention
+    :math:`\Gamma_\mu=-M\nabla\frac{\delta F_\varepsilon}{\delta\mu}`. When :math:`M` is symmetric
+    and definite these are gradient flows for :math:`d_{\pm M}` (:func:`twisted_wasserstein`).
+    For a non-symmetric :math:`A` in library convention the identity
+    :math:`\Gamma^{\rm softmax}_\mu=VA^{-1}\nabla\log Z_\mu` still holds (paper 1: :math:`VA_1^{-\top}`),
+    but there is no energy; this function requires :math:`A=A^\top`.
+    """
+    A = _symmetric(A)
+    V = _matrix(V, A.shape[0], "V")
+    lam = np.linalg.eigvalsh(A)
+    if np.min(np.abs(lam)) <= 1e-12 * max(1.0, float(np.max(np.abs(lam)))):
+        raise ValueError("A must be invertible to define M = V A^{-1}")
+    return np.linalg.solve(A.T, V.T).T
+
+
+def energy_sign(A, V) -> int:
+    r"""Sign rule of paper 1 spec §5.3: the sign of :math:`\frac{d}{dt}E_A(\mu_t)` along softmax or unnormalised attention.
+
+    :math:`\frac{d}{dt}E_A=\int\langle\nabla Z,M\nabla Z\rangle Z^{-k}d\mu` (:math:`k=1` softmax,
+    :math:`k=0` unnormalised), :math:`M=VA^{-1}` (:func:`twisted_matrix`). Returns ``+1`` if
+    :math:`M+M^\top\succeq0` (non-decreasing energy), ``-1`` if :math:`M+M^\top\preceq0`
+    (non-increasing), ``0`` if :math:`M+M^\top` is indefinite (no rule).
+    """
+    M = twisted_matrix(A, V)
+    lam = np.linalg.eigvalsh(M + M.T)
+    tol = 1e-12 * max(1.0, float(np.max(np.abs(lam))))
+    if lam[0] >= -tol:
+        return 1
+    if lam[-1] <= tol:
+        return -1
+    return 0
+
+
+@dataclass(frozen=True, eq=False)
+class SignRuleSurvey:
+    r"""Random cases of the sign rule (:func:`sign_rule_survey`).
+
+    Attributes
+    ----------
+    lam_min, lam_max : arrays (cases,)
+        Smallest and largest eigenvalue of :math:`M+M^\top`, divided by its largest absolute eigenvalue.
+    rate : array (cases,)
+        :math:`\frac{d}{dt}E_A` from the core velocity (:func:`energy_rate`).
+    formula : array (cases,)
+        :func:`dissipation` (the sign-rule form of the same rate).
+    predicted : array (cases,) of int
+        :func:`energy_sign` (+1, -1, or 0 = no rule).
+    scale : array (cases,)
+        :math:`\tfrac12\|M+M^\top\|\int|\nabla Z_\mu|^2Z_\mu^{-k}d\mu`: the rate divided by it,
+        :attr:`normalized_rate`, lies in :math:`[\lambda_{\min},\lambda_{\max}]` (normalised
+        eigenvalues of :math:`M+M^\top`) — the quantitative form of the sign rule.
+    kind : str
+    """
+
+    lam_min: np.ndarray
+    lam_max: np.ndarray
+    rate: np.ndarray
+    formula: np.ndarray
+    predicted: np.ndarray
+    scale: np.ndarray
+    kind: str
+
+    @property
+    def normalized_rate(self) -> np.ndarray:
+        """Rate divided by :attr:`scale`; in [lam_min, lam_max]."""
+        return self.rate / self.scale
+
+    @property
+    def agree(self) -> np.ndarray:
+        """Cases with a rule (predicted != 0) whose computed rate has the predicted sign."""
+        ruled = self.predicted != 0
+        return np.sign(self.rate[ruled]) == self.predicted[ruled]
+
+    @property
+    def relative_gap(self) -> np.ndarray:
+        """:math:`|\text{rate}-\text{formula}|/|\text{formula}|` per case."""
+        return np.abs(self.rate - self.formula) / np.maximum(np.abs(self.formula), 1e-300)
+
+
+def sign_rule_survey(cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7, spread: float = 0.7,
+                     seed=None, kind: str = "softmax") -> SignRuleSurvey:
+    r"""Check the sign rule of paper 1 spec §5.3 on random layers and token clouds.
+
+    Each case draws a symmetric :math:`A=U\operatorname{diag}(a)U^\top` (:math:`a_i\sim N(0,\text{scale}^2)`,
+    :math:`U` Haar), a Gaussian :math:`V`, and :math:`n` tokens from :math:`N(0,\text{spread}^2I_d)`;
+    it records :math:`\frac{d}{dt}E_A` computed with the core velocity of
+    ``Attention(kind, A=A, V=V)`` (:func:`energy_rate`), the dissipation formula
+    (:func:`dissipation`) and the predicted sign (:func:`energy_sign`).
+    """
+    if kind not in ("softmax", "unnormalized_softmax"):
+        raise ValueError(f"the sign rule is stated for softmax and unnormalised attention, got {kind!r}")
+    rng = np.random.default_rng(seed)
+    lo, hi, rate, formula, pred, norm = (np.empty(int(cases)) for _ in range(6))
+    for c in range(int(cases)):
+        U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        a = scale * rng.standard_normal(d)
+        A = (U * a) @ U.T
+        A = 0.5 * (A + A.T)
+        V = rng.standard_normal((d, d))
+        X = spread * rng.standard_normal((n, d))
+        M = twisted_matrix(A, V)
+        lam = np.linalg.eigvalsh(M + M.T)
+        lo[c], hi[c] = lam[0] / np.max(np.abs(lam)), lam[-1] / np.max(np.abs(lam))
+        rate[c] = energy_rate(X, Attention(kind, A=A, V=V))
+        formula[c] = dissipation(X, A, V, normalized=(kind == "softmax"))
+        pred[c] = energy_sign(A, V)
+        # V = A gives M = I: the dissipation is then int |grad Z|^2 Z^{-k} dmu
+        norm[c] = 0.5 * np.max(np.abs(lam)) * dissipation(X, A, A, normalized=(kind == "softmax"))
+    return SignRuleSurvey(lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int),
+                          scale=norm, kind=kind)
+
+
+def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
+    r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (paper 1 spec §5.2, [I] name).
+
+    .. math:: d_M(\mu,\nu)^2=\min_{\pi\in\Pi(\mu,\nu)}\int\langle M^{-1}(x-y),x-y\rangle d\pi
+              =W_2\big((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu\big)^2,
+
+    :math:`M` symmetric positive definite. Computed as the second form with
+    :func:`~tokendynamics.transport.wasserstein` (exact LP). Gradient flows for :math:`d_M` have
+    velocity :math:`-M\nabla\frac{\delta F}{\delta\mu}`. ``weights`` is ``None`` or a pair.
+    """
+    X = validate_tokens(X, name="X")
+    Y = validate_tokens(Y, X.shape[1], "Y")
+    M = _spd(M, "M", X.shape[1])
+    R = np.linalg.inv(psd_sqrt(M))  # M^{-1/2}
+    return wasserstein(X @ R, Y @ R, 2, weights, method=method)
+
+
+def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
+    r""":math:`d_M` between Gaussians: the Bures–Wasserstein distance of the :math:`M^{-1/2}`-transformed Gaussians.
+
+    .. math:: d_M\big(N(m_1,\Sigma_1),N(m_2,\Sigma_2)\big)
+              =W_2\big(N(M^{-1/2}m_1,M^{-1/2}\Sigma_1M^{-1/2}),N(M^{-1/2}m_2,M^{-1/2}\Sigma_2M^{-1/2})\big)
+
+    (paper 1 spec §5.2), through :func:`~tokendynamics.transport.bures_wasserstein`.
+    """
+    m1, S1 = _gaussian(m1, S1)
+    m2, S2 = _gaussian(m2, S2, m1.shape[0])
+    M = _spd(M, "M", m1.shape[0])
+    R = np.linalg.inv(psd_sqrt(M))
+    return bures_wasserstein(R @ m1, R @ S1 @ R, R @ m2, R @ S2 @ R)
+
+
+# ---------------------------------------------------------------------------------------------
+# the Sinkhorn entropic energy
+# ---------------------------------------------------------------------------------------------
+
+def _sinkhorn_spectrum(cov, A, eps):
+    """R = cov^{1/2}, eigen-decomposition of H = R A cov A R and s_i = sqrt(1 + 4 h_i / eps^2)."""
+    R = psd_sqrt(cov)
+    H = R @ A @ cov @ A @ R
+    lam, U = np.linalg.eigh(0.5 * (H + H.T))
+    lam = np.clip(lam, 0.0, None)
+    return R, lam, U, np.sqrt(1.0 + 4.0 * lam / eps ** 2)
+
+
+def _check_eps(eps) -> float:
+    eps = float(eps)
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a finite positive number, got {eps!r}")
+    return eps
+
+
+def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
+    r"""Closed form of the Sinkhorn energy :math:`F_\varepsilon(N(\alpha,\Sigma))=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`, cost :math:`-\langle x,Ay\rangle`.
+
+    .. math:: F_\varepsilon(\alpha,\Sigma)=-\tfrac12\alpha^\top A\alpha-\frac\varepsilon4\sum_{i=1}^d
+              \Big[s_i-1-\log\frac{1+s_i}{2}\Big],\quad s_i=\sqrt{1+4h_i/\varepsilon^2},\
+              h_i=\operatorname{eig}_i\big(\Sigma^{1/2}A\Sigma A\Sigma^{1/2}\big)
+
+    (paper 1 spec §5.4; :math:`A` symmetric). Mapping to the library: the layer
+    ``Attention("sinkhorn", A=A, V=V, eps=eps)`` (``beta=1``; in general the cost matrix is
+    ``beta * A``) is the :math:`W_2` gradient flow of this :math:`F_\varepsilon` when :math:`V=A`,
+    and the :math:`d_M` gradient flow when :math:`V=MA` (claim C16).
+    """
+    mean, cov = _gaussian(mean, cov)
+    A = _symmetric(A, d=mean.shape[0])
+    eps = _check_eps(eps)
+    _, _, _, s = _sinkhorn_spectrum(cov, A, eps)
+    return float(-0.5 * mean @ A @ mean - 0.25 * eps * np.sum(s - 1.0 - np.log((1.0 + s) / 2.0)))
+
+
+def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
+    r"""Gradient :math:`(\nabla_\alpha F_\varepsilon,\nabla_\Sigma F_\varepsilon)` of :func:`sinkhorn_energy` (symmetric :math:`\nabla_\Sigma`).
+
+    .. math:: \nabla_\alpha F_\varepsilon=-A\alpha,\qquad
+              \nabla_\Sigma F_\varepsilon=-\frac1{2\varepsilon}\,A\Sigma^{1/2}X\Sigma^{1/2}A,\quad
+              X=2\big(I+(I+4H/\varepsilon^2)^{1/2}\big)^{-1},\ H=\Sigma^{1/2}A\Sigma A\Sigma^{1/2},
+
+    derived here (spectral calculus; :math:`-2\nabla_\Sigma F\,\Sigma=AC^\top` with :math:`C` the
+    cross-covariance of the entropic self-plan, paper 1 §4.2.4) and tested against finite
+    differences. No inverse of :math:`\Sigma` or :math:`A` is needed.
+    """
+    mean, cov = _gaussian(mean, cov)
+    A = _symmetric(A, d=mean.shape[0])
+    eps = _check_eps(eps)
+    R, _, U, s = _sinkhorn_spectrum(cov, A, eps)
+    X = (U * (2.0 / (1.0 + s))) @ U.T
+    G = -(0.5 / eps) * (A @ R @ X @ R @ A)
+    return -A @ mean, 0.5 * (G + G.T)
+
+
+def sinkhorn_energy_empirical(X, A, eps: float = 1.0, weights=None, *, max_iter: int = 10_000,
+                              tol: float = 1e-12) -> float:
+    r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12\big(\int f\,d\mu+\int g\,d\mu\big)` for :math:`\mu=\sum_iw_i\delta_{x_i}`.
+
+    :math:`\mathrm{OT}_\varepsilon(\mu,\mu)=\min_\pi\int-\langle x,Ay\rangle d\pi+\varepsilon\,\mathrm{KL}(\pi|\mu\otimes\mu)`;
+    at the optimum the dual value is :math:`\int f+\int g` with the potentials of the core's log-domain
+    Sinkhorn (:func:`~tokendynamics.attention.sinkhorn_potentials`, the same solver as Sinkhorn
+    attention). Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for the Sinkhorn layer
+    with :math:`V=A` (paper 1 spec §5.4; tested).
+
+    Raises
+    ------
+    ConvergenceError
+        If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations.
+    """
+    X, w = _measure(X, weights)
+    A = _symmetric(A, d=X.shape[1])
+    eps = _check_eps(eps)
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+    logK = (X @ A) @ X.T / eps
+    f, g, it, err = sinkhorn_potentials(logK, logw, eps=eps, max_iter=max_iter, tol=tol)
+    if not err <= tol:
+        raise ConvergenceError(f"Sinkhorn did not reach tol = {tol:g} in {it} iterations (error {err:.3g})")
+    return float(0.5 * (w @ f + w @ g))
+
+
+def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
+    r"""Velocity :math:`(\dot\alpha,\dot\Sigma)` of the (twisted) Bures–Wasserstein gradient flow of an energy on Gaussians.
+
+    For :math:`F(\alpha,\Sigma)` with gradient :math:`(g,G)` (``G`` symmetric) the first variation
+    restricted to Gaussians is :math:`\langle g,x\rangle+\langle x-\alpha,G(x-\alpha)\rangle`, so the
+    :math:`d_M` gradient flow moves tokens with :math:`-M(g+2G(x-\alpha))` and
+
+    .. math:: \dot\alpha=-Mg,\qquad\dot\Sigma=-2\big(MG\Sigma+\Sigma GM\big)
+
+    (paper 1 spec §5.4; :math:`M=I` by default: the Bures–Wasserstein flow).
+    """
+    g = np.asarray(grad_mean, dtype=float)
+    d = g.shape[0]
+    G = _symmetric(grad_cov, "grad_cov", d)
+    S = validate_covariance(cov, "cov", d)
+    M = np.eye(d) if M is None else _spd(M, "M", d)
+    MGS = M @ G @ S
+    return -M @ g, -2.0 * (MGS + MGS.T)
+
+
+def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
+    r"""Central finite-difference gradient :math:`(\nabla_\alpha F,\nabla_\Sigma F)` of ``fun(mean, cov)``.
+
+    The symmetric gradient is taken in the coordinates :math:`\Sigma\mapsto\Sigma+t(E_{ij}+E_{ji})/2`
+    (:math:`t\,E_{ii}` on the diagonal), so that :math:`dF=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`.
+    Needs :math:`\Sigma\succ hI` (the perturbed matrices must stay PSD). Used to check the
+    Sinkhorn ODE against the gradient of :math:`F_\varepsilon` without trusting any derived gradient (C16).
+    """
+    mean, cov = _gaussian(mean, cov)
+    if np.linalg.eigvalsh(cov)[0] <= 2 * h:
+        raise ValueError(f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is "
+                         f"{np.linalg.eigvalsh(cov)[0]:.3g}")
+    d = mean.shape[0]
+    g = np.zeros(d)
+    G = np.zeros((d, d))
+    for i in range(d):
+        e = np.zeros(d)
+        e[i] = h
+        g[i] = (fun(mean + e, cov) - fun(mean - e, cov)) / (2 * h)
+    for i in range(d):
+        for j in range(i, d):
+            E = np.zeros((d, d))
+            E[i, j] += 0.5 * h
+            E[j, i] += 0.5 * h
+            G[i, j] = G[j, i] = (fun(mean, cov + E) - fun(mean, cov - E)) / (2 * h)
+    return g, G
+
+
+def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
+    r"""Distance between a Gaussian trajectory's ODE velocity and the (twisted) BW gradient of ``energy``, at every stored time.
+
+    At each :math:`(\alpha_t,\Sigma_t)` of the ``tokendynamics.gaussian.GaussianTrajectory``,
+    the gradient of ``energy(mean, cov)`` is taken by :func:`finite_difference_gradient` (step ``h``)
+    and turned into :math:`(\dot\alpha,\dot\Sigma)` by :func:`bw_gradient_velocity`; it is compared
+    with ``tokendynamics.gaussian.gaussian_rhs`` of the trajectory's layer (claim C16).
+
+    Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
+    """
+    from .gaussian import gaussian_rhs
+
+    layer = traj.layer
+    if not isinstance(layer, Attention):
+        raise TypeError("bw_gradient_mismatch needs a trajectory of a constant Attention layer")
+    err, size = np.empty(len(traj.t)), np.empty(len(traj.t))
+    for k, (a, S) in enumerate(zip(traj.mean, traj.cov)):
+        dm, dS = gaussian_rhs(a, S, layer)
+        vm, vS = bw_gradient_velocity(*finite_difference_gradient(energy, a, S, h), S, M)
+        err[k] = max(float(np.max(np.abs(dm - vm))), float(np.max(np.abs(dS - vS))))
+        size[k] = max(float(np.max(np.abs(dm))), float(np.max(np.abs(dS))))
+    return err, size
+
+
+def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
+    r"""Slope of an energy at :math:`N(\alpha,\Sigma)` in :math:`d_M`: :math:`\big(g^\top Mg+4\operatorname{tr}(GMG\Sigma)\big)^{1/2}`.
+
+    The :math:`L^2_M(\mu)` norm of :math:`M\nabla\frac{\delta F}{\delta\mu}=M(g+2G(x-\alpha))`; along
+    the :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2` and the metric speed equals
+    the slope. :math:`M=I`: Bures–Wasserstein.
+    """
+    g = np.asarray(grad_mean, dtype=float)
+    d = g.shape[0]
+    G = _symmetric(grad_cov, "grad_cov", d)
+    S = validate_covariance(cov, "cov", d)
+    M = np.eye(d) if M is None else _spd(M, "M", d)
+    return float(math.sqrt(max(0.0, float(g @ M @ g) + 4.0 * float(np.trace(G @ M @ G @ S)))))
+
+
+# ---------------------------------------------------------------------------------------------
+# second variation and non-convexity
+# ---------------------------------------------------------------------------------------------
+
+def second_variation(X, U, A, weights=None) -> float:
+    r"""Second variation of :math:`E_A` along :math:`\mu_s=(\mathrm{Id}+s\,u)_\#\mu` at :math:`s=0`, :math:`\mu=\sum_iw_i\delta_{x_i}`.
+
+    .. math:: \frac{d^2}{ds^2}E_A(\mu_s)\Big|_{s=0}=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}
+              \Big[\big(\langle u_i,Ax_j\rangle+\langle x_i,Au_j\rangle\big)^2+2\langle u_i,Au_j\rangle\Big]
+
+    (paper 1 spec §5.5, written for any :math:`A` in library convention; for symmetric :math:`A`
+    it is the spec's :math:`\mathrm{Hess}\,E_A(\mu)[w,w]`). ``U`` (n, d) is the displacement
+    :math:`u(x_i)`. Tested against a finite-difference second derivative of :func:`energy_along`.
+    Blocks of at most a third of the rows keep the three kernel blocks alive at a time below one
+    :math:`n\times n` matrix.
+    """
+    X, w = _measure(X, weights)
+    n, d = X.shape
+    U = np.asarray(U, dtype=float)
+    if U.shape != X.shape or not np.all(np.isfinite(U)):
+        raise ValueError(f"U must be a finite array of the tokens' shape {X.shape}, got {U.shape}")
+    A = _matrix(A, d)
+    AX, AU = X @ A.T, U @ A.T  # rows A x_j, A u_j
+    block = _block_rows(n, n, matrices=3)
+    top = -np.inf
+    for start in range(0, n, block):  # global shift of the exponent
+        rows = slice(start, min(n, start + block))
+        top = max(top, float(np.max(X[rows] @ AX.T)))
+    total = 0.0
+    for start in range(0, n, block):
+        rows = slice(start, min(n, start + block))
+        Kb = X[rows] @ AX.T
+        Kb -= top
+        np.exp(Kb, out=Kb)
+        Kb *= w[rows, None]
+        Kb *= w[None, :]
+        Pb = U[rows] @ AX.T  # <u_i, A x_j>
+        Pb += X[rows] @ AU.T  # <x_i, A u_j> (third block, temporary)
+        np.square(Pb, out=Pb)
+        Tb = U[rows] @ AU.T  # <u_i, A u_j>
+        Tb *= 2.0
+        Pb += Tb
+        del Tb
+        total += float(np.einsum("ij,ij->", Kb, Pb))
+    if top > _LOG_MAX:
+        raise NonFiniteError(f"the second variation overflows float64 (largest score {top:.4g})")
+    return 0.5 * total * math.exp(top)
+
+
+def energy_along(X, U, A, s, weights=None) -> np.ndarray:
+    r""":math:`E_A\big((\mathrm{Id}+s\,u)_\#\mu\big)` for every ``s`` in the array ``s`` (translations: ``U`` constant; dilations: ``U = X - c``)."""
+    X, w = _measure(X, weights)
+    U = np.asarray(U, dtype=float)
+    if U.shape != X.shape:
+        raise ValueError(f"U must have the tokens' shape {X.shape}, got {U.shape}")
+    return np.array([interaction_energy(X + si * U, A, w) for si in np.atleast_1d(np.asarray(s, float))])
+
+
+def dirac_second_variation(x0, w0, A) -> float:
+    r"""Closed form of the second variation at a Dirac mass :math:`\delta_{x_0}` along :math:`(\mathrm{Id}+s\,w)_\#`, :math:`w(x_0)=w_0`.
+
+    .. math:: \tfrac12e^{\langle x_0,Ax_0\rangle}\big[(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2+2\langle w_0,Aw_0\rangle\big];
+
+    at :math:`\delta_0` this is :math:`\langle w_0,Aw_0\rangle`, i.e. :math:`-|w_0|^2<0` for
+    :math:`A=-I` (paper 1 spec §5.5: :math:`E_{-I}` is not displacement convex at the clustered state).
+    """
+    x0 = np.atleast_1d(np.asarray(x0, dtype=float))
+    w0 = np.asarray(w0, dtype=float)
+    A = _matrix(A, x0.shape[0])
+    if w0.shape != x0.shape:
+        raise ValueError(f"w0 must have shape {x0.shape}, got {w0.shape}")
+    q = float(x0 @ A @ x0)
+    lin = float(w0 @ A @ x0 + x0 @ A @ w0)
+    return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin ** 2 + 2.0 * float(w0 @ A @ w0))
+
+
+# ---------------------------------------------------------------------------------------------
+# is the flow a steepest descent for this metric? (energy decrease per unit length)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class DescentProfile:
+    r"""Energy decrease per unit length along a flow, measured in one metric (:math:`d_M`, or :math:`W_2` if ``M`` is None).
+
+    Along a curve :math:`\mu_t` the energy can decrease at most at the rate
+    :math:`\text{slope}(\mu_t)\times\text{speed}` (Cauchy–Schwarz in :math:`L^2_{M^{-1}}(\mu)`); the
+    *efficiency* :math:`-\frac{d}{dt}E/(\text{speed}\cdot\text{slope})\le1` equals 1 exactly when
+    the velocity is the steepest-descent direction of that metric, i.e. the flow is its gradient
+    flow. Layer by layer, :math:`(E(\mu_k)-E(\mu_{k+1}))/(d(\mu_k,\mu_{k+1})\,\overline{\text{slope}}_k)`
+    uses the exact distance between a layer's input and output measures and the mean of the input
+    and output slopes (so that it is 1 up to :math:`O(\text{layer step}^2)` for a gradient flow).
+
+    Attributes
+    ----------
+    t, energy, rate, speed, slope, efficiency : arrays (m,)
+        At every stored time: the energy, its rate :math:`\frac{d}{dt}E`, the metric speed of the
+        velocity field, the slope of the energy, and the instantaneous efficiency.
+    layer_t, layer_drop, layer_distance, layer_efficiency : arrays (k,)
+        For the layers :math:`[t_k,t_{k+1}]` that were measured: start time, energy decrease,
+        distance between input and output, and the discrete efficiency.
+    metric : str
+        ``"W2"`` or ``"d_M"``.
+    """
+
+    t: np.ndarray
+    energy: np.ndarray
+    rate: np.ndarray
+    speed: np.ndarray
+    slope: np.ndarray
+    efficiency: np.ndarray
+    layer_t: np.ndarray
+    layer_drop: np.ndarray
+    layer_distance: np.ndarray
+    layer_efficiency: np.ndarray
+    metric: str
+
+
+def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
+    r"""Energy decrease per unit length of a particle :class:`~tokendynamics.particles.Trajectory`, for the layer's own energy.
+
+    The energy is :math:`E_{\beta A}` (:func:`interaction_energy`) of the trajectory's single-head
+    layer; the velocity is the core :func:`~tokendynamics.attention.velocity`; lengths are measured in
+    :math:`d_M` (:func:`twisted_wasserstein`, :func:`kinetic_norm`) or :math:`W_2` (``M=None``). For
+    unnormalised attention with :math:`A=-I` and value :math:`V\succ0` the flow is the
+    :math:`d_V` gradient descent of :math:`E_{-I}` (spec §5.2): efficiency 1 in :math:`d_V`, below 1
+    in :math:`W_2`. ``every``: measure the distance of every k-th layer (one exact LP each).
+    """
+    layer = traj.layer
+    A, _ = layer_matrices(layer)
+    w = traj.weights
+    if M is not None:
+        M = _spd(M, "M", traj.d)
+    Ms = np.eye(traj.d) if M is None else M
+    m = len(traj.t)
+    energy, rate, speed, slope = (np.empty(m) for _ in range(4))
+    for k, X in enumerate(traj.X):
+        U = velocity(X, layer, w)
+        g = first_variation_gradient(X, A, w)
+        energy[k] = interaction_energy(X, A, w)
+        rate[k] = energy_rate(X, layer, w, field=U)
+        speed[k] = kinetic_norm(U, w, M)
+        slope[k] = kinetic_norm(g @ Ms, w, M)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
+    ks = np.arange(0, m - 1, max(1, int(every)))
+    pair = None if w is None else (w, w)
+    dist = np.array([twisted_wasserstein(traj.X[k], traj.X[k + 1], Ms, pair) for k in ks])
+    drop = energy[ks] - energy[ks + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mid = 0.5 * (slope[ks] + slope[ks + 1])  # slope at the layer's midpoint, to O(dt^2)
+        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
+    return DescentProfile(t=traj.t, energy=energy, rate=rate, speed=speed, slope=slope, efficiency=eff,
+                          layer_t=traj.t[ks], layer_drop=drop, layer_distance=dist, layer_efficiency=leff,
+                          metric="W2" if M is None else "d_M")
+
+
+def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
+    r"""The same as :func:`descent_profile` for a ``tokendynamics.gaussian.GaussianTrajectory`` and an energy on Gaussians.
+
+    ``energy(mean, cov)`` and ``gradient(mean, cov) -> (g, G)`` (e.g. :func:`sinkhorn_energy` and
+    :func:`sinkhorn_energy_gradient` with :math:`A,\varepsilon` fixed). The flow's field on
+    :math:`N(\alpha,\Sigma)` is affine, :math:`\Gamma(x)=\Gamma(\alpha)+B(x-\alpha)`
+    (``tokendynamics.gaussian.gaussian_velocity``), so in closed form
+    :math:`\frac{d}{dt}F=\langle g,\Gamma(\alpha)\rangle+2\operatorname{tr}(GB\Sigma)`, speed
+    :math:`^2=\Gamma(\alpha)^\top M^{-1}\Gamma(\alpha)+\operatorname{tr}(B^\top M^{-1}B\Sigma)` and the
+    slope is :func:`gaussian_slope`. Each interval between stored times is a layer whose
+    input/output distance is :func:`twisted_bures_wasserstein` (:math:`M=I`: Bures–Wasserstein).
+    """
+    from .gaussian import gaussian_velocity
+
+    layer = traj.layer
+    if not isinstance(layer, Attention):
+        raise TypeError("gaussian_descent_profile needs a trajectory of a constant Attention layer")
+    d = traj.mean.shape[1]
+    Ms = np.eye(d) if M is None else _spd(M, "M", d)
+    Minv = np.linalg.inv(Ms)
+    m = len(traj.t)
+    E, rate, speed, slope = (np.empty(m) for _ in range(4))
+    for k, (a, S) in enumerate(zip(traj.mean, traj.cov)):
+        b, B = gaussian_velocity(a, S, layer)
+        ga = b + B @ a  # Gamma(alpha)
+        g, G = gradient(a, S)
+        E[k] = energy(a, S)
+        rate[k] = float(g @ ga) + 2.0 * float(np.trace(G @ B @ S))
+        speed[k] = math.sqrt(max(0.0, float(ga @ Minv @ ga) + float(np.trace(B.T @ Minv @ B @ S))))
+        slope[k] = gaussian_slope(g, G, S, None if M is None else Ms)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
+    ks = np.arange(m - 1)
+    dist = np.array([twisted_bures_wasserstein(traj.mean[k], traj.cov[k], traj.mean[k + 1], traj.cov[k + 1], Ms)
+                     for k in ks])
+    drop = E[:-1] - E[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mid = 0.5 * (slope[:-1] + slope[1:])  # slope at the layer's midpoint, to O(dt^2)
+        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
+    return DescentProfile(t=traj.t, energy=E, rate=rate, speed=speed, slope=slope, efficiency=eff,
+                          layer_t=traj.t[:-1], layer_drop=drop, layer_distance=dist, layer_efficiency=leff,
+                          metric="W2" if M is None else "d_M")
+
+
+# ---------------------------------------------------------------------------------------------
+# energy and distance curves along the Gaussian flow (chapter figures and the widget)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class EnergyCurves:
+    r"""Energy and distances along the softmax Gaussian flow :math:`N(\alpha_t,\Sigma_t)`.
+
+    Attributes
+    ----------
+    t : array (m,)
+        Times (the curves stop at a blow-up).
+    log_energy : array (m,)
+        :math:`\log E_{\beta A}(N(\alpha_t,\Sigma_t))` (``inf`` where the Gaussian integral diverges).
+    w2 : array (m,)
+        :math:`W_2(\mu_0,\mu_t)` (Bures–Wasserstein).
+    twisted : array (m,) or None
+        :math:`d_{\pm M}(\mu_0,\mu_t)` when :math:`M=V(\beta A)^{-1}` is symmetric definite, else None.
+    M : array (d, d) or None
+        :math:`V(\beta A)^{-1}` (None when :math:`A` is not symmetric invertible).
+    sign : int or None
+        :func:`energy_sign` (+1 non-decreasing, -1 non-increasing, 0 no rule).
+    mean, cov : arrays (m, d), (m, d, d)
+    blowup_time : float or None
+    """
+
+    t: np.ndarray
+    log_energy: np.ndarray
+    w2: np.ndarray
+    twisted: np.ndarray | None
+    M: np.ndarray | None
+    sign: int | None
+    mean: np.ndarray
+    cov: np.ndarray
+    blowup_time: float | None
+
+    @property
+    def energy(self) -> np.ndarray:
+        r""":math:`E_{\beta A}(N(\alpha_t,\Sigma_t))`; ``inf`` where it diverges or exceeds float64."""
+        with np.errstate(over="ignore"):
+            return np.exp(self.log_energy)
+
+
+def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int = 101, *,
+                           rtol: float = 1e-8, atol: float = 1e-10, blowup_trace: float = 1e6) -> EnergyCurves:
+    r"""Solve the softmax Gaussian ODE (``tokendynamics.gaussian.solve_gaussian``) and evaluate energy and distances.
+
+    :math:`E_{\beta A}` along :math:`N(\alpha_t,\Sigma_t)` (:func:`gaussian_interaction_energy`),
+    :math:`W_2(\mu_0,\mu_t)` and, when :math:`M=V(\beta A)^{-1}` is symmetric and definite,
+    :math:`d_{\pm M}(\mu_0,\mu_t)` (:func:`twisted_bures_wasserstein`). Used by the chapter's
+    widget: one call takes a few tens of milliseconds in d = 2.
+    """
+    from .gaussian import solve_gaussian
+
+    A, V = layer_matrices(layer)
+    if layer.kind != "softmax":
+        raise ValueError(f"the energy curves follow softmax attention, got {layer.kind!r}")
+    if not (T > 0):
+        raise ValueError("T must be positive")
+    traj = solve_gaussian(mean0, cov0, layer, (0.0, float(T)), t_eval=np.linspace(0.0, float(T), int(n_times)),
+                          rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+    m0, S0 = traj.mean[0], traj.cov[0]
+    log_energy = np.array([gaussian_interaction_energy(m, S, A, log=True) for m, S in zip(traj.mean, traj.cov)])
+    w2 = np.array([bures_wasserstein(m0, S0, m, S) for m, S in zip(traj.mean, traj.cov)])
+    M = sign = twisted = None
+    if _is_symmetric(A) and np.min(np.abs(np.linalg.eigvalsh(A))) > 1e-12 * max(1.0, float(np.max(np.abs(A)))):
+        M = twisted_matrix(A, V)
+        sign = energy_sign(A, V)
+        if _is_symmetric(M, 1e-10):
+            lam = np.linalg.eigvalsh(0.5 * (M + M.T))
+            if lam[0] > 0 or lam[-1] < 0:
+                Mpos = 0.5 * (M + M.T) * (1.0 if lam[0] > 0 else -1.0)
+                twisted = np.array([twisted_bures_wasserstein(m0, S0, m, S, Mpos)
+                                    for m, S in zip(traj.mean, traj.cov)])
+    return EnergyCurves(t=traj.t, log_energy=log_energy, w2=w2, twisted=twisted, M=M, sign=sign, mean=traj.mean,
+                        cov=traj.cov, blowup_time=traj.blowup_time)

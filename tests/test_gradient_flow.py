@@ -1,0 +1,614 @@
+"""Gradient-flow structure (paper 1 spec §5): energies, twisted metric, Sinkhorn energy, second variation (C16–C19)."""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import numpy as np
+import ot
+import pytest
+
+import tokendynamics.attention as attention_module
+from tokendynamics import Attention, NonFiniteError, sample_gaussian, simulate, velocity
+from tokendynamics.gaussian import gauss_hermite, gaussian_rhs, gaussian_velocity, solve_gaussian
+from tokendynamics.gradient_flow import (
+    bw_gradient_velocity,
+    dirac_second_variation,
+    dissipation,
+    energy_along,
+    energy_curve,
+    energy_rate,
+    energy_sign,
+    finite_difference_gradient,
+    first_variation,
+    first_variation_gradient,
+    gaussian_energy_curves,
+    gaussian_interaction_energy,
+    gaussian_partition_function,
+    gaussian_slope,
+    gaussian_translation_hessian,
+    interaction_energy,
+    kinetic_norm,
+    layer_matrices,
+    partition_function,
+    second_variation,
+    sinkhorn_energy,
+    sinkhorn_energy_empirical,
+    sinkhorn_energy_gradient,
+    twisted_bures_wasserstein,
+    twisted_matrix,
+    twisted_wasserstein,
+)
+from tokendynamics.transport import psd_sqrt, wasserstein
+
+M0 = np.array([0.3, -0.2])
+S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+I2 = np.eye(2)
+
+
+def sym(rng, d, scale=1.0):
+    B = rng.standard_normal((d, d))
+    return scale * (B + B.T) / 2
+
+
+def spd(rng, d, floor=0.3):
+    B = rng.standard_normal((d, d))
+    return B @ B.T / d + floor * np.eye(d)
+
+
+def cloud(rng, n=40, d=2):
+    X = 0.6 * rng.standard_normal((n, d))
+    w = rng.random(n) + 0.2
+    return X, w / w.sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# interaction energy, first variation, gradient
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_energy_equals_dense_double_sum_and_is_transpose_invariant(symmetric):
+    rng = np.random.default_rng(0)
+    X, w = cloud(rng)
+    A = sym(rng, 2, 0.5) if symmetric else 0.5 * rng.standard_normal((2, 2))
+    dense = 0.5 * w @ np.exp(X @ A @ X.T) @ w
+    assert interaction_energy(X, A, w) == pytest.approx(dense, rel=1e-13)
+    assert interaction_energy(X, A.T, w) == pytest.approx(dense, rel=1e-13)
+    assert interaction_energy(X, A, w, log=True) == pytest.approx(math.log(dense), rel=1e-13)
+
+
+def test_energy_blocks_agree_with_one_block(monkeypatch):
+    rng = np.random.default_rng(1)
+    X, w = cloud(rng, n=37)
+    A = sym(rng, 2, 0.5)
+    U = rng.standard_normal(X.shape)
+    ref = (interaction_energy(X, A, w), first_variation_gradient(X, A, w), second_variation(X, U, A, w))
+    monkeypatch.setattr(attention_module, "BLOCK_ENTRIES", 50)
+    import tokendynamics.gradient_flow as gf
+
+    monkeypatch.setattr(gf, "BLOCK_ENTRIES", 50)  # blocks of one or two rows
+    assert interaction_energy(X, A, w) == pytest.approx(ref[0], rel=1e-13)
+    np.testing.assert_allclose(first_variation_gradient(X, A, w), ref[1], rtol=1e-12)
+    assert second_variation(X, U, A, w) == pytest.approx(ref[2], rel=1e-12)
+
+
+def test_energy_weights_equal_repeated_tokens():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((5, 2))
+    A = sym(rng, 2, 0.4)
+    counts = np.array([1, 3, 2, 1, 4])
+    assert interaction_energy(X, A, counts / counts.sum()) == pytest.approx(
+        interaction_energy(np.repeat(X, counts, axis=0), A), rel=1e-13)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_first_variation_matches_finite_differences_of_energy_in_the_weights(symmetric):
+    rng = np.random.default_rng(3)
+    X, w = cloud(rng)
+    A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
+    chi = rng.standard_normal(len(w))
+    chi -= chi.mean()  # zero total mass; w + h chi stays a probability vector for small h
+    h = 1e-6
+    fd = (interaction_energy(X, A, w + h * chi) - interaction_energy(X, A, w - h * chi)) / (2 * h)
+    assert fd == pytest.approx(chi @ first_variation(X, A, w), rel=1e-7)
+    if symmetric:  # delta E / delta mu = Z_mu for symmetric A
+        np.testing.assert_allclose(first_variation(X, A, w), partition_function(X, A, w), rtol=1e-14)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_first_variation_gradient_matches_finite_differences_in_the_positions(symmetric):
+    rng = np.random.default_rng(4)
+    X, w = cloud(rng, n=25)
+    A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
+    g = first_variation_gradient(X, A, w)
+    h = 1e-6
+    for i in (0, 7, 19):
+        for a in range(2):
+            Xp, Xm = X.copy(), X.copy()
+            Xp[i, a] += h
+            Xm[i, a] -= h
+            fd = (interaction_energy(Xp, A, w) - interaction_energy(Xm, A, w)) / (2 * h)
+            assert fd == pytest.approx(w[i] * g[i, a], rel=1e-6, abs=1e-10)
+    # and the gradient of the first variation at other points, by differences of first_variation
+    P = rng.standard_normal((3, 2))
+    gP = first_variation_gradient(X, A, w, at=P)
+    for a in range(2):
+        e = np.zeros(2)
+        e[a] = h
+        fd = (first_variation(X, A, w, at=P + e) - first_variation(X, A, w, at=P - e)) / (2 * h)
+        np.testing.assert_allclose(fd, gP[:, a], rtol=1e-7)
+
+
+def test_unnormalised_attention_with_V_equal_A_is_the_gradient_of_the_first_variation():
+    """Spec §5.1: Gamma = grad delta E / delta mu (W2 gradient ascent of E_A) when V = A = A^T."""
+    rng = np.random.default_rng(5)
+    X, w = cloud(rng)
+    A = sym(rng, 2, 0.7)
+    beta = 1.3
+    layer = Attention("unnormalized_softmax", A=A, V=beta * A, beta=beta)
+    np.testing.assert_allclose(velocity(X, layer, w), first_variation_gradient(X, beta * A, w), rtol=1e-12)
+
+
+def test_softmax_field_is_VAinv_grad_log_Z_in_library_convention_not_transposed():
+    """Convention test: score <x, A y> (library); Gamma = V A^{-1} grad log Z; V A^{-T} is paper 1's A_1 mistaken for A."""
+    rng = np.random.default_rng(6)
+    X, w = cloud(rng)
+    A = np.array([[0.5, 0.8], [-0.3, 0.4]])  # far from symmetric
+    V = rng.standard_normal((2, 2))
+    G = velocity(X, Attention("softmax", A=A, V=V), w)
+    _, glog = partition_function(X, A, w, gradient=True, log=True)
+    np.testing.assert_allclose(G, glog @ (V @ np.linalg.inv(A)).T, atol=1e-12)
+    assert np.max(np.abs(G - glog @ (V @ np.linalg.inv(A.T)).T)) > 0.1
+    # the same on Gaussians, against the Gaussian module: V A^{-1} grad log Z = V (alpha + Sigma A^T x)
+    P = rng.standard_normal((4, 2))
+    _, glogZ = gaussian_partition_function(M0, S0, A, P, gradient=True)
+    b, Mg = gaussian_velocity(M0, S0, Attention("softmax", A=A, V=V))
+    np.testing.assert_allclose(glogZ @ (V @ np.linalg.inv(A)).T, b + P @ Mg.T, atol=1e-12)
+
+
+def test_gaussian_partition_function_matches_quadrature():
+    rng = np.random.default_rng(7)
+    A = 0.5 * rng.standard_normal((2, 2))
+    Xq, wq = gauss_hermite(M0, S0, 20)
+    P = rng.standard_normal((5, 2))
+    Z, g = gaussian_partition_function(M0, S0, A, P, gradient=True)
+    np.testing.assert_allclose(Z, partition_function(Xq, A, wq, at=P), rtol=1e-10)
+    _, gl = partition_function(Xq, A, wq, at=P, gradient=True, log=True)
+    np.testing.assert_allclose(g, gl, rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gaussian closed forms (C18)
+# ---------------------------------------------------------------------------------------------
+
+def test_C18_gaussian_energy_closed_form_matches_monte_carlo_and_the_spec_formula():
+    rng = np.random.default_rng(8)
+    n = 400_000
+    x = sample_gaussian(n, M0, S0, rng)
+    y = sample_gaussian(n, M0, S0, rng)
+    vals = 0.5 * np.exp(-np.einsum("ij,ij->i", x, y))
+    mc, err = vals.mean(), vals.std() / math.sqrt(n)
+    E = gaussian_interaction_energy(M0, S0, -I2)
+    assert abs(E - mc) < 4 * err
+    spec = 0.5 * np.linalg.det(I2 - S0 @ S0) ** -0.5 * math.exp(-M0 @ np.linalg.solve(I2 + S0, M0))
+    assert E == pytest.approx(spec, rel=1e-14)
+    assert E == pytest.approx(0.558, abs=1e-3)  # spec §5.3's value at t = 0
+    # a general non-symmetric A
+    A = 0.3 * rng.standard_normal((2, 2))
+    vals = 0.5 * np.exp(np.einsum("ij,jk,ik->i", x, A, y))
+    assert abs(gaussian_interaction_energy(M0, S0, A) - vals.mean()) < 4 * vals.std() / math.sqrt(n)
+
+
+def test_gaussian_energy_equals_energy_of_its_quadrature_and_is_infinite_beyond_the_threshold():
+    rng = np.random.default_rng(9)
+    A = sym(rng, 2, 0.5)
+    Xq, wq = gauss_hermite(M0, S0, 30)
+    assert gaussian_interaction_energy(M0, S0, A) == pytest.approx(interaction_energy(Xq, A, wq), rel=1e-9)
+    # singular covariance: a Gaussian on a line
+    S1 = np.outer([1.0, 2.0], [1.0, 2.0]) * 0.1
+    Xq, wq = gauss_hermite(M0, S1, 30)
+    assert gaussian_interaction_energy(M0, S1, A) == pytest.approx(interaction_energy(Xq, A, wq), rel=1e-9)
+    # A = -I: finite iff Sigma < I
+    assert gaussian_interaction_energy(M0, 1.01 * I2, -I2) == math.inf
+    assert math.isfinite(gaussian_interaction_energy(M0, 0.99 * I2, -I2))
+
+
+# ---------------------------------------------------------------------------------------------
+# energy along the flow and the sign rule (C19, spec §5.3)
+# ---------------------------------------------------------------------------------------------
+
+def test_C19_softmax_V_identity_A_minus_identity_energy_decreases_while_covariance_vanishes_and_mean_escapes():
+    layer = Attention("softmax", A=-I2, V=I2)
+    t = np.linspace(0, 3, 61)
+    traj = solve_gaussian(M0, S0, layer, (0, 3), t_eval=t)
+    E = np.array([gaussian_interaction_energy(m, S, -I2) for m, S in zip(traj.mean, traj.cov)])
+    assert np.all(np.diff(E) < 0)
+    assert E[0] == pytest.approx(0.5585, abs=1e-4) and E[-1] < 1e-7  # spec: 0.558 -> 5e-8
+    norms = np.linalg.norm(traj.mean, axis=1)
+    assert np.all(np.diff(norms[10:]) > 0) and norms[-1] == pytest.approx(4.24, abs=0.02)  # spec: ~4.2
+    tr = np.trace(traj.cov, axis1=1, axis2=2)
+    assert np.all(np.diff(tr) < 0)
+    # Sigma_t^{-1} = Sigma_0^{-1} + 2 t I (spec §4.3.2) -> 0 like 1/(2t)
+    np.testing.assert_allclose(np.linalg.inv(traj.cov[-1]), np.linalg.inv(S0) + 6 * I2, rtol=1e-8)
+    # the curves helper gives the same energies
+    curves = gaussian_energy_curves(M0, S0, layer, 3.0, 61)
+    np.testing.assert_allclose(curves.energy, E, rtol=1e-6)
+    assert curves.sign == -1 and curves.twisted is not None
+    np.testing.assert_allclose(curves.twisted, curves.w2, rtol=1e-12)  # M = -I: d_{-M} = W2
+
+
+def test_C19_particle_energy_decreases_along_the_particle_flow():
+    X0 = sample_gaussian(300, M0, S0, rng=11)
+    layer = Attention("softmax", A=-I2, V=I2)
+    traj = simulate(X0, layer, 3.0, dt=0.05)
+    E = energy_curve(traj.X, -I2)
+    assert np.all(np.diff(E) < 0)
+    assert E[-1] / E[0] < 1e-6
+
+
+@pytest.mark.parametrize("kind", ["softmax", "unnormalized_softmax"])
+def test_sign_rule_energy_rate_from_the_core_velocity_equals_the_dissipation_formula(kind):
+    """Spec §5.3 on random cases: dE/dt = int <grad Z, M grad Z>/Z^k dmu, sign given by M + M^T."""
+    rng = np.random.default_rng(12)
+    seen = {1: 0, -1: 0, 0: 0}
+    for _ in range(60):
+        A = sym(rng, 2, 0.5)
+        V = rng.standard_normal((2, 2))
+        X, w = cloud(rng, n=30)
+        layer = Attention(kind, A=A, V=V)
+        rate = energy_rate(X, layer, w)
+        assert rate == pytest.approx(dissipation(X, A, V, w, normalized=(kind == "softmax")), rel=1e-10, abs=1e-14)
+        s = energy_sign(A, V)
+        seen[s] += 1
+        if s != 0:
+            assert np.sign(rate) == s
+    assert seen[1] > 3 and seen[-1] > 3 and seen[0] > 3  # the random draws cover every case
+
+
+def test_energy_rate_matches_the_energy_change_along_a_short_simulation():
+    rng = np.random.default_rng(13)
+    X, w = cloud(rng, n=50)
+    A = sym(rng, 2, 0.5)
+    layer = Attention("softmax", A=A, V=rng.standard_normal((2, 2)))
+    h = 1e-4
+    traj = simulate(X, layer, (0, h), dt=h / 4, weights=w)
+    back = simulate(X, layer.with_(V=-layer.V[0]), (0, h), dt=h / 4, weights=w)  # time reversal
+    fd = (interaction_energy(traj.final, A, w) - interaction_energy(back.final, A, w)) / (2 * h)
+    assert fd == pytest.approx(energy_rate(X, layer, w), rel=1e-6)
+
+
+def test_energy_sign_and_twisted_matrix_need_a_symmetric_invertible_A():
+    with pytest.raises(ValueError, match="symmetric"):
+        twisted_matrix([[1.0, 2.0], [0.0, 1.0]], I2)
+    with pytest.raises(ValueError, match="invertible"):
+        twisted_matrix([[1.0, 0.0], [0.0, 0.0]], I2)
+    assert energy_sign(-I2, I2) == -1 and energy_sign(I2, I2) == 1
+    assert energy_sign(np.diag([1.0, -1.0]), I2) == 0
+    A = np.diag([2.0, -0.5])
+    Mt = np.array([[3.0, 0.5], [0.5, 4.0]])
+    np.testing.assert_allclose(twisted_matrix(A, Mt @ A), Mt, atol=1e-13)  # V = M A  ->  M
+
+
+# ---------------------------------------------------------------------------------------------
+# the twisted Wasserstein distance
+# ---------------------------------------------------------------------------------------------
+
+def test_twisted_wasserstein_equals_W2_of_pushforwards_and_the_LP_with_the_twisted_cost():
+    rng = np.random.default_rng(14)
+    X = rng.standard_normal((30, 2))
+    Y = rng.standard_normal((25, 2)) + 1.0
+    a = rng.random(30)
+    a /= a.sum()
+    M = spd(rng, 2)
+    R = np.linalg.inv(psd_sqrt(M))
+    d = twisted_wasserstein(X, Y, M, (a, None))
+    assert d == pytest.approx(wasserstein(X @ R, Y @ R, 2, (a, None)), rel=1e-12)
+    diff = X[:, None, :] - Y[None, :, :]
+    C = np.einsum("ijk,kl,ijl->ij", diff, np.linalg.inv(M), diff)  # <M^{-1}(x-y), x-y>
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lp = ot.emd2(a, np.full(25, 1 / 25), C)
+    assert d == pytest.approx(math.sqrt(lp), rel=1e-9)
+    assert twisted_wasserstein(X, Y, I2, (a, None)) == pytest.approx(wasserstein(X, Y, 2, (a, None)), rel=1e-12)
+
+
+def test_twisted_bures_wasserstein_equals_POT_on_transformed_gaussians_and_the_quadrature_LP_limit():
+    rng = np.random.default_rng(15)
+    M = spd(rng, 2)
+    m1, m2 = rng.standard_normal(2), rng.standard_normal(2)
+    S1, S2 = spd(rng, 2), spd(rng, 2)
+    R = np.linalg.inv(psd_sqrt(M))
+    pot = float(ot.gaussian.bures_wasserstein_distance(R @ m1, R @ m2, R @ S1 @ R, R @ S2 @ R))
+    assert twisted_bures_wasserstein(m1, S1, m2, S2, M) == pytest.approx(pot, rel=1e-9)
+    # commuting case in closed form: M, S1, S2 diagonal
+    M, S1, S2 = np.diag([2.0, 0.5]), np.diag([0.3, 1.2]), np.diag([0.7, 0.1])
+    ref = math.sqrt(np.sum((m1 - m2) ** 2 / np.diag(M)) + np.sum((np.sqrt(np.diag(S1)) - np.sqrt(np.diag(S2))) ** 2 / np.diag(M)))
+    assert twisted_bures_wasserstein(m1, S1, m2, S2, M) == pytest.approx(ref, rel=1e-12)
+
+
+def test_twisted_distances_reject_a_matrix_that_is_not_positive_definite():
+    with pytest.raises(ValueError, match="positive definite"):
+        twisted_wasserstein(np.zeros((3, 2)), np.ones((3, 2)), -I2)
+    with pytest.raises(ValueError, match="positive definite"):
+        twisted_bures_wasserstein(M0, S0, M0, S0, np.diag([1.0, 0.0]))
+
+
+def test_unnormalised_attention_is_the_d_M_steepest_descent_and_not_the_W2_one():
+    """Spec §5.2: with A = -I and V SPD the field is -M grad(dE/dmu), M = V: speed = slope in d_M, not in W2."""
+    rng = np.random.default_rng(16)
+    X, w = cloud(rng, n=60)
+    V = np.diag([0.1, 1.0])
+    layer = Attention("unnormalized_softmax", A=-I2, V=V)
+    M = -twisted_matrix(-I2, V)
+    G = velocity(X, layer, w)
+    g = first_variation_gradient(X, -I2, w)
+    np.testing.assert_allclose(G, -g @ M.T, atol=1e-13)
+    rate = energy_rate(X, layer, w)
+    slope_M = kinetic_norm(g @ M, w, M)
+    assert -rate == pytest.approx(slope_M ** 2, rel=1e-12)
+    assert kinetic_norm(G, w, M) == pytest.approx(slope_M, rel=1e-12)
+    cos_W2 = -rate / (kinetic_norm(G, w) * kinetic_norm(g, w))
+    assert cos_W2 < 0.95
+
+
+# ---------------------------------------------------------------------------------------------
+# the Sinkhorn energy (C16, C17)
+# ---------------------------------------------------------------------------------------------
+
+def _sinkhorn_case(seed, d=3):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(d), spd(rng, d), sym(rng, d), 0.4 + rng.random(), spd(rng, d)
+
+
+def test_sinkhorn_energy_closed_form_equals_entropic_OT_of_a_gauss_hermite_quadrature():
+    A = np.array([[0.6, 0.3], [0.3, -0.8]])
+    for eps in (0.5, 1.0, 2.0):
+        Xq, wq = gauss_hermite(M0, S0, 10)
+        assert sinkhorn_energy_empirical(Xq, A, eps, wq) == pytest.approx(sinkhorn_energy(M0, S0, A, eps), abs=1e-9)
+
+
+def test_sinkhorn_energy_limits():
+    m, S, A, _, _ = _sinkhorn_case(17)
+    # eps -> 0: F_0 = -1/2 a^T A a - 1/2 tr (S^1/2 A S A S^1/2)^1/2
+    R = psd_sqrt(S)
+    F0 = -0.5 * m @ A @ m - 0.5 * np.trace(psd_sqrt(R @ A @ S @ A @ R))
+    assert sinkhorn_energy(m, S, A, 1e-6) == pytest.approx(F0, rel=1e-5)
+    # eps large: F ~ -1/2 a^T A a - tr(S A S A) / (4 eps)
+    eps = 1e4
+    approx = -0.5 * m @ A @ m - np.trace(S @ A @ S @ A) / (4 * eps)
+    assert sinkhorn_energy(m, S, A, eps) - approx == pytest.approx(0, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [18, 19, 20])
+def test_sinkhorn_energy_gradient_matches_finite_differences(seed):
+    m, S, A, eps, _ = _sinkhorn_case(seed)
+    g, G = sinkhorn_energy_gradient(m, S, A, eps)
+    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
+    np.testing.assert_allclose(g, fg, atol=1e-8)
+    np.testing.assert_allclose(G, fG, atol=1e-8)
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_C16_sinkhorn_gaussian_ode_with_V_equal_A_is_the_BW_gradient_flow_of_F_eps(seed):
+    m, S, A, eps, _ = _sinkhorn_case(seed)
+    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
+    dm, dS = gaussian_rhs(m, S, Attention("sinkhorn", A=A, V=A, eps=eps))
+    vm, vS = bw_gradient_velocity(fg, fG, S)
+    assert np.max(np.abs(dm - vm)) < 1e-7 and np.max(np.abs(dS - vS)) < 1e-7
+    assert np.max(np.abs(dS)) > 1e-2  # not a trivial agreement
+
+
+@pytest.mark.parametrize("seed", [24, 25])
+def test_C16_sinkhorn_gaussian_ode_with_V_equal_MA_is_the_twisted_BW_gradient_flow(seed):
+    m, S, A, eps, M = _sinkhorn_case(seed)
+    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
+    dm, dS = gaussian_rhs(m, S, Attention("sinkhorn", A=A, V=M @ A, eps=eps))
+    vm, vS = bw_gradient_velocity(fg, fG, S, M)
+    assert np.max(np.abs(dm - vm)) < 1e-7 and np.max(np.abs(dS - vS)) < 1e-7
+    # and it is not the untwisted flow
+    um, uS = bw_gradient_velocity(fg, fG, S)
+    assert np.max(np.abs(dS - uS)) > 1e-2
+
+
+def test_C16_sinkhorn_beta_scales_the_cost_matrix():
+    m, S, A, eps, _ = _sinkhorn_case(26)
+    beta = 1.7
+    layer = Attention("sinkhorn", A=A, V=beta * A, eps=eps, beta=beta)
+    Aeff, V = layer_matrices(layer)
+    g, G = sinkhorn_energy_gradient(m, S, Aeff, eps)
+    dm, dS = gaussian_rhs(m, S, layer)
+    vm, vS = bw_gradient_velocity(g, G, S)
+    np.testing.assert_allclose(dm, vm, atol=1e-12)
+    np.testing.assert_allclose(dS, vS, atol=1e-12)
+
+
+def test_C16_particles_gradient_of_the_empirical_sinkhorn_energy_is_minus_the_sinkhorn_field():
+    rng = np.random.default_rng(27)
+    X, w = cloud(rng, n=40)
+    A = sym(rng, 2, 0.8)
+    eps = 0.7
+    G = velocity(X, Attention("sinkhorn", A=A, V=A, eps=eps), w)
+    h = 1e-5
+    for i in (0, 13, 31):
+        for a in range(2):
+            Xp, Xm = X.copy(), X.copy()
+            Xp[i, a] += h
+            Xm[i, a] -= h
+            fd = (sinkhorn_energy_empirical(Xp, A, eps, w) - sinkhorn_energy_empirical(Xm, A, eps, w)) / (2 * h)
+            assert fd == pytest.approx(-w[i] * G[i, a], rel=1e-5, abs=1e-10)
+
+
+def test_C17_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus_slope_squared():
+    m, S, A, eps, M = _sinkhorn_case(28)
+    for MM in (None, M):
+        V = A if MM is None else MM @ A
+        layer = Attention("sinkhorn", A=A, V=V, eps=eps)
+        traj = solve_gaussian(m, S, layer, (0, 2.0), t_eval=np.linspace(0, 2.0, 41))
+        F = np.array([sinkhorn_energy(a, s, A, eps) for a, s in zip(traj.mean, traj.cov)])
+        assert np.all(np.diff(F) < 0)
+        k = 20
+        h = 1e-5
+        dm, dS = gaussian_rhs(traj.mean[k], traj.cov[k], layer)
+        dF = (sinkhorn_energy(traj.mean[k] + h * dm, traj.cov[k] + h * dS, A, eps)
+              - sinkhorn_energy(traj.mean[k] - h * dm, traj.cov[k] - h * dS, A, eps)) / (2 * h)
+        g, G = sinkhorn_energy_gradient(traj.mean[k], traj.cov[k], A, eps)
+        assert dF == pytest.approx(-gaussian_slope(g, G, traj.cov[k], MM) ** 2, rel=1e-6)
+
+
+def test_C17_weighted_particles_on_a_quadrature_follow_the_gaussian_sinkhorn_energy():
+    A = np.array([[0.6, 0.3], [0.3, -0.8]])
+    layer = Attention("sinkhorn", A=A, V=A)
+    Xq, wq = gauss_hermite(M0, S0, 8)
+    traj = simulate(Xq, layer, 1.0, dt=0.1, weights=wq)
+    F = np.array([sinkhorn_energy_empirical(X, A, 1.0, wq) for X in traj.X])
+    ode = solve_gaussian(M0, S0, layer, (0, 1.0), t_eval=traj.t)
+    Fg = np.array([sinkhorn_energy(a, s, A, 1.0) for a, s in zip(ode.mean, ode.cov)])
+    assert np.all(np.diff(F) < 0)
+    np.testing.assert_allclose(F, Fg, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# second variation and non-convexity
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_second_variation_formula_matches_finite_difference_second_derivative(symmetric):
+    rng = np.random.default_rng(29)
+    X, w = cloud(rng, n=45)
+    A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
+    U = rng.standard_normal(X.shape)
+    s = 1e-3
+    E = energy_along(X, U, A, [-s, 0.0, s], w)
+    fd = (E[0] - 2 * E[1] + E[2]) / s ** 2
+    assert second_variation(X, U, A, w) == pytest.approx(fd, rel=1e-5)
+
+
+def test_second_variation_at_the_clustered_state_is_negative():
+    """Spec §5.5: at delta_0 the second variation of E_{-I} along w is -|w|^2 (no displacement convexity)."""
+    w0 = np.array([0.6, -0.8])
+    assert dirac_second_variation(np.zeros(2), w0, -I2) == pytest.approx(-1.0, rel=1e-14)
+    assert second_variation(np.zeros((1, 2)), w0[None], -I2) == pytest.approx(-1.0, rel=1e-14)
+    # along translations of delta_0 the energy is 1/2 exp(-s^2 |w|^2), concave on |s| < 1/sqrt 2
+    s = np.linspace(-0.5, 0.5, 11)
+    np.testing.assert_allclose(energy_along(np.zeros((1, 2)), w0[None], -I2, s), 0.5 * np.exp(-s ** 2), rtol=1e-14)
+    # any Dirac mass and A: closed form against the empirical formula
+    rng = np.random.default_rng(30)
+    x0, w1, A = rng.standard_normal(2), rng.standard_normal(2), rng.standard_normal((2, 2))
+    assert dirac_second_variation(x0, w1, A) == pytest.approx(second_variation(x0[None], w1[None], A), rel=1e-12)
+
+
+def test_gaussian_translation_hessian_matches_finite_differences_and_is_negative_orthogonally_to_the_mean():
+    rng = np.random.default_rng(31)
+    A = 0.4 * rng.standard_normal((2, 2))
+    w = rng.standard_normal(2)
+    s = 1e-3
+    E = [gaussian_interaction_energy(M0 + t * w, S0, A) for t in (-s, 0, s)]
+    assert gaussian_translation_hessian(M0, S0, A, w) == pytest.approx((E[0] - 2 * E[1] + E[2]) / s ** 2, rel=1e-5)
+    # A = -I: G = -2 (I + Sigma)^{-1}; the direction w with w^T G alpha = 0 gives E * w^T G w < 0
+    G = -2 * np.linalg.inv(I2 + S0)
+    Ga = G @ M0
+    w_perp = np.array([-Ga[1], Ga[0]])
+    H = gaussian_translation_hessian(M0, S0, -I2, w_perp)
+    assert H == pytest.approx(gaussian_interaction_energy(M0, S0, -I2) * (w_perp @ G @ w_perp), rel=1e-12)
+    assert H < 0
+    # and the quadrature version of the second variation agrees
+    Xq, wq = gauss_hermite(M0, S0, 24)
+    assert second_variation(Xq, np.tile(w_perp, (len(wq), 1)), -I2, wq) == pytest.approx(H, rel=1e-8)
+
+
+def test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity():
+    """Spec §5.5: F_eps(alpha, (1+s)^2 Sigma) is concave in s for A = -I (the flow expands Sigma)."""
+    s = np.linspace(-0.5, 1.0, 61)
+    F = np.array([sinkhorn_energy(M0, (1 + t) ** 2 * S0, -I2, 1.0) for t in s])
+    assert np.all(np.diff(F, 2) < 0) and np.all(np.diff(F) < 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input, speed of the widget
+# ---------------------------------------------------------------------------------------------
+
+def test_bad_input_gives_clear_errors_not_nan():
+    with pytest.raises(ValueError, match="non-finite"):
+        interaction_energy(np.array([[np.nan, 0.0]]), I2)
+    with pytest.raises(ValueError, match="square"):
+        interaction_energy(np.zeros((3, 2)), np.ones((2, 3)))
+    with pytest.raises(ValueError, match="sum to 1"):
+        interaction_energy(np.zeros((3, 2)), I2, [0.5, 0.5, 0.5])
+    with pytest.raises(NonFiniteError, match="overflows"):
+        interaction_energy(np.array([[30.0, 0.0]]), I2)
+    assert interaction_energy(np.array([[30.0, 0.0]]), I2, log=True) == pytest.approx(900 + math.log(0.5))
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        gaussian_interaction_energy(M0, -S0, -I2)
+    with pytest.raises(ValueError, match="symmetric"):
+        sinkhorn_energy(M0, S0, [[1.0, 2.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="eps"):
+        sinkhorn_energy(M0, S0, -I2, eps=0.0)
+    with pytest.raises(ValueError, match="finite differences"):
+        finite_difference_gradient(lambda a, s: 0.0, M0, np.diag([1.0, 0.0]))
+    with pytest.raises(ValueError, match="one head"):
+        layer_matrices(Attention("softmax", A=np.stack([I2, I2]), V=np.stack([I2, I2])))
+
+
+def test_widget_update_is_fast():
+    layer = Attention("softmax", A=np.array([[-1.0, 0.3], [0.3, -0.5]]), V=np.diag([1.0, 0.6]))
+    gaussian_energy_curves(M0, S0, layer, 3.0, 121)
+    times = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        gaussian_energy_curves(M0, S0, layer, 3.0, 121)
+        times.append(time.perf_counter() - t0)
+    print("median widget update (s):", np.median(times))
+    assert np.median(times) < 0.2
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter helpers: surveys and profiles
+# ---------------------------------------------------------------------------------------------
+
+def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
+    from tokendynamics.gradient_flow import sign_rule_survey
+
+    for kind in ("softmax", "unnormalized_softmax"):
+        sv = sign_rule_survey(60, n=40, seed=33, kind=kind)
+        assert np.all(sv.agree) and sv.agree.size > 10
+        assert np.max(sv.relative_gap) < 1e-9
+        undecided = sv.predicted == 0
+        assert np.any(sv.rate[undecided] > 0) and np.any(sv.rate[undecided] < 0)  # no rule: both signs occur
+        r = sv.normalized_rate
+        assert np.all(r >= sv.lam_min - 1e-12) and np.all(r <= sv.lam_max + 1e-12)
+
+
+def test_descent_profile_efficiency_is_one_in_the_twisted_metric_and_less_in_W2():
+    from tokendynamics.gradient_flow import descent_profile
+
+    V = np.diag([0.1, 1.0])
+    X0 = sample_gaussian(60, M0, S0, rng=34)
+    traj = simulate(X0, Attention("unnormalized_softmax", A=-I2, V=V), 0.5, dt=0.01)
+    pM = descent_profile(traj, V, every=10)
+    pW = descent_profile(traj, None, every=10)
+    np.testing.assert_allclose(pM.efficiency, 1.0, atol=1e-12)
+    assert np.all(pW.efficiency < 0.9)
+    np.testing.assert_allclose(pM.layer_efficiency, 1.0, atol=0.02)  # one layer dt = 0.01: O(dt)
+    assert np.all(pW.layer_efficiency < 0.9)
+    np.testing.assert_allclose(pM.energy, energy_curve(traj.X, -I2), rtol=1e-13)
+
+
+def test_gaussian_descent_profile_and_mismatch_for_the_twisted_sinkhorn_flow():
+    from tokendynamics.gradient_flow import bw_gradient_mismatch, gaussian_descent_profile
+
+    m, S, A, eps, M = _sinkhorn_case(35, d=2)
+    layer = Attention("sinkhorn", A=A, V=M @ A, eps=eps)
+    traj = solve_gaussian(m, S, layer, (0, 0.3), t_eval=np.linspace(0, 0.3, 61))  # Sigma grows ~ e^{2|V|t}
+    energy = lambda a, s: sinkhorn_energy(a, s, A, eps)  # noqa: E731
+    grad = lambda a, s: sinkhorn_energy_gradient(a, s, A, eps)  # noqa: E731
+    pM = gaussian_descent_profile(traj, energy, grad, M)
+    pW = gaussian_descent_profile(traj, energy, grad)
+    np.testing.assert_allclose(pM.efficiency, 1.0, atol=1e-10)
+    assert np.max(pW.efficiency) < 0.999
+    np.testing.assert_allclose(pM.layer_efficiency, 1.0, atol=0.02)
+    err, size = bw_gradient_mismatch(traj, energy, M)
+    assert np.max(err / size) < 1e-7 and np.min(size) > 1e-2
+    err_plain, _ = bw_gradient_mismatch(traj, energy)  # wrong metric: visibly off
+    assert np.min(err_plain) > 1e-3

@@ -39,6 +39,7 @@ __all__ = [
     "sinkhorn_potentials",
     "validate_tokens",
     "validate_weights",
+    "validate_square",
 ]
 
 KINDS = ("softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid")
@@ -253,6 +254,18 @@ def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name} contains non-finite values (inf or NaN)")
     return X
+
+
+def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
+    """Return ``M`` as a finite float64 square matrix (d x d if ``d`` is given), or raise a ValueError."""
+    M = np.asarray(M, dtype=float)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {M.shape}")
+    if d is not None and M.shape[0] != d:
+        raise ValueError(f"{name} must be {d} x {d}, got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"{name} contains non-finite values")
+    return M
 
 
 def validate_weights(weights, n: int) -> np.ndarray | None:

@@ -48,7 +48,8 @@ from typing import Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import BLOCK_ENTRIES, Attention, sinkhorn_potentials, validate_tokens, validate_weights, velocity
+from .attention import (BLOCK_ENTRIES, Attention, sinkhorn_potentials, validate_square, validate_tokens,
+                        validate_weights, velocity)
 from .errors import ConvergenceError, NonFiniteError
 from .transport import bures_wasserstein, psd_sqrt, validate_covariance, wasserstein
 
@@ -96,14 +97,7 @@ _LOG_MAX = 700.0  # exp(700) ~ 1e304: above this a value is reported as an overf
 # ---------------------------------------------------------------------------------------------
 
 def _matrix(A, d: int | None = None, name: str = "A") -> np.ndarray:
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
-    if d is not None and A.shape[0] != d:
-        raise ValueError(f"{name} must be {d} x {d} like the tokens, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} contains non-finite values")
-    return A
+    return validate_square(A, name, d)
 
 
 def _is_symmetric(A, tol: float = 1e-12) -> bool:

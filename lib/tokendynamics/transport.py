@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .attention import validate_square
+
 __all__ = ["Distance", "wasserstein", "bures_wasserstein", "wasserstein_gaussian_1d", "conditional_wasserstein",
            "ConditionalProfile", "psd_sqrt", "validate_covariance"]
 
@@ -129,13 +131,7 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
 
 def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float = 1e-10) -> np.ndarray:
     """Check that S is a finite symmetric positive semi-definite matrix; return it symmetrised."""
-    S = np.asarray(S, dtype=float)
-    if S.ndim != 2 or S.shape[0] != S.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {S.shape}")
-    if d is not None and S.shape[0] != d:
-        raise ValueError(f"{name} must be {d} x {d}, got {S.shape}")
-    if not np.all(np.isfinite(S)):
-        raise ValueError(f"{name} contains non-finite values")
+    S = validate_square(S, name, d)
     scale = max(1.0, float(np.max(np.abs(S))))
     if np.max(np.abs(S - S.T)) > tol * scale:
         raise ValueError(f"{name} must be symmetric")

@@ -23,6 +23,12 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                  "snapshots": [0.0, 1.0, 3.0, 15.0], "frames": 60},
         "full": {"T": 20.0, "dt": 0.005, "frames": 120},
     },
+    # Intro, second figure: the same system at a larger beta, where clusters form fast and then
+    # merge only after a long time (metastability).
+    "intro_metastability": {
+        "fast": {"n": 32, "beta": 6.0, "T": 200.0, "dt": 0.05, "seed": 0, "save_every": 4},
+        "full": {"T": 400.0, "dt": 0.02, "save_every": 10},
+    },
 
     # ---- Paper 1, chapter 01_well_posedness (spec §2, §3.3) -----------------------------------
     # One layer for the gallery, the stability study, the d = 2 mean-field study and the widget:

@@ -187,3 +187,17 @@ def test_bad_simulation_arguments_raise_clear_errors():
         sample_gaussian(5, [0, 0], [[1.0, 0.0], [0.0, -1.0]])
     with pytest.raises(ValueError, match="symmetric"):
         sample_gaussian(5, [0, 0], [[1.0, 0.5], [0.0, 1.0]])
+
+
+def test_sample_gaussian_has_the_requested_moments_and_a_singular_covariance_keeps_samples_on_its_support():
+    mean, cov = np.array([0.3, -1.0]), np.array([[0.5, 0.2], [0.2, 0.3]])
+    n = 200_000
+    X = sample_gaussian(n, mean, cov, rng=5)
+    # standard errors: sqrt(cov_ii / n) for the mean, about sqrt(2 / n) * |cov| for the covariance
+    assert np.max(np.abs(X.mean(0) - mean)) < 4 * np.sqrt(0.5 / n)
+    assert np.max(np.abs(np.cov(X.T) - cov)) < 4 * np.sqrt(2.0 / n) * 0.5
+    np.testing.assert_array_equal(sample_gaussian(50, mean, cov, rng=5), X[:50])  # reproducible from the seed
+    u = np.array([1.0, 2.0])
+    line = sample_gaussian(1000, mean, np.outer(u, u), rng=6)
+    np.testing.assert_allclose((line - mean) @ np.array([2.0, -1.0]), 0.0, atol=1e-12)  # on mean + R u
+    assert np.std((line - mean) @ u / 5) == pytest.approx(1.0, rel=0.1)

@@ -74,3 +74,34 @@ def test_bad_clouds_raise():
         wasserstein(np.array([[np.nan, 0.0]]), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="p must be"):
         wasserstein(np.zeros((3, 2)), np.zeros((3, 2)), p=0.5)
+
+
+def test_psd_sqrt_squares_back_on_stacks_and_its_pseudo_inverse_inverts_the_range():
+    from tokendynamics.transport import psd_sqrt
+
+    rng = np.random.default_rng(3)
+    L = rng.standard_normal((5, 3, 2))
+    S = L @ np.swapaxes(L, 1, 2)  # a stack of rank-two 3 x 3 matrices
+    R, Rp = psd_sqrt(S, pinv_rtol=1e-7)
+    np.testing.assert_allclose(R @ R, S, atol=1e-12)
+    np.testing.assert_allclose(R, np.swapaxes(R, 1, 2), atol=0)
+    np.testing.assert_allclose(np.array([psd_sqrt(s) for s in S]), R, atol=1e-13)  # one matrix at a time
+    np.testing.assert_allclose(Rp, np.linalg.pinv(R, rcond=1e-7, hermitian=True), atol=1e-9)
+    P = R @ Rp  # the orthogonal projector on the range of S
+    np.testing.assert_allclose(P @ S, S, atol=1e-12)
+    assert np.allclose(np.trace(P, axis1=1, axis2=2), 2.0)
+
+
+def test_validate_gaussian_names_what_is_wrong():
+    from tokendynamics.transport import validate_gaussian
+
+    m, S = validate_gaussian(0.5, 2.0)
+    assert m.shape == (1,) and S.shape == (1, 1) and S[0, 0] == 2.0
+    with pytest.raises(ValueError, match="mean has dimension 2 but the layer has d = 3"):
+        validate_gaussian([0, 0], np.eye(2), 3, what="the layer has d")
+    with pytest.raises(ValueError, match="mean contains non-finite"):
+        validate_gaussian([np.nan, 0], np.eye(2))
+    with pytest.raises(ValueError, match="S2 must be positive semi-definite"):
+        validate_gaussian([0, 0], np.diag([1.0, -1.0]), name="S2")
+    with pytest.raises(ValueError, match="cov must be 2 x 2"):
+        validate_gaussian([0, 0], np.eye(3))

@@ -58,7 +58,7 @@ from .attention import Attention
 from .errors import BlowUpError, NonFiniteError
 from .particles import _layer_at as _particle_layer_at
 from .particles import _parse_span
-from .transport import bures_wasserstein, psd_sqrt, validate_covariance
+from .transport import bures_wasserstein, psd_sqrt, validate_covariance, validate_gaussian
 
 __all__ = [
     "GAUSSIAN_KINDS",
@@ -128,16 +128,6 @@ def _sym(S):
     return 0.5 * (S + np.swapaxes(S, -1, -2))
 
 
-def _sqrt_and_pinv(S):
-    """Symmetric square root of a (stack of) PSD matrices and the pseudo-inverse of that root."""
-    lam, U = np.linalg.eigh(_sym(S))
-    r = np.sqrt(np.clip(lam, 0.0, None))
-    cut = _PINV_RTOL * np.max(r, axis=-1, keepdims=True)
-    rinv = np.where(r > cut, 1.0 / np.where(r > cut, r, 1.0), 0.0)
-    Ut = np.swapaxes(U, -1, -2)
-    return (U * r[..., None, :]) @ Ut, (U * rinv[..., None, :]) @ Ut
-
-
 def _affine_field(mean, cov, layer: Attention):
     r"""(b, M, M Sigma) of the field on N(mean, cov), summed over heads; batched over leading axes.
 
@@ -174,7 +164,7 @@ def _affine_field(mean, cov, layer: Attention):
             MSh = Mh @ cov
         else:  # sinkhorn
             if root is None:
-                root, root_pinv = _sqrt_and_pinv(cov)
+                root, root_pinv = psd_sqrt(cov, pinv_rtol=_PINV_RTOL)
             B = (beta / layer.eps) * layer.A[h].T  # paper 1's A_1 / eps
             H = _sym(root @ B.T @ cov @ B @ root)
             lam, W = np.linalg.eigh(H)
@@ -191,16 +181,7 @@ def _affine_field(mean, cov, layer: Attention):
 
 
 def _validate_state(mean, cov, d: int | None = None):
-    mean = np.atleast_1d(np.asarray(mean, dtype=float))
-    if mean.ndim != 1:
-        raise ValueError(f"mean must be a vector (d,), got shape {mean.shape}")
-    if not np.all(np.isfinite(mean)):
-        raise ValueError("mean contains non-finite values")
-    d = mean.shape[0] if d is None else d
-    if mean.shape[0] != d:
-        raise ValueError(f"mean has dimension {mean.shape[0]} but the layer has d = {d}")
-    cov = validate_covariance(np.atleast_2d(np.asarray(cov, dtype=float)), "cov", d)
-    return mean, cov
+    return validate_gaussian(mean, cov, d, what="the layer has d")
 
 
 def gaussian_velocity(mean, cov, layer: Attention):

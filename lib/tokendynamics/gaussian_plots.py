@@ -18,6 +18,7 @@ from matplotlib import colormaps
 
 from .attention import Attention
 from .gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point, projected_euler, solve_gaussian
+from .transport import psd_sqrt
 
 __all__ = [
     "trajectory_colors",
@@ -137,10 +138,9 @@ def plot_cone_explainer(ax, *, view=(20, -112)):
 
 def plot_covariance_ellipse(ax, mean, cov, *, nsig: float = 2.0, **kw):
     r"""The ellipse :math:`\{x: (x-\alpha)^\top\Sigma^{-1}(x-\alpha)=\mathrm{nsig}^2\}` of a 2-D Gaussian."""
-    lam, U = np.linalg.eigh(np.asarray(cov, dtype=float))
     th = np.linspace(0, 2 * np.pi, 120)
     circle = np.stack([np.cos(th), np.sin(th)])
-    pts = np.asarray(mean, dtype=float)[:, None] + nsig * (U * np.sqrt(np.clip(lam, 0, None))) @ circle
+    pts = np.asarray(mean, dtype=float)[:, None] + nsig * psd_sqrt(cov) @ circle  # x = alpha + nsig Sigma^{1/2} u
     return ax.plot(pts[0], pts[1], **kw)
 
 

@@ -51,7 +51,7 @@ from scipy.special import logsumexp
 from .attention import (BLOCK_ENTRIES, Attention, sinkhorn_potentials, validate_square, validate_tokens,
                         validate_weights, velocity)
 from .errors import ConvergenceError, NonFiniteError
-from .transport import bures_wasserstein, psd_sqrt, validate_covariance, wasserstein
+from .transport import bures_wasserstein, psd_sqrt, validate_covariance, validate_gaussian, wasserstein
 
 __all__ = [
     "layer_matrices",
@@ -332,14 +332,7 @@ def kinetic_norm(U, weights=None, M=None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 def _gaussian(mean, cov, d=None):
-    mean = np.atleast_1d(np.asarray(mean, dtype=float))
-    if mean.ndim != 1 or not np.all(np.isfinite(mean)):
-        raise ValueError(f"mean must be a finite vector, got shape {mean.shape}")
-    d = mean.shape[0] if d is None else d
-    if mean.shape[0] != d:
-        raise ValueError(f"mean has dimension {mean.shape[0]}, expected {d}")
-    cov = validate_covariance(np.atleast_2d(np.asarray(cov, dtype=float)), "cov", d)
-    return mean, cov
+    return validate_gaussian(mean, cov, d)
 
 
 def _log_energy_pieces(mean, cov, A):

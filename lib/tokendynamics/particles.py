@@ -24,6 +24,7 @@ from scipy.integrate import solve_ivp
 
 from .attention import Attention, validate_tokens, validate_weights, velocity
 from .errors import BlowUpError, NonFiniteError
+from .transport import psd_sqrt, validate_gaussian
 
 __all__ = [
     "Trajectory",
@@ -68,22 +69,15 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
 
 
 def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
-    """n i.i.d. tokens from N(mean, cov); cov must be symmetric positive semi-definite."""
+    r"""n i.i.d. tokens from :math:`N(\alpha,\Sigma)`: :math:`x_i=\alpha+\Sigma^{1/2}z_i`, :math:`z_i` standard normal.
+
+    ``cov`` must be symmetric positive semi-definite (singular allowed; checked by
+    :func:`~tokendynamics.transport.validate_gaussian`); :math:`\Sigma^{1/2}` is the symmetric root
+    (:func:`~tokendynamics.transport.psd_sqrt`). ``rng``: a seed or a ``numpy.random.Generator``.
+    """
     rng = np.random.default_rng(rng)
-    mean = np.asarray(mean, dtype=float)
-    cov = np.asarray(cov, dtype=float)
-    d = mean.shape[0]
-    if mean.ndim != 1 or cov.shape != (d, d):
-        raise ValueError(f"mean must be (d,) and cov (d, d), got {mean.shape} and {cov.shape}")
-    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
-        raise ValueError("mean and cov must be finite")
-    if not np.allclose(cov, cov.T, atol=1e-12 * max(1.0, np.abs(cov).max())):
-        raise ValueError("cov must be symmetric")
-    lam, U = np.linalg.eigh(cov)
-    if lam.min() < -1e-12 * max(1.0, lam.max()):
-        raise ValueError(f"cov must be positive semi-definite, its smallest eigenvalue is {lam.min():.3g}")
-    root = U * np.sqrt(np.clip(lam, 0, None))
-    return mean + rng.standard_normal((n, d)) @ root.T
+    mean, cov = validate_gaussian(mean, cov)
+    return mean + rng.standard_normal((int(n), mean.shape[0])) @ psd_sqrt(cov)
 
 
 def circle_tokens(theta) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 from .attention import validate_square
 
 __all__ = ["Distance", "wasserstein", "bures_wasserstein", "wasserstein_gaussian_1d", "conditional_wasserstein",
-           "ConditionalProfile", "psd_sqrt", "validate_covariance"]
+           "ConditionalProfile", "psd_sqrt", "validate_covariance", "validate_gaussian"]
 
 # Above this many pairs (n * m) the exact LP is slow (about 0.5 s at 1000 x 1000 here).
 EXACT_MAX_PAIRS = 4_000_000
@@ -142,10 +142,44 @@ def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float =
     return S
 
 
-def psd_sqrt(S) -> np.ndarray:
-    r"""Symmetric square root :math:`S^{1/2}` of a PSD matrix (eigenvalues clipped at 0)."""
-    lam, U = np.linalg.eigh((np.asarray(S, float) + np.asarray(S, float).T) / 2)
-    return (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
+def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name: str = "cov"):
+    r"""Check the parameters of a Gaussian :math:`N(\alpha,\Sigma)`; return ``(mean, cov)`` as float64 arrays.
+
+    ``mean`` must be a finite vector (a number is read as a vector of length one) and ``cov`` a
+    finite symmetric positive semi-definite matrix of the same dimension
+    (:func:`validate_covariance`; singular matrices are allowed). ``d``, if given, is the dimension
+    both must have; ``what`` names it in the error message (e.g. "the layer has d"), ``name`` the
+    covariance.
+    """
+    mean = np.atleast_1d(np.asarray(mean, dtype=float))
+    if mean.ndim != 1:
+        raise ValueError(f"mean must be a vector (d,), got shape {mean.shape}")
+    if not np.all(np.isfinite(mean)):
+        raise ValueError("mean contains non-finite values")
+    if d is not None and mean.shape[0] != d:
+        raise ValueError(f"mean has dimension {mean.shape[0]} but {what} = {d}")
+    cov = validate_covariance(np.atleast_2d(np.asarray(cov, dtype=float)), name, mean.shape[0])
+    return mean, cov
+
+
+def psd_sqrt(S, *, pinv_rtol: float | None = None):
+    r"""Symmetric square root :math:`S^{1/2}=U\Lambda^{1/2}U^\top` of a PSD matrix or of a stack (..., d, d).
+
+    ``S`` is symmetrised and its eigenvalues are clipped at 0 (no validation: use
+    :func:`validate_covariance` first on user input). With ``pinv_rtol`` also returns the
+    pseudo-inverse :math:`(S^{1/2})^+` computed from the same eigen-decomposition, in which the
+    eigenvalues of :math:`S^{1/2}` below ``pinv_rtol`` times the largest count as zero.
+    """
+    S = np.asarray(S, dtype=float)
+    lam, U = np.linalg.eigh(0.5 * (S + np.swapaxes(S, -1, -2)))
+    r = np.sqrt(np.clip(lam, 0.0, None))
+    Ut = np.swapaxes(U, -1, -2)
+    root = (U * r[..., None, :]) @ Ut
+    if pinv_rtol is None:
+        return root
+    cut = pinv_rtol * np.max(r, axis=-1, keepdims=True)
+    rinv = np.where(r > cut, 1.0 / np.where(r > cut, r, 1.0), 0.0)
+    return root, (U * rinv[..., None, :]) @ Ut
 
 
 def bures_wasserstein(m1, S1, m2, S2) -> float:
@@ -156,13 +190,8 @@ def bures_wasserstein(m1, S1, m2, S2) -> float:
 
     Degenerate (singular) covariances are allowed. Raises ValueError for non-PSD input.
     """
-    m1 = np.atleast_1d(np.asarray(m1, dtype=float))
-    m2 = np.atleast_1d(np.asarray(m2, dtype=float))
-    d = m1.shape[0]
-    if m1.shape != (d,) or m2.shape != (d,):
-        raise ValueError(f"means must be vectors of the same length, got {m1.shape} and {m2.shape}")
-    S1 = validate_covariance(S1, "S1", d)
-    S2 = validate_covariance(S2, "S2", d)
+    m1, S1 = validate_gaussian(m1, S1, name="S1")
+    m2, S2 = validate_gaussian(m2, S2, m1.shape[0], what="the first Gaussian has d", name="S2")
     r1 = psd_sqrt(S1)
     cross = np.linalg.eigvalsh(r1 @ S2 @ r1)
     b2 = np.trace(S1) + np.trace(S2) - 2.0 * np.sum(np.sqrt(np.clip(cross, 0.0, None)))

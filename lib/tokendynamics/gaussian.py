@@ -879,8 +879,9 @@ def blowup_time(cov0, layer: Attention) -> float:
     v = _scalar_value(layer, "the blow-up formula")
     cov0 = validate_covariance(cov0, "cov0", layer.d)
     R = psd_sqrt(cov0)
-    lam = float(np.linalg.eigvalsh(v * _sym(R @ _sym_part(layer) @ R))[-1])
-    scale = max(1e-300, float(np.abs(np.linalg.eigvalsh(v * _sym(R @ _sym_part(layer) @ R))).max()))
+    eig = np.linalg.eigvalsh(v * _sym(R @ _sym_part(layer) @ R))
+    lam = float(eig[-1])
+    scale = max(1e-300, float(np.abs(eig).max()))
     return 1.0 / lam if lam > 1e-14 * scale else math.inf
 
 
@@ -1020,17 +1021,27 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
               \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2};
 
     blow-up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0`. Returns ``(mean_t, var_t)``.
+
+    Raises
+    ------
+    BlowUpError
+        If some requested time is at or beyond :math:`T^*` (with :math:`T^*` as its time).
     """
     layer = _softmax_single(layer, "the one-dimensional solution")
     if layer.d != 1:
         raise ValueError(f"the one-dimensional solution needs d = 1, got d = {layer.d}")
     a, v = layer.beta * float(layer.A[0, 0, 0]), float(layer.V[0, 0, 0])
-    if not var0 >= 0:
-        raise ValueError("var0 must be non-negative")
+    mean0, var0 = float(mean0), float(var0)
+    if not (math.isfinite(mean0) and math.isfinite(var0) and var0 >= 0):
+        raise ValueError(f"mean0 must be finite and var0 finite and non-negative, got {mean0!r}, {var0!r}")
     ts = np.asarray(t, dtype=float)
     den = 1.0 - 2.0 * v * a * var0 * ts
     if np.any(den <= 0):
-        raise BlowUpError(1.0 / (2 * v * a * var0), 0.0, "the variance blows up before the requested time")
+        Tstar = 1.0 / (2.0 * v * a * var0)
+        before = ts[ts < Tstar]
+        raise BlowUpError(Tstar, float(before.max()) if before.size else 0.0,
+                          f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested "
+                          f"time {float(ts.max()):.6g}")
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 

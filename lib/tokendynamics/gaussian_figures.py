@@ -16,7 +16,6 @@ softmax run (the script overwrote it with the L2 run), and F5's multi-head panel
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np

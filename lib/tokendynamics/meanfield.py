@@ -22,9 +22,9 @@ import math
 import numpy as np
 
 from .attention import Attention
-from .errors import BlowUpError
+from .gaussian import blowup_time, one_dimensional_solution
 from .masked import with_sink
-from .particles import simulate
+from .particles import sample_gaussian, simulate
 from .transport import conditional_wasserstein, wasserstein, wasserstein_gaussian_1d
 
 __all__ = [
@@ -47,28 +47,29 @@ def _check_scalars(alpha0, sigma0, a, v):
     return vals
 
 
+def _layer_1d(a: float, v: float) -> Attention:
+    return Attention("softmax", A=[[a]], V=[[v]])
+
+
 def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
-    r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``."""
+    r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``.
+
+    The d = 1 case of :func:`tokendynamics.gaussian.blowup_time` (paper 1 §4.3 items 3 and 8).
+    """
     _, sigma0, a, v = _check_scalars(0.0, sigma0, a, v)
-    k = 2.0 * v * a * sigma0**2
-    return 1.0 / k if k > 0 else math.inf
+    return blowup_time([[sigma0**2]], _layer_1d(a, v))
 
 
 def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
     r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1 §4.3 item 8).
 
-    ``t`` may be an array. Raises :class:`~tokendynamics.errors.BlowUpError` if some
-    :math:`t\ge T^*`.
+    The closed form of :func:`tokendynamics.gaussian.one_dimensional_solution` (score :math:`a`,
+    value :math:`v`), in terms of the standard deviation. ``t`` may be an array. Raises
+    :class:`~tokendynamics.errors.BlowUpError` if some :math:`t\ge T^*`.
     """
     alpha0, sigma0, a, v = _check_scalars(alpha0, sigma0, a, v)
-    t = np.asarray(t, dtype=float)
-    g = 1.0 - 2.0 * v * a * sigma0**2 * t
-    if np.any(g <= 0):
-        Ts = blowup_time_1d(sigma0, a, v)
-        raise BlowUpError(Ts, Ts, f"the 1-D Gaussian solution blows up at T* = 1/(2 v a sigma0^2) = {Ts:.6g}")
-    sigma = sigma0 / np.sqrt(g)
-    alpha = alpha0 * np.exp(v * t) / np.sqrt(g)
-    return alpha, sigma
+    alpha, var = one_dimensional_solution(alpha0, sigma0**2, _layer_1d(a, v), t)
+    return alpha, np.sqrt(var)
 
 
 def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v: float):
@@ -104,7 +105,7 @@ def meanfield_study_1d(ns, seeds, *, T: float, a: float, v: float, alpha0: float
     out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT", "lagrangian")}
     for i, n in enumerate(ns):
         for j, seed in enumerate(seeds):
-            x0 = alpha0 + sigma0 * np.random.default_rng(seed).standard_normal((n, 1))
+            x0 = sample_gaussian(n, [alpha0], [[sigma0**2]], rng=seed)
             xT = simulate(x0, layer, T, dt=dt, method="rk4", save_every=10**9).final[:, 0]
             out["w0"][i, j] = wasserstein_gaussian_1d(x0[:, 0], alpha0, sigma0)
             out["wT"][i, j] = wasserstein_gaussian_1d(xT, float(alpha_T), float(sigma_T))
@@ -183,8 +184,8 @@ def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: flo
         for i, n in enumerate(ns):
             for j, seed in enumerate(seeds):
                 rng = np.random.default_rng(seed)
-                X = alpha0 + sigma0 * rng.standard_normal((n, 1))
-                sink = alpha0 + sigma0 * rng.standard_normal((max(1, int(round(m0 * n))), 1)) if m0 > 0 else None
+                X = sample_gaussian(n, [alpha0], [[sigma0**2]], rng=rng)
+                sink = sample_gaussian(max(1, int(round(m0 * n))), [alpha0], [[sigma0**2]], rng=rng) if m0 > 0 else None
                 system = with_sink(X, m0, sink=sink)
                 XT = simulate(system.X, layer, T, dt=dt, save_every=10**9, **system.simulate_kwargs()).final
                 for c in against:

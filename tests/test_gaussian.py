@@ -205,8 +205,9 @@ def test_C26_one_dimensional_exact_solution_matches_ode_pde_and_particles():
     mean, var = one_dimensional_solution(comp.particle_mean[0, 0], comp.particle_cov[0, 0, 0], layer, comp.t)
     assert np.abs(comp.particle_cov[:, 0, 0] - var).max() < 1e-2  # sampling error (n = 500)
     assert np.abs(comp.particle_mean[:, 0] - mean).max() < 1e-2
-    with pytest.raises(BlowUpError):
-        one_dimensional_solution(0.0, 1.0, Attention("softmax", A=[[1.0]], V=[[1.0]]), 1.0)
+    with pytest.raises(BlowUpError, match="blows up at T") as info:
+        one_dimensional_solution(0.0, 1.0, Attention("softmax", A=[[1.0]], V=[[1.0]]), [0.2, 1.0])
+    assert info.value.time == pytest.approx(0.5) and info.value.last_good_time == pytest.approx(0.2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +407,14 @@ def test_isotropic_mean_closed_form_for_symmetric_A():
     t = np.linspace(0, 2, 5)
     ode = solve_gaussian(m0, cov0, layer, 2.0, t_eval=t)
     assert np.abs(ode.mean - isotropic_mean(m0, cov0, layer, t)).max() < 1e-8
+    # beyond the blow-up time the closed form does not exist: an error with T*, not a silent real part
+    grow = Attention("softmax", A=B @ B.T / 4, V=0.8 * np.eye(d))
+    Tstar = blowup_time(cov0, grow)
+    ode = solve_gaussian(m0, cov0, grow, 0.9 * Tstar, t_eval=[0.5 * Tstar, 0.9 * Tstar], rtol=1e-12, atol=1e-12)
+    assert np.abs(ode.mean - isotropic_mean(m0, cov0, grow, ode.t)).max() < 1e-6 * np.abs(ode.mean).max()
+    with pytest.raises(BlowUpError, match="blow up at T") as info:
+        isotropic_mean(m0, cov0, grow, [0.5 * Tstar, 1.5 * Tstar])
+    assert info.value.time == pytest.approx(Tstar) and info.value.last_good_time == pytest.approx(0.5 * Tstar)
 
 
 def test_linear_attention_on_centred_gaussians_has_the_softmax_covariance_equation():

@@ -890,7 +890,13 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
 
     .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
 
-    (principal matrix power; :math:`\Sigma_0A` has a real spectrum).
+    (principal matrix power; :math:`\Sigma_0A` has a real spectrum). Valid for :math:`t<T^*`
+    (:func:`blowup_time`), where :math:`I-2vt\beta\Sigma_0A` becomes singular.
+
+    Raises
+    ------
+    BlowUpError
+        If some requested time is at or beyond :math:`T^*` (the matrix power would be complex).
     """
     layer = _softmax_single(layer, "the mean formula")
     v = _scalar_value(layer, "the mean formula")
@@ -899,6 +905,10 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
         raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
     mean0, cov0 = _validate_state(mean0, cov0, layer.d)
     ts = np.atleast_1d(np.asarray(t, dtype=float))
+    Tstar = blowup_time(cov0, layer)
+    if np.any(ts >= Tstar):
+        raise BlowUpError(Tstar, float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
+                          f"the mean and covariance blow up at T* = {Tstar:.6g}")
     out = []
     for s in ts:
         P = np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A

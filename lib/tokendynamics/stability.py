@@ -38,6 +38,7 @@ from typing import Callable, Union
 import numpy as np
 
 from .attention import Attention
+from .particles import _rk4_step
 from .transport import conditional_wasserstein, wasserstein
 
 __all__ = [
@@ -128,7 +129,8 @@ def log_stability_bound(layer: LayerLike, t, R0: float, *, m0: float | None = No
 
     Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and
     :math:`\frac{d}{dt}\log C=L(R)=\mathrm{Lip}_x(R)+\mathrm{Lip}_\mu(R)` (:func:`lipschitz_constants`)
-    with RK4 (``substeps`` per interval of ``t``, which starts at 0). ``layer`` may depend on
+    with the classical RK4 step of :mod:`tokendynamics.particles` (``substeps`` per interval of ``t``,
+    which starts at 0). ``layer`` may depend on
     time (a callable ``t -> Attention``). The logarithm is returned because :math:`C(t)` itself
     overflows quickly; it is ``inf`` once the support bound has blown up (linear and unnormalised
     attention).
@@ -157,11 +159,7 @@ def log_stability_bound(layer: LayerLike, t, R0: float, *, m0: float | None = No
             if not np.all(np.isfinite(y)):
                 break
             with np.errstate(over="ignore", invalid="ignore"):
-                k1 = rhs(s, y)
-                k2 = rhs(s + h / 2, y + h / 2 * k1)
-                k3 = rhs(s + h / 2, y + h / 2 * k2)
-                k4 = rhs(s + h, y + h * k3)
-                y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+                y, _ = _rk4_step(rhs, s, y, h)  # the particle core's RK4 step
             if not np.all(np.isfinite(y)):
                 y = np.array([math.inf, math.inf])
             s += h

@@ -128,6 +128,19 @@ def _sym(S):
     return 0.5 * (S + np.swapaxes(S, -1, -2))
 
 
+def _sinkhorn_spectrum(root, cov, B):
+    r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}` (batched).
+
+    With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
+    returns :math:`(\sqrt{1+4h},W)`. The plan's cross-covariance is
+    :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
+    (paper 1 §4.2.4, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
+    :mod:`tokendynamics.gradient_flow` is a sum over the same :math:`\sqrt{1+4h}`.
+    """
+    lam, W = np.linalg.eigh(_sym(root @ np.swapaxes(B, -1, -2) @ cov @ B @ root))
+    return np.sqrt(1.0 + 4.0 * np.clip(lam, 0.0, None)), W
+
+
 def _affine_field(mean, cov, layer: Attention):
     r"""(b, M, M Sigma) of the field on N(mean, cov), summed over heads; batched over leading axes.
 
@@ -166,10 +179,8 @@ def _affine_field(mean, cov, layer: Attention):
             if root is None:
                 root, root_pinv = psd_sqrt(cov, pinv_rtol=_PINV_RTOL)
             B = (beta / layer.eps) * layer.A[h].T  # paper 1's A_1 / eps
-            H = _sym(root @ B.T @ cov @ B @ root)
-            lam, W = np.linalg.eigh(H)
-            x = 2.0 / (1.0 + np.sqrt(1.0 + 4.0 * np.clip(lam, 0.0, None)))
-            X = (W * x[..., None, :]) @ np.swapaxes(W, -1, -2)
+            sq, W = _sinkhorn_spectrum(root, cov, B)
+            X = (W * (2.0 / (1.0 + sq))[..., None, :]) @ np.swapaxes(W, -1, -2)
             left = cov @ B @ root @ X  # C^T = left @ root
             MSh = V @ (left @ root)
             Mh = V @ (left @ root_pinv)

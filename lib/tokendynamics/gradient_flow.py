@@ -51,6 +51,7 @@ from scipy.special import logsumexp
 from .attention import (BLOCK_ENTRIES, Attention, sinkhorn_potentials, validate_square, validate_tokens,
                         validate_weights, velocity)
 from .errors import ConvergenceError, NonFiniteError
+from .gaussian import _sinkhorn_spectrum as _gaussian_sinkhorn_spectrum
 from .transport import bures_wasserstein, psd_sqrt, validate_covariance, validate_gaussian, wasserstein
 
 __all__ = [
@@ -578,12 +579,14 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
 # ---------------------------------------------------------------------------------------------
 
 def _sinkhorn_spectrum(cov, A, eps):
-    """R = cov^{1/2}, eigen-decomposition of H = R A cov A R and s_i = sqrt(1 + 4 h_i / eps^2)."""
+    """R = cov^{1/2}, s_i = sqrt(1 + 4 h_i / eps^2) with h_i, U the eigen-decomposition of H = R A cov A R.
+
+    The same spectral computation as the Sinkhorn Gaussian ODE (``gaussian._sinkhorn_spectrum`` with
+    the kernel matrix A / eps).
+    """
     R = psd_sqrt(cov)
-    H = R @ A @ cov @ A @ R
-    lam, U = np.linalg.eigh(0.5 * (H + H.T))
-    lam = np.clip(lam, 0.0, None)
-    return R, lam, U, np.sqrt(1.0 + 4.0 * lam / eps ** 2)
+    s, U = _gaussian_sinkhorn_spectrum(R, cov, A / eps)
+    return R, U, s
 
 
 def _check_eps(eps) -> float:
@@ -608,7 +611,7 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
     mean, cov = _gaussian(mean, cov)
     A = _symmetric(A, d=mean.shape[0])
     eps = _check_eps(eps)
-    _, _, _, s = _sinkhorn_spectrum(cov, A, eps)
+    _, _, s = _sinkhorn_spectrum(cov, A, eps)
     return float(-0.5 * mean @ A @ mean - 0.25 * eps * np.sum(s - 1.0 - np.log((1.0 + s) / 2.0)))
 
 
@@ -626,7 +629,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     mean, cov = _gaussian(mean, cov)
     A = _symmetric(A, d=mean.shape[0])
     eps = _check_eps(eps)
-    R, _, U, s = _sinkhorn_spectrum(cov, A, eps)
+    R, U, s = _sinkhorn_spectrum(cov, A, eps)
     X = (U * (2.0 / (1.0 + s))) @ U.T
     G = -(0.5 / eps) * (A @ R @ X @ R @ A)
     return -A @ mean, 0.5 * (G + G.T)

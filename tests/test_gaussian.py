@@ -21,6 +21,7 @@ from tokendynamics.gaussian import (
     covariance_eigenvalues,
     decoupled_mean,
     disc_point,
+    empirical_moments,
     gauss_hermite,
     gaussian_rhs,
     gaussian_velocity,
@@ -607,3 +608,23 @@ def test_numerical_rank_reports_the_eigenvalues_with_the_rank():
     rank, lam = numerical_rank(S)
     assert rank == 2 and np.allclose(lam, [2.0, 0.2, 0.05, 1e-9])
     assert numerical_rank(S, 1e-6, relative=True)[0] == 3
+
+
+def test_empirical_moments_are_the_moments_of_the_weighted_measure():
+    rng = np.random.default_rng(14)
+    X = rng.standard_normal((3, 40, 2))  # three frames of 40 tokens
+    w = rng.random(40)
+    w /= w.sum()
+    m, C = empirical_moments(X, w)
+    for k in range(3):
+        np.testing.assert_allclose(m[k], np.average(X[k], axis=0, weights=w), atol=1e-15)
+        np.testing.assert_allclose(C[k], np.cov(X[k].T, aweights=w, bias=True), atol=1e-14)
+    m1, C1 = empirical_moments(X[0])  # uniform weights: normalised by n, not n - 1
+    np.testing.assert_allclose(C1, np.cov(X[0].T, bias=True), atol=1e-14)
+    counts = rng.integers(1, 4, 40)  # integer masses are repeated tokens
+    mr, Cr = empirical_moments(np.repeat(X[0], counts, axis=0))
+    mw, Cw = empirical_moments(X[0], counts / counts.sum())
+    np.testing.assert_allclose(mr, mw, atol=1e-14)
+    np.testing.assert_allclose(Cr, Cw, atol=1e-14)
+    with pytest.raises(ValueError, match="sum to 1"):
+        empirical_moments(X[0], np.ones(40))

@@ -54,7 +54,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm, fractional_matrix_power
 
-from .attention import Attention
+from .attention import Attention, validate_weights
 from .errors import BlowUpError, NonFiniteError
 from .particles import _layer_at as _particle_layer_at
 from .particles import _parse_span
@@ -727,12 +727,21 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
 # particles against the ODE
 # ---------------------------------------------------------------------------------------------
 
-def empirical_moments(X):
-    r"""Mean and covariance (normalised by n, the moments of the empirical measure) of tokens (..., n, d)."""
+def empirical_moments(X, weights=None):
+    r"""Mean and covariance of the measure :math:`\mu=\sum_jw_j\delta_{x_j}` of tokens ``X`` (..., n, d).
+
+    .. math:: \bar x=\sum_jw_jx_j,\qquad \hat\Sigma=\sum_jw_j(x_j-\bar x)(x_j-\bar x)^\top
+
+    with :math:`w_j=1/n` by default (the moments of the empirical measure, normalised by n) or the
+    given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
+    trajectory. These are the moments the Gaussian ODEs predict (paper 1 §4).
+    """
     X = np.asarray(X, dtype=float)
-    m = X.mean(axis=-2)
+    n = X.shape[-2]
+    w = np.full(n, 1.0 / n) if weights is None else validate_weights(weights, n)
+    m = np.einsum("j,...ja->...a", w, X)
     Y = X - m[..., None, :]
-    return m, np.swapaxes(Y, -1, -2) @ Y / X.shape[-2]
+    return m, np.einsum("j,...ja,...jb->...ab", w, Y, Y)
 
 
 def gauss_hermite(mean, cov, k: int = 20):

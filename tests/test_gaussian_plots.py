@@ -54,7 +54,15 @@ def test_cone_and_disc_figure_draws_every_trajectory_and_colours_follow_the_star
     w = np.array([2 * S[0, 0, 1] for S in covs])
     assert np.allclose(colors[np.argmin(w)], plt.get_cmap("viridis")(0.0))
     fig = cone_and_disc_figure({"a": covs, "b": covs[:3]})
-    assert len(fig.axes) == 4 and all(ax.has_data() or ax.collections for ax in fig.axes)
+    assert len(fig.axes) == 4
+    disc_a, disc_b = fig.axes[1], fig.axes[3]  # the normalised discs under the cones of panels a and b
+    for ax, panel in ((disc_a, covs), (disc_b, covs[:3])):
+        paths = ax.collections[0].get_segments()  # one path per trajectory
+        assert len(paths) == len(panel)
+        for seg, S in zip(paths, panel):
+            np.testing.assert_allclose(seg, disc_point(S), atol=1e-12)
+        ends = ax.collections[1].get_offsets()  # a dot at the end of each path
+        np.testing.assert_allclose(ends, [disc_point(S[-1]) for S in panel], atol=1e-12)
     plt.close(fig)
 
 

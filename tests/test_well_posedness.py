@@ -419,11 +419,19 @@ def test_wasserstein_to_a_gaussian_in_one_dimension_closed_forms():
     u = (np.arange(2_000_000) + 0.5) / 2_000_000
     ref = np.sqrt(np.mean((np.sort(x)[(u * 50).astype(int)] - (0.5 + 1.1 * ndtri(u))) ** 2))
     assert wasserstein_gaussian_1d(x, 0.5, 1.1) == pytest.approx(ref, rel=1e-5)
-    w = rng.random(50)
-    w /= w.sum()
     assert wasserstein_gaussian_1d(np.repeat(x[:3], 2), 0.0, 1.0) == pytest.approx(
         wasserstein_gaussian_1d(x[:3], 0.0, 1.0), rel=1e-12)
-    assert wasserstein_gaussian_1d(x, 0.0, 1.0, weights=w) > 0
+    # weights: integer masses are repeated points, and general masses follow the quantile discretisation
+    counts = np.array([1, 2, 3, 1, 5])
+    assert wasserstein_gaussian_1d(x[:5], 0.3, 0.9, weights=counts / counts.sum()) == pytest.approx(
+        wasserstein_gaussian_1d(np.repeat(x[:5], counts), 0.3, 0.9), rel=1e-12)
+    w = rng.random(50)
+    w /= w.sum()
+    order = np.argsort(x)
+    cum = np.cumsum(w[order])
+    quantile = np.sort(x)[np.minimum(np.searchsorted(cum, u, side="right"), 49)]  # F^{-1}(u) of the weighted measure
+    ref_w = np.sqrt(np.mean((quantile - (0.5 + 1.1 * ndtri(u))) ** 2))
+    assert wasserstein_gaussian_1d(x, 0.5, 1.1, weights=w) == pytest.approx(ref_w, rel=1e-5)
     with pytest.raises(ValueError, match="std"):
         wasserstein_gaussian_1d(x, 0.0, -1.0)
 

@@ -301,14 +301,17 @@ class GaussianTrajectory:
 
     @property
     def final_mean(self) -> np.ndarray:
+        """Mean at the last stored time, shape (d,)."""
         return self.mean[-1]
 
     @property
     def final_cov(self) -> np.ndarray:
+        """Covariance at the last stored time, shape (d, d)."""
         return self.cov[-1]
 
     @property
     def blew_up(self) -> bool:
+        """Whether the run ended at the blow-up threshold (``status == "blowup"``)."""
         return self.status == "blowup"
 
     @property
@@ -321,6 +324,7 @@ class GaussianTrajectory:
         return covariance_eigenvalues(self.cov)
 
     def trace(self) -> np.ndarray:
+        r""":math:`\operatorname{tr}\Sigma_t` at every stored time, shape (m,)."""
         return np.trace(self.cov, axis1=-2, axis2=-1)
 
     def at(self, time: float):

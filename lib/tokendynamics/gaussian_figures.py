@@ -245,6 +245,7 @@ class RankHistogram:
     limit_eigenvalues: dict
 
     def to_arrays(self) -> dict:
+        """Plain arrays (counts, attempts, exceptions, eigenvalues per dimension) for the cache."""
         out = {"dims": np.array(self.dims)}
         for d in self.dims:
             out[f"counts_{d}"] = self.counts[d]
@@ -256,6 +257,7 @@ class RankHistogram:
 
     @classmethod
     def from_arrays(cls, row: str, arrays: dict) -> "RankHistogram":
+        """Inverse of :meth:`to_arrays`."""
         dims = tuple(int(d) for d in arrays["dims"])
         return cls(row=row, dims=dims,
                    counts={d: arrays[f"counts_{d}"] for d in dims},

@@ -63,6 +63,7 @@ class SinkSystem:
 
     @property
     def token_positions(self) -> np.ndarray:
+        """Positions :math:`s_i` of the tokens (the sink rows left out)."""
         return self.positions[self.n_sink:]
 
     def simulate_kwargs(self) -> dict:

@@ -175,14 +175,17 @@ class Trajectory:
 
     @property
     def n(self) -> int:
+        """Number of tokens."""
         return self.X.shape[1]
 
     @property
     def d(self) -> int:
+        """Token dimension."""
         return self.X.shape[2]
 
     @property
     def blew_up(self) -> bool:
+        """Whether the run stopped at a blow-up (``blowup_time`` is set)."""
         return self.blowup_time is not None
 
     def at(self, time: float) -> np.ndarray:

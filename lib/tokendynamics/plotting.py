@@ -81,8 +81,9 @@ def savefig(fig, name: str, *, dpi: int | None = None) -> Path:
 def unwrap_for_plot(theta, period: float = 2 * np.pi):
     r"""Wrap angles to :math:`[-\pi,\pi)` (or one period) and insert NaNs where a path jumps.
 
-    ``theta`` has shape (m, n) (times x tokens); returns ``(rows, values)`` ready for ``plot``:
-    lines are broken where consecutive values differ by more than half a period.
+    ``theta`` has shape (m, n) (times x tokens); returns an array of the same shape, ready for
+    ``plot(t, ...)``: wrapped angles, with NaN where consecutive values differ by more than half a
+    period, so that the lines break there.
     """
     theta = np.asarray(theta, dtype=float)
     wrapped = (theta + period / 2) % period - period / 2

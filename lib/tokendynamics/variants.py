@@ -144,6 +144,7 @@ class Variant:
 
     @property
     def masked(self) -> bool:
+        """Whether this is masked attention with a sink (``sink_mass`` is set)."""
         return self.sink_mass is not None
 
     def layer_at(self, t: float = 0.0) -> Attention:

@@ -221,10 +221,12 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "gaussian_F5": {  # two basins: convergence or blow-up depending on Sigma_0
         "fast": {"seed": 36, "seed_V": 35, "discard": [8, 7], "grid": [30, 30, -1.0, 1.0, -1.0, 1.0],
-                 "every": 1, "view": [20, -112], "color": "start",
+                 "every": 1, "view": [20, -112], "color": "start", "accurate_every": 40,
                  "variants": {"softmax": {"step": 0.003, "tol_low": 1e-4},
                               "l2": {"step": 0.002, "tol_low": 1e-4},
                               "multihead": {"step": 0.002, "tol_low": 1e-4, "H": 2}}},
+        # "accurate_every": the two-head runs continued with the accurate solver (every k-th start)
+        "full": {"accurate_every": 8},
     },
     # Rank histograms F6 (official histograms.py). One row per (kind, value matrix).
     "gaussian_F6": {
@@ -257,8 +259,8 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                  "V": [[0.3, -1.0], [1.0, 0.2]]},
         "full": {"n": 1000, "dt": 0.05},
     },
-    # Static stand-in for the widget: softmax, V = I, A = rotation of a fixed symmetric part.
-    # A = diag(-1, s), V = I: s < 0 converges to zero, s = 0 to a line, s > 0 blows up.
+    # Static stand-in for the widget: softmax, A = diag(-1, s), V = I: s < 0 converges to zero,
+    # s = 0 to a line, s > 0 blows up.
     "gaussian_widget": {
         "fast": {"frames": 30, "s_min": -1.0, "s_max": 0.6, "T": 6.0, "step": 0.01,
                  "grid": [7, 7, -0.8, 0.8, -0.8, 0.8], "timing_repeats": 5},

@@ -74,6 +74,10 @@ def test_bad_clouds_raise():
         wasserstein(np.array([[np.nan, 0.0]]), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="p must be"):
         wasserstein(np.zeros((3, 2)), np.zeros((3, 2)), p=0.5)
+    with pytest.raises(ValueError, match=r"weights\[0\]: .*sum to 1"):
+        wasserstein(np.zeros((3, 2)), np.ones((2, 2)), weights=([0.5, 0.5, 0.5], None))
+    with pytest.raises(ValueError, match=r"weights\[1\]: .*non-negative"):
+        wasserstein(np.zeros((3, 2)), np.ones((2, 2)), weights=(None, [1.5, -0.5]))
 
 
 def test_psd_sqrt_squares_back_on_stacks_and_its_pseudo_inverse_inverts_the_range():

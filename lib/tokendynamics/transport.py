@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import validate_square
+from .attention import validate_square, validate_weights
 
 __all__ = ["Distance", "wasserstein", "bures_wasserstein", "wasserstein_gaussian_1d", "conditional_wasserstein",
            "ConditionalProfile", "psd_sqrt", "validate_covariance", "validate_gaussian"]
@@ -57,14 +57,13 @@ def _as_cloud(X, name):
 
 
 def _as_weights(w, n, name):
+    """Masses of a measure with n atoms (uniform if None), checked by the core's validator."""
     if w is None:
         return np.full(n, 1.0 / n)
-    w = np.asarray(w, dtype=float)
-    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError(f"{name} must be {n} non-negative finite masses")
-    if abs(w.sum() - 1) > 1e-9:
-        raise ValueError(f"{name} must sum to 1, got {w.sum():.12g}")
-    return w
+    try:
+        return validate_weights(w, n)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def _two_measures(X, Y, p, weights):

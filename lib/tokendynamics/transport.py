@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import validate_square, validate_weights
+from .attention import validate_square, validate_tokens, validate_weights
 
 __all__ = ["Distance", "wasserstein", "bures_wasserstein", "wasserstein_gaussian_1d", "conditional_wasserstein",
            "ConditionalProfile", "psd_sqrt", "validate_covariance", "validate_gaussian"]
@@ -46,14 +46,9 @@ class Distance:
 
 
 def _as_cloud(X, name):
+    """Points of a measure as an (n, d) array (a 1-D array is n points on the line), checked by the core."""
     X = np.asarray(X, dtype=float)
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise ValueError(f"{name} must be an (n, d) array of points, got shape {np.shape(X)}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains non-finite values")
-    return X
+    return validate_tokens(X[:, None] if X.ndim == 1 else X, name=name)
 
 
 def _as_weights(w, n, name):

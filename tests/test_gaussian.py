@@ -561,6 +561,15 @@ def test_compiled_and_numpy_projected_euler_agree(name):
             assert np.array_equal(x, y)
 
 
+def test_projected_euler_overflow_is_a_non_finite_error_with_its_iteration_in_both_implementations():
+    from tokendynamics import NonFiniteError, _gaussian_kernels
+
+    layer = Attention("softmax", A=np.eye(2), V=np.eye(2))  # blows up at T* = 1; no trace threshold
+    for backend in ["numpy", "numba"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"]:
+        with pytest.raises(NonFiniteError, match="non-finite right-hand side at iteration 112"):
+            projected_euler(0.5 * np.eye(2), layer, step=0.01, tol_high=np.inf, max_iter=2000, backend=backend)
+
+
 def test_projected_euler_stops_at_t_max_the_same_way_in_both_implementations():
     from tokendynamics import _gaussian_kernels
 

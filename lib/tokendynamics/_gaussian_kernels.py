@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import NonFiniteError
+
 try:  # pragma: no cover - exercised on machines with and without numba
     import numba
 
@@ -27,7 +29,7 @@ except ImportError:  # pragma: no cover
     numba = None
     HAVE_NUMBA = False
 
-STATUS = ("converged", "blowup", "max_iter")
+STATUS = ("converged", "blowup", "max_iter", "nonfinite")
 
 
 def supports(layer) -> bool:
@@ -159,6 +161,10 @@ if HAVE_NUMBA:
                     nrm2 += r * r
                     Sn[a, b] = S[a, b] + h * r
             nrm = np.sqrt(nrm2)
+            if not np.isfinite(nrm):  # overflow: reported by the caller as a NonFiniteError
+                status = 3
+                it = i
+                break
             if not _is_pd(Sn, L):
                 lam, U = np.linalg.eigh(Sn)
                 neg = False
@@ -198,6 +204,8 @@ def euler_members(C, layer, *, step, tol_low, tol_high, max_iter, floor, save_ma
     """Integrate each covariance of the stack ``C`` (B, d, d) with the compiled loop.
 
     Returns per-member lists ``status, iterations, cov_last, cov_after, rhs_norm, saved_it, saved_S``.
+    Raises :class:`~tokendynamics.errors.NonFiniteError` (with the iteration) if a right-hand side
+    overflows, like the numpy implementation.
     """
     if not HAVE_NUMBA:
         raise ImportError("the compiled projected Euler needs numba, which is not installed")
@@ -212,6 +220,8 @@ def euler_members(C, layer, *, step, tol_low, tol_high, max_iter, floor, save_ma
         code, it, last, after, nrm, n_saved = _euler_numba(
             np.ascontiguousarray(C[k]), Vs, Ps, G, Cm, kind, float(step), float(tol_low), float(tol_high),
             int(max_iter), float(floor), mask, out_S, out_it)
+        if STATUS[code] == "nonfinite":
+            raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) [{k}]")
         res.append((STATUS[code], int(it), last.copy(), after.copy(), float(nrm), out_it[:n_saved].copy(),
                     out_S[:n_saved].copy()))
     return res

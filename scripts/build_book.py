@@ -39,7 +39,8 @@ FIGURES = BUILD / "figures"
 STAGE = ROOT / "_stage"
 LIB = ROOT / "lib" / "tokendynamics"
 KERNEL = "python3"
-CELL_TIMEOUT = 1800  # seconds, per cell
+BOOK_CELL_TIMEOUT = 300  # seconds per cell in the fast book build (no fast cell takes a minute)
+CHAPTER_CELL_TIMEOUT = 3600  # seconds per cell for `make chapter` (full settings can be long)
 REMOVE_TAGS = ("parameters", "injected-parameters")
 
 
@@ -80,7 +81,8 @@ def tag_parameter_cells(nb) -> None:
             cell.metadata["tags"] = [*tags, "remove-cell"]
 
 
-def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path) -> float:
+def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path,
+                timeout: int = BOOK_CELL_TIMEOUT) -> float:
     """Execute one chapter with papermill; returns the wall time. Raises on a failing cell."""
     import nbformat
     import papermill as pm
@@ -100,7 +102,7 @@ def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path) 
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(raw), str(out), parameters=parameters, kernel_name=KERNEL, cwd=str(cwd),
-                            progress_bar=False, execution_timeout=CELL_TIMEOUT, log_output=False)
+                            progress_bar=False, execution_timeout=timeout, log_output=False)
     finally:
         raw.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
@@ -121,10 +123,19 @@ def _execute_job(args):
     if not force and out.exists() and stamp.exists() and stamp.read_text() == key:
         return md.stem, None, "unchanged"
     stamp.unlink(missing_ok=True)
-    try:
-        seconds = execute_one(md, out, parameters, FIGURES / md.stem, CHAPTERS)
-    except Exception as exc:  # report every failing chapter, then fail
-        return md.stem, None, f"FAILED: {type(exc).__name__}: {exc}"
+    for attempt in (1, 2):
+        try:
+            seconds = execute_one(md, out, parameters, FIGURES / md.stem, CHAPTERS)
+            break
+        except Exception as exc:  # report every failing chapter, then fail
+            # A kernel that stops answering (a cell over the timeout, or a dead kernel) is retried
+            # once: we have seen the notebook client wait on an idle kernel after a widget cell.
+            # An error raised by the chapter's own code is never retried.
+            stalled = type(exc).__name__ in ("CellTimeoutError", "DeadKernelError", "TimeoutError")
+            if stalled and attempt == 1:
+                print(f"  {md.stem}: {type(exc).__name__} ({exc}); retrying once", flush=True)
+                continue
+            return md.stem, None, f"FAILED: {type(exc).__name__}: {exc}"
     stamp.write_text(key)
     return md.stem, seconds, "executed"
 
@@ -213,7 +224,7 @@ def chapter(name: str, params: list[list[str]], mode: str | None) -> None:
     run = BUILD / "run" / name
     out = run / f"{name}.ipynb"
     print(f"running {name} with parameters {parameters}", flush=True)
-    seconds = execute_one(md, out, parameters, run / "figures", CHAPTERS)
+    seconds = execute_one(md, out, parameters, run / "figures", CHAPTERS, timeout=CHAPTER_CELL_TIMEOUT)
     print(f"done in {seconds:.1f} s\n  notebook: {out}\n  figures:  {run / 'figures'}")
 
 

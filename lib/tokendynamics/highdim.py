@@ -40,7 +40,7 @@ from scipy.stats import ortho_group
 
 from .attention import Attention, validate_tokens
 from .errors import BlowUpError
-from .particles import Trajectory, normalize_rows, sample_sphere, simulate
+from .particles import Trajectory, _parse_span, normalize_rows, sample_sphere, simulate
 
 __all__ = [
     "CASES",
@@ -560,6 +560,9 @@ def projective_flow(X0, layer: Attention, t_span, *, t_eval=None, solver: str = 
     -------
     Trajectory
         Tokens at the output times (``method="projective"``), or ``(Trajectory, Phi)``.
+
+    This is the library's one implementation of the reduction;
+    :func:`tokendynamics.watanabe_strogatz.solve_projective` calls it with the matrices A, V.
     """
     A, V, beta = _linear_layer(layer)
     X0 = validate_tokens(X0, layer.d, name="X0")
@@ -567,9 +570,7 @@ def projective_flow(X0, layer: Attention, t_span, *, t_eval=None, solver: str = 
         raise ValueError("X0 must contain unit tokens (use normalize_rows)")
     X0 = normalize_rows(X0)
     n, d = X0.shape
-    t0, T = (0.0, float(t_span)) if np.isscalar(t_span) else (float(t_span[0]), float(t_span[1]))
-    if not (math.isfinite(T) and T > t0):
-        raise ValueError(f"t_span must satisfy t0 < T, got ({t0}, {T})")
+    t0, T = _parse_span(t_span)
     t_eval = np.linspace(t0, T, 201) if t_eval is None else np.asarray(t_eval, dtype=float)
     AT = A.T
 

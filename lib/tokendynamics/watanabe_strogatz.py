@@ -15,6 +15,8 @@ Pikovsky and Rosenblum 2008, 2011). Initialisation as in Gong and Pikovsky:
 **Projective reduction (paper 2 §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
 the common :math:`M=\beta V\Sigma A^\top`, so :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
 :math:`\dot\Phi=M\Phi`: a closed ODE on :math:`GL(d)`. In d = 2 it is the Möbius (WS) action.
+:func:`solve_projective` takes the matrices and calls the integrator
+:func:`tokendynamics.highdim.projective_flow`.
 """
 
 from __future__ import annotations
@@ -190,8 +192,8 @@ class ProjectiveSolution:
     ----------
     t : array (m,)
     Phi : array (m, d, d)
-        Normalised to :math:`\det\Phi=\pm1`-preserving form (the trace of the generator is removed,
-        which rescales :math:`\Phi` and leaves the tokens unchanged).
+        Normalised to :math:`|\Phi|_F=\sqrt d` (a scalar factor, which the tokens do not see; see
+        :func:`tokendynamics.highdim.projective_flow`).
     X : array (m, n, d)
         :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`.
     params : dict
@@ -203,45 +205,29 @@ class ProjectiveSolution:
     params: dict
 
 
-def _push(Phi, X0):
-    Y = X0 @ np.swapaxes(Phi, -1, -2)
-    return Y / np.linalg.norm(Y, axis=-1, keepdims=True)
-
-
 def solve_projective(X0, A, V, beta=1.0, t_span=3.0, *, t_eval=None, method: str = "DOP853",
                      rtol: float = 1e-11, atol: float = 1e-13) -> ProjectiveSolution:
-    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2 §1.1).
+    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2, spec §1.1).
 
-    .. math:: \dot\Phi=\big(M-\tfrac{\operatorname{tr}M}{d}I\big)\Phi,\quad M=\beta V\Sigma(t)A^\top,\quad
-              \Sigma=\frac1n\sum_kx_kx_k^\top,\quad x_k=\frac{\Phi x_k(0)}{|\Phi x_k(0)|},
+    .. math:: x_k(t)=\frac{\Phi(t)x_k(0)}{|\Phi(t)x_k(0)|},\qquad \dot\Phi=\beta V\Sigma(t)A^\top\Phi
+              \ (\text{up to a scalar factor}),\qquad \Sigma=\frac1n\sum_kx_kx_k^\top .
 
-    (removing the trace only rescales :math:`\Phi`, which the tokens do not see). Any n, any d;
-    O(n d^2) per evaluation.
+    Any n, any d; in d = 2 it is the Möbius (WS) action. A convenience form taking the matrices:
+    the integration is :func:`tokendynamics.highdim.projective_flow` (one implementation), called
+    with ``Attention("linear", A=A, V=V, beta=beta)``; ``t_eval`` defaults to 401 equally spaced
+    times.
     """
+    from .attention import Attention
+    from .highdim import projective_flow
+
     X0 = np.asarray(X0, dtype=float)
-    if X0.ndim != 2 or not np.all(np.isfinite(X0)):
-        raise ValueError(f"X0 must be a finite (n, d) array, got shape {X0.shape}")
-    n, d = X0.shape
-    if np.max(np.abs(np.linalg.norm(X0, axis=1) - 1)) > 1e-8:
-        raise ValueError("X0 must contain unit tokens (use normalize_rows)")
-    A = np.asarray(A, dtype=float)
-    V = np.asarray(V, dtype=float)
-    if A.shape != (d, d) or V.shape != (d, d) or not (np.all(np.isfinite(A)) and np.all(np.isfinite(V))):
-        raise ValueError(f"A and V must be finite {d} x {d} matrices")
-    b = as_beta(beta)
+    if X0.ndim != 2:
+        raise ValueError(f"X0 must be an (n, d) array of unit tokens, got shape {X0.shape}")
+    layer = Attention("linear", A=A, V=V, beta=as_beta(beta))
     t0, T, t_eval = _time_grid(t_span, t_eval)
-
-    def rhs(t, y):
-        Phi = y.reshape(d, d)
-        X = _push(Phi, X0)
-        M = b * V @ (X.T @ X / n) @ A.T
-        M -= np.trace(M) / d * np.eye(d)
-        return (M @ Phi).ravel()
-
-    sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=method, t_eval=t_eval, rtol=rtol, atol=atol)
-    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
-        raise NonFiniteError(f"the projective integration failed: {sol.message}")
-    Phi = sol.y.T.reshape(-1, d, d)
-    X = _push(Phi, X0[None])
-    return ProjectiveSolution(t=sol.t, Phi=Phi, X=X, params={"beta": b, "n": n, "d": d, "method": method,
-                                                             "rtol": rtol, "atol": atol, "nfev": int(sol.nfev)})
+    traj, Phi = projective_flow(X0, layer, (t0, T), t_eval=t_eval, solver=method, rtol=rtol, atol=atol,
+                                return_phi=True)
+    n, d = X0.shape
+    return ProjectiveSolution(t=traj.t, Phi=Phi, X=traj.X,
+                              params={"beta": layer.beta, "n": n, "d": d, "method": method, "rtol": rtol,
+                                      "atol": atol, "nfev": traj.info["nfev"]})

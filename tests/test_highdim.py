@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from tokendynamics import Attention, angles, particle_field, sample_sphere, simulate
+from tokendynamics import Attention, particle_field, sample_sphere, simulate
 from tokendynamics import highdim as hd
+from tokendynamics.kuramoto import order_parameter
 from tokendynamics.sweeps import grid, sweep
 
 
@@ -305,7 +306,7 @@ def _planar_outcome(V, A=np.eye(2), T=300.0):
     X0 = sample_sphere(300, 2, 1)
     tr = simulate(X0, Attention("linear", A=A, V=V), T, method="adaptive", sphere=True, rtol=1e-9,
                   atol=1e-11, t_eval=np.linspace(0, T, 601))
-    R2 = np.exp(2j * angles(tr.X)).mean(axis=1)[-120:]
+    R2 = order_parameter(tr.angles(), 2)[-120:]
     return np.abs(R2), np.ptp(np.unwrap(np.angle(R2)))
 
 

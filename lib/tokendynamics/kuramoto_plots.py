@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kuramoto import order_parameter
 from .ott_antonsen import hamiltonian, hamiltonian_centre
 from .plotting import plot_circle
 from .regimes import TYPES, Portrait
@@ -20,7 +21,6 @@ __all__ = [
     "plot_hamiltonian_levels",
     "regime_label",
     "draw_explorer",
-    "html_table",
 ]
 
 #: One colour per regime, used by every figure of the chapter.
@@ -133,7 +133,7 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     ax_disk.set_title(title, fontsize="small")
     if traj is not None:
         X = traj.X
-        R2 = np.mean((X[..., 0] + 1j * X[..., 1]) ** 2, axis=1)
+        R2 = order_parameter(traj.angles(), 2)
         ax_disk.plot(R2.real, R2.imag, color=REGIME_COLORS[portrait.regime], lw=1.0, alpha=0.9, zorder=3,
                      label=f"particles, n = {traj.n}")
         ax_disk.legend(loc="lower left", fontsize="x-small")
@@ -144,14 +144,3 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
         ax_tok.title.set_fontsize("small")
     return axes
 
-
-def html_table(header, rows) -> str:
-    """A plain HTML table (header row + body rows of strings), for tables printed by the chapters.
-
-    Static pages render it without a kernel; cell text is HTML-escaped.
-    """
-    from html import escape
-
-    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -62,6 +62,7 @@ __all__ = [
     "ClusterReport",
     "detect_clusters",
     "first_passage_times",
+    "axis_speed",
     "projective_flow",
     "Prediction",
     "predict_2d_regime",
@@ -506,6 +507,24 @@ def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
     return np.array(out)
 
 
+def axis_speed(t, axis) -> np.ndarray:
+    r"""Angular speed of a line through the origin (an axis :math:`\pm u`) between stored times.
+
+    For unit vectors :math:`u_k` at times :math:`t_k` (e.g. the cluster axis, the top eigenvector
+    of :math:`\Sigma`, whose sign is arbitrary), returns
+    :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
+    at least as fine as the sampling (it cannot see more than a quarter turn between samples).
+    """
+    t = np.asarray(t, dtype=float)
+    U = np.asarray(axis, dtype=float)
+    if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
+        raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("t must be increasing")
+    cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
+    return np.arccos(cos) / np.diff(t)
+
+
 # ---------------------------------------------------------------------------------------------
 # exact projective reduction of linear attention (spec §1.1)
 # ---------------------------------------------------------------------------------------------
@@ -879,9 +898,8 @@ def observed_regime(t, R2, axis, *, level: float = 0.99, window: float = 0.5, ro
         sel = late & (np.maximum.accumulate(R2) > level)
         if sel.sum() < 3:
             return "not_settled"
-        U, ts = axis[sel], t[sel]
-        cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
-        speed = float(np.sum(np.arccos(cos)) / (ts[-1] - ts[0]))
+        ts = t[sel]
+        speed = float(np.average(axis_speed(ts, axis[sel]), weights=np.diff(ts)))
         return "rotating_clusters" if speed > rotation_tol else "static_clusters"
     r = R2[late]
     scale = max(float(np.mean(r)), 1e-300)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
-from .kuramoto import as_beta, as_matrix2, complex_parts, coefficients
+from .kuramoto import as_beta, as_matrix2, cluster_velocity, complex_parts, coefficients
 from .ott_antonsen import OAPolynomial, hamiltonian_centre, solve_ott_antonsen
 
 __all__ = [
@@ -411,9 +411,7 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     boundary = min_mod > 1 - boundary_tol
     # velocity of a cluster pair at the final boundary point, against the scale beta |A| |V|
     coef = coefficients(A, V, beta)
-    e = np.conj(z[-1]) / np.maximum(mod[-1], 1e-300)  # e^{-2 i theta}
-    cluster_speed = np.abs(coef.beta * (np.real(coef.a_plus) + np.real(coef.a_minus * e))
-                           * (np.imag(coef.v_plus) + np.imag(coef.v_minus * e)))
+    cluster_speed = np.abs(cluster_velocity(0.5 * np.angle(z[-1]), A, V, beta))
     scale = coef.beta * (np.abs(coef.a_plus) + np.abs(coef.a_minus)) * (np.abs(coef.v_plus) + np.abs(coef.v_minus))
     turning = (arg_range >= arg_tol) & ((arg_range >= np.pi) | (cluster_speed >= 1e-2 * scale))
     names = np.where(boundary, np.where(turning, "rotating_clusters", "static_clusters"),

@@ -26,6 +26,7 @@ from scipy.integrate import solve_ivp
 from .errors import NonFiniteError
 from .kuramoto import (KuramotoCoefficients, _time_grid, as_beta, as_matrix2, coefficients, complex_parts,
                        order_parameter, solve_phases)
+from .watanabe_strogatz import _mobius
 
 __all__ = [
     "ott_antonsen_rhs",
@@ -245,8 +246,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
         c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi)
     else:
         c = rng.uniform(0, 2 * np.pi, n)
-    w = np.exp(1j * c)
-    psi = np.angle((w + z0) / (1 + np.conj(z0) * w))
+    psi = np.angle(_mobius(z0, 0.0, c))  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
     s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
     return psi / 2 + np.pi * s
 

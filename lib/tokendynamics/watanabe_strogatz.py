@@ -67,8 +67,7 @@ def ws_constants(theta0, alpha0=None):
         raise ValueError(
             f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
             "cluster pair; pass alpha0=0 to use another gauge")
-    e = np.exp(2j * th)
-    return a, np.angle((e - a) / (1 - np.conj(a) * e))
+    return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
 
 
 def ws_order_parameter(alpha, eta, c):

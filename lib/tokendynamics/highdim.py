@@ -727,10 +727,9 @@ def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: 
         if lambda_max is None:
             raise ValueError("case2 needs lambda_max, the top eigenvalue of the symmetric V")
         lam = _finite("lambda_max", lambda_max)
-        if lam >= -tol:
-            return Prediction("static_clusters", "§5.2", f"lambda_max(V) = {lam:.3g} >= 0: antipodal clusters "
-                              "on the top eigenvector (Type 1)")
-        return Prediction("partial", "§5.2", f"lambda_max(V) = {lam:.3g} < 0: Type P")
+        lam = 0.0 if abs(lam) <= tol else lam
+        # the §5.2 criterion depends on lambda_max only: any symmetric V with that top eigenvalue
+        return _predict_identity_A(lam - 0.5, 0.5, 0.0, "§5.2")
     if case in ("case3", "case4", "identity_A"):
         if a is None or b is None:
             raise ValueError(f"{case} needs the block parameters a and b")

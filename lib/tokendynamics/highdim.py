@@ -1,7 +1,7 @@
 r"""High-dimensional experiments of paper 2: do the two-dimensional regimes persist at d = 100?
 
 Tokens :math:`x_1,\dots,x_n\in\mathbb S^{d-1}` move by linear attention (LA), unnormalised softmax
-attention (USA) or softmax attention (SA) (paper 2 §1; spec ``paper2-linear-transformers.md``):
+attention (USA) or softmax attention (SA) (paper 2, spec §1):
 
 .. math::
    \dot x_k = P^\perp_{x_k}\Big(\frac1{Z_k}\sum_j h(\beta\langle x_k, Ax_j\rangle)\,Vx_j\Big),
@@ -126,6 +126,7 @@ class MatrixCase:
 
     @property
     def d(self) -> int:
+        """The dimension of the tokens."""
         return self.A.shape[0]
 
     def layer(self, kind: str, beta: float = 1.0) -> Attention:
@@ -813,6 +814,7 @@ class RunSummary:
 
     @property
     def T(self) -> float:
+        """The last stored time."""
         return float(self.t[-1])
 
     def passage(self, levels=(0.1, 0.5, 0.99)) -> np.ndarray:

@@ -1,6 +1,6 @@
 r"""Exact reductions of linear attention: Watanabe–Strogatz in d = 2, the projective flow in any d.
 
-**Watanabe–Strogatz (paper 2 §3).** The double angles :math:`\psi_k=2\theta_k` obey
+**Watanabe–Strogatz (paper 2, spec §3).** The double angles :math:`\psi_k=2\theta_k` obey
 :math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})` with the common
 :math:`\Omega=2\omega(R_2)`, :math:`\mathcal H=2H(R_2)`. Hence, for every n,
 
@@ -12,7 +12,7 @@ real ODEs replace n (Watanabe and Strogatz 1994; Marvel, Mirollo and Strogatz 20
 Pikovsky and Rosenblum 2008, 2011). Initialisation as in Gong and Pikovsky:
 :math:`\alpha(0)=R_2(0)`, :math:`\eta(0)=0`.
 
-**Projective reduction (paper 2 §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
+**Projective reduction (paper 2, spec §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
 the common :math:`M=\beta V\Sigma A^\top`, so :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
 :math:`\dot\Phi=M\Phi`: a closed ODE on :math:`GL(d)`. In d = 2 it is the Möbius (WS) action.
 :func:`solve_projective` takes the matrices and calls the integrator
@@ -71,7 +71,7 @@ def ws_constants(theta0, alpha0=None):
 
 
 def ws_order_parameter(alpha, eta, c):
-    r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2 §3); vectorised over alpha, eta."""
+    r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2, spec §3); vectorised over alpha, eta."""
     return _mobius(alpha, eta, np.asarray(c, dtype=float)).mean(axis=-1)
 
 
@@ -125,6 +125,7 @@ class WSSolution:
 
     @property
     def rho(self) -> np.ndarray:
+        """Modulus :math:`\rho=|\alpha|` (equal to :math:`|R_2|` only on the Ott–Antonsen manifold)."""
         return np.abs(self.alpha)
 
     @property
@@ -143,7 +144,7 @@ class WSSolution:
 
 def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, alpha0=None,
                             method: str = "DOP853", rtol: float = 1e-11, atol: float = 1e-13) -> WSSolution:
-    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2 §3).
+    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2, spec §3).
 
     State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the
     polar singularity at :math:`\rho=0`):
@@ -180,7 +181,7 @@ def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None,
 
 
 # ---------------------------------------------------------------------------------------------
-# the projective reduction, any d (paper 2 §1.1)
+# the projective reduction, any d (paper 2, spec §1.1)
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)

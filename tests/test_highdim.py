@@ -38,7 +38,7 @@ def test_projective_reduction_matches_the_particle_system_to_1e8_in_d5():
     assert np.max(np.abs(red.X[-1] - X0)) > 0.1  # the tokens did move
 
 
-def test_projective_reduction_is_the_fast_solver_at_d100_and_agrees_with_particles():
+def test_projective_reduction_agrees_with_particles_to_1e6_across_the_clustering_transition_at_d100():
     mc = hd.case2(100, 2.0)
     X0 = sample_sphere(200, 100, 0)
     a = hd.run_variant(mc, "linear", X0, 30.0, engine="projective", solver="DOP853", rtol=1e-9, atol=1e-11, n_eval=31)

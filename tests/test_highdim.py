@@ -442,6 +442,16 @@ def test_widget_update_takes_well_under_0p2_seconds_and_its_loose_tolerance_is_i
     median = float(np.median(times))
     print(f"median widget update: {median * 1e3:.0f} ms wall, {np.median(cpu) * 1e3:.0f} ms CPU")
     assert median < 0.2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    hd.plot_runs(axes, out, d=16)   # the widget's drawing: one R2 and one R1 curve per variant
+    assert [len(ax.get_lines()) for ax in axes] == [3, 2]   # + the dotted 1/d line
+    assert axes[0].get_yscale() == "log" and axes[0].get_legend() is not None
+    plt.close(fig)
     tight = hd.explore("case4", a=0.5, b=1.0, rtol=1e-8, atol=1e-10)
     for kind in ("linear", "unnormalized_softmax"):
         loose = hd.explore("case4", a=0.5, b=1.0)[kind]

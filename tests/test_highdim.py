@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from tokendynamics import Attention, angles, particle_field, sample_sphere, simulate
+from tokendynamics import Attention, particle_field, sample_sphere, simulate
 from tokendynamics import highdim as hd
+from tokendynamics.kuramoto import order_parameter
 from tokendynamics.sweeps import grid, sweep
 
 
@@ -37,7 +38,7 @@ def test_projective_reduction_matches_the_particle_system_to_1e8_in_d5():
     assert np.max(np.abs(red.X[-1] - X0)) > 0.1  # the tokens did move
 
 
-def test_projective_reduction_is_the_fast_solver_at_d100_and_agrees_with_particles():
+def test_projective_reduction_agrees_with_particles_to_1e6_across_the_clustering_transition_at_d100():
     mc = hd.case2(100, 2.0)
     X0 = sample_sphere(200, 100, 0)
     a = hd.run_variant(mc, "linear", X0, 30.0, engine="projective", solver="DOP853", rtol=1e-9, atol=1e-11, n_eval=31)
@@ -305,7 +306,7 @@ def _planar_outcome(V, A=np.eye(2), T=300.0):
     X0 = sample_sphere(300, 2, 1)
     tr = simulate(X0, Attention("linear", A=A, V=V), T, method="adaptive", sphere=True, rtol=1e-9,
                   atol=1e-11, t_eval=np.linspace(0, T, 601))
-    R2 = np.exp(2j * angles(tr.X)).mean(axis=1)[-120:]
+    R2 = order_parameter(tr.angles(), 2)[-120:]
     return np.abs(R2), np.ptp(np.unwrap(np.angle(R2)))
 
 
@@ -398,9 +399,7 @@ def test_case3_clusters_rotate_at_the_2d_rate_beta_b_in_d30():
     s = hd.run_variant(mc, "linear", sample_sphere(60, 30, 0), 40.0, beta=1.5, engine="projective", n_eval=401,
                        rtol=1e-9, atol=1e-11)
     assert s.regime() == "rotating_clusters"
-    U, t = s.axis[-100:], s.t[-100:]
-    speed = np.arccos(np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0, 1)) / np.diff(t)
-    np.testing.assert_allclose(speed, 1.5 * 0.5, rtol=1e-5)
+    np.testing.assert_allclose(hd.axis_speed(s.t[-100:], s.axis[-100:]), 1.5 * 0.5, rtol=1e-5)
 
 
 def test_run_variant_reports_a_clear_error_for_unknown_variants_or_engines():
@@ -443,10 +442,40 @@ def test_widget_update_takes_well_under_0p2_seconds_and_its_loose_tolerance_is_i
     median = float(np.median(times))
     print(f"median widget update: {median * 1e3:.0f} ms wall, {np.median(cpu) * 1e3:.0f} ms CPU")
     assert median < 0.2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    hd.plot_runs(axes, out, d=16)   # the widget's drawing: one R2 and one R1 curve per variant
+    assert [len(ax.get_lines()) for ax in axes] == [3, 2]   # + the dotted 1/d line
+    assert axes[0].get_yscale() == "log" and axes[0].get_legend() is not None
+    plt.close(fig)
     tight = hd.explore("case4", a=0.5, b=1.0, rtol=1e-8, atol=1e-10)
     for kind in ("linear", "unnormalized_softmax"):
         loose = hd.explore("case4", a=0.5, b=1.0)[kind]
         assert np.max(np.abs(loose.R2 - tight[kind].R2)) < 1e-3
+
+
+def test_axis_speed_of_a_line_turning_at_a_known_rate_ignores_the_sign_of_the_axis():
+    t = np.linspace(0, 4, 81)
+    u = np.stack([np.cos(0.7 * t), np.sin(0.7 * t), np.zeros_like(t)], axis=1)
+    u[::3] *= -1   # an eigenvector's sign is arbitrary
+    np.testing.assert_allclose(hd.axis_speed(t, u), 0.7, rtol=1e-10)
+    with pytest.raises(ValueError, match="increasing"):
+        hd.axis_speed(t[::-1], u)
+
+
+def test_mean_by_averages_sweep_results_over_seeds_per_parameter_value():
+    from tokendynamics.sweeps import mean_by
+    rows = [{"d": 10, "seed": 0, "t_level": 2.0}, {"d": 5, "seed": 0, "t_level": 1.0},
+            {"d": 10, "seed": 1, "t_level": 4.0}, {"d": 5, "seed": 1, "t_level": math.inf}]
+    xs, means = mean_by(rows, "d")
+    np.testing.assert_array_equal(xs, [5.0, 10.0])
+    assert means[0] == math.inf and means[1] == 3.0
+    with pytest.raises(ValueError, match="entries"):
+        mean_by(rows, "beta")
 
 
 def test_agreement_compares_prediction_and_observation():

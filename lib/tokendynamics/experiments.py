@@ -136,7 +136,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     # live widget and its static stand-in: a path through the regimes in the SNIC family
     # A = I, V = [[c + a, 1], [-1, c - a]]: c from -0.3 to 0.3 at a = 0.5, then a from 0.5 to 1.5
     "kuramoto_explorer": {
-        "fast": {"frames": 15, "n": 80, "T": 20.0, "dt": 0.1, "seed": 7, "z0_abs": 0.3, "z0_arg": 0.6,
+        "fast": {"frames": 15, "n": 80, "T": 20.0, "seed": 7, "z0_abs": 0.3, "z0_arg": 0.6,
                  "n_grid": 15, "timing_repeats": 5},
         "full": {"frames": 45, "n": 200, "n_grid": 19, "timing_repeats": 9},
     },

@@ -1,7 +1,7 @@
 r"""High-dimensional experiments of paper 2: do the two-dimensional regimes persist at d = 100?
 
 Tokens :math:`x_1,\dots,x_n\in\mathbb S^{d-1}` move by linear attention (LA), unnormalised softmax
-attention (USA) or softmax attention (SA) (paper 2 §1; spec ``paper2-linear-transformers.md``):
+attention (USA) or softmax attention (SA) (paper 2, spec §1):
 
 .. math::
    \dot x_k = P^\perp_{x_k}\Big(\frac1{Z_k}\sum_j h(\beta\langle x_k, Ax_j\rangle)\,Vx_j\Big),
@@ -40,7 +40,7 @@ from scipy.stats import ortho_group
 
 from .attention import Attention, validate_tokens
 from .errors import BlowUpError
-from .particles import Trajectory, normalize_rows, sample_sphere, simulate
+from .particles import Trajectory, _parse_span, normalize_rows, sample_sphere, simulate
 
 __all__ = [
     "CASES",
@@ -62,6 +62,7 @@ __all__ = [
     "ClusterReport",
     "detect_clusters",
     "first_passage_times",
+    "axis_speed",
     "projective_flow",
     "Prediction",
     "predict_2d_regime",
@@ -74,6 +75,9 @@ __all__ = [
     "clustering_time",
     "case_parameters",
     "explore",
+    "VARIANT_COLORS",
+    "VARIANT_LABELS",
+    "plot_runs",
 ]
 
 #: Names of the matrix recipes of spec §7.5 (:func:`matrix_case`).
@@ -125,6 +129,7 @@ class MatrixCase:
 
     @property
     def d(self) -> int:
+        """The dimension of the tokens."""
         return self.A.shape[0]
 
     def layer(self, kind: str, beta: float = 1.0) -> Attention:
@@ -506,6 +511,24 @@ def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
     return np.array(out)
 
 
+def axis_speed(t, axis) -> np.ndarray:
+    r"""Angular speed of a line through the origin (an axis :math:`\pm u`) between stored times.
+
+    For unit vectors :math:`u_k` at times :math:`t_k` (e.g. the cluster axis, the top eigenvector
+    of :math:`\Sigma`, whose sign is arbitrary), returns
+    :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
+    at least as fine as the sampling (it cannot see more than a quarter turn between samples).
+    """
+    t = np.asarray(t, dtype=float)
+    U = np.asarray(axis, dtype=float)
+    if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
+        raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("t must be increasing")
+    cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
+    return np.arccos(cos) / np.diff(t)
+
+
 # ---------------------------------------------------------------------------------------------
 # exact projective reduction of linear attention (spec §1.1)
 # ---------------------------------------------------------------------------------------------
@@ -560,6 +583,9 @@ def projective_flow(X0, layer: Attention, t_span, *, t_eval=None, solver: str = 
     -------
     Trajectory
         Tokens at the output times (``method="projective"``), or ``(Trajectory, Phi)``.
+
+    This is the library's one implementation of the reduction;
+    :func:`tokendynamics.watanabe_strogatz.solve_projective` calls it with the matrices A, V.
     """
     A, V, beta = _linear_layer(layer)
     X0 = validate_tokens(X0, layer.d, name="X0")
@@ -567,9 +593,7 @@ def projective_flow(X0, layer: Attention, t_span, *, t_eval=None, solver: str = 
         raise ValueError("X0 must contain unit tokens (use normalize_rows)")
     X0 = normalize_rows(X0)
     n, d = X0.shape
-    t0, T = (0.0, float(t_span)) if np.isscalar(t_span) else (float(t_span[0]), float(t_span[1]))
-    if not (math.isfinite(T) and T > t0):
-        raise ValueError(f"t_span must satisfy t0 < T, got ({t0}, {T})")
+    t0, T = _parse_span(t_span)
     t_eval = np.linspace(t0, T, 201) if t_eval is None else np.asarray(t_eval, dtype=float)
     AT = A.T
 
@@ -707,10 +731,9 @@ def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: 
         if lambda_max is None:
             raise ValueError("case2 needs lambda_max, the top eigenvalue of the symmetric V")
         lam = _finite("lambda_max", lambda_max)
-        if lam >= -tol:
-            return Prediction("static_clusters", "§5.2", f"lambda_max(V) = {lam:.3g} >= 0: antipodal clusters "
-                              "on the top eigenvector (Type 1)")
-        return Prediction("partial", "§5.2", f"lambda_max(V) = {lam:.3g} < 0: Type P")
+        lam = 0.0 if abs(lam) <= tol else lam
+        # the §5.2 criterion depends on lambda_max only: any symmetric V with that top eigenvalue
+        return _predict_identity_A(lam - 0.5, 0.5, 0.0, "§5.2")
     if case in ("case3", "case4", "identity_A"):
         if a is None or b is None:
             raise ValueError(f"{case} needs the block parameters a and b")
@@ -794,6 +817,7 @@ class RunSummary:
 
     @property
     def T(self) -> float:
+        """The last stored time."""
         return float(self.t[-1])
 
     def passage(self, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
@@ -878,9 +902,8 @@ def observed_regime(t, R2, axis, *, level: float = 0.99, window: float = 0.5, ro
         sel = late & (np.maximum.accumulate(R2) > level)
         if sel.sum() < 3:
             return "not_settled"
-        U, ts = axis[sel], t[sel]
-        cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
-        speed = float(np.sum(np.arccos(cos)) / (ts[-1] - ts[0]))
+        ts = t[sel]
+        speed = float(np.average(axis_speed(ts, axis[sel]), weights=np.diff(ts)))
         return "rotating_clusters" if speed > rotation_tol else "static_clusters"
     r = R2[late]
     scale = max(float(np.mean(r)), 1e-300)
@@ -999,3 +1022,51 @@ def explore(case: str = "case4", *, d: int = 16, n: int = 64, T: float = 30.0, b
     for k in kinds:
         out[k] = run_variant(mc, k, X0, T, beta=beta, n_eval=n_eval, rtol=rtol, atol=atol)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the chapter's run panels (widget and static animation)
+# ---------------------------------------------------------------------------------------------
+
+#: One colour per attention variant, used by every figure of the high-dimensional chapter.
+VARIANT_COLORS = {"linear": "#1f5fa8", "unnormalized_softmax": "#d95f02", "softmax": "#1b9e77"}
+#: Short names of the variants for legends and tables.
+VARIANT_LABELS = {"linear": "LA", "unnormalized_softmax": "USA", "softmax": "SA"}
+
+
+def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | None = None):
+    r"""Two panels for runs of several variants: :math:`\hat R_2(t)` on a log scale (left, with
+    :math:`1/d` dotted, the value of uniform tokens) and :math:`\hat R_1(t)` (right), time on a
+    symmetric-log axis (linear below t = 1).
+
+    ``axes`` is a pair of matplotlib axes; ``runs`` maps variant names to :class:`RunSummary`
+    (e.g. the dict returned by :func:`explore`). Tick and axis labels are plain text, not mathtext,
+    and there are no minor ticks: parsing mathtext tick labels and building minor ticks took most
+    of a redraw, which matters in the live widget.
+    """
+    from matplotlib.ticker import NullLocator
+
+    ax2, ax1 = axes
+    T = max(runs[k].T for k in kinds)
+    for kind in kinds:
+        r = runs[kind]
+        ax2.plot(r.t, r.R2, color=VARIANT_COLORS[kind], lw=1.8, label=VARIANT_LABELS[kind])
+        ax1.plot(r.t, r.R1, color=VARIANT_COLORS[kind], lw=1.5, label=VARIANT_LABELS[kind])
+    if d:
+        ax2.axhline(1 / d, color="0.5", lw=0.8, ls=":")
+    ax2.set_yscale("log")
+    ax2.set_ylim(2e-3, 1.5)
+    ax2.set_yticks([0.01, 0.1, 1.0], ["0.01", "0.1", "1"])
+    ax1.set_ylim(-0.08, 1.05)
+    ax2.set_ylabel("R2 (mean squared overlap)")
+    ax1.set_ylabel("R1 (mean overlap)")
+    xt = [x for x in (0, 1, 10, 100, 1000) if x <= T]
+    for ax in axes:
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(0, T)
+        ax.set_xticks(xt, [f"{x:g}" for x in xt])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("time (depth) t")
+    ax2.legend(fontsize="x-small", loc="lower right")
+    return axes

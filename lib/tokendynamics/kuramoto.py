@@ -1,10 +1,10 @@
-r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2 §2).
+r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2, spec §2).
 
 Tokens :math:`x_k=(\cos\theta_k,\sin\theta_k)` moved by linear attention on the circle,
 
 .. math:: \dot x_k = P^\perp_{x_k}\Big(\frac\beta n\sum_j\langle x_k,Ax_j\rangle Vx_j\Big),
 
-obey exactly (any n, paper 2 §2.3)
+obey exactly (any n, paper 2, spec §2.3)
 
 .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)\,e^{-2i\theta_k}\big),\qquad
           R_2=\frac1n\sum_j e^{2i\theta_j},
@@ -21,7 +21,8 @@ and the dynamics of clustered states. The reductions live in
 public names are re-exported here, so ``from tokendynamics.kuramoto import classify_regime``
 works.
 
-Convention: the score is :math:`\langle x, Ay\rangle` (library-wide, ``../shared/spec/README.md``).
+Convention: the score is :math:`\langle x, Ay\rangle` with :math:`A=Q^\top K`, as everywhere in the library
+(:class:`~tokendynamics.attention.Attention`).
 """
 
 from __future__ import annotations
@@ -140,11 +141,11 @@ def as_angles(theta, name: str = "theta") -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# complex encoding of 2 x 2 matrices (paper 2 §2.1)
+# complex encoding of 2 x 2 matrices (paper 2, spec §2.1)
 # ---------------------------------------------------------------------------------------------
 
 def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
-    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2 §2.1).
+    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2, spec §2.1).
 
     .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad
               m_-=\tfrac12[(m_{11}-m_{22})+i(m_{21}+m_{12})].
@@ -175,7 +176,7 @@ def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# the Kuramoto–Daido coefficients (paper 2 §2.3)
+# the Kuramoto–Daido coefficients (paper 2, spec §2.3)
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +185,7 @@ class KuramotoCoefficients:
 
     Fields may be complex arrays of a common batch shape (stacks of layers). Methods evaluate
     :math:`\omega(R)` (:meth:`omega`), :math:`H(R)` (:meth:`forcing`) and the angle velocity
-    (:meth:`phase_velocity`); paper 2 §2.3.
+    (:meth:`phase_velocity`); paper 2, spec §2.3.
     """
 
     a_plus: complex | np.ndarray
@@ -226,7 +227,7 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
 
 
 def frequency_and_forcing(A, V, beta=1.0, R=0.0):
-    r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form (paper 2 §2.3).
+    r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form (paper 2, spec §2.3).
 
     .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
 
@@ -237,7 +238,7 @@ def frequency_and_forcing(A, V, beta=1.0, R=0.0):
 
 
 def daido_coefficients(A, V) -> dict[str, complex]:
-    r"""The "paper/repo" coefficients :math:`b_1,b_2,b_3,c_1,c_2` (paper 2 §2.3), without :math:`\beta`.
+    r"""The "paper/repo" coefficients :math:`b_1,b_2,b_3,c_1,c_2` (paper 2, spec §2.3), without :math:`\beta`.
 
     :math:`\dot\theta=\beta[C(R)+2\operatorname{Re}(B(R)e^{2i\theta})]`, :math:`B=b_1R+b_2\bar R+b_3`,
     :math:`C=c_1R+\bar c_1\bar R+c_2`, with :math:`b_1=\tfrac i4\bar a_-\bar v_-`,
@@ -275,7 +276,7 @@ def order_parameter(theta, m: int = 2):
 
 
 def phase_velocity(theta, A, V, beta=1.0):
-    r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2` (paper 2 §2.2–2.3).
+    r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2` (paper 2, spec §2.2–2.3).
 
     .. math:: \dot\theta_k=\frac\beta n\sum_j\langle x_k,Ax_j\rangle\langle Vx_j,Jx_k\rangle
               =\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
@@ -330,7 +331,7 @@ def _time_grid(t_span, t_eval):
 
 def solve_phases(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: str = "DOP853",
                  rtol: float = 1e-10, atol: float = 1e-12) -> PhaseSolution:
-    r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp`` (paper 2 §2.3).
+    r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp`` (paper 2, spec §2.3).
 
     The same particle system as ``simulate(circle_tokens(theta0), Attention("linear", A=A, V=V,
     beta=beta), ..., sphere=True)``, written in the O(n) Kuramoto–Daido form: use it for large n
@@ -357,11 +358,11 @@ def solve_phases(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: st
 
 
 # ---------------------------------------------------------------------------------------------
-# clustered states (paper 2 §2.5)
+# clustered states (paper 2, spec §2.5)
 # ---------------------------------------------------------------------------------------------
 
 def cluster_velocity(theta, A, V, beta=1.0):
-    r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta` (paper 2 §2.5).
+    r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta` (paper 2, spec §2.5).
 
     .. math:: \dot\theta_c=\beta\,q_A(\theta)\,s_V(\theta),\quad q_A=x_\theta^\top Ax_\theta,\quad
               s_V=\langle Vx_\theta,Jx_\theta\rangle .
@@ -379,7 +380,7 @@ def cluster_velocity(theta, A, V, beta=1.0):
 
 
 def transverse_exponent(theta, A, V, beta=1.0):
-    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta` (paper 2 §2.5).
+    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta` (paper 2, spec §2.5).
 
     .. math:: \lambda_\perp(\theta)=\beta\big[\langle Jx,Ax\rangle s_V(\theta)-q_A(\theta)\,x^\top Vx\big]
               =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big).

@@ -1,6 +1,6 @@
 """Plots of the d = 2 reduction: the complex disk of :math:`R_2`, OA phase portraits, Hamiltonian level sets.
 
-Thin drawing helpers used by the chapter on the Kuramoto reduction (paper 2 §2–5); every number
+Thin drawing helpers used by the chapter on the Kuramoto reduction (paper 2, spec §2–5); every number
 they draw is computed by :mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and
 :mod:`tokendynamics.regimes`.
 """
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kuramoto import order_parameter
 from .ott_antonsen import hamiltonian, hamiltonian_centre
+from .particles import circle_tokens
 from .plotting import plot_circle
 from .regimes import TYPES, Portrait
 
@@ -20,7 +22,6 @@ __all__ = [
     "plot_hamiltonian_levels",
     "regime_label",
     "draw_explorer",
-    "html_table",
 ]
 
 #: One colour per regime, used by every figure of the chapter.
@@ -53,7 +54,7 @@ def plot_disk(ax, *, labels: bool = True):
 
 def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bool = True, style: str = "quiver",
                   cmap: str = "viridis"):
-    """The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
+    r"""The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
 
     ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
     widget); ``style="stream"``: streamlines coloured the same way.
@@ -114,14 +115,20 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
 def draw_explorer(axes, portrait: Portrait, traj=None):
     """The explorer panel: OA portrait with its orbit (and the particles' :math:`R_2`), and the tokens.
 
-    ``axes`` is a pair of matplotlib axes (cleared first); ``traj`` an optional planar
-    :class:`~tokendynamics.particles.Trajectory` (drawn as its :math:`R_2` path and final tokens).
-    Used by the live widget and by the static animation of the chapter.
+    ``axes`` is a pair of matplotlib axes (cleared first); ``traj`` an optional planar run, a
+    :class:`~tokendynamics.particles.Trajectory` or a :class:`~tokendynamics.kuramoto.PhaseSolution`
+    (drawn as its :math:`R_2` path and its tokens at the first and last times). The disk has no
+    ticks (its unit circle is the scale) and plain-text labels, which keeps a redraw cheap. Used by the live widget
+    and by the static animation of the chapter (:func:`tokendynamics.regimes.explore`).
     """
     ax_disk, ax_tok = axes
     ax_disk.clear()
     ax_tok.clear()
     plot_portrait(ax_disk, portrait)
+    ax_disk.set_xticks([])
+    ax_disk.set_yticks([])
+    ax_disk.set_xlabel("Re R\u2082")   # plain text: no mathtext parse on every redraw
+    ax_disk.set_ylabel("Im R\u2082")
     pred = portrait.prediction
     title = f"OA: {regime_label(portrait.regime)}"
     if pred is not None:
@@ -132,26 +139,15 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
         title += "\nno closed form applies"
     ax_disk.set_title(title, fontsize="small")
     if traj is not None:
-        X = traj.X
-        R2 = np.mean((X[..., 0] + 1j * X[..., 1]) ** 2, axis=1)
+        theta = traj.angles() if callable(getattr(traj, "angles", None)) else np.asarray(traj.theta)
+        R2 = order_parameter(theta, 2)
         ax_disk.plot(R2.real, R2.imag, color=REGIME_COLORS[portrait.regime], lw=1.0, alpha=0.9, zorder=3,
-                     label=f"particles, n = {traj.n}")
+                     label=f"particles, n = {theta.shape[-1]}")
         ax_disk.legend(loc="lower left", fontsize="x-small")
-        plot_circle(ax_tok, X[-1], color=REGIME_COLORS[portrait.regime], size=14, title="tokens")
+        first, last = circle_tokens(theta[0]), circle_tokens(theta[-1])
+        plot_circle(ax_tok, last, color=REGIME_COLORS[portrait.regime], size=14, title="tokens")
         ax_tok.collections[-1].set_label(f"t = {traj.t[-1]:g}")
-        ax_tok.scatter(X[0, :, 0], X[0, :, 1], s=8, color="0.7", zorder=1, label="t = 0")
+        ax_tok.scatter(first[:, 0], first[:, 1], s=8, color="0.7", zorder=1, label="t = 0")
         ax_tok.legend(loc="lower left", fontsize="x-small")
         ax_tok.title.set_fontsize("small")
     return axes
-
-
-def html_table(header, rows) -> str:
-    """A plain HTML table (header row + body rows of strings), for tables printed by the chapters.
-
-    Static pages render it without a kernel; cell text is HTML-escaped.
-    """
-    from html import escape
-
-    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -1,4 +1,4 @@
-r"""The Ott–Antonsen reduction of linear attention on the circle: one complex ODE (paper 2 §4–5).
+r"""The Ott–Antonsen reduction of linear attention on the circle: one complex ODE (paper 2, spec §4–5).
 
 If the double angles :math:`\psi=2\theta` are distributed by a wrapped Cauchy (Poisson kernel)
 law with centre :math:`z` (:math:`|z|<1`), they stay so, with :math:`R_2=z` and
@@ -6,13 +6,13 @@ law with centre :math:`z` (:math:`|z|<1`), they stay so, with :math:`R_2=z` and
 .. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2
           \;=\;2i\beta\,(Bz^2+Cz+\bar B)
 
-(paper 2 §4, :math:`\omega, H` of :mod:`tokendynamics.kuramoto`). The unit circle (clustered
+(paper 2, spec §4, :math:`\omega, H` of :mod:`tokendynamics.kuramoto`). The unit circle (clustered
 states) is invariant, and so is the open disk. For a finite sample of n tokens the error
-:math:`|R_2(t)-z(t)|` is :math:`O(n^{-1/2})` on bounded time intervals (paper 2 §6; the exact
+:math:`|R_2(t)-z(t)|` is :math:`O(n^{-1/2})` on bounded time intervals (paper 2, spec §6; the exact
 constants of the paper: [I]).
 
 For :math:`A=I` and :math:`\operatorname{tr}V=0` the flow is Hamiltonian up to a factor
-(:func:`hamiltonian`, paper 2 §5.5).
+(:func:`hamiltonian`, paper 2, spec §5.5).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from scipy.integrate import solve_ivp
 from .errors import NonFiniteError
 from .kuramoto import (KuramotoCoefficients, _time_grid, as_beta, as_matrix2, coefficients, complex_parts,
                        order_parameter, solve_phases)
+from .watanabe_strogatz import _mobius
 
 __all__ = [
     "ott_antonsen_rhs",
@@ -42,7 +43,7 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False)
 class OAPolynomial:
-    r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z` (paper 2 §4, expanded form).
+    r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z` (paper 2, spec §4, expanded form).
 
     .. math:: \dot z=k_0+k_1z+k_2\bar z+k_3|z|^2+k_4z^2+k_5|z|^2z+k_6z^3,
 
@@ -87,7 +88,7 @@ def oa_field(z, coef: KuramotoCoefficients):
 
 
 def ott_antonsen_rhs(z, A, V, beta=1.0):
-    r"""Velocity of the Ott–Antonsen centre :math:`z` (paper 2 §4), vectorised.
+    r"""Velocity of the Ott–Antonsen centre :math:`z` (paper 2, spec §4), vectorised.
 
     .. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2 .
 
@@ -123,6 +124,7 @@ class OASolution:
 
     @property
     def final(self) -> np.ndarray:
+        """The centre at the last stored time."""
         return self.z[-1]
 
 
@@ -138,7 +140,7 @@ def _check_centre(z0):
 def solve_ott_antonsen(z0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: str = "DOP853",
                        rtol: float = 1e-10, atol: float = 1e-12, dt: float = 0.01, events=None,
                        max_step: float = np.inf) -> OASolution:
-    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (paper 2 §4).
+    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (paper 2, spec §4).
 
     ``z0`` (complex, :math:`|z_0|\le1`) and the stacks ``A``, ``V`` broadcast together, so one
     call integrates many centres or many layers at once.
@@ -226,7 +228,7 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
 
 
 def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
-    r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0`` (paper 2 §4).
+    r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0`` (paper 2, spec §4).
 
     :math:`c_k\sim U[0,2\pi)` i.i.d. (or :math:`c_k=2\pi k/n+c` with ``equispaced=True``, for
     which :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\psi_k=\arg\frac{e^{ic_k}+z_0}{1+\bar z_0e^{ic_k}}`,
@@ -245,14 +247,13 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
         c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi)
     else:
         c = rng.uniform(0, 2 * np.pi, n)
-    w = np.exp(1j * c)
-    psi = np.angle((w + z0) / (1 + np.conj(z0) * w))
+    psi = np.angle(_mobius(z0, 0.0, c))  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
     s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
     return psi / 2 + np.pi * s
 
 
 # ---------------------------------------------------------------------------------------------
-# the hidden Hamiltonian (paper 2 §5.5)
+# the hidden Hamiltonian (paper 2, spec §5.5)
 # ---------------------------------------------------------------------------------------------
 
 def _traceless_parts(V):
@@ -267,7 +268,7 @@ def _traceless_parts(V):
 
 
 def hamiltonian(z, V, beta=1.0):
-    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0` (paper 2 §5.5).
+    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0` (paper 2, spec §5.5).
 
     .. math:: \mathcal E(z)=\frac\beta4\,\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}{(1-|z|^2)^2},
               \qquad \kappa=\tfrac12(v_{21}-v_{12}),
@@ -306,7 +307,7 @@ def hamiltonian_centre(V, beta=1.0):
 
 
 # ---------------------------------------------------------------------------------------------
-# accuracy of the reduction for finite n (paper 2 §4, §6)
+# accuracy of the reduction for finite n (paper 2, spec §4, §6)
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -333,13 +334,13 @@ class OAAccuracy:
 def oa_accuracy(A, V, beta=1.0, z0=0.3 * np.exp(0.7j), ns=(250, 1000, 4000), seeds=8, T: float = 10.0, *,
                 rng=0, equispaced: bool = False, n_times: int = 201, rtol: float = 1e-8,
                 atol: float = 1e-10) -> OAAccuracy:
-    r"""How far n particles sampled on the OA manifold drift from it: :math:`\sup_{t\le T}|R_2-z_{OA}|` vs n (paper 2 §4, §6).
+    r"""How far n particles sampled on the OA manifold drift from it: :math:`\sup_{t\le T}|R_2-z_{OA}|` vs n (paper 2, spec §4, §6).
 
     For each n, ``seeds`` samples of :func:`sample_ott_antonsen` (centre ``z0``) are integrated
     together with the O(n) angle equations (:func:`~tokendynamics.kuramoto.solve_phases`), and
     compared with the OA solution on ``n_times`` equally spaced times. The expected law is
     :math:`C/\sqrt n` (slope :math:`-1/2`) from the initial sampling error, propagated by a
-    Grönwall bound (paper 2 §6; constants [I]).
+    Grönwall bound (paper 2, spec §6; constants [I]).
     """
     ns = np.asarray(ns, dtype=int)
     if ns.ndim != 1 or ns.size < 1 or np.any(ns < 1):

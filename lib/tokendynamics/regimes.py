@@ -1,6 +1,6 @@
-r"""Regimes of linear attention on the circle: closed-form predictions and an Ott–Antonsen classifier (paper 2 §5).
+r"""Regimes of linear attention on the circle: closed-form predictions and an Ott–Antonsen classifier (paper 2, spec §5).
 
-Names (paper 2 §5; the summary's "Types"):
+Names (paper 2, spec §5; the summary's "Types"):
 
 =========================  ========  ==============================================================
 name                       Type      long-time behaviour of :math:`R_2` (OA centre :math:`z`)
@@ -11,7 +11,7 @@ name                       Type      long-time behaviour of :math:`R_2` (OA cent
 ``"partial"``              P         :math:`z\to z^*`, :math:`|z^*|<1`: partial clustering
 =========================  ========  ==============================================================
 
-:func:`predict_regime` gives the closed forms of paper 2 §5 where a case applies (Case 1
+:func:`predict_regime` gives the closed forms of paper 2, spec §5 where a case applies (Case 1
 :math:`V=I`; Case 2 :math:`A=I`, :math:`V` symmetric; the rotating family
 :math:`A\succ0`, :math:`V=cI+sJ`; the hidden Hamiltonian :math:`A=I`, :math:`\operatorname{tr}V=0`;
 the SNIC family :math:`A=I`), :func:`classify_regime` decides from a long Ott–Antonsen run.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
-from .kuramoto import as_beta, as_matrix2, complex_parts, coefficients
+from .kuramoto import as_beta, as_matrix2, cluster_velocity, complex_parts, coefficients, solve_phases
 from .ott_antonsen import OAPolynomial, hamiltonian_centre, solve_ott_antonsen
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "REGIME_TABLE",
     "Portrait",
     "regime_portrait",
+    "explore",
 ]
 
 #: The four regime names, in the order of the paper's Types 1, 2, 3 and P.
@@ -57,7 +58,7 @@ TYPES = {"static_clusters": "Type 1", "rotating_clusters": "Type 2", "oscillatio
 
 @dataclass(frozen=True)
 class Prediction:
-    """A closed-form prediction of paper 2 §5.
+    """A closed-form prediction of paper 2, spec §5.
 
     Attributes
     ----------
@@ -90,11 +91,11 @@ def _is_multiple_of_identity(M, tol):
 
 
 # ---------------------------------------------------------------------------------------------
-# Case 1: V = I (paper 2 §5.1)
+# Case 1: V = I (paper 2, spec §5.1)
 # ---------------------------------------------------------------------------------------------
 
 def case1_region(A) -> str:
-    r"""Which row of the Case 1 table (paper 2 §5.1) the matrix :math:`A` falls in (:math:`V=I`).
+    r"""Which row of the Case 1 table (paper 2, spec §5.1) the matrix :math:`A` falls in (:math:`V=I`).
 
     ``"det<=0"`` (Type 1), ``"tr>0"`` (Type 1), ``"sym_negative_definite"``
     (:math:`\frac12\operatorname{tr}A+|a_-|<0`: Type P), ``"bistable"``
@@ -139,7 +140,7 @@ def case1_matrix(tr, det, skew=1.0):
 
 
 def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
-    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (paper 2 §5.6), with :math:`A=I`.
+    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (paper 2, spec §5.6), with :math:`A=I`.
 
     Vectorised over ``a`` (and ``b``, ``c``). :math:`c>0`: rotating clusters for :math:`|a|<|b|`
     with period :math:`\pi/(\beta\sqrt{b^2-a^2})`, static clusters for :math:`|a|>|b|`.
@@ -154,7 +155,7 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
 
 
 def case1_period(A, z0, beta=1.0) -> float:
-    r"""Period of the Case 1 oscillation (:math:`V=I`, :math:`\operatorname{tr}A=0<\det A`), paper 2 §5.1.
+    r"""Period of the Case 1 oscillation (:math:`V=I`, :math:`\operatorname{tr}A=0<\det A`), paper 2, spec §5.1.
 
     .. math:: P=\frac{4\pi}{\beta|\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}},\quad
               z^*=-a_-/\bar a_+,\ r=|z_0-z^*|<1-|z^*| .
@@ -171,7 +172,7 @@ def case1_period(A, z0, beta=1.0) -> float:
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
     r"""First point where the orbit of :math:`\dot w=\lambda w+b` from ``z0`` reaches :math:`|w|=1`, or None.
 
-    Case 1 orbits are time changes of this affine flow, stopped at the circle (paper 2 §5.1), so
+    Case 1 orbits are time changes of this affine flow, stopped at the circle (paper 2, spec §5.1), so
     the exit point is the limit of :math:`R_2`. Sampled in the flow time, refined by ``brentq``.
     """
     if abs(z0) >= 1:
@@ -222,7 +223,7 @@ def _case1(A, beta, z0) -> Prediction:
 
 
 # ---------------------------------------------------------------------------------------------
-# A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2 §5.2, §5.5, §5.6)
+# A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2, spec §5.2, §5.5, §5.6)
 # ---------------------------------------------------------------------------------------------
 
 def _identity_score(V, beta, z0, tol) -> Prediction | None:
@@ -291,7 +292,7 @@ def _rotating_family(A, V, beta, tol) -> Prediction | None:
 
 
 def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
-    r"""The closed-form prediction of paper 2 §5 for :math:`(A,V,\beta)` and the OA datum ``z0``, or None.
+    r"""The closed-form prediction of paper 2, spec §5 for :math:`(A,V,\beta)` and the OA datum ``z0``, or None.
 
     * Case 1, :math:`V=vI` (:math:`v\neq0`; :math:`v<0` is :math:`A\to-A`): orbits of
       :math:`\dot z=\frac{\beta v}2(1-|z|^2)(\bar a_+z+a_-)` are those of the affine flow
@@ -334,7 +335,7 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the classifier (paper 2 §8 item 16)
+# the classifier (paper 2, spec §8 item 16)
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -369,7 +370,7 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
                     boundary_tol: float = 1e-3, arg_tol: float = 1e-3, fixed_tol: float = 1e-6,
                     method: str = "DOP853", dt: float = 0.01, rtol: float = 1e-10, atol: float = 1e-12,
                     details: bool = False):
-    r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow (paper 2 §8 item 16).
+    r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow (paper 2, spec §8 item 16).
 
     Integrates :func:`~tokendynamics.ott_antonsen.solve_ott_antonsen` from ``z0`` to ``T`` and looks
     at the late window :math:`[(1-\text{window})T,T]`:
@@ -411,9 +412,7 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     boundary = min_mod > 1 - boundary_tol
     # velocity of a cluster pair at the final boundary point, against the scale beta |A| |V|
     coef = coefficients(A, V, beta)
-    e = np.conj(z[-1]) / np.maximum(mod[-1], 1e-300)  # e^{-2 i theta}
-    cluster_speed = np.abs(coef.beta * (np.real(coef.a_plus) + np.real(coef.a_minus * e))
-                           * (np.imag(coef.v_plus) + np.imag(coef.v_minus * e)))
+    cluster_speed = np.abs(cluster_velocity(0.5 * np.angle(z[-1]), A, V, beta))
     scale = coef.beta * (np.abs(coef.a_plus) + np.abs(coef.a_minus)) * (np.abs(coef.v_plus) + np.abs(coef.v_minus))
     turning = (arg_range >= arg_tol) & ((arg_range >= np.pi) | (cluster_speed >= 1e-2 * scale))
     names = np.where(boundary, np.where(turning, "rotating_clusters", "static_clusters"),
@@ -437,7 +436,7 @@ def rotation_period(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 400.0, *, transien
     r"""Period of :math:`R_2` on the OA flow: mean time between upward zero crossings of :math:`\operatorname{Im}(z-\text{centre})`.
 
     With ``centre = 0`` this is "the time between every second zero of
-    :math:`\operatorname{Im}R_2`" of paper 2 §5.4/§5.6 (one turn of :math:`\arg R_2`, i.e. the
+    :math:`\operatorname{Im}R_2`" of paper 2, spec §5.4/§5.6 (one turn of :math:`\arg R_2`, i.e. the
     clusters turn by :math:`\pi`); use ``centre`` = :math:`z^*` or :math:`z_c` for oscillations
     around an interior point. Crossings are located by the solver's event finder. Crossings
     before ``transient`` (default :math:`T/2`) are ignored. Returns ``math.inf`` if fewer than two
@@ -481,12 +480,12 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
 
 
 # ---------------------------------------------------------------------------------------------
-# the summary table of paper 2 §5.7
+# the summary table of paper 2, spec §5.7
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class RegimeExample:
-    """One row of the regime table of paper 2 §5.7 (beta = 1): matrices, OA datum, expected regime."""
+    """One row of the regime table of paper 2, spec §5.7 (beta = 1): matrices, OA datum, expected regime."""
 
     label: str
     A: tuple
@@ -498,6 +497,7 @@ class RegimeExample:
     T: float = 200.0             # classifier horizon (spec §8 item 16: 200)
 
     def matrices(self):
+        """``(A, V)`` as float arrays."""
         return np.array(self.A, dtype=float), np.array(self.V, dtype=float)
 
 
@@ -560,7 +560,7 @@ class Portrait:
 
 def regime_portrait(A, V, beta=1.0, z0=0.3 + 0.2j, *, n_grid: int = 21, T_orbit: float = 40.0,
                     T_classify: float = 200.0, dt: float | None = None) -> Portrait:
-    r"""Phase portrait data of the OA flow, an orbit, the regime and its closed form (paper 2 §4–5).
+    r"""Phase portrait data of the OA flow, an orbit, the regime and its closed form (paper 2, spec §4–5).
 
     Fast enough for a live widget (tens of milliseconds): the field is one vectorised evaluation
     of :func:`~tokendynamics.ott_antonsen.ott_antonsen_rhs`, the orbit and the classification use
@@ -585,3 +585,23 @@ def regime_portrait(A, V, beta=1.0, z0=0.3 + 0.2j, *, n_grid: int = 21, T_orbit:
                     prediction=predict_regime(A, V, beta, z0),
                     params={"A": A.tolist(), "V": V.tolist(), "beta": float(as_beta(beta)), "z0": complex(z0),
                             "dt": dt, "T_orbit": T_orbit, "T_classify": T_classify})
+
+
+def explore(A, V, beta=1.0, theta0=None, *, z0=0.3 + 0.2j, T: float = 20.0, n_grid: int = 15,
+            n_times: int = 201, rtol: float = 1e-6, atol: float = 1e-8):
+    r"""One update of the chapter's live explorer: :func:`regime_portrait` and a particle run.
+
+    The particles start from the angles ``theta0`` (e.g. :func:`~tokendynamics.ott_antonsen.sample_ott_antonsen`
+    around ``z0``) and are integrated to ``T`` by the exact O(n) angle equations
+    :math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`
+    (:func:`~tokendynamics.kuramoto.solve_phases`, paper 2, spec §2.3), the same dynamics as the
+    core's ``Attention("linear")`` on the circle, with loose tolerances (``rtol``, ``atol``: the
+    path of :math:`R_2` is drawn, not measured) and ``n_times`` stored times. Returns
+    ``(Portrait, PhaseSolution)``; draw them with :func:`tokendynamics.kuramoto_plots.draw_explorer`.
+    """
+    if theta0 is None:
+        raise ValueError("explore needs the initial angles theta0 of the particles")
+    portrait = regime_portrait(A, V, beta, z0, n_grid=n_grid)
+    phases = solve_phases(theta0, A, V, beta, T, t_eval=np.linspace(0.0, float(T), int(n_times)), rtol=rtol,
+                          atol=atol)
+    return portrait, phases

@@ -15,7 +15,9 @@ import itertools
 import sys
 from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["grid", "sweep"]
+import numpy as np
+
+__all__ = ["grid", "sweep", "mean_by"]
 
 
 def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
@@ -80,3 +82,23 @@ def sweep(fn: Callable[..., Any], points: Iterable[Mapping[str, Any]], *, n_jobs
     finally:
         bar.close()
     return out
+
+
+def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_level"):
+    """Group sweep results by ``result[key]`` and average ``result[value]`` in each group (e.g. over seeds).
+
+    Returns ``(xs, means)``: the distinct values of ``key`` in increasing order and the mean of
+    ``value`` for each (``inf`` if any member of a group is ``inf``, e.g. a level never reached).
+
+    >>> mean_by([{"d": 2, "t": 1.0}, {"d": 1, "t": 3.0}, {"d": 2, "t": 2.0}], "d", "t")
+    (array([1., 2.]), array([3. , 1.5]))
+    """
+    rows = list(results)
+    if not rows:
+        raise ValueError("no results to group")
+    missing = [k for k in (key, value) if any(k not in r for r in rows)]
+    if missing:
+        raise ValueError(f"every result needs the entries {missing}")
+    xs = sorted({r[key] for r in rows})
+    means = [float(np.mean([r[value] for r in rows if r[key] == x])) for x in xs]
+    return np.array(xs, dtype=float), np.array(means)

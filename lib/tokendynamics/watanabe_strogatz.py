@@ -1,6 +1,6 @@
 r"""Exact reductions of linear attention: Watanabe–Strogatz in d = 2, the projective flow in any d.
 
-**Watanabe–Strogatz (paper 2 §3).** The double angles :math:`\psi_k=2\theta_k` obey
+**Watanabe–Strogatz (paper 2, spec §3).** The double angles :math:`\psi_k=2\theta_k` obey
 :math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})` with the common
 :math:`\Omega=2\omega(R_2)`, :math:`\mathcal H=2H(R_2)`. Hence, for every n,
 
@@ -12,9 +12,11 @@ real ODEs replace n (Watanabe and Strogatz 1994; Marvel, Mirollo and Strogatz 20
 Pikovsky and Rosenblum 2008, 2011). Initialisation as in Gong and Pikovsky:
 :math:`\alpha(0)=R_2(0)`, :math:`\eta(0)=0`.
 
-**Projective reduction (paper 2 §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
+**Projective reduction (paper 2, spec §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
 the common :math:`M=\beta V\Sigma A^\top`, so :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
 :math:`\dot\Phi=M\Phi`: a closed ODE on :math:`GL(d)`. In d = 2 it is the Möbius (WS) action.
+:func:`solve_projective` takes the matrices and calls the integrator
+:func:`tokendynamics.highdim.projective_flow`.
 """
 
 from __future__ import annotations
@@ -65,12 +67,11 @@ def ws_constants(theta0, alpha0=None):
         raise ValueError(
             f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
             "cluster pair; pass alpha0=0 to use another gauge")
-    e = np.exp(2j * th)
-    return a, np.angle((e - a) / (1 - np.conj(a) * e))
+    return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
 
 
 def ws_order_parameter(alpha, eta, c):
-    r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2 §3); vectorised over alpha, eta."""
+    r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2, spec §3); vectorised over alpha, eta."""
     return _mobius(alpha, eta, np.asarray(c, dtype=float)).mean(axis=-1)
 
 
@@ -124,6 +125,7 @@ class WSSolution:
 
     @property
     def rho(self) -> np.ndarray:
+        """Modulus :math:`\rho=|\alpha|` (equal to :math:`|R_2|` only on the Ott–Antonsen manifold)."""
         return np.abs(self.alpha)
 
     @property
@@ -142,7 +144,7 @@ class WSSolution:
 
 def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, alpha0=None,
                             method: str = "DOP853", rtol: float = 1e-11, atol: float = 1e-13) -> WSSolution:
-    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2 §3).
+    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2, spec §3).
 
     State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the
     polar singularity at :math:`\rho=0`):
@@ -179,7 +181,7 @@ def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None,
 
 
 # ---------------------------------------------------------------------------------------------
-# the projective reduction, any d (paper 2 §1.1)
+# the projective reduction, any d (paper 2, spec §1.1)
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -190,8 +192,8 @@ class ProjectiveSolution:
     ----------
     t : array (m,)
     Phi : array (m, d, d)
-        Normalised to :math:`\det\Phi=\pm1`-preserving form (the trace of the generator is removed,
-        which rescales :math:`\Phi` and leaves the tokens unchanged).
+        Normalised to :math:`|\Phi|_F=\sqrt d` (a scalar factor, which the tokens do not see; see
+        :func:`tokendynamics.highdim.projective_flow`).
     X : array (m, n, d)
         :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`.
     params : dict
@@ -203,45 +205,29 @@ class ProjectiveSolution:
     params: dict
 
 
-def _push(Phi, X0):
-    Y = X0 @ np.swapaxes(Phi, -1, -2)
-    return Y / np.linalg.norm(Y, axis=-1, keepdims=True)
-
-
 def solve_projective(X0, A, V, beta=1.0, t_span=3.0, *, t_eval=None, method: str = "DOP853",
                      rtol: float = 1e-11, atol: float = 1e-13) -> ProjectiveSolution:
-    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2 §1.1).
+    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2, spec §1.1).
 
-    .. math:: \dot\Phi=\big(M-\tfrac{\operatorname{tr}M}{d}I\big)\Phi,\quad M=\beta V\Sigma(t)A^\top,\quad
-              \Sigma=\frac1n\sum_kx_kx_k^\top,\quad x_k=\frac{\Phi x_k(0)}{|\Phi x_k(0)|},
+    .. math:: x_k(t)=\frac{\Phi(t)x_k(0)}{|\Phi(t)x_k(0)|},\qquad \dot\Phi=\beta V\Sigma(t)A^\top\Phi
+              \ (\text{up to a scalar factor}),\qquad \Sigma=\frac1n\sum_kx_kx_k^\top .
 
-    (removing the trace only rescales :math:`\Phi`, which the tokens do not see). Any n, any d;
-    O(n d^2) per evaluation.
+    Any n, any d; in d = 2 it is the Möbius (WS) action. A convenience form taking the matrices:
+    the integration is :func:`tokendynamics.highdim.projective_flow` (one implementation), called
+    with ``Attention("linear", A=A, V=V, beta=beta)``; ``t_eval`` defaults to 401 equally spaced
+    times.
     """
+    from .attention import Attention
+    from .highdim import projective_flow
+
     X0 = np.asarray(X0, dtype=float)
-    if X0.ndim != 2 or not np.all(np.isfinite(X0)):
-        raise ValueError(f"X0 must be a finite (n, d) array, got shape {X0.shape}")
-    n, d = X0.shape
-    if np.max(np.abs(np.linalg.norm(X0, axis=1) - 1)) > 1e-8:
-        raise ValueError("X0 must contain unit tokens (use normalize_rows)")
-    A = np.asarray(A, dtype=float)
-    V = np.asarray(V, dtype=float)
-    if A.shape != (d, d) or V.shape != (d, d) or not (np.all(np.isfinite(A)) and np.all(np.isfinite(V))):
-        raise ValueError(f"A and V must be finite {d} x {d} matrices")
-    b = as_beta(beta)
+    if X0.ndim != 2:
+        raise ValueError(f"X0 must be an (n, d) array of unit tokens, got shape {X0.shape}")
+    layer = Attention("linear", A=A, V=V, beta=as_beta(beta))
     t0, T, t_eval = _time_grid(t_span, t_eval)
-
-    def rhs(t, y):
-        Phi = y.reshape(d, d)
-        X = _push(Phi, X0)
-        M = b * V @ (X.T @ X / n) @ A.T
-        M -= np.trace(M) / d * np.eye(d)
-        return (M @ Phi).ravel()
-
-    sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=method, t_eval=t_eval, rtol=rtol, atol=atol)
-    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
-        raise NonFiniteError(f"the projective integration failed: {sol.message}")
-    Phi = sol.y.T.reshape(-1, d, d)
-    X = _push(Phi, X0[None])
-    return ProjectiveSolution(t=sol.t, Phi=Phi, X=X, params={"beta": b, "n": n, "d": d, "method": method,
-                                                             "rtol": rtol, "atol": atol, "nfev": int(sol.nfev)})
+    traj, Phi = projective_flow(X0, layer, (t0, T), t_eval=t_eval, solver=method, rtol=rtol, atol=atol,
+                                return_phi=True)
+    n, d = X0.shape
+    return ProjectiveSolution(t=traj.t, Phi=Phi, X=traj.X,
+                              params={"beta": layer.beta, "n": n, "d": d, "method": method, "rtol": rtol,
+                                      "atol": atol, "nfev": traj.info["nfev"]})

@@ -89,6 +89,7 @@ def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path,
 
     os.environ.pop("MPLBACKEND", None)  # Agg here would silently drop inline figures
     os.environ["TOKENDYNAMICS_FIGDIR"] = str(figdir)
+    os.environ["TOKENDYNAMICS_HEADLESS"] = "1"  # chapters skip building live widgets (plotting.live_widgets)
     # Chapters run side by side (BOOK_JOBS): one BLAS thread each, or the BLAS pools of two kernels
     # fight over the cores (measured: d = 100 runs up to 20 x slower). A reader's setting wins.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

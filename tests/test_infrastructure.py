@@ -63,3 +63,13 @@ def test_angle_paths_break_at_jumps():
     theta = np.array([[3.0], [3.2], [3.4]])  # crosses pi
     out = plotting.unwrap_for_plot(theta)
     assert np.isnan(out[1, 0]) and abs(out[0, 0] - 3.0) < 1e-15
+
+
+def test_widgets_are_built_live_but_not_in_the_headless_build(monkeypatch):
+    monkeypatch.delenv("TOKENDYNAMICS_HEADLESS", raising=False)
+    assert plotting.live_widgets()
+    monkeypatch.setenv("TOKENDYNAMICS_HEADLESS", "1")
+    assert not plotting.live_widgets()
+    from tokendynamics.gaussian_plots import cone_explorer
+
+    assert cone_explorer() is None  # builds nothing headless

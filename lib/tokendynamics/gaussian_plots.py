@@ -216,6 +216,10 @@ def cone_explorer():  # pragma: no cover - interactive
 
     Each update calls :func:`explorer_trajectories` (its median time is printed in the chapter).
     """
+    from .plotting import live_widgets
+
+    if not live_widgets():  # headless build: nothing to interact with (see plotting.live_widgets)
+        return None
     import ipywidgets as W
     from IPython.display import display
 

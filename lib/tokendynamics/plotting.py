@@ -244,3 +244,16 @@ def animation_html(anim, *, dpi: int = 60, default_mode: str = "once") -> str:
     """
     with mpl.rc_context({"savefig.dpi": dpi, "savefig.bbox": "standard"}):
         return anim.to_jshtml(default_mode=default_mode)
+
+
+def live_widgets() -> bool:
+    """Whether a chapter should build its ipywidgets: True in a live Jupyter session, False when the
+    chapter runs headless under the book build (``TOKENDYNAMICS_HEADLESS=1``, set by
+    ``scripts/build_book.py``).
+
+    The static book cannot run widgets anyway (their output is removed), and the notebook client
+    papermill uses can wait for ever on a cell that creates output widgets (jupyter/nbclient#312;
+    it happened here, in two builds out of about ten). The widgets' callbacks are still run during
+    the build by the chapters' timing cells and by the tests.
+    """
+    return os.environ.get("TOKENDYNAMICS_HEADLESS", "") not in ("1", "true", "yes")

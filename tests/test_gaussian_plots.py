@@ -79,9 +79,15 @@ def test_family_animation_has_one_frame_per_layer():
     assert np.all(np.abs(disc_point(paths[1][0])) <= 1 + 1e-12)
 
 
-def test_cone_explorer_builds_its_widgets_and_draws_once(capsys):
+def test_cone_explorer_builds_its_widgets_and_draws_once(capsys, monkeypatch):
     pytest.importorskip("ipywidgets")
     from tokendynamics.gaussian_plots import cone_explorer
 
-    cone_explorer()
+    monkeypatch.delenv("TOKENDYNAMICS_HEADLESS", raising=False)
+    box = cone_explorer()
     plt.close("all")
+    rows = box.children
+    assert len(rows) == 6  # variant/T, A, V, Sigma_0, status line, plot area
+    assert [c.description for c in rows[1].children] == ["A11", "A12", "A21", "A22"]
+    status = rows[4].value  # written by the first update, from the library run
+    assert status.startswith(("t = ", "blow-up at t = ")) and status.endswith(" ms")

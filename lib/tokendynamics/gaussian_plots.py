@@ -215,6 +215,7 @@ def cone_explorer():  # pragma: no cover - interactive
     """A live ipywidgets explorer (Jupyter only): choose the variant, A, V and Sigma_0; see the cone and the disc.
 
     Each update calls :func:`explorer_trajectories` (its median time is printed in the chapter).
+    Returns the displayed widget box (None in the headless book build, which builds no widgets).
     """
     from .plotting import live_widgets
 
@@ -261,7 +262,9 @@ def cone_explorer():  # pragma: no cover - interactive
     for wd in [kind, *a, *v, u, w, T]:
         wd.observe(update, names="value")
     update()
-    display(W.VBox([W.HBox([kind, T]), W.HBox(a), W.HBox(v), W.HBox([u, w]), info, out]))
+    box = W.VBox([W.HBox([kind, T]), W.HBox(a), W.HBox(v), W.HBox([u, w]), info, out])
+    display(box)
+    return box
 
 
 def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):

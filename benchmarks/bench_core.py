@@ -21,8 +21,7 @@ import time
 
 import numpy as np
 
-from tokendynamics import Attention, velocity
-from tokendynamics import _kernels
+from tokendynamics import Attention, _kernels, velocity
 
 
 def median_time(fn, repeat: int) -> float:
@@ -80,27 +79,38 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args(argv)
-    print(f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-          f"numba {'yes' if _kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
+        f"numba {'yes' if _kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"
+    )
 
     t_field, t_mm = softmax_vs_matmuls(args.repeat)
     print("1. softmax velocity, n = 2000, d = 64")
-    print(f"   velocity {t_field * 1e3:8.1f} ms   two matrix products {t_mm * 1e3:8.1f} ms   "
-          f"ratio velocity / products = {t_field / t_mm:5.2f}")
+    print(
+        f"   velocity {t_field * 1e3:8.1f} ms   two matrix products {t_mm * 1e3:8.1f} ms   "
+        f"ratio velocity / products = {t_field / t_mm:5.2f}"
+    )
 
     t_sigma, t_dense, rel = linear_sigma_vs_dense(args.repeat)
     print("2. linear attention, n = 2000, d = 100")
-    print(f"   via Sigma {t_sigma * 1e3:8.2f} ms   dense n x n {t_dense * 1e3:8.1f} ms   "
-          f"ratio dense / Sigma = {t_dense / t_sigma:6.1f}   relative difference {rel:.1e}")
+    print(
+        f"   via Sigma {t_sigma * 1e3:8.2f} ms   dense n x n {t_dense * 1e3:8.1f} ms   "
+        f"ratio dense / Sigma = {t_dense / t_sigma:6.1f}   relative difference {rel:.1e}"
+    )
 
     if _kernels.HAVE_NUMBA:
         print("3. fused numba softmax kernel vs numpy (ratio > 1: numba slower)")
         for n, d in [(4000, 2), (1000, 16), (4000, 8)]:
             t_np, t_nb, err = fused_vs_numpy(n, d, args.repeat)
-            print(f"   n = {n:5d}, d = {d:3d}: numpy {t_np * 1e3:7.1f} ms  numba {t_nb * 1e3:7.1f} ms  "
-                  f"ratio numba / numpy = {t_nb / t_np:5.2f}   max difference {err:.1e}")
-        policy = ("never (numpy was faster everywhere when measured)" if _kernels.FUSED_MIN_TOKENS is None
-                  else f"n >= {_kernels.FUSED_MIN_TOKENS}, rank <= {_kernels.FUSED_MAX_RANK}")
+            print(
+                f"   n = {n:5d}, d = {d:3d}: numpy {t_np * 1e3:7.1f} ms  numba {t_nb * 1e3:7.1f} ms  "
+                f"ratio numba / numpy = {t_nb / t_np:5.2f}   max difference {err:.1e}"
+            )
+        policy = (
+            "never (numpy was faster everywhere when measured)"
+            if _kernels.FUSED_MIN_TOKENS is None
+            else f"n >= {_kernels.FUSED_MIN_TOKENS}, rank <= {_kernels.FUSED_MAX_RANK}"
+        )
         print(f"   backend='auto' uses the fused kernel: {policy}")
     else:
         print("3. numba is not installed: the fused kernel falls back to numpy")

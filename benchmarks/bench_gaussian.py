@@ -4,7 +4,7 @@
     make bench        (or: .venv/bin/python benchmarks/bench_gaussian.py [--repeat 3])
 
 The F1 grid: 100 trace-one initial covariances, softmax attention with the official matrices
-(tokendynamics.gaussian_figures.figure_setup("F1")); every run converges towards zero.
+(tokendynamics.book.gaussian_figures.figure_setup("F1")); every run converges towards zero.
 
 1. Official settings: projected Euler with the official step h = 0.3 and stopping rules, then the
    accurate solver (DOP853, rtol 1e-10) to the same stopping times. Prints both times, their ratio,
@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 from tokendynamics import _gaussian_kernels
+from tokendynamics.book.gaussian_figures import figure_setup
 from tokendynamics.gaussian import projected_euler, solve_gaussian
-from tokendynamics.gaussian_figures import figure_setup
 
 TOL = 1e-6
 
@@ -43,8 +43,9 @@ def median_time(fn, repeat: int):
 
 
 def accurate(inits, layer, times):
-    return np.array([solve_gaussian(np.zeros(2), S, layer, float(t), t_eval=[float(t)]).final_cov
-                     for S, t in zip(inits, times)])
+    return np.array(
+        [solve_gaussian(np.zeros(2), S, layer, float(t), t_eval=[float(t)]).final_cov for S, t in zip(inits, times)]
+    )
 
 
 def main(argv=None):
@@ -52,8 +53,10 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     backends = ["numba", "numpy"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"]
-    print(f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-          f"numba {'yes' if _gaussian_kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
+        f"numba {'yes' if _gaussian_kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"
+    )
     setup = figure_setup("F1")
     layer = setup.layers["softmax"]
     inits = setup.inits
@@ -62,13 +65,16 @@ def main(argv=None):
     print(f"1. F1 grid ({len(inits)} runs), official step h = {opts['step']}, tol_low = {opts['tol_low']}")
     t_eu = {}
     for b in backends:
-        t_eu[b], runs = median_time(lambda b=b: projected_euler(inits, layer, save="final", backend=b, **opts),
-                                    args.repeat)
+        t_eu[b], runs = median_time(
+            lambda b=b: projected_euler(inits, layer, save="final", backend=b, **opts), args.repeat
+        )
     t_acc, acc = median_time(lambda: accurate(inits, layer, runs.exit_time), args.repeat)
     diff = np.abs(acc - runs.cov_last).max()
     for b in backends:
-        print(f"   projected Euler ({b:5s}) {t_eu[b]:8.3f} s   accurate {t_acc:8.3f} s   "
-              f"ratio accurate / Euler = {t_acc / t_eu[b]:7.1f}")
+        print(
+            f"   projected Euler ({b:5s}) {t_eu[b]:8.3f} s   accurate {t_acc:8.3f} s   "
+            f"ratio accurate / Euler = {t_acc / t_eu[b]:7.1f}"
+        )
     print(f"   largest |Sigma_Euler - Sigma_accurate| at the stopping times: {diff:.2e} (first-order error of h = 0.3)")
 
     T = 1500.0
@@ -76,17 +82,24 @@ def main(argv=None):
     t_acc, acc = median_time(lambda: accurate(inits, layer, np.full(len(inits), T)), args.repeat)
     h = opts["step"]
     while True:
-        runs = projected_euler(inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10 ** 8, save="final",
-                               backend=backends[0])
+        runs = projected_euler(
+            inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10**8, save="final", backend=backends[0]
+        )
         err = np.abs(runs.cov_last - acc).max()
         print(f"   h = {h:.6f}: max |difference| = {err:.2e}")
         if err < TOL:
             break
         h /= 2
-    t_eu, _ = median_time(lambda: projected_euler(inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10 ** 8,
-                                                  save="final", backend=backends[0]), args.repeat)
-    print(f"   same final Sigma to {TOL:g}: projected Euler ({backends[0]}, h = {h:g}) {t_eu:8.3f} s   "
-          f"accurate {t_acc:8.3f} s   ratio accurate / Euler = {t_acc / t_eu:6.2f}")
+    t_eu, _ = median_time(
+        lambda: projected_euler(
+            inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10**8, save="final", backend=backends[0]
+        ),
+        args.repeat,
+    )
+    print(
+        f"   same final Sigma to {TOL:g}: projected Euler ({backends[0]}, h = {h:g}) {t_eu:8.3f} s   "
+        f"accurate {t_acc:8.3f} s   ratio accurate / Euler = {t_acc / t_eu:6.2f}"
+    )
 
 
 if __name__ == "__main__":

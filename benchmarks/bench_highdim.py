@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 from bench_core import median_time  # noqa: E402  (this folder is on sys.path when run as a script)
 from tokendynamics import highdim as hd  # noqa: E402
-from tokendynamics import sample_sphere, simulate, velocity  # noqa: E402
+from tokendynamics import metrics, projective, sample_sphere, simulate, velocity  # noqa: E402
 
 
 def timed(fn):
@@ -54,32 +54,42 @@ def main(argv=None):
     parser.add_argument("--rtol", type=float, default=1e-8)
     args = parser.parse_args(argv)
     n, d, T, rtol, atol = args.n, args.d, args.T, args.rtol, args.rtol * 1e-2
-    print(f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-          f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}")
-    print(f"linear attention, Case 2 (A = I, lambda_1(V) = 2), n = {n}, d = {d}, beta = 1, T = {T:g}, "
-          f"DOP853 rtol {rtol:g} atol {atol:g}\n")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
+        f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}"
+    )
+    print(
+        f"linear attention, Case 2 (A = I, lambda_1(V) = 2), n = {n}, d = {d}, beta = 1, T = {T:g}, "
+        f"DOP853 rtol {rtol:g} atol {atol:g}\n"
+    )
     mc = hd.case2(d, 2.0)
     layer = mc.layer("linear")
     X0 = sample_sphere(n, d, 0)
 
     t_sig = median_time(lambda: velocity(X0, layer), args.repeat)
     t_den = median_time(lambda: velocity(X0, layer, backend="dense"), args.repeat)
-    print(f"one field evaluation (median of {args.repeat}): Sigma {t_sig * 1e3:.2f} ms, dense n x n "
-          f"{t_den * 1e3:.1f} ms, ratio dense / Sigma = {t_den / t_sig:.1f}")
+    print(
+        f"one field evaluation (median of {args.repeat}): Sigma {t_sig * 1e3:.2f} ms, dense n x n "
+        f"{t_den * 1e3:.1f} ms, ratio dense / Sigma = {t_den / t_sig:.1f}"
+    )
 
     t_eval = [0.0, T]
     common = dict(method="adaptive", sphere=True, solver="DOP853", rtol=rtol, atol=atol, t_eval=t_eval)
     sig, s_sig = timed(lambda: simulate(X0, layer, T, **common))
-    phi, s_phi = timed(lambda: hd.projective_flow(X0, layer, T, t_eval=t_eval, solver="DOP853", rtol=rtol, atol=atol))
+    phi, s_phi = timed(
+        lambda: projective.projective_flow(X0, layer, T, t_eval=t_eval, solver="DOP853", rtol=rtol, atol=atol)
+    )
     den, s_den = timed(lambda: simulate(X0, layer, T, backend="dense", **common))
-    R2 = hd.order_parameters(sig.final)[1]
+    R2 = metrics.order_parameters(sig.final)[1]
     print(f"whole run to T = {T:g} (R2 at T = {R2:.4f}):")
     print(f"  Sigma form     {s_sig:8.2f} s   {sig.info['nfev']:5d} evaluations")
     print(f"  projective Phi {s_phi:8.2f} s   {phi.info['nfev']:5d} evaluations")
     print(f"  dense n x n    {s_den:8.2f} s   {den.info['nfev']:5d} evaluations")
     print(f"  ratio dense / Sigma = {s_den / s_sig:.1f}   ratio dense / Phi = {s_den / s_phi:.1f}")
-    print(f"  max |x_k(T)| difference: Sigma vs dense {np.max(np.abs(sig.final - den.final)):.1e}, "
-          f"Phi vs dense {np.max(np.abs(phi.final - den.final)):.1e}")
+    print(
+        f"  max |x_k(T)| difference: Sigma vs dense {np.max(np.abs(sig.final - den.final)):.1e}, "
+        f"Phi vs dense {np.max(np.abs(phi.final - den.final)):.1e}"
+    )
 
 
 if __name__ == "__main__":

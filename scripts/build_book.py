@@ -81,8 +81,9 @@ def tag_parameter_cells(nb) -> None:
             cell.metadata["tags"] = [*tags, "remove-cell"]
 
 
-def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path,
-                timeout: int = BOOK_CELL_TIMEOUT) -> float:
+def execute_one(
+    md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path, timeout: int = BOOK_CELL_TIMEOUT
+) -> float:
     """Execute one chapter with papermill; returns the wall time. Raises on a failing cell."""
     import nbformat
     import papermill as pm
@@ -102,15 +103,26 @@ def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path,
     nbformat.write(to_ipynb(md), raw)
     start = time.perf_counter()
     try:
-        pm.execute_notebook(str(raw), str(out), parameters=parameters, kernel_name=KERNEL, cwd=str(cwd),
-                            progress_bar=False, execution_timeout=timeout, log_output=False)
+        pm.execute_notebook(
+            str(raw),
+            str(out),
+            parameters=parameters,
+            kernel_name=KERNEL,
+            cwd=str(cwd),
+            progress_bar=False,
+            execution_timeout=timeout,
+            log_output=False,
+        )
     finally:
         raw.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     nb = nbformat.read(out, as_version=4)
     tag_parameter_cells(nb)
-    nb.metadata["tokendynamics"] = {"parameters": parameters, "seconds": round(seconds, 2),
-                                    "source": md.relative_to(ROOT).as_posix()}
+    nb.metadata["tokendynamics"] = {
+        "parameters": parameters,
+        "seconds": round(seconds, 2),
+        "source": md.relative_to(ROOT).as_posix(),
+    }
     nbformat.write(nb, out)
     return seconds
 
@@ -165,8 +177,10 @@ def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None) -
     timing_file.write_text(json.dumps(times, indent=2, sort_keys=True))
     if failures:
         for stem, status in failures:
-            print(f"\nchapter {stem} {status}\n  (executed notebook with the error: {EXECUTED / (stem + '.ipynb')})",
-                  file=sys.stderr)
+            print(
+                f"\nchapter {stem} {status}\n  (executed notebook with the error: {EXECUTED / (stem + '.ipynb')})",
+                file=sys.stderr,
+            )
         raise SystemExit(1)
 
 
@@ -194,8 +208,19 @@ def stage() -> None:
 def html() -> None:
     stage()
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb), "build", str(STAGE), "--path-output", str(ROOT), "--builder", "html",
-           "--all", "-W", "-n", "--keep-going"]  # --all: a fresh build, so no warning is hidden
+    cmd = [
+        str(jb),
+        "build",
+        str(STAGE),
+        "--path-output",
+        str(ROOT),
+        "--builder",
+        "html",
+        "--all",
+        "-W",
+        "-n",
+        "--keep-going",
+    ]  # --all: a fresh build, so no warning is hidden
     print("building:", " ".join(cmd[1:]), flush=True)
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     result = subprocess.run(cmd, cwd=ROOT, env=env)

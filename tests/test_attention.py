@@ -12,10 +12,10 @@ from tokendynamics import (
     Attention,
     ConvergenceError,
     NonFiniteError,
+    _kernels,
     attention_matrix,
     velocity,
 )
-from tokendynamics import _kernels
 
 KINDS_A = ["softmax", "unnormalized_softmax", "linear", "sinkhorn", "sigmoid"]
 
@@ -24,8 +24,9 @@ def sigma(u):
     return 1.0 / (1.0 + math.exp(-u))
 
 
-def loop_field(X, kind, A=None, V=None, Q=None, K=None, beta=1.0, w=None, bias=0.0, causal=False,
-               positions=None, eps=1.0):
+def loop_field(
+    X, kind, A=None, V=None, Q=None, K=None, beta=1.0, w=None, bias=0.0, causal=False, positions=None, eps=1.0
+):
     """Double-loop evaluation of the definitions of paper 1 §2 / paper 2 §1 (one head)."""
     n, d = X.shape
     w = np.full(n, 1.0 / n) if w is None else w
@@ -107,8 +108,9 @@ def test_l2_velocity_matches_double_loop_definition(weighted, data):
     K = rng.standard_normal((2, 3))
     layer = Attention("l2", Q=Q, K=K, V=V, beta=0.6)
     ww = w if weighted else None
-    np.testing.assert_allclose(velocity(X, layer, ww), loop_field(X, "l2", Q=Q, K=K, V=V, beta=0.6, w=ww),
-                               atol=1e-12, rtol=1e-12)
+    np.testing.assert_allclose(
+        velocity(X, layer, ww), loop_field(X, "l2", Q=Q, K=K, V=V, beta=0.6, w=ww), atol=1e-12, rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized_softmax", "linear", "sigmoid", "sinkhorn"])
@@ -160,8 +162,7 @@ def test_causal_attention_matches_double_loop_and_never_looks_ahead(kind, data):
     X, A, V, w, rng = data
     layer = Attention(kind, A=A, V=V, causal=True)
     for ww in (None, w):
-        np.testing.assert_allclose(velocity(X, layer, ww), loop_field(X, kind, A=A, V=V, w=ww, causal=True),
-                                   atol=1e-12)
+        np.testing.assert_allclose(velocity(X, layer, ww), loop_field(X, kind, A=A, V=V, w=ww, causal=True), atol=1e-12)
     # moving tokens 5.. leaves the velocities of tokens 0..4 unchanged
     Y = X.copy()
     Y[5:] += rng.standard_normal(Y[5:].shape)
@@ -237,6 +238,7 @@ def test_sinkhorn_warm_start_reduces_iterations(data):
     velocity(X, layer, sinkhorn_state=state)
     _, cold = attention_matrix(X + 1e-3, layer, return_info=True)
     from tokendynamics.attention import sinkhorn_potentials
+
     S = (X + 1e-3) @ A @ (X + 1e-3).T / 0.5
     logw = np.full(len(X), -np.log(len(X)))
     _, _, warm_it, err = sinkhorn_potentials(S, logw, eps=0.5, max_iter=10000, tol=1e-12, g0=state[0])
@@ -274,6 +276,7 @@ def test_fused_kernel_and_numpy_paths_agree(kind):
 def test_dense_path_in_row_blocks_equals_single_block(monkeypatch, data):
     X, A, V, w, _ = data
     from tokendynamics import attention as att
+
     for kind in ("softmax", "sigmoid"):
         layer = Attention(kind, A=A, V=V, causal=True)
         full = velocity(X, layer, w)
@@ -397,8 +400,9 @@ def test_library_runs_without_numba(monkeypatch):
         rng = np.random.default_rng(0)
         X = rng.standard_normal((50, 2))
         layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
-        np.testing.assert_allclose(reloaded.fused_head(X, layer, None, 0), velocity(X, layer, backend="numpy"),
-                                   atol=1e-13)
+        np.testing.assert_allclose(
+            reloaded.fused_head(X, layer, None, 0), velocity(X, layer, backend="numpy"), atol=1e-13
+        )
         assert not reloaded.prefer_fused(10**6, layer)
         with pytest.raises(ImportError, match="needs numba"):
             velocity(X, layer, backend="numba")

@@ -83,7 +83,8 @@ def test_chapter_executed_without_errors_and_with_figures(stem):
     assert pngs >= 1, f"{stem} shows no figure"
     saved = list((FIGURES / stem).glob("*.png"))
     assert len(saved) >= pngs - _animation_frames(nb), (
-        f"{stem} shows {pngs} figures but saved {len(saved)} PNGs under {FIGURES / stem}")
+        f"{stem} shows {pngs} figures but saved {len(saved)} PNGs under {FIGURES / stem}"
+    )
     for png in saved:
         assert png.stat().st_size > 5_000, f"{png} is suspiciously small"
 
@@ -108,8 +109,11 @@ def test_chapter_has_one_parameters_cell_with_a_fast_full_switch_hidden_in_the_b
 def test_chapter_html_shows_its_figures_and_no_tracebacks(stem):
     page = HTML / "chapters" / f"{stem}.html"
     soup = BeautifulSoup(page.read_text(), "html.parser")
-    imgs = [img for img in soup.find_all("img") if "jupyter_execute" in img.get("src", "") or
-            img.get("src", "").startswith("../_images/")]
+    imgs = [
+        img
+        for img in soup.find_all("img")
+        if "jupyter_execute" in img.get("src", "") or img.get("src", "").startswith("../_images/")
+    ]
     assert imgs, f"{stem}: no figure in the HTML"
     for img in imgs:
         target = (page.parent / img["src"]).resolve()

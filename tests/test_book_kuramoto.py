@@ -13,8 +13,18 @@ FIGURES = ROOT / "_build" / "figures" / "04_kuramoto_reduction"
 
 pytestmark = pytest.mark.book
 
-LABELS = ["fig-kura-regimes", "fig-kura-ws", "fig-kura-oa", "fig-kura-oa-accuracy", "fig-kura-portraits",
-          "fig-kura-case1", "fig-kura-case2", "fig-kura-rotating", "fig-kura-hamiltonian", "fig-kura-snic"]
+LABELS = [
+    "fig-kura-regimes",
+    "fig-kura-ws",
+    "fig-kura-oa",
+    "fig-kura-oa-accuracy",
+    "fig-kura-portraits",
+    "fig-kura-case1",
+    "fig-kura-case2",
+    "fig-kura-rotating",
+    "fig-kura-hamiltonian",
+    "fig-kura-snic",
+]
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pytest
 import scipy.linalg
 
 from tokendynamics import Attention, BlowUpError, attention_matrix, simulate
+from tokendynamics.book.gaussian_figures import figure_setup, official_layer, run_figure
 from tokendynamics.gaussian import (
     GAUSSIAN_KINDS,
     NotGaussianPreservingError,
@@ -36,7 +37,6 @@ from tokendynamics.gaussian import (
     solve_gaussian,
     solve_rank_one,
 )
-from tokendynamics.gaussian_figures import figure_setup, official_layer, run_figure
 
 # mild parameters: A + A^T negative definite, so finite samples have no self-attending outliers
 A_MILD = np.array([[-0.5, 0.4], [-0.2, -0.3]])
@@ -59,8 +59,9 @@ def layers_2d(rng=None):
         "softmax-beta": Attention("softmax", A=A, V=V, beta=1.7),
         "multihead": Attention("softmax", A=np.stack([A, A.T]), V=np.stack([V, np.eye(2)])),
         "l2": Attention("l2", Q=Q, K=K, V=V),
-        "l2-beta-multihead": Attention("l2", Q=np.stack([Q, K]), K=np.stack([K, Q]), V=np.stack([V, np.eye(2)]),
-                                       beta=0.6),
+        "l2-beta-multihead": Attention(
+            "l2", Q=np.stack([Q, K]), K=np.stack([K, Q]), V=np.stack([V, np.eye(2)]), beta=0.6
+        ),
         "sinkhorn": Attention("sinkhorn", A=A, V=V, sinkhorn_tol=1e-13),
         "sinkhorn-eps": Attention("sinkhorn", A=A, V=V, eps=0.3, beta=0.7, sinkhorn_tol=1e-13),
         "linear": Attention("linear", A=A, V=V),
@@ -76,6 +77,7 @@ def weighted_moments(X, w):
 # ---------------------------------------------------------------------------------------------
 # the affine field and the convention
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(layers_2d()))
 def test_field_on_gauss_hermite_quadrature_of_the_gaussian_is_affine_b_plus_Mx_to_1e10(name):
@@ -117,12 +119,15 @@ def test_variants_that_do_not_preserve_gaussians_raise_a_clear_error(kind):
     assert set(GAUSSIAN_KINDS) == {"softmax", "linear", "l2", "sinkhorn"}
 
 
-@pytest.mark.parametrize("cov, message", [
-    (np.array([[1.0, 0.0], [0.0, -0.5]]), "positive semi-definite"),
-    (np.array([[1.0, 0.3], [0.0, 1.0]]), "symmetric"),
-    (np.array([[np.nan, 0.0], [0.0, 1.0]]), "non-finite"),
-    (np.eye(3), "3 x 3|2 x 2"),
-])
+@pytest.mark.parametrize(
+    "cov, message",
+    [
+        (np.array([[1.0, 0.0], [0.0, -0.5]]), "positive semi-definite"),
+        (np.array([[1.0, 0.3], [0.0, 1.0]]), "symmetric"),
+        (np.array([[np.nan, 0.0], [0.0, 1.0]]), "non-finite"),
+        (np.eye(3), "3 x 3|2 x 2"),
+    ],
+)
 def test_bad_covariances_raise_clear_errors(cov, message):
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     with pytest.raises(ValueError, match=message):
@@ -147,14 +152,17 @@ def test_bad_arguments_raise_clear_errors():
 # C1-C3, C26: particles against the ODE
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["softmax", "multihead", "l2", "sinkhorn", "linear"])
 def test_C1_C2_C3_mean_field_pde_from_the_gaussian_itself_follows_the_ode_to_1e8(name):
     """Quadrature-weighted particles are the Transformer PDE started from N(alpha_0, Sigma_0)."""
-    layer = {"softmax": Attention("softmax", A=A_MILD, V=V_MILD),
-             "multihead": Attention("softmax", A=np.stack([A_MILD, A_MILD.T]), V=np.stack([V_MILD, np.eye(2)])),
-             "l2": Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD),
-             "sinkhorn": Attention("sinkhorn", A=A_MILD, V=V_MILD),
-             "linear": Attention("linear", A=A_MILD, V=V_MILD)}[name]
+    layer = {
+        "softmax": Attention("softmax", A=A_MILD, V=V_MILD),
+        "multihead": Attention("softmax", A=np.stack([A_MILD, A_MILD.T]), V=np.stack([V_MILD, np.eye(2)])),
+        "l2": Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD),
+        "sinkhorn": Attention("sinkhorn", A=A_MILD, V=V_MILD),
+        "linear": Attention("linear", A=A_MILD, V=V_MILD),
+    }[name]
     X, w = gauss_hermite(M0, S0, 14 if name == "sinkhorn" else 20)
     traj = simulate(X, layer, 0.5, dt=0.0125, weights=w)  # RK4 error ~ 1e-9
     m, C = weighted_moments(traj.X, w)
@@ -165,8 +173,7 @@ def test_C1_C2_C3_mean_field_pde_from_the_gaussian_itself_follows_the_ode_to_1e8
 
 @pytest.mark.parametrize("kind, n, tol", [("softmax", 1000, 5e-3), ("l2", 1000, 5e-3), ("sinkhorn", 300, 2e-3)])
 def test_C1_C2_C3_particles_from_a_sample_match_the_ode_from_its_moments_within_sampling_error(kind, n, tol):
-    layer = (Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD) if kind == "l2"
-             else Attention(kind, A=A_MILD, V=V_MILD))
+    layer = Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD) if kind == "l2" else Attention(kind, A=A_MILD, V=V_MILD)
     comp = compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.05, seed=1)
     assert comp.w2.max() < tol
     assert comp.mean_error.max() < tol and comp.cov_error.max() < tol
@@ -182,8 +189,9 @@ def test_C1_C2_C3_particles_from_a_sample_match_the_ode_from_its_moments_within_
 
 def test_C1_starting_the_ode_from_the_exact_moments_leaves_a_sampling_error_that_shrinks_with_n():
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
-    comps = {n: [compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.1, seed=s) for s in range(4)]
-             for n in (100, 1600)}
+    comps = {
+        n: [compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.1, seed=s) for s in range(4)] for n in (100, 1600)
+    }
     exact = {n: np.mean([c.w2_exact[-1] for c in comps[n]]) for n in comps}
     assert exact[1600] < 0.5 * exact[100]  # about n^{-1/2}: a factor 4 expected
     assert np.mean([c.w2[-1] for c in comps[1600]]) < 0.2 * exact[1600]
@@ -214,6 +222,7 @@ def test_C26_one_dimensional_exact_solution_matches_ode_pde_and_particles():
 # ---------------------------------------------------------------------------------------------
 # C4, C5: Sinkhorn
 # ---------------------------------------------------------------------------------------------
+
 
 def test_C4_sinkhorn_matrix_is_doubly_stochastic_and_one_row_normalisation_is_softmax():
     rng = np.random.default_rng(5)
@@ -254,12 +263,13 @@ def test_sinkhorn_tends_to_softmax_for_small_scores():
     for eps in (10.0, 100.0):
         _, dsk = gaussian_rhs(M0, S0, Attention("sinkhorn", A=A, V=V, eps=eps))
         _, dsm = gaussian_rhs(M0, S0, Attention("softmax", A=A / eps, V=V))
-        assert np.abs(dsk - dsm).max() < 2.0 / eps ** 2
+        assert np.abs(dsk - dsm).max() < 2.0 / eps**2
 
 
 # ---------------------------------------------------------------------------------------------
 # C6-C11: structure and closed forms
 # ---------------------------------------------------------------------------------------------
+
 
 def test_C6_isotropic_value_precision_is_linear_in_time_to_1e10():
     rng = np.random.default_rng(2)
@@ -337,8 +347,13 @@ def _embed(layer, d, rng):
         kw["eps"] = layer.eps
     V = 0.5 * rng.standard_normal((layer.n_heads, d, d))
     if layer.kind == "l2":
-        return Attention("l2", Q=0.5 * rng.standard_normal((layer.n_heads, d, d)),
-                         K=0.5 * rng.standard_normal((layer.n_heads, d, d)), V=V, **kw)
+        return Attention(
+            "l2",
+            Q=0.5 * rng.standard_normal((layer.n_heads, d, d)),
+            K=0.5 * rng.standard_normal((layer.n_heads, d, d)),
+            V=V,
+            **kw,
+        )
     return Attention(layer.kind, A=0.5 * rng.standard_normal((layer.n_heads, d, d)), V=V, **kw)
 
 
@@ -348,8 +363,10 @@ def test_C9_clustering_limit_is_the_conditional_covariance_reached_at_rate_one_o
         R = rng.standard_normal((r, d))
         L = rng.standard_normal((d, d))
         cov0 = L @ L.T / d
-        for layer in (Attention("softmax", A=-R.T @ R / np.sqrt(d), V=np.eye(d)),
-                      official_layer("l2", R, -R, np.eye(d))):
+        for layer in (
+            Attention("softmax", A=-R.T @ R / np.sqrt(d), V=np.eye(d)),
+            official_layer("l2", R, -R, np.eye(d)),
+        ):
             lim = clustering_limit(cov0, layer)
             cond = cov0 - cov0 @ R.T @ np.linalg.pinv(R @ cov0 @ R.T) @ R @ cov0
             assert np.abs(lim - cond).max() < 1e-10
@@ -422,13 +439,15 @@ def test_linear_attention_on_centred_gaussians_has_the_softmax_covariance_equati
     for layer in layers_2d().values():
         if layer.kind == "softmax" and layer.n_heads == 1:
             lin = Attention("linear", A=layer.A, V=layer.V, beta=layer.beta)
-            assert np.allclose(gaussian_rhs(np.zeros(2), S0, lin)[1], gaussian_rhs(np.zeros(2), S0, layer)[1],
-                               atol=1e-15)
+            assert np.allclose(
+                gaussian_rhs(np.zeros(2), S0, lin)[1], gaussian_rhs(np.zeros(2), S0, layer)[1], atol=1e-15
+            )
 
 
 # ---------------------------------------------------------------------------------------------
 # C12-C15: the cone figures' statements, on the official parameters
 # ---------------------------------------------------------------------------------------------
+
 
 def test_C12_F3_limits_are_rank_one_on_the_two_lines_where_u_A_u_vanishes():
     setup = figure_setup("F3")
@@ -499,6 +518,7 @@ def test_C15_sinkhorn_obeys_the_exponential_bound_and_its_mean_decouples():
 # solvers: PSD, no mutation, agreement of the faithful scheme's two implementations
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(layers_2d()))
 def test_accurate_mode_keeps_the_covariance_symmetric_psd_and_never_mutates_the_input(name):
     layer = layers_2d()[name]
@@ -521,8 +541,10 @@ def test_accurate_mode_keeps_the_covariance_symmetric_psd_and_never_mutates_the_
 def test_faithful_euler_converges_to_the_accurate_solution_at_order_one():
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     ref = solve_gaussian(M0, S0, layer, 1.0, t_eval=[1.0]).final_cov
-    errs = [np.abs(solve_gaussian(M0, S0, layer, 1.0, mode="faithful", step=h, tol_low=0).final_cov - ref).max()
-            for h in (0.02, 0.01, 0.005)]
+    errs = [
+        np.abs(solve_gaussian(M0, S0, layer, 1.0, mode="faithful", step=h, tol_low=0).final_cov - ref).max()
+        for h in (0.02, 0.01, 0.005)
+    ]
     order = np.polyfit(np.log([0.02, 0.01, 0.005]), np.log(errs), 1)[0]
     assert 0.9 < order < 1.1
 
@@ -574,8 +596,10 @@ def test_projected_euler_stops_at_t_max_the_same_way_in_both_implementations():
     from tokendynamics import _gaussian_kernels
 
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
-    runs = [projected_euler(cone_grid(4, 4), layer, step=0.01, t_max=0.5, backend=b, save=5)
-            for b in (["numpy", "numba"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"])]
+    runs = [
+        projected_euler(cone_grid(4, 4), layer, step=0.01, t_max=0.5, backend=b, save=5)
+        for b in (["numpy", "numba"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"])
+    ]
     for r in runs:
         assert np.all(r.status == "completed") and np.all(r.iterations == 50)
         assert np.allclose(r.exit_time, 0.5) and r.saved_iterations[0][-1] == 50
@@ -588,6 +612,7 @@ def test_projected_euler_stops_at_t_max_the_same_way_in_both_implementations():
 # ---------------------------------------------------------------------------------------------
 # diagnostics
 # ---------------------------------------------------------------------------------------------
+
 
 def test_cone_coordinates_round_trip_and_rank_one_matrices_lie_on_the_cone_surface():
     rng = np.random.default_rng(0)
@@ -604,8 +629,12 @@ def test_cone_coordinates_round_trip_and_rank_one_matrices_lie_on_the_cone_surfa
 
 
 def test_cone_grid_has_the_official_counts_and_trace_one():
-    for args, count in [((10, 10), 100), ((20, 20, (-1, 1, -1, 1)), 276), ((30, 30, (-1, 1, -1, 1)), 648),
-                        ((40, 40, (-1, 1, -1, 1)), 1184)]:
+    for args, count in [
+        ((10, 10), 100),
+        ((20, 20, (-1, 1, -1, 1)), 276),
+        ((30, 30, (-1, 1, -1, 1)), 648),
+        ((40, 40, (-1, 1, -1, 1)), 1184),
+    ]:
         g = cone_grid(*args)
         assert len(g) == count
         assert np.allclose(np.trace(g, axis1=1, axis2=2), 1.0)

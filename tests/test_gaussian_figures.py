@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokendynamics.gaussian import blowup_time, cone_grid, gaussian_rhs, projected_euler
-from tokendynamics.gaussian_figures import (
+from tokendynamics.book.gaussian_figures import (
     cached_rank_histograms,
     figure_setup,
     legacy_rng,
@@ -14,6 +13,7 @@ from tokendynamics.gaussian_figures import (
     rank_histogram,
     run_figure,
 )
+from tokendynamics.gaussian import blowup_time, cone_grid, gaussian_rhs, projected_euler
 
 # ---------------------------------------------------------------------------------------------
 # the official right-hand sides (paper-1 convention A1 = K^T Q / sqrt(d)), written from spec §6.0
@@ -53,13 +53,22 @@ def test_official_layers_reproduce_the_official_right_hand_sides():
             S = L @ L.T
             Q, K, V = (rng.standard_normal((d, d)) for _ in range(3))
             z = np.zeros(d)
-            assert np.allclose(gaussian_rhs(z, S, official_layer("softmax", Q, K, V))[1], rhs_softmax(S, Q, K, V),
-                               rtol=1e-12, atol=1e-12)
-            assert np.allclose(gaussian_rhs(z, S, official_layer("l2", Q, K, V))[1], rhs_l2(S, Q, K, V),
-                               rtol=1e-10, atol=1e-10)
+            assert np.allclose(
+                gaussian_rhs(z, S, official_layer("softmax", Q, K, V))[1],
+                rhs_softmax(S, Q, K, V),
+                rtol=1e-12,
+                atol=1e-12,
+            )
+            assert np.allclose(
+                gaussian_rhs(z, S, official_layer("l2", Q, K, V))[1], rhs_l2(S, Q, K, V), rtol=1e-10, atol=1e-10
+            )
             if d % 2 == 0:
-                assert np.allclose(gaussian_rhs(z, S, official_layer("multihead", Q, K, V, H=2))[1],
-                                   rhs_multihead(S, Q, K, V, 2), rtol=1e-12, atol=1e-12)
+                assert np.allclose(
+                    gaussian_rhs(z, S, official_layer("multihead", Q, K, V, H=2))[1],
+                    rhs_multihead(S, Q, K, V, 2),
+                    rtol=1e-12,
+                    atol=1e-12,
+                )
     # F2c: a one-row Q with two heads leaves the second head empty
     q = np.array([[0.6, 0.8]])
     layer = official_layer("multihead", q, -q, np.eye(2), H=2)
@@ -70,8 +79,9 @@ def test_legacy_rng_reproduces_the_matrices_printed_in_the_spec():
     F1 = figure_setup("F1").matrices
     assert np.allclose(F1["Q"], [[0.458055, 0.308350], [0.231487, 0.277425]], atol=1e-6)
     assert np.allclose(F1["V"]["softmax"], [[2.669378, -0.691530], [-0.691530, 2.687446]], atol=1e-6)
-    assert np.allclose(figure_setup("F1").layers["softmax"].A[0].T,
-                       [[-0.186252, -0.145283], [-0.145283, -0.121653]], atol=1e-6)
+    assert np.allclose(
+        figure_setup("F1").layers["softmax"].A[0].T, [[-0.186252, -0.145283], [-0.145283, -0.121653]], atol=1e-6
+    )
     F2 = figure_setup("F2").matrices
     assert np.allclose(F2["q"], [0.406324, 0.913729], atol=1e-6)
     assert np.allclose(F2["line"], [0.473622, -0.525055, 0.707107], atol=1e-6)
@@ -90,8 +100,12 @@ def test_legacy_rng_reproduces_the_matrices_printed_in_the_spec():
 
 def test_C27_F1_cross_check_iteration_counts_within_one_and_final_traces():
     setup = figure_setup("F1")
-    expected = {"softmax": (5416, 0.01745), "l2": (3879, 0.01233), "multihead": (6173, 0.01983),
-                "sinkhorn": (2749, 0.01467)}
+    expected = {
+        "softmax": (5416, 0.01745),
+        "l2": (3879, 0.01233),
+        "multihead": (6173, 0.01983),
+        "sinkhorn": (2749, 0.01467),
+    }
     for variant, (iterations, trace) in expected.items():
         run = projected_euler(setup.inits[5], setup.layers[variant], save="final", **setup.solver[variant])
         assert run.status[0] == "converged"
@@ -140,9 +154,15 @@ PAPER_F6 = {
     "softmax-random": {3: [4, 64, 31, 0], 4: [21, 68, 11, 0, 0], 5: [0, 25, 64, 11, 0, 0]},
     "l2-random": {3: [0, 50, 50, 0], 4: [4, 64, 32, 0, 0], 5: [0, 22, 68, 10, 0, 0]},
 }
-PAPER_F6_ATTEMPTS = {("softmax-identity", 5): 103, ("softmax-random", 3): 113, ("softmax-random", 4): 592,
-                     ("softmax-random", 5): 247, ("l2-random", 3): 101, ("l2-random", 4): 102,
-                     ("l2-random", 5): 107}
+PAPER_F6_ATTEMPTS = {
+    ("softmax-identity", 5): 103,
+    ("softmax-random", 3): 113,
+    ("softmax-random", 4): 592,
+    ("softmax-random", 5): 247,
+    ("l2-random", 3): 101,
+    ("l2-random", 4): 102,
+    ("l2-random", 5): 107,
+}
 
 
 @pytest.mark.slow
@@ -165,7 +185,7 @@ def test_C27_F6_rank_histogram_counts_equal_the_paper(row):
 def test_F6_cache_returns_the_stored_counts_and_recomputes_on_parameter_change(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
     calls = []
-    import tokendynamics.gaussian_figures as gf
+    import tokendynamics.book.gaussian_figures as gf
 
     real = gf.rank_histogram
 

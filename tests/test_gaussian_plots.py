@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from tokendynamics import Attention
-from tokendynamics.gaussian import cone_grid, disc_point
-from tokendynamics.gaussian_plots import (
+from tokendynamics.book.gaussian_plots import (
     EXPLORER_KINDS,
     cone_and_disc_figure,
     explorer_layer,
@@ -23,6 +22,7 @@ from tokendynamics.gaussian_plots import (
     family_runs,
     trajectory_colors,
 )
+from tokendynamics.gaussian import cone_grid, disc_point
 
 
 def test_explorer_update_is_fast_enough_to_feel_live():
@@ -81,7 +81,7 @@ def test_family_animation_has_one_frame_per_layer():
 
 def test_cone_explorer_builds_its_widgets_and_draws_once(capsys, monkeypatch):
     pytest.importorskip("ipywidgets")
-    from tokendynamics.gaussian_plots import cone_explorer
+    from tokendynamics.book.gaussian_plots import cone_explorer
 
     monkeypatch.delenv("TOKENDYNAMICS_HEADLESS", raising=False)
     box = cone_explorer()

@@ -68,6 +68,7 @@ def cloud(rng, n=40, d=2):
 # interaction energy, first variation, gradient
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_energy_equals_dense_double_sum_and_is_transpose_invariant(symmetric):
     rng = np.random.default_rng(0)
@@ -100,7 +101,8 @@ def test_energy_weights_equal_repeated_tokens():
     A = sym(rng, 2, 0.4)
     counts = np.array([1, 3, 2, 1, 4])
     assert interaction_energy(X, A, counts / counts.sum()) == pytest.approx(
-        interaction_energy(np.repeat(X, counts, axis=0), A), rel=1e-13)
+        interaction_energy(np.repeat(X, counts, axis=0), A), rel=1e-13
+    )
 
 
 @pytest.mark.parametrize("symmetric", [True, False])
@@ -183,6 +185,7 @@ def test_gaussian_partition_function_matches_quadrature():
 # Gaussian closed forms (C18)
 # ---------------------------------------------------------------------------------------------
 
+
 def test_C18_gaussian_energy_closed_form_matches_monte_carlo_and_the_spec_formula():
     rng = np.random.default_rng(8)
     n = 400_000
@@ -218,6 +221,7 @@ def test_gaussian_energy_equals_energy_of_its_quadrature_and_is_infinite_beyond_
 # ---------------------------------------------------------------------------------------------
 # energy along the flow and the sign rule (C19, spec §5.3)
 # ---------------------------------------------------------------------------------------------
+
 
 def test_C19_softmax_V_identity_A_minus_identity_energy_decreases_while_covariance_vanishes_and_mean_escapes():
     layer = Attention("softmax", A=-I2, V=I2)
@@ -295,6 +299,7 @@ def test_energy_sign_and_twisted_matrix_need_a_symmetric_invertible_A():
 # the twisted Wasserstein distance
 # ---------------------------------------------------------------------------------------------
 
+
 def test_twisted_wasserstein_equals_W2_of_pushforwards_and_the_LP_with_the_twisted_cost():
     rng = np.random.default_rng(14)
     X = rng.standard_normal((30, 2))
@@ -324,7 +329,9 @@ def test_twisted_bures_wasserstein_equals_POT_on_transformed_gaussians_and_the_q
     assert twisted_bures_wasserstein(m1, S1, m2, S2, M) == pytest.approx(pot, rel=1e-9)
     # commuting case in closed form: M, S1, S2 diagonal
     M, S1, S2 = np.diag([2.0, 0.5]), np.diag([0.3, 1.2]), np.diag([0.7, 0.1])
-    ref = math.sqrt(np.sum((m1 - m2) ** 2 / np.diag(M)) + np.sum((np.sqrt(np.diag(S1)) - np.sqrt(np.diag(S2))) ** 2 / np.diag(M)))
+    ref = math.sqrt(
+        np.sum((m1 - m2) ** 2 / np.diag(M)) + np.sum((np.sqrt(np.diag(S1)) - np.sqrt(np.diag(S2))) ** 2 / np.diag(M))
+    )
     assert twisted_bures_wasserstein(m1, S1, m2, S2, M) == pytest.approx(ref, rel=1e-12)
 
 
@@ -347,7 +354,7 @@ def test_unnormalised_attention_is_the_d_M_steepest_descent_and_not_the_W2_one()
     np.testing.assert_allclose(G, -g @ M.T, atol=1e-13)
     rate = energy_rate(X, layer, w)
     slope_M = kinetic_norm(g @ M, w, M)
-    assert -rate == pytest.approx(slope_M ** 2, rel=1e-12)
+    assert -rate == pytest.approx(slope_M**2, rel=1e-12)
     assert kinetic_norm(G, w, M) == pytest.approx(slope_M, rel=1e-12)
     cos_W2 = -rate / (kinetic_norm(G, w) * kinetic_norm(g, w))
     assert cos_W2 < 0.95
@@ -356,6 +363,7 @@ def test_unnormalised_attention_is_the_d_M_steepest_descent_and_not_the_W2_one()
 # ---------------------------------------------------------------------------------------------
 # the Sinkhorn energy (C16, C17)
 # ---------------------------------------------------------------------------------------------
+
 
 def _sinkhorn_case(seed, d=3):
     rng = np.random.default_rng(seed)
@@ -451,10 +459,12 @@ def test_C17_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus
         k = 20
         h = 1e-5
         dm, dS = gaussian_rhs(traj.mean[k], traj.cov[k], layer)
-        dF = (sinkhorn_energy(traj.mean[k] + h * dm, traj.cov[k] + h * dS, A, eps)
-              - sinkhorn_energy(traj.mean[k] - h * dm, traj.cov[k] - h * dS, A, eps)) / (2 * h)
+        dF = (
+            sinkhorn_energy(traj.mean[k] + h * dm, traj.cov[k] + h * dS, A, eps)
+            - sinkhorn_energy(traj.mean[k] - h * dm, traj.cov[k] - h * dS, A, eps)
+        ) / (2 * h)
         g, G = sinkhorn_energy_gradient(traj.mean[k], traj.cov[k], A, eps)
-        assert dF == pytest.approx(-gaussian_slope(g, G, traj.cov[k], MM) ** 2, rel=1e-6)
+        assert dF == pytest.approx(-(gaussian_slope(g, G, traj.cov[k], MM) ** 2), rel=1e-6)
 
 
 def test_C17_weighted_particles_on_a_quadrature_follow_the_gaussian_sinkhorn_energy():
@@ -473,6 +483,7 @@ def test_C17_weighted_particles_on_a_quadrature_follow_the_gaussian_sinkhorn_ene
 # second variation and non-convexity
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_second_variation_formula_matches_finite_difference_second_derivative(symmetric):
     rng = np.random.default_rng(29)
@@ -481,7 +492,7 @@ def test_second_variation_formula_matches_finite_difference_second_derivative(sy
     U = rng.standard_normal(X.shape)
     s = 1e-3
     E = energy_along(X, U, A, [-s, 0.0, s], w)
-    fd = (E[0] - 2 * E[1] + E[2]) / s ** 2
+    fd = (E[0] - 2 * E[1] + E[2]) / s**2
     assert second_variation(X, U, A, w) == pytest.approx(fd, rel=1e-5)
 
 
@@ -492,7 +503,7 @@ def test_second_variation_at_the_clustered_state_is_negative():
     assert second_variation(np.zeros((1, 2)), w0[None], -I2) == pytest.approx(-1.0, rel=1e-14)
     # along translations of delta_0 the energy is 1/2 exp(-s^2 |w|^2), concave on |s| < 1/sqrt 2
     s = np.linspace(-0.5, 0.5, 11)
-    np.testing.assert_allclose(energy_along(np.zeros((1, 2)), w0[None], -I2, s), 0.5 * np.exp(-s ** 2), rtol=1e-14)
+    np.testing.assert_allclose(energy_along(np.zeros((1, 2)), w0[None], -I2, s), 0.5 * np.exp(-(s**2)), rtol=1e-14)
     # any Dirac mass and A: closed form against the empirical formula
     rng = np.random.default_rng(30)
     x0, w1, A = rng.standard_normal(2), rng.standard_normal(2), rng.standard_normal((2, 2))
@@ -505,7 +516,7 @@ def test_gaussian_translation_hessian_matches_finite_differences_and_is_negative
     w = rng.standard_normal(2)
     s = 1e-3
     E = [gaussian_interaction_energy(M0 + t * w, S0, A) for t in (-s, 0, s)]
-    assert gaussian_translation_hessian(M0, S0, A, w) == pytest.approx((E[0] - 2 * E[1] + E[2]) / s ** 2, rel=1e-5)
+    assert gaussian_translation_hessian(M0, S0, A, w) == pytest.approx((E[0] - 2 * E[1] + E[2]) / s**2, rel=1e-5)
     # A = -I: G = -2 (I + Sigma)^{-1}; the direction w with w^T G alpha = 0 gives E * w^T G w < 0
     G = -2 * np.linalg.inv(I2 + S0)
     Ga = G @ M0
@@ -528,6 +539,7 @@ def test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity():
 # ---------------------------------------------------------------------------------------------
 # bad input, speed of the widget
 # ---------------------------------------------------------------------------------------------
+
 
 def test_bad_input_gives_clear_errors_not_nan():
     with pytest.raises(ValueError, match="non-finite"):
@@ -566,6 +578,7 @@ def test_widget_update_is_fast():
 # ---------------------------------------------------------------------------------------------
 # chapter helpers: surveys and profiles
 # ---------------------------------------------------------------------------------------------
+
 
 def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
     from tokendynamics.gradient_flow import sign_rule_survey

@@ -18,32 +18,35 @@ from scipy.integrate import solve_ivp
 from tokendynamics import Attention, circle_tokens, particle_field, project_tangent, sample_sphere, simulate, velocity
 from tokendynamics.kuramoto import (
     J,
-    REGIMES,
-    classify_regime,
     cluster_velocity,
-    coefficients,
     complex_parts,
     daido_coefficients,
     frequency_and_forcing,
-    hamiltonian,
-    hamiltonian_centre,
     matrix_from_parts,
     order_parameter,
-    ott_antonsen_rhs,
     phase_velocity,
-    predict_regime,
-    rotation_period,
+    solve_phases,
+    transverse_exponent,
+)
+from tokendynamics.ott_antonsen import (
+    hamiltonian,
+    hamiltonian_centre,
+    oa_accuracy,
+    ott_antonsen_rhs,
     sample_ott_antonsen,
     solve_ott_antonsen,
-    solve_phases,
-    solve_projective,
-    solve_watanabe_strogatz,
-    transverse_exponent,
-    ws_reconstruct,
 )
-from tokendynamics.highdim import projective_flow
-from tokendynamics.ott_antonsen import oa_accuracy
-from tokendynamics.regimes import REGIME_TABLE, case1_period, case1_region, regime_portrait
+from tokendynamics.projective import projective_flow, solve_projective
+from tokendynamics.regimes import (
+    REGIME_TABLE,
+    REGIMES,
+    case1_period,
+    case1_region,
+    classify_regime,
+    predict_regime,
+    rotation_period,
+)
+from tokendynamics.watanabe_strogatz import solve_watanabe_strogatz, ws_reconstruct
 
 I2 = np.eye(2)
 
@@ -56,7 +59,7 @@ def vector_model_theta_dot(theta, A, V, beta):
     """Angle velocities of the direct O(n^2) vector model, <x_dot_k, J x_k> (spec §2.2)."""
     X = circle_tokens(theta)
     n = len(theta)
-    S = X @ A @ X.T                          # <x_k, A x_j>
+    S = X @ A @ X.T  # <x_k, A x_j>
     U = beta * (S / n) @ (X @ V.T)
     U = U - np.sum(U * X, 1, keepdims=True) * X
     return np.sum(U * (X @ J.T), 1)
@@ -92,20 +95,25 @@ def bc_from_w(A, V):
 
 def oa_reference(z, A, V, beta):
     """Spec appendix A: z_dot = 2 i omega(z) z + H(z) - conj(H(z)) z^2, written out here."""
+
     def pm(M):
-        return (0.5 * ((M[0, 0] + M[1, 1]) + 1j * (M[1, 0] - M[0, 1])),
-                0.5 * ((M[0, 0] - M[1, 1]) + 1j * (M[1, 0] + M[0, 1])))
+        return (
+            0.5 * ((M[0, 0] + M[1, 1]) + 1j * (M[1, 0] - M[0, 1])),
+            0.5 * ((M[0, 0] - M[1, 1]) + 1j * (M[1, 0] + M[0, 1])),
+        )
+
     ap, am = pm(A)
     vp, vm = pm(V)
     c = np.conj
     omega = 0.5 * beta * np.imag(c(ap) * vp + c(am) * vm + c(am) * vp * z + c(ap) * vm * c(z))
     H = 0.5 * beta * (ap * vp * z + am * vm * c(z) + ap * vm + am * vp)
-    return 2j * omega * z + H - c(H) * z ** 2
+    return 2j * omega * z + H - c(H) * z**2
 
 
 # ---------------------------------------------------------------------------------------------
 # claim 1: Kuramoto form = vector model; the convention
 # ---------------------------------------------------------------------------------------------
+
 
 def test_claim1_kuramoto_form_equals_vector_model_to_1e12():
     """§8.1: max_k |theta_dot(vector) - [omega(R2) + Im(H(R2) e^{-2 i theta_k})]| < 1e-12, n = 37."""
@@ -162,6 +170,7 @@ def test_claim1_transposed_score_convention_fails():
 # claim 2: coefficient identities
 # ---------------------------------------------------------------------------------------------
 
+
 def test_claim2_daido_coefficients_equal_the_w_formulas_to_1e14():
     """§8.2: b1 = i/4 conj(a-) conj(v-), ..., c2 = Im(conj(a+) v+ + conj(a-) v-)/2 equal the w-table."""
     rng = np.random.default_rng(5)
@@ -204,6 +213,7 @@ def test_complex_parts_rejects_bad_input():
 # claim 3: the forms of the OA equation agree
 # ---------------------------------------------------------------------------------------------
 
+
 def test_claim3_ott_antonsen_complex_bc_polynomial_and_polar_forms_agree_to_1e13():
     """§8.3: complex, B/C, expanded-polynomial (the library's) and polar forms coincide (<1e-13)."""
     rng = np.random.default_rng(7)
@@ -217,12 +227,19 @@ def test_claim3_ott_antonsen_complex_bc_polynomial_and_polar_forms_agree_to_1e13
         k = bc_from_w(A, V)
         B = k["b1"] * z + k["b2"] * np.conj(z) + k["b3"]
         C = k["c1"] * z + np.conj(k["c1"]) * np.conj(z) + k["c2"]
-        bc = 2j * beta * (B * z ** 2 + C * z + np.conj(B))
+        bc = 2j * beta * (B * z**2 + C * z + np.conj(B))
         e1, e2 = np.exp(1j * phi), np.exp(2j * phi)
-        rho_dot = 2 * beta * (1 - rho ** 2) * (rho * np.imag(k["b1"] * e2 + k["b2"]) + np.imag(k["b3"] * e1))
-        phi_dot = 2 * beta * ((1 + rho ** 2) * np.real(k["b1"] * e2 + k["b2"])
-                              + (1 + rho ** 2) / rho * np.real(k["b3"] * e1)
-                              + 2 * rho * np.real(k["c1"] * e1) + k["c2"])
+        rho_dot = 2 * beta * (1 - rho**2) * (rho * np.imag(k["b1"] * e2 + k["b2"]) + np.imag(k["b3"] * e1))
+        phi_dot = (
+            2
+            * beta
+            * (
+                (1 + rho**2) * np.real(k["b1"] * e2 + k["b2"])
+                + (1 + rho**2) / rho * np.real(k["b3"] * e1)
+                + 2 * rho * np.real(k["c1"] * e1)
+                + k["c2"]
+            )
+        )
         polar = (rho_dot + 1j * rho * phi_dot) * e1
         scale = max(1.0, np.abs(ref).max())
         for other in (lib, bc, polar):
@@ -246,6 +263,7 @@ def test_ott_antonsen_rhs_is_vectorised_over_centres_and_layers():
 # claim 4: Watanabe–Strogatz is exact for any n
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [3, 10, 50])
 def test_claim4_ws_reconstruction_matches_particles_to_1e7(n):
     """§8.4: WS (alpha, eta, c_k) reconstructs the tokens of the core particle run to < 1e-7 (T = 10).
@@ -258,8 +276,16 @@ def test_claim4_ws_reconstruction_matches_particles_to_1e7(n):
     theta0 = rng.uniform(0, 2 * np.pi, n)
     t = np.linspace(0, 10, 101)
     ws = solve_watanabe_strogatz(theta0, A, V, 1.0, 10.0, t_eval=t, rtol=1e-11, atol=1e-13)
-    traj = simulate(circle_tokens(theta0), Attention("linear", A=A, V=V), 10.0, method="adaptive", t_eval=t,
-                    rtol=1e-11, atol=1e-13, sphere=True)
+    traj = simulate(
+        circle_tokens(theta0),
+        Attention("linear", A=A, V=V),
+        10.0,
+        method="adaptive",
+        t_eval=t,
+        rtol=1e-11,
+        atol=1e-13,
+        sphere=True,
+    )
     err = np.max(np.abs(circle_tokens(ws.theta()) - traj.X))
     assert err < 1e-7, err
     assert np.max(np.abs(ws.order_parameter() - order_parameter(ws.theta(), 2))) < 1e-9
@@ -292,14 +318,23 @@ def test_solve_phases_matches_the_core_simulate():
     theta0 = rng.uniform(0, 2 * np.pi, 30)
     t = np.linspace(0, 5, 51)
     ph = solve_phases(theta0, A, V, beta, 5.0, t_eval=t, rtol=1e-11, atol=1e-13)
-    traj = simulate(circle_tokens(theta0), Attention("linear", A=A, V=V, beta=beta), 5.0, method="adaptive",
-                    t_eval=t, rtol=1e-11, atol=1e-13, sphere=True)
+    traj = simulate(
+        circle_tokens(theta0),
+        Attention("linear", A=A, V=V, beta=beta),
+        5.0,
+        method="adaptive",
+        t_eval=t,
+        rtol=1e-11,
+        atol=1e-13,
+        sphere=True,
+    )
     assert np.max(np.abs(ph.tokens() - traj.X)) < 1e-8
 
 
 # ---------------------------------------------------------------------------------------------
 # claim 5: projective reduction in any d
 # ---------------------------------------------------------------------------------------------
+
 
 def test_claim5_solve_projective_is_the_projective_flow_of_the_layer_with_A_V_beta():
     """§8.5: the matrix form solve_projective(X0, A, V, beta) runs the one implementation,
@@ -350,16 +385,18 @@ def test_claim6_oa_accuracy_slope_vs_n_is_about_minus_one_half():
     stable: over 6 seed batches we measured slopes -0.46 ... -0.56.)
     """
     A, V = NON_ROTATING["A=I, V=[[1,2],[-2,-1]] (Type 3)"]
-    acc = oa_accuracy(A, V, 1.0, 0.3 * np.exp(0.7j), ns=(100, 400, 1600, 6400), seeds=8, T=10.0, rng=2026,
-                      rtol=1e-6, atol=1e-8)
+    acc = oa_accuracy(
+        A, V, 1.0, 0.3 * np.exp(0.7j), ns=(100, 400, 1600, 6400), seeds=8, T=10.0, rng=2026, rtol=1e-6, atol=1e-8
+    )
     assert -0.7 <= acc.slope <= -0.3, acc.slope
 
 
 def test_claim6_equispaced_constants_make_oa_exact_to_1e8():
     """§8.6: equispaced c_k, n = 200, |z| <= 0.9 along the run: sup_t |R2 - z_OA| < 1e-8."""
     for A, V in (NON_ROTATING["A=I, V=[[1,2],[-2,-1]] (Type 3)"], (np.diag([-1.0, -2.0]), I2)):
-        acc = oa_accuracy(A, V, 1.0, 0.3 * np.exp(0.7j), ns=(200,), seeds=1, T=10.0, rng=1, equispaced=True,
-                          rtol=1e-12, atol=1e-14)
+        acc = oa_accuracy(
+            A, V, 1.0, 0.3 * np.exp(0.7j), ns=(200,), seeds=1, T=10.0, rng=1, equispaced=True, rtol=1e-12, atol=1e-14
+        )
         oa = solve_ott_antonsen(0.3 * np.exp(0.7j), A, V, 1.0, 10.0)
         assert np.abs(oa.z).max() <= 0.9
         assert np.all(acc.errors < 1e-8), acc.errors
@@ -369,7 +406,7 @@ def test_sample_ott_antonsen_has_the_wrapped_cauchy_moments():
     z0 = 0.6 * np.exp(-1.1j)
     theta = sample_ott_antonsen(z0, 200_000, 3)
     for m in (1, 2, 3):  # R_{2m} = z0^m
-        assert abs(np.mean(np.exp(2j * m * theta)) - z0 ** m) < 5 / math.sqrt(200_000)
+        assert abs(np.mean(np.exp(2j * m * theta)) - z0**m) < 5 / math.sqrt(200_000)
     assert abs(order_parameter(theta, 1)) < 5 / math.sqrt(200_000)  # random branches: R1 ~ 0
     with pytest.raises(ValueError, match="disk"):
         sample_ott_antonsen(1.2, 10)
@@ -380,6 +417,7 @@ def test_sample_ott_antonsen_has_the_wrapped_cauchy_moments():
 # ---------------------------------------------------------------------------------------------
 # claim 7: invariance
 # ---------------------------------------------------------------------------------------------
+
 
 def test_claim7_oa_keeps_the_circle_to_1e10_and_the_disk():
     """§8.7: |z(0)| = 1 => |z(t)| = 1 (error < 1e-10); |z(0)| < 1 => |z(t)| < 1."""
@@ -416,6 +454,7 @@ def test_claim7_tokens_stay_on_the_sphere_without_renormalisation(kind):
 # claim 8: cluster equation and transverse exponent
 # ---------------------------------------------------------------------------------------------
 
+
 def test_claim8_cluster_equation_and_transverse_exponent_to_1e12():
     """§8.8: on |z| = 1, Im(z_dot conj z)/2 = beta q_A s_V, and -2 Re(H e^{-2i theta}) = lambda_perp."""
     rng = np.random.default_rng(14)
@@ -436,6 +475,7 @@ def test_claim8_cluster_equation_and_transverse_exponent_to_1e12():
 # ---------------------------------------------------------------------------------------------
 # claim 9: Case 1, V = I
 # ---------------------------------------------------------------------------------------------
+
 
 def random_case1_matrices(count, seed):
     """Random A ~ N(0,1) with |tr A|, |det A|, |lambda_max(sym A)| >= 0.05 (spec §8.9)."""
@@ -490,14 +530,21 @@ def test_claim9_case1_predictor_agrees_with_oa_integration_on_200_random_A():
             assert pred.case == "case1" and pred.regime == oa, (A, z0, pred, oa)
             assert abs(zT - pred.limit) < 1e-5, (A, z0, zT, pred.limit)
     # the draw covered every region, and both outcomes of the bistable wedge
-    assert {("det<=0", "static_clusters"), ("tr>0", "static_clusters"), ("sym_negative_definite", "partial"),
-            ("bistable", "static_clusters"), ("bistable", "partial")} <= seen
+    assert {
+        ("det<=0", "static_clusters"),
+        ("tr>0", "static_clusters"),
+        ("sym_negative_definite", "partial"),
+        ("bistable", "static_clusters"),
+        ("bistable", "partial"),
+    } <= seen
 
 
 def test_claim9_case1_oscillation_period_formula_to_1e3():
     """§8.9 / §5.1: Type 3 period 4 pi / (beta |Im a+| sqrt((1-|z*|^2-r^2)^2 - 4 r^2 |z*|^2))."""
-    for A, dz, beta in ((np.array([[0.2, 1.0], [-1.0, -0.2]]), -0.2j, 1.0),
-                        (np.array([[0.5, 1.5], [-0.7, -0.5]]), 0.15, 1.7)):
+    for A, dz, beta in (
+        (np.array([[0.2, 1.0], [-1.0, -0.2]]), -0.2j, 1.0),
+        (np.array([[0.5, 1.5], [-0.7, -0.5]]), 0.15, 1.7),
+    ):
         ap, am = complex_parts(A)
         zstar = -am / np.conj(ap)
         z0 = zstar + dz
@@ -509,6 +556,7 @@ def test_claim9_case1_oscillation_period_formula_to_1e3():
 # ---------------------------------------------------------------------------------------------
 # claim 10: Case 2, A = I, V symmetric
 # ---------------------------------------------------------------------------------------------
+
 
 def test_claim10_case2_limit_on_197_random_symmetric_V():
     """§8.10: |R2(inf)| = 1 iff lambda_max(V) >= 0; limit e^{2i theta1} or (l1-l2)/|l1+l2| e^{2i theta1} (<1e-5).
@@ -541,6 +589,7 @@ def test_claim10_case2_limit_on_197_random_symmetric_V():
 # claim 11: the hidden Hamiltonian
 # ---------------------------------------------------------------------------------------------
 
+
 def test_claim11_hamiltonian_is_conserved_orbits_close_and_the_centre_is_an_equilibrium():
     """§8.11: A = I, tr V = 0, det V > 0: E(z(t)) constant (<1e-8 relative), orbit returns (<1e-3), |z_dot(z_c)| < 1e-12."""
     rng = np.random.default_rng(16)
@@ -555,8 +604,9 @@ def test_claim11_hamiltonian_is_conserved_orbits_close_and_the_centre_is_an_equi
         assert abs(ott_antonsen_rhs(zc, I2, V)) < 1e-12
         z0 = zc + 0.3 * (1 - abs(zc)) * np.exp(1j * rng.uniform(0, 6))
         period = rotation_period(I2, V, 1.0, z0, T=80.0, centre=zc, transient=0.0)
-        sol = solve_ott_antonsen(z0, I2, V, 1.0, (0.0, 2 * period), t_eval=np.linspace(0, 2 * period, 801),
-                                 rtol=1e-11, atol=1e-13)
+        sol = solve_ott_antonsen(
+            z0, I2, V, 1.0, (0.0, 2 * period), t_eval=np.linspace(0, 2 * period, 801), rtol=1e-11, atol=1e-13
+        )
         E = hamiltonian(sol.z, V)
         assert np.ptp(E) / abs(E[0]) < 1e-8
         back = solve_ott_antonsen(z0, I2, V, 1.0, (0.0, period), t_eval=[period], rtol=1e-11, atol=1e-13).final
@@ -597,8 +647,10 @@ def test_claim11_negative_det_goes_to_the_boundary_and_stops():
 # claims 12 and 13: rotating clusters and the SNIC
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("a1, a2, c, s, expected", [(2, 1, 1, 1, 2.2214415), (3, 0.5, 0.5, 2, 1.2825498),
-                                                    (1, 4, 0.2, -1, 1.5707963)])
+
+@pytest.mark.parametrize(
+    "a1, a2, c, s, expected", [(2, 1, 1, 1, 2.2214415), (3, 0.5, 0.5, 2, 1.2825498), (1, 4, 0.2, -1, 1.5707963)]
+)
 def test_claim12_rotating_clusters_period_formula_to_1e6(a1, a2, c, s, expected):
     """§8.12: A = diag(a1, a2) > 0, V = cI + sJ, c > 0: |z| -> 1 and period pi/(beta |s| sqrt(a1 a2)) (<1e-6)."""
     A = np.diag([float(a1), float(a2)])
@@ -637,13 +689,20 @@ def test_claim13_snic_beyond_the_bifurcation_is_static():
 # claim 14 (cheap extra): energy monotonicity
 # ---------------------------------------------------------------------------------------------
 
+
 def test_claim14_energy_nondecreasing_when_V_equals_A_symmetric():
     """§8.14: LA with V = A = A^T: tr(A Sigma A Sigma) is non-decreasing (allow -1e-8)."""
     rng = np.random.default_rng(18)
     M = rng.standard_normal((4, 4))
     A = 0.5 * (M + M.T)
-    traj = simulate(sample_sphere(50, 4, rng), Attention("linear", A=A, V=A), 20.0, method="adaptive",
-                    t_eval=np.linspace(0, 20, 401), sphere=True)
+    traj = simulate(
+        sample_sphere(50, 4, rng),
+        Attention("linear", A=A, V=A),
+        20.0,
+        method="adaptive",
+        t_eval=np.linspace(0, 20, 401),
+        sphere=True,
+    )
     Sig = np.einsum("tni,tnj->tij", traj.X, traj.X) / 50
     energy = np.einsum("ij,tjk,kl,tli->t", A, Sig, A, Sig)
     assert np.min(np.diff(energy)) > -1e-8
@@ -653,6 +712,7 @@ def test_claim14_energy_nondecreasing_when_V_equals_A_symmetric():
 # ---------------------------------------------------------------------------------------------
 # claim 15: symmetries
 # ---------------------------------------------------------------------------------------------
+
 
 def test_claim15_flipping_one_token_flips_only_that_token():
     """§8.15: LA trajectories of (.., x_k, ..) and (.., -x_k, ..) coincide up to that sign (d = 2 and d = 3)."""
@@ -700,6 +760,7 @@ def test_claim15_rotation_equivariance(kind):
 # ---------------------------------------------------------------------------------------------
 # claim 16: the regime classifier and the closed forms
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("example", REGIME_TABLE, ids=[e.label for e in REGIME_TABLE])
 def test_claim16_classifier_reproduces_the_spec_regime_table(example):
@@ -785,32 +846,42 @@ def test_explorer_library_call_takes_well_under_0_2_s_and_its_loose_particles_ar
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tokendynamics.kuramoto_plots import draw_explorer
-    from tokendynamics.regimes import explore
+    from tokendynamics.book.explorers import regimes_update
+    from tokendynamics.book.kuramoto_plots import draw_explorer
 
     rng = np.random.default_rng(23)
     z0 = 0.3 * np.exp(0.6j)
     theta0 = sample_ott_antonsen(z0, 80, 7)
-    explore(I2, I2, 1.0, theta0, z0=z0)  # warm-up
+    regimes_update(I2, I2, 1.0, theta0, z0=z0)  # warm-up
     compute, full, wall = [], [], []
     for _ in range(7):
         A, V = rng.uniform(-2, 2, (2, 2)), rng.uniform(-2, 2, (2, 2))
         start, start_wall = time.process_time(), time.perf_counter()
-        portrait, phases = explore(A, V, 1.0, theta0, z0=z0, T=20.0)
+        portrait, phases = regimes_update(A, V, 1.0, theta0, z0=z0, T=20.0)
         compute.append(time.process_time() - start)
-        fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), dpi=80)   # as in the chapter's widget
+        fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), dpi=80)  # as in the chapter's widget
         draw_explorer(axes, portrait, phases)
-        fig.savefig(io.BytesIO(), format="png", dpi=80, bbox_inches="tight")   # what Jupyter's inline backend does
+        fig.savefig(io.BytesIO(), format="png", dpi=80, bbox_inches="tight")  # what Jupyter's inline backend does
         plt.close(fig)
         full.append(time.process_time() - start)
         wall.append(time.perf_counter() - start_wall)
         assert portrait.regime in REGIMES and portrait.field.shape == portrait.grid.shape
-    print(f"explorer update: compute {1e3 * np.median(compute):.0f} ms, with drawing {1e3 * np.median(full):.0f} ms "
-          f"CPU ({1e3 * np.median(wall):.0f} ms wall)")
-    assert np.median(compute) < 0.1, compute   # the library call: well under 0.2 s
+    print(
+        f"explorer update: compute {1e3 * np.median(compute):.0f} ms, with drawing {1e3 * np.median(full):.0f} ms "
+        f"CPU ({1e3 * np.median(wall):.0f} ms wall)"
+    )
+    assert np.median(compute) < 0.1, compute  # the library call: well under 0.2 s
     # the whole update measures 0.1-0.18 s CPU on the shared 2-core CI machine (matplotlib's text layout
     # and PNG dominate); this bound only guards against regressions
     assert np.median(full) < 0.25, full
-    ref = simulate(circle_tokens(theta0), Attention("linear", A=A, V=V), 20.0, method="adaptive", sphere=True,
-                   t_eval=phases.t, rtol=1e-10, atol=1e-12)
+    ref = simulate(
+        circle_tokens(theta0),
+        Attention("linear", A=A, V=V),
+        20.0,
+        method="adaptive",
+        sphere=True,
+        t_eval=phases.t,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert np.max(np.abs(phases.order_parameter() - order_parameter(ref.angles(), 2))) < 1e-4

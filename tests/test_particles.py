@@ -28,10 +28,8 @@ def smooth_case():
 
 
 def _errors(X0, layer, method, dts, sphere=False):
-    ref = simulate(X0, layer, 1.0, method="adaptive", rtol=1e-13, atol=1e-14, t_eval=[0.0, 1.0],
-                   sphere=sphere).final
-    return [np.max(np.abs(simulate(X0, layer, 1.0, dt=dt, method=method, sphere=sphere).final - ref))
-            for dt in dts]
+    ref = simulate(X0, layer, 1.0, method="adaptive", rtol=1e-13, atol=1e-14, t_eval=[0.0, 1.0], sphere=sphere).final
+    return [np.max(np.abs(simulate(X0, layer, 1.0, dt=dt, method=method, sphere=sphere).final - ref)) for dt in dts]
 
 
 def test_rk4_converges_at_order_four(smooth_case):
@@ -48,8 +46,10 @@ def test_euler_converges_at_order_one(smooth_case):
     assert 0.9 < order < 1.15, order
 
 
-@pytest.mark.parametrize("method, lo, hi, dts", [("rk4", 3.7, 4.4, [0.2, 0.1, 0.05, 0.025]),
-                                                 ("euler", 0.9, 1.15, [0.02, 0.01, 0.005, 0.0025])])
+@pytest.mark.parametrize(
+    "method, lo, hi, dts",
+    [("rk4", 3.7, 4.4, [0.2, 0.1, 0.05, 0.025]), ("euler", 0.9, 1.15, [0.02, 0.01, 0.005, 0.0025])],
+)
 def test_retraction_to_the_sphere_keeps_the_order_of_the_step(method, lo, hi, dts):
     rng = np.random.default_rng(3)
     X0 = sample_sphere(8, 3, rng)
@@ -70,6 +70,7 @@ def test_tokens_stay_on_the_sphere(method, kind):
 
 def test_sphere_field_is_tangent():
     from tokendynamics import particle_field
+
     rng = np.random.default_rng(2)
     X = sample_sphere(10, 3, rng)
     U = particle_field(X, Attention("softmax", A=np.eye(3), V=rng.standard_normal((3, 3))), sphere=True)
@@ -110,10 +111,26 @@ def test_linear_attention_beta_only_rescales_time():
     rng = np.random.default_rng(6)
     X0 = sample_sphere(10, 3, rng)
     A, V = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
-    slow = simulate(X0, Attention("linear", A=A, V=V), 2.0, method="adaptive", sphere=True, rtol=1e-12,
-                    atol=1e-13, t_eval=[0, 1.0, 2.0])
-    fast = simulate(X0, Attention("linear", A=A, V=V, beta=2.0), 1.0, method="adaptive", sphere=True,
-                    rtol=1e-12, atol=1e-13, t_eval=[0, 0.5, 1.0])
+    slow = simulate(
+        X0,
+        Attention("linear", A=A, V=V),
+        2.0,
+        method="adaptive",
+        sphere=True,
+        rtol=1e-12,
+        atol=1e-13,
+        t_eval=[0, 1.0, 2.0],
+    )
+    fast = simulate(
+        X0,
+        Attention("linear", A=A, V=V, beta=2.0),
+        1.0,
+        method="adaptive",
+        sphere=True,
+        rtol=1e-12,
+        atol=1e-13,
+        t_eval=[0, 0.5, 1.0],
+    )
     np.testing.assert_allclose(fast.X, slow.X, atol=1e-9)
 
 

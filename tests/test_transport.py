@@ -97,7 +97,7 @@ def test_psd_sqrt_squares_back_on_stacks_and_its_pseudo_inverse_inverts_the_rang
 
 
 def test_validate_gaussian_names_what_is_wrong():
-    from tokendynamics.transport import validate_gaussian
+    from tokendynamics.validation import validate_gaussian
 
     m, S = validate_gaussian(0.5, 2.0)
     assert m.shape == (1,) and S.shape == (1, 1) and S[0, 0] == 2.0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -45,6 +44,7 @@ def sig(u):
 # ---------------------------------------------------------------------------------------------
 # double loops of the spec's formulas (paper 1 §2), one token pair at a time
 # ---------------------------------------------------------------------------------------------
+
 
 def loop_normalised(X, w, kernel, value):
     """x_i -> sum_j w_j k(x_i, x_j) value(x_j) / sum_j w_j k(x_i, x_j), with loops."""
@@ -93,10 +93,12 @@ def spec_variant_field(name, X, A, V, beta, *, m0=0.1):
     if name == "multihead":  # Q = I, K = A (library), one row per head: A1_h = K_h^T Q_h, C_h = e_h e_h^T V
         out = np.zeros((n, d))
         for h in range(d):
-            Qh, Kh = np.eye(d)[h:h + 1], A[h:h + 1]
+            Qh, Kh = np.eye(d)[h : h + 1], A[h : h + 1]
             A1h = beta * Kh.T @ Qh
             Ch = np.outer(np.eye(d)[h], np.eye(d)[h]) @ V
-            out += loop_normalised(X, w, lambda i, j: math.exp(float((A1h @ X[i]) @ X[j])), lambda y: Ch @ y)
+            out += loop_normalised(
+                X, w, lambda i, j, A1h=A1h: math.exp(float((A1h @ X[i]) @ X[j])), lambda y, Ch=Ch: Ch @ y
+            )
         return out
     if name == "l2":  # exp(-beta |Qx - Ky|^2) with Q = I, K = A
         return loop_normalised(X, w, lambda i, j: math.exp(-beta * float(np.sum((X[i] - A @ X[j]) ** 2))), Vy)
@@ -159,6 +161,7 @@ def test_library_convention_is_the_transpose_of_paper_one(tokens):
 # multi-head by row blocks (paper 1 §2.2, official code)
 # ---------------------------------------------------------------------------------------------
 
+
 def test_multihead_row_blocks_match_official_formula_with_scale_and_output_matrix():
     rng = np.random.default_rng(3)
     d, H = 4, 2
@@ -172,8 +175,9 @@ def test_multihead_row_blocks_match_official_formula_with_scale_and_output_matri
         b = slice(h * k, (h + 1) * k)
         A1h = K[b].T @ Q[b] / math.sqrt(k)  # official code: A_h = K_h^T Q_h / sqrt(k)
         Ch = W[b].T @ V[b]
-        ref += loop_normalised(X, np.full(n, 1 / n), lambda i, j: math.exp(float((A1h @ X[i]) @ X[j])),
-                               lambda y: Ch @ y)
+        ref += loop_normalised(
+            X, np.full(n, 1 / n), lambda i, j, A1h=A1h: math.exp(float((A1h @ X[i]) @ X[j])), lambda y, Ch=Ch: Ch @ y
+        )
     np.testing.assert_allclose(velocity(X, layer), ref, atol=1e-12)
     assert layer.n_heads == H
 
@@ -187,8 +191,7 @@ def test_multihead_with_fewer_rows_has_an_empty_head_that_adds_the_mean_only():
     np.testing.assert_allclose(layer.V[1], np.diag([0.0, 1.0]))
     X = np.random.default_rng(0).standard_normal((7, 2))
     head0 = velocity(X, Attention("softmax", A=layer.A[0], V=layer.V[0]))
-    np.testing.assert_allclose(velocity(X, layer) - head0, np.tile(np.diag([0.0, 1.0]) @ X.mean(0), (7, 1)),
-                               atol=1e-14)
+    np.testing.assert_allclose(velocity(X, layer) - head0, np.tile(np.diag([0.0, 1.0]) @ X.mean(0), (7, 1)), atol=1e-14)
 
 
 def test_multihead_bad_arguments_raise():
@@ -203,6 +206,7 @@ def test_multihead_bad_arguments_raise():
 # ---------------------------------------------------------------------------------------------
 # sigmoid (§2.5), C24
 # ---------------------------------------------------------------------------------------------
+
 
 def test_sigmoid_summed_with_bias_minus_log_n_matches_ramapuram_double_loop(tokens):
     X, A, V, _ = tokens
@@ -241,6 +245,7 @@ def test_c24_sigmoid_minus_log_n_tends_to_unnormalised_exponential_at_rate_one_o
 # L2 (§2.3), C25
 # ---------------------------------------------------------------------------------------------
 
+
 def test_c25_l2_equals_softmax_with_2_qt_k_on_the_reweighted_measure():
     rng = np.random.default_rng(8)
     n, d, beta = 15, 3, 0.7
@@ -257,6 +262,7 @@ def test_c25_l2_equals_softmax_with_2_qt_k_on_the_reweighted_measure():
 # ---------------------------------------------------------------------------------------------
 # Sinkhorn (§2.4), C4 extended: doubly stochastic to its tolerance, along a warm-started trajectory
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("tol", [1e-4, 1e-8, 1e-12])
 def test_c4_sinkhorn_weights_are_doubly_stochastic_to_their_tolerance_along_a_trajectory(tol):
@@ -280,6 +286,7 @@ def test_c4_sinkhorn_weights_are_doubly_stochastic_to_their_tolerance_along_a_tr
 # masked attention with a sink (§2.6), C22, C23
 # ---------------------------------------------------------------------------------------------
 
+
 def test_with_sink_builds_the_spec_measure_and_validates():
     X = np.arange(8.0).reshape(4, 2)
     s = with_sink(X, 0.2)
@@ -290,9 +297,12 @@ def test_with_sink_builds_the_spec_measure_and_validates():
     cloud = with_sink(X, 0.5, sink=np.ones((5, 2)))
     assert cloud.n_sink == 5 and abs(cloud.weights[:5].sum() - 0.5) < 1e-15
     np.testing.assert_allclose(prefix_mass(cloud.weights, cloud.positions)[:5], 0.5)
-    for bad, msg in [(dict(m0=1.0), "m0 must be in"), (dict(m0=0.0, sink=np.ones(2)), "no mass"),
-                     (dict(m0=0.1, positions=[0, 0.1, 0.2, 0.3]), "reserved for the sink"),
-                     (dict(m0=0.1, sink=np.ones(3)), "dimension 3")]:
+    for bad, msg in [
+        (dict(m0=1.0), "m0 must be in"),
+        (dict(m0=0.0, sink=np.ones(2)), "no mass"),
+        (dict(m0=0.1, positions=[0, 0.1, 0.2, 0.3]), "reserved for the sink"),
+        (dict(m0=0.1, sink=np.ones(3)), "dimension 3"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             with_sink(X, **bad)
 
@@ -317,8 +327,9 @@ def test_c23_sink_moves_by_v_and_denominators_are_bounded_below_by_m0_exp_minus_
     assert logZ0[0] == pytest.approx(-math.log(n) + X[0] @ A @ X[0], rel=1e-14)
     # with A = 0 the attention on the sink is m0 / lambda([0, s])
     flat = Attention("softmax", A=np.zeros((d, d)), V=V, causal=True)
-    np.testing.assert_allclose(sink_attention(system.X, flat, system),
-                               m0 / prefix_mass(system.weights, system.positions)[1:], atol=1e-14)
+    np.testing.assert_allclose(
+        sink_attention(system.X, flat, system), m0 / prefix_mass(system.weights, system.positions)[1:], atol=1e-14
+    )
 
 
 def test_masked_attention_with_sink_never_looks_ahead():
@@ -329,7 +340,7 @@ def test_masked_attention_with_sink_never_looks_ahead():
     base = velocity(system.X, layer, system.weights, positions=system.positions)
     for k in (0, 5, 12):
         Y = system.X.copy()
-        Y[system.n_sink + k + 1:] += rng.standard_normal(Y[system.n_sink + k + 1:].shape)
+        Y[system.n_sink + k + 1 :] += rng.standard_normal(Y[system.n_sink + k + 1 :].shape)
         moved = velocity(Y, layer, system.weights, positions=system.positions)
         np.testing.assert_array_equal(moved[: system.n_sink + k + 1], base[: system.n_sink + k + 1])
     P = attention_matrix(system.X, layer, system.weights, positions=system.positions)
@@ -340,8 +351,18 @@ def test_masked_attention_with_sink_never_looks_ahead():
 def test_c22_masked_product_data_follow_the_unmasked_dynamics_as_n_grows():
     """mu_0 = lambda x nu_0 (sink atom m0 = 0.2 at s = 0): the masked solution is lambda x nu_t, nu_t the
     unmasked one (spec §2.6 Fact): masked particles approach both the unmasked particles and the mean field."""
-    out = masked_meanfield_study([100, 900], range(6), [0.2], T=1.0, a=-0.5, v=1.0, alpha0=0.5, sigma0=1.0,
-                                 dt=0.25, against=("unmasked", "meanfield"))
+    out = masked_meanfield_study(
+        [100, 900],
+        range(6),
+        [0.2],
+        T=1.0,
+        a=-0.5,
+        v=1.0,
+        alpha0=0.5,
+        sigma0=1.0,
+        dt=0.25,
+        against=("unmasked", "meanfield"),
+    )
     unmasked, meanfield = out["unmasked_mean"][0].mean(axis=1), out["meanfield_mean"][0].mean(axis=1)
     assert unmasked[1] < 0.5 * unmasked[0], unmasked  # ~ n^{-1/2}: 9 x more tokens, about 3 x smaller
     assert meanfield[1] < meanfield[0] and meanfield[1] < 0.1, meanfield  # noisier: the common sampling error
@@ -350,21 +371,22 @@ def test_c22_masked_product_data_follow_the_unmasked_dynamics_as_n_grows():
 
 def test_without_a_sink_the_first_positions_stay_far_from_the_unmasked_dynamics():
     """The first token sees only itself (x' = v x): its error does not shrink with n; a sink fixes that."""
-    out = masked_meanfield_study([50, 800], range(6), [0.0, 0.2], T=1.0, a=-0.5, v=1.0, alpha0=0.5, sigma0=1.0,
-                                 dt=0.5)
+    out = masked_meanfield_study([50, 800], range(6), [0.0, 0.2], T=1.0, a=-0.5, v=1.0, alpha0=0.5, sigma0=1.0, dt=0.5)
     err = out["profile_err"]
     assert np.max(err[0, :4]) > 3 * np.max(err[1, :4]), err[:, :4]
     first = out["unmasked_first"].mean(axis=2)
     assert first[0, 1] > 0.8 * first[0, 0] and first[1, 1] < 0.5 * first[1, 0], first  # stuck without sink only
     np.testing.assert_allclose(out["unmasked_first"][:, -1, 0], err[:, 0])
     with pytest.raises(ValueError, match="against"):
-        masked_meanfield_study([10], [0], [0.1], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.5,
-                               against=("exact",))
+        masked_meanfield_study(
+            [10], [0], [0.1], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.5, against=("exact",)
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # transport: the conditional distance, W2 to a Gaussian
 # ---------------------------------------------------------------------------------------------
+
 
 def test_conditional_wasserstein_equals_lp_over_couplings_that_keep_positions():
     ot = pytest.importorskip("ot")
@@ -400,7 +422,7 @@ def test_conditional_wasserstein_with_one_group_or_bins_and_bad_marginals():
     gap = np.sqrt(np.mean(np.sum((X - Y) ** 2, axis=1)))
     assert conditional_wasserstein(X, Y, s) == pytest.approx(gap, rel=1e-12)
     binned = conditional_wasserstein(X, Y, s, bins=3)  # three groups of ten
-    manual = np.sqrt(np.mean([wasserstein(X[k:k + 10], Y[k:k + 10]) ** 2 for k in (0, 10, 20)]))
+    manual = np.sqrt(np.mean([wasserstein(X[k : k + 10], Y[k : k + 10]) ** 2 for k in (0, 10, 20)]))
     assert binned == pytest.approx(manual, rel=1e-10) and binned <= gap + 1e-12
     with pytest.raises(ValueError, match="different position marginals"):
         conditional_wasserstein(X, Y, s, positions_Y=np.r_[s[:-1], 0.5])
@@ -414,17 +436,20 @@ def test_wasserstein_to_a_gaussian_in_one_dimension_closed_forms():
     assert wasserstein_gaussian_1d(x, 0.1, 0.0) == pytest.approx(np.sqrt(np.mean((x - 0.1) ** 2)), rel=1e-14)
     # against a fine quantile discretisation of the Gaussian (midpoint rule, 2e6 points)
     from scipy.special import ndtri
+
     rng = np.random.default_rng(1)
     x = rng.standard_normal(50) * 1.3 + 0.2
     u = (np.arange(2_000_000) + 0.5) / 2_000_000
     ref = np.sqrt(np.mean((np.sort(x)[(u * 50).astype(int)] - (0.5 + 1.1 * ndtri(u))) ** 2))
     assert wasserstein_gaussian_1d(x, 0.5, 1.1) == pytest.approx(ref, rel=1e-5)
     assert wasserstein_gaussian_1d(np.repeat(x[:3], 2), 0.0, 1.0) == pytest.approx(
-        wasserstein_gaussian_1d(x[:3], 0.0, 1.0), rel=1e-12)
+        wasserstein_gaussian_1d(x[:3], 0.0, 1.0), rel=1e-12
+    )
     # weights: integer masses are repeated points, and general masses follow the quantile discretisation
     counts = np.array([1, 2, 3, 1, 5])
     assert wasserstein_gaussian_1d(x[:5], 0.3, 0.9, weights=counts / counts.sum()) == pytest.approx(
-        wasserstein_gaussian_1d(np.repeat(x[:5], counts), 0.3, 0.9), rel=1e-12)
+        wasserstein_gaussian_1d(np.repeat(x[:5], counts), 0.3, 0.9), rel=1e-12
+    )
     w = rng.random(50)
     w /= w.sum()
     order = np.argsort(x)
@@ -440,13 +465,16 @@ def test_wasserstein_to_a_gaussian_in_one_dimension_closed_forms():
 # the 1-D Gaussian oracle and the mean-field rate (§3.3, §4.3 item 8), C21
 # ---------------------------------------------------------------------------------------------
 
+
 def test_gaussian_1d_solution_solves_the_moment_odes_and_its_flow_map_pushes_gaussians():
     alpha0, sigma0, a, v = 0.5, 0.8, -0.7, 0.9
     t = np.linspace(0, 2, 2001)
     alpha, sigma = gaussian_1d_solution(t, alpha0, sigma0, a, v)
     h = t[1] - t[0]
     # alpha' = v (1 + a sigma^2) alpha, (sigma^2)' = 2 v a sigma^4 (paper 1 §4.2.1 in d = 1)
-    np.testing.assert_allclose(np.gradient(alpha, h)[1:-1], (v * (1 + a * sigma**2) * alpha)[1:-1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.gradient(alpha, h)[1:-1], (v * (1 + a * sigma**2) * alpha)[1:-1], rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(np.gradient(sigma**2, h)[1:-1], (2 * v * a * sigma**4)[1:-1], rtol=1e-5, atol=1e-6)
     # one particle-system step of the mean field: a large sample follows the flow map
     x0 = alpha0 + sigma0 * np.random.default_rng(0).standard_normal((1000, 1))
@@ -498,6 +526,7 @@ def test_meanfield_against_a_reference_run_shrinks_with_n():
 # ---------------------------------------------------------------------------------------------
 # stability (§3.1–3.2), C20
 # ---------------------------------------------------------------------------------------------
+
 
 def test_stability_bound_integrates_the_support_radius_and_the_constant():
     layer = Attention("softmax", A=[[0.5, 0.2], [-0.1, -0.3]], V=1.3 * np.eye(2))
@@ -558,8 +587,9 @@ def test_c20_measured_growth_factor_stays_below_the_explicit_bound(name):
 # the widget: one update is a library call, well under 0.2 s
 # ---------------------------------------------------------------------------------------------
 
+
 def test_widget_update_runs_every_variant_in_well_under_0_2_seconds():
-    from tokendynamics.experiments import settings
+    from tokendynamics.book.experiments import settings
 
     p = settings("p1_widget")
     X0 = np.random.default_rng(p["seed"]).uniform(-1, 1, (p["n"], 2))

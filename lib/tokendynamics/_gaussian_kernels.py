@@ -45,8 +45,13 @@ def _layer_factors(layer):
         return 0, np.ascontiguousarray(layer.V), P, np.zeros((d, d)), np.zeros((d, d))
     if layer.kind == "l2" and layer.n_heads == 1:
         Q, K = layer.Q[0], layer.K[0]
-        return (1, np.ascontiguousarray(layer.V), np.zeros((1, d, d)),
-                np.ascontiguousarray(2.0 * layer.beta * K.T @ K), np.ascontiguousarray(2.0 * layer.beta * K.T @ Q))
+        return (
+            1,
+            np.ascontiguousarray(layer.V),
+            np.zeros((1, d, d)),
+            np.ascontiguousarray(2.0 * layer.beta * K.T @ K),
+            np.ascontiguousarray(2.0 * layer.beta * K.T @ Q),
+        )
     raise ValueError(f"the compiled projected Euler covers softmax and single-head l2 layers, got {layer!r}")
 
 
@@ -112,8 +117,9 @@ if HAVE_NUMBA:
                 X[c, k] = s / M[c, c]
 
     @numba.njit(cache=True)
-    def _euler_numba(S0, Vs, Ps, G, C, kind, h, tol_low, tol_high, max_iter, floor, save_mask,
-                     out_S, out_it):  # pragma: no cover - compiled
+    def _euler_numba(
+        S0, Vs, Ps, G, C, kind, h, tol_low, tol_high, max_iter, floor, save_mask, out_S, out_it
+    ):  # pragma: no cover - compiled
         d = S0.shape[0]
         H = Vs.shape[0]
         S = S0.copy()
@@ -218,10 +224,32 @@ def euler_members(C, layer, *, step, tol_low, tol_high, max_iter, floor, save_ma
         out_S = np.empty((n_out, d, d))
         out_it = np.empty(n_out, dtype=np.int64)
         code, it, last, after, nrm, n_saved = _euler_numba(
-            np.ascontiguousarray(C[k]), Vs, Ps, G, Cm, kind, float(step), float(tol_low), float(tol_high),
-            int(max_iter), float(floor), mask, out_S, out_it)
+            np.ascontiguousarray(C[k]),
+            Vs,
+            Ps,
+            G,
+            Cm,
+            kind,
+            float(step),
+            float(tol_low),
+            float(tol_high),
+            int(max_iter),
+            float(floor),
+            mask,
+            out_S,
+            out_it,
+        )
         if STATUS[code] == "nonfinite":
             raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) [{k}]")
-        res.append((STATUS[code], int(it), last.copy(), after.copy(), float(nrm), out_it[:n_saved].copy(),
-                    out_S[:n_saved].copy()))
+        res.append(
+            (
+                STATUS[code],
+                int(it),
+                last.copy(),
+                after.copy(),
+                float(nrm),
+                out_it[:n_saved].copy(),
+                out_S[:n_saved].copy(),
+            )
+        )
     return res

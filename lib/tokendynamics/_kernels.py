@@ -63,8 +63,12 @@ def _factors(X, layer, w, h):
         right = X
         col = logw
     values = X @ layer.V[h].T
-    return (np.ascontiguousarray(left), np.ascontiguousarray(right), np.ascontiguousarray(col),
-            np.ascontiguousarray(values))
+    return (
+        np.ascontiguousarray(left),
+        np.ascontiguousarray(right),
+        np.ascontiguousarray(col),
+        np.ascontiguousarray(values),
+    )
 
 
 def _safe_log(w):

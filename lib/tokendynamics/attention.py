@@ -23,6 +23,7 @@ References: Castin, Ablin, Carrillo, Peyré (paper 1) §2; Li et al. (paper 2) �
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -30,6 +31,7 @@ import numpy as np
 from scipy.special import expit
 
 from .errors import ConvergenceError, NonFiniteError
+from .validation import validate_positions, validate_tokens, validate_weights
 
 __all__ = [
     "KINDS",
@@ -37,9 +39,8 @@ __all__ = [
     "attention_matrix",
     "velocity",
     "sinkhorn_potentials",
-    "validate_tokens",
-    "validate_weights",
-    "validate_square",
+    "LayerLike",
+    "layer_at",
 ]
 
 KINDS = ("softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid")
@@ -201,7 +202,7 @@ class Attention:
         """Number of heads H."""
         return self.A.shape[0]
 
-    def with_(self, **changes) -> "Attention":
+    def with_(self, **changes) -> Attention:
         """A copy with some fields changed (validated again), e.g. ``layer.with_(beta=2.0)``."""
         if ("Q" in changes or "K" in changes) and "A" not in changes:
             changes["A"] = None
@@ -238,66 +239,33 @@ class Attention:
         return f"Attention({self.kind!r}, d={self.d}{heads}, beta={self.beta:g}{extra}{causal})"
 
 
-# ---------------------------------------------------------------------------------------------
-# input validation shared by every entry point
-# ---------------------------------------------------------------------------------------------
-
-def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a float64 (n, d) array, or raise a ValueError that says what is wrong."""
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array of tokens (n, d), got shape {X.shape}")
-    if X.shape[0] == 0:
-        raise ValueError(f"{name} must contain at least one token")
-    if d is not None and X.shape[1] != d:
-        raise ValueError(f"{name} has tokens of dimension {X.shape[1]} but the layer has d = {d}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return X
+#: A layer, or a function of depth returning one (depth-dependent parameters :math:`(A_t, V_t)`).
+LayerLike = Attention | Callable[[float], Attention]
 
 
-def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
-    """Return ``M`` as a finite float64 square matrix (d x d if ``d`` is given), or raise a ValueError."""
-    M = np.asarray(M, dtype=float)
-    if M.ndim != 2 or M.shape[0] != M.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {M.shape}")
-    if d is not None and M.shape[0] != d:
-        raise ValueError(f"{name} must be {d} x {d}, got shape {M.shape}")
-    if not np.all(np.isfinite(M)):
-        raise ValueError(f"{name} contains non-finite values")
-    return M
+def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
+    """The layer acting at depth ``t``: ``layer`` itself, or ``layer(t)`` for a depth-dependent one.
 
-
-def validate_weights(weights, n: int) -> np.ndarray | None:
-    """Check that ``weights`` is a probability vector of length n; None means uniform."""
-    if weights is None:
-        return None
-    w = np.asarray(weights, dtype=float)
-    if w.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},) like the tokens, got {w.shape}")
-    if not np.all(np.isfinite(w)):
-        raise ValueError("weights contain non-finite values")
-    if np.any(w < 0):
-        raise ValueError("weights must be non-negative")
-    if abs(w.sum() - 1.0) > 1e-9:
-        raise ValueError(f"weights must sum to 1 (a probability measure), they sum to {w.sum():.12g}")
-    return w
-
-
-def _validate_positions(positions, n: int) -> np.ndarray:
-    if positions is None:
-        return np.arange(n, dtype=float)
-    s = np.asarray(positions, dtype=float)
-    if s.shape != (n,):
-        raise ValueError(f"positions must have shape ({n},) like the tokens, got {s.shape}")
-    if not np.all(np.isfinite(s)):
-        raise ValueError("positions contain non-finite values")
-    return s
+    Raises a TypeError if the callable does not return an :class:`Attention`, and a ValueError if
+    the layer's dimension is not ``d``.
+    """
+    if isinstance(layer, Attention):
+        lay = layer
+    elif callable(layer):
+        lay = layer(t)
+    else:
+        raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
+    if not isinstance(lay, Attention):
+        raise TypeError(f"a time-dependent layer must return an Attention, got {type(lay).__name__}")
+    if lay.d != d:
+        raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the tokens have d = {d}")
+    return lay
 
 
 # ---------------------------------------------------------------------------------------------
 # scores and attention matrices
 # ---------------------------------------------------------------------------------------------
+
 
 def _log_weights(w: np.ndarray | None, n: int) -> np.ndarray:
     if w is None:
@@ -325,8 +293,9 @@ def _lse(a: np.ndarray, axis: int) -> np.ndarray:
         return (np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m).squeeze(axis)
 
 
-def sinkhorn_potentials(logK: np.ndarray, logw: np.ndarray, *, eps: float, max_iter: int, tol: float,
-                        g0: np.ndarray | None = None):
+def sinkhorn_potentials(
+    logK: np.ndarray, logw: np.ndarray, *, eps: float, max_iter: int, tol: float, g0: np.ndarray | None = None
+):
     r"""Log-domain Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`.
 
     Solves for potentials :math:`f, g` such that the plan
@@ -358,8 +327,7 @@ def sinkhorn_potentials(logK: np.ndarray, logw: np.ndarray, *, eps: float, max_i
     return f, g, it, err
 
 
-def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0,
-                     return_info: bool = False):
+def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0, return_info: bool = False):
     r"""The attention matrix :math:`P^{(h)}` of one head (dense n x n).
 
     ``velocity(X, layer) = sum_h P^(h) @ X @ V_h.T``. Masses :math:`w_j` are included
@@ -375,7 +343,7 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     w = validate_weights(weights, n)
     if not 0 <= head < layer.n_heads:
         raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
-    P, info = _attention_matrix(X, layer, w, _validate_positions(positions, n), head)
+    P, info = _attention_matrix(X, layer, w, validate_positions(positions, n), head)
     return (P, info) if return_info else P
 
 
@@ -412,8 +380,9 @@ def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(No
         logw = _log_weights(w, n)
         W /= layer.eps
         g0 = None if sinkhorn_state is None else sinkhorn_state.get(h)
-        f, g, it, err = sinkhorn_potentials(W, logw, eps=layer.eps, max_iter=layer.sinkhorn_iters,
-                                            tol=layer.sinkhorn_tol, g0=g0)
+        f, g, it, err = sinkhorn_potentials(
+            W, logw, eps=layer.eps, max_iter=layer.sinkhorn_iters, tol=layer.sinkhorn_tol, g0=g0
+        )
         if sinkhorn_state is not None:
             sinkhorn_state[h] = g
         W += (f[:, None] + g[None, :]) / layer.eps + logw[None, :]
@@ -443,6 +412,7 @@ def _attention_matrix(X, layer, w, s, h, sinkhorn_state=None):
 # the velocity field
 # ---------------------------------------------------------------------------------------------
 
+
 def _linear_field(X, layer, w, s, h):
     r""":math:`\beta V M_2 A^\top x_i` with the (causal, if asked) second moment; no n x n matrix."""
     n, d = X.shape
@@ -461,8 +431,9 @@ def _linear_field(X, layer, w, s, h):
     return layer.beta * np.einsum("ia,iab,cb->ic", X @ A, M2, V)
 
 
-def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str = "auto",
-             sinkhorn_state: dict | None = None) -> np.ndarray:
+def velocity(
+    X, layer: Attention, weights=None, *, positions=None, backend: str = "auto", sinkhorn_state: dict | None = None
+) -> np.ndarray:
     r"""The in-context velocity field :math:`\Gamma_\mu` at the tokens, for :math:`\mu=\sum_j w_j\delta_{x_j}`.
 
     .. math:: \Gamma_\mu(x_i) = \sum_{h} \sum_j P^{(h)}_{ij} V_h x_j
@@ -505,7 +476,7 @@ def velocity(X, layer: Attention, weights=None, *, positions=None, backend: str 
     X = validate_tokens(X, layer.d)
     n = X.shape[0]
     w = validate_weights(weights, n)
-    s = _validate_positions(positions, n)
+    s = validate_positions(positions, n)
     if backend not in ("auto", "numpy", "numba", "dense"):
         raise ValueError(f"backend must be 'auto', 'numpy', 'numba' or 'dense', got {backend!r}")
     # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked

@@ -37,6 +37,5 @@ class BlowUpError(TokenDynamicsError, RuntimeError):
         self.last_good_time = float(last_good_time)
         self.reason = reason
         super().__init__(
-            f"blow-up detected at t = {self.time:.6g} (last finite state at t = "
-            f"{self.last_good_time:.6g}): {reason}"
+            f"blow-up detected at t = {self.time:.6g} (last finite state at t = {self.last_good_time:.6g}): {reason}"
         )

@@ -48,17 +48,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Union
 
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm, fractional_matrix_power
 
-from .attention import Attention, validate_weights
+from .attention import Attention, LayerLike, layer_at
 from .errors import BlowUpError, NonFiniteError
-from .particles import _layer_at as _particle_layer_at
-from .particles import _parse_span
-from .transport import bures_wasserstein, psd_sqrt, validate_covariance, validate_gaussian
+from .particles import sample_gaussian, simulate
+from .transport import bures_wasserstein, psd_sqrt
+from .validation import parse_span, validate_covariance, validate_gaussian, validate_weights
 
 __all__ = [
     "GAUSSIAN_KINDS",
@@ -89,12 +88,11 @@ __all__ = [
     "disc_point",
     "cov_from_cone",
     "cone_grid",
+    "sinkhorn_spectrum",
 ]
 
 GAUSSIAN_KINDS = ("softmax", "linear", "l2", "sinkhorn")
 """Attention kinds whose field is affine on Gaussians (any number of heads)."""
-
-LayerLike = Union[Attention, Callable[[float], Attention]]
 
 # eigenvalues of Sigma^{1/2} below this fraction of the largest (of Sigma: 1e-14) count as zero (Sinkhorn)
 _PINV_RTOL = 1e-7
@@ -107,6 +105,7 @@ class NotGaussianPreservingError(ValueError):
 # ---------------------------------------------------------------------------------------------
 # the affine field on Gaussians (batched over leading axes)
 # ---------------------------------------------------------------------------------------------
+
 
 def _check_layer(layer: Attention) -> None:
     if not isinstance(layer, Attention):
@@ -128,7 +127,7 @@ def _sym(S):
     return 0.5 * (S + np.swapaxes(S, -1, -2))
 
 
-def _sinkhorn_spectrum(root, cov, B):
+def sinkhorn_spectrum(root, cov, B):
     r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}` (batched).
 
     With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
@@ -179,7 +178,7 @@ def _affine_field(mean, cov, layer: Attention):
             if root is None:
                 root, root_pinv = psd_sqrt(cov, pinv_rtol=_PINV_RTOL)
             B = (beta / layer.eps) * layer.A[h].T  # paper 1's A_1 / eps
-            sq, W = _sinkhorn_spectrum(root, cov, B)
+            sq, W = sinkhorn_spectrum(root, cov, B)
             X = (W * (2.0 / (1.0 + sq))[..., None, :]) @ np.swapaxes(W, -1, -2)
             left = cov @ B @ root @ X  # C^T = left @ root
             MSh = V @ (left @ root)
@@ -263,6 +262,7 @@ def _rhs(mean, cov, layer):
 # trajectories and the accurate solver
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, eq=False)
 class GaussianTrajectory:
     r"""A solution :math:`t\mapsto N(\alpha_t,\Sigma_t)` of the Gaussian ODEs.
@@ -335,16 +335,30 @@ class GaussianTrajectory:
 
 def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     """The layer at time t (constant or ``t -> Attention``), checked like the particle core's, and Gaussian-preserving."""
-    lay = _particle_layer_at(layer, t, d)
+    lay = layer_at(layer, t, d)
     _check_layer(lay)
     return lay
 
 
-def solve_gaussian(mean0, cov0, layer: LayerLike, t_span=None, *, mode: str = "accurate",
-                   t_eval=None, method: str = "DOP853", rtol: float = 1e-10, atol: float = 1e-12,
-                   blowup_trace: float = 1e8, on_blowup: str = "stop", step: float | None = None,
-                   tol_low: float = 1e-5, tol_high: float = 1e3, max_iter: int = 50_000,
-                   save="all") -> GaussianTrajectory:
+def solve_gaussian(
+    mean0,
+    cov0,
+    layer: LayerLike,
+    t_span=None,
+    *,
+    mode: str = "accurate",
+    t_eval=None,
+    method: str = "DOP853",
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    blowup_trace: float = 1e8,
+    on_blowup: str = "stop",
+    step: float | None = None,
+    tol_low: float = 1e-5,
+    tol_high: float = 1e3,
+    max_iter: int = 50_000,
+    save="all",
+) -> GaussianTrajectory:
     r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (paper 1 §4).
 
     Parameters
@@ -395,25 +409,50 @@ def solve_gaussian(mean0, cov0, layer: LayerLike, t_span=None, *, mode: str = "a
         t_max = None
         t0 = 0.0
         if t_span is not None:
-            t0, T = _parse_span(t_span)
+            t0, T = parse_span(t_span)
             t_max = T - t0
         # a zero mean stays zero for every kind (b and M alpha vanish): then only Sigma is integrated
-        runs = projected_euler(cov0, layer, step=step, mean0=mean0 if np.any(mean0) else None,
-                               tol_low=tol_low, tol_high=tol_high, max_iter=max_iter, save=save, t_max=t_max)
+        runs = projected_euler(
+            cov0,
+            layer,
+            step=step,
+            mean0=mean0 if np.any(mean0) else None,
+            tol_low=tol_low,
+            tol_high=tol_high,
+            max_iter=max_iter,
+            save=save,
+            t_max=t_max,
+        )
         it, covs, means = runs.trajectory(0)
         status = str(runs.status[0])
         if status == "blowup" and on_blowup == "raise":
-            raise BlowUpError(runs.exit_time[0] + step, runs.exit_time[0],
-                              f"trace exceeded tol_high = {tol_high:g} (projected Euler, step {step:g})")
+            raise BlowUpError(
+                runs.exit_time[0] + step,
+                runs.exit_time[0],
+                f"trace exceeded tol_high = {tol_high:g} (projected Euler, step {step:g})",
+            )
         return GaussianTrajectory(
-            t=t0 + it * step, mean=means, cov=covs, layer=layer, mode="faithful", status=status,
-            exit_time=t0 + float(runs.exit_time[0]), iterations=int(runs.iterations[0]),
-            info={"step": step, "tol_low": tol_low, "tol_high": tol_high, "max_iter": max_iter,
-                  "rhs_norm": float(runs.rhs_norm[0]), "cov_after": runs.cov_after[0]})
+            t=t0 + it * step,
+            mean=means,
+            cov=covs,
+            layer=layer,
+            mode="faithful",
+            status=status,
+            exit_time=t0 + float(runs.exit_time[0]),
+            iterations=int(runs.iterations[0]),
+            info={
+                "step": step,
+                "tol_low": tol_low,
+                "tol_high": tol_high,
+                "max_iter": max_iter,
+                "rhs_norm": float(runs.rhs_norm[0]),
+                "cov_after": runs.cov_after[0],
+            },
+        )
 
     if t_span is None:
         raise ValueError("accurate mode needs t_span (T or (t0, T))")
-    t0, T = _parse_span(t_span)
+    t0, T = parse_span(t_span)
     if not (blowup_trace > 0):
         raise ValueError("blowup_trace must be positive")
     first = _layer_at(layer, t0, np.atleast_1d(np.asarray(mean0)).shape[0])
@@ -446,14 +485,19 @@ def solve_gaussian(mean0, cov0, layer: LayerLike, t_span=None, *, mode: str = "a
         t_eval = np.asarray(t_eval, dtype=float)
         if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or t_eval[0] < t0 or t_eval[-1] > T:
             raise ValueError("t_eval must be increasing and inside t_span")
-    sol = solve_ivp(fun, (t0, T), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval,
-                    events=event)
+    sol = solve_ivp(fun, (t0, T), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval, events=event)
     if sol.status == -1:
-        raise BlowUpError(float(sol.t[-1]) if sol.t.size else t0, float(sol.t[-1]) if sol.t.size else t0,
-                          f"solve_ivp failed: {sol.message}")
+        raise BlowUpError(
+            float(sol.t[-1]) if sol.t.size else t0,
+            float(sol.t[-1]) if sol.t.size else t0,
+            f"solve_ivp failed: {sol.message}",
+        )
     ts, ys = sol.t, sol.y.T
-    status, exit_time, info = "completed", None, {"nfev": int(sol.nfev), "method": method, "rtol": rtol,
-                                                   "atol": atol, "blowup_trace": blowup_trace}
+    status, exit_time, info = (
+        "completed",
+        None,
+        {"nfev": int(sol.nfev), "method": method, "rtol": rtol, "atol": atol, "blowup_trace": blowup_trace},
+    )
     if sol.status == 1 and sol.t_events[0].size:
         exit_time = float(sol.t_events[0][0])
         y_ev = sol.y_events[0][0]
@@ -465,19 +509,24 @@ def solve_gaussian(mean0, cov0, layer: LayerLike, t_span=None, *, mode: str = "a
         info["blowup_time_extrapolated"] = exit_time + float(np.trace(S_ev) / np.trace(dS))
         status = "blowup"
         if on_blowup == "raise":
-            raise BlowUpError(exit_time, float(ts[-2]) if ts.size > 1 else t0,
-                              f"tr Sigma reached blowup_trace = {blowup_trace:.3g} "
-                              f"(extrapolated pole at t = {info['blowup_time_extrapolated']:.6g})")
+            raise BlowUpError(
+                exit_time,
+                float(ts[-2]) if ts.size > 1 else t0,
+                f"tr Sigma reached blowup_trace = {blowup_trace:.3g} "
+                f"(extrapolated pole at t = {info['blowup_time_extrapolated']:.6g})",
+            )
     means = ys[:, :d]
     Phis = ys[:, d:].reshape(-1, d, d)
     covs = _sym(Phis @ S0 @ np.swapaxes(Phis, -1, -2))
-    return GaussianTrajectory(t=ts, mean=means, cov=covs, layer=layer, mode="accurate", status=status,
-                              exit_time=exit_time, info=info)
+    return GaussianTrajectory(
+        t=ts, mean=means, cov=covs, layer=layer, mode="accurate", status=status, exit_time=exit_time, info=info
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # the official projected Euler scheme, vectorised over a batch of initial covariances
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class EulerRuns:
@@ -561,9 +610,20 @@ def _save_mask(save, max_iter: int) -> np.ndarray:
     return mask
 
 
-def projected_euler(cov0, layer: Attention, *, step: float, mean0=None, tol_low: float = 1e-5,
-                    tol_high: float = 1e3, max_iter: int = 50_000, save="log",
-                    t_max: float | None = None, psd_floor: float = 1e-14, backend: str = "auto") -> EulerRuns:
+def projected_euler(
+    cov0,
+    layer: Attention,
+    *,
+    step: float,
+    mean0=None,
+    tol_low: float = 1e-5,
+    tol_high: float = 1e3,
+    max_iter: int = 50_000,
+    save="log",
+    t_max: float | None = None,
+    psd_floor: float = 1e-14,
+    backend: str = "auto",
+) -> EulerRuns:
     r"""The official code's projected Euler scheme for the covariance ODE, for a batch of initial covariances.
 
     Loop ``i = 0, 1, ..., max_iter - 1`` (paper 1 official code, spec §6.0): store :math:`\Sigma_i`;
@@ -637,25 +697,40 @@ def projected_euler(cov0, layer: Attention, *, step: float, mean0=None, tol_low:
     if backend == "numba" and not compiled_ok:
         raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
     if backend != "numpy" and compiled_ok:
-        res = kernels.euler_members(C, layer, step=step, tol_low=tol_low, tol_high=tol_high,
-                                    max_iter=last_allowed, floor=psd_floor, save_mask=mask[:last_allowed])
+        res = kernels.euler_members(
+            C,
+            layer,
+            step=step,
+            tol_low=tol_low,
+            tol_high=tol_high,
+            max_iter=last_allowed,
+            floor=psd_floor,
+            save_mask=mask[:last_allowed],
+        )
         status = np.array([r[0] for r in res], dtype=object)
         iterations = np.array([r[1] for r in res], dtype=int)
         if limited:
             cut = status == "max_iter"
             status[cut], iterations[cut] = "completed", last_allowed - 1
         return EulerRuns(
-            status=status.astype(str), iterations=iterations, exit_time=iterations * step,
-            cov_last=np.array([r[2] for r in res]), cov_after=np.array([r[3] for r in res]),
-            mean_last=np.zeros((B, d)), rhs_norm=np.array([r[4] for r in res]),
-            saved_iterations=[r[5].astype(int) for r in res], saved_cov=[r[6] for r in res],
-            saved_mean=[np.zeros((len(r[5]), d)) for r in res], step=float(step))
-    return _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed,
-                                  limited, psd_floor)
+            status=status.astype(str),
+            iterations=iterations,
+            exit_time=iterations * step,
+            cov_last=np.array([r[2] for r in res]),
+            cov_after=np.array([r[3] for r in res]),
+            mean_last=np.zeros((B, d)),
+            rhs_norm=np.array([r[4] for r in res]),
+            saved_iterations=[r[5].astype(int) for r in res],
+            saved_cov=[r[6] for r in res],
+            saved_mean=[np.zeros((len(r[5]), d)) for r in res],
+            step=float(step),
+        )
+    return _projected_euler_numpy(
+        C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor
+    )
 
 
-def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited,
-                           psd_floor):
+def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor):
     B, d = C.shape[0], C.shape[1]
     if mean0 is None:
         m = np.zeros((B, d))
@@ -689,8 +764,9 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             nrm = np.sqrt(np.einsum("bij,bij->b", R, R))
             if not np.all(np.isfinite(nrm)):
                 bad = active[~np.isfinite(nrm)]
-                raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {i} "
-                                     f"for member(s) {bad.tolist()[:5]}")
+                raise NonFiniteError(
+                    f"projected Euler: non-finite right-hand side at iteration {i} for member(s) {bad.tolist()[:5]}"
+                )
             S_new = _project_psd(S + step * R, psd_floor)
             mu_new = mu + step * dm
             tr = np.trace(S_new, axis1=1, axis2=2)
@@ -720,16 +796,24 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             else:
                 S, mu = S_new, mu_new
     return EulerRuns(
-        status=status.astype(str), iterations=iterations, exit_time=iterations * step, cov_last=cov_last,
-        cov_after=cov_after, mean_last=mean_last, rhs_norm=rhs_norm,
+        status=status.astype(str),
+        iterations=iterations,
+        exit_time=iterations * step,
+        cov_last=cov_last,
+        cov_after=cov_after,
+        mean_last=mean_last,
+        rhs_norm=rhs_norm,
         saved_iterations=[np.array(s, dtype=int) for s in saved_it],
         saved_cov=[np.array(s).reshape(-1, d, d) for s in saved_S],
-        saved_mean=[np.array(s).reshape(-1, d) for s in saved_m], step=float(step))
+        saved_mean=[np.array(s).reshape(-1, d) for s in saved_m],
+        step=float(step),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # particles against the ODE
 # ---------------------------------------------------------------------------------------------
+
 
 def empirical_moments(X, weights=None):
     r"""Mean and covariance of the measure :math:`\mu=\sum_jw_j\delta_{x_j}` of tokens ``X`` (..., n, d).
@@ -806,9 +890,20 @@ class ParticleComparison:
     n: int
 
 
-def compare_with_particles(layer: Attention, mean0, cov0, *, n: int, T: float, dt: float, seed=None,
-                           method: str = "rk4", save_every: int = 1, rtol: float = 1e-10,
-                           atol: float = 1e-12) -> ParticleComparison:
+def compare_with_particles(
+    layer: Attention,
+    mean0,
+    cov0,
+    *,
+    n: int,
+    T: float,
+    dt: float,
+    seed=None,
+    method: str = "rk4",
+    save_every: int = 1,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> ParticleComparison:
     r"""Run n particles from :math:`N(\alpha_0,\Sigma_0)` with :func:`~tokendynamics.particles.simulate` and compare with the ODE.
 
     The particles follow :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` (the shared core, fixed step ``dt``).
@@ -819,13 +914,12 @@ def compare_with_particles(layer: Attention, mean0, cov0, *, n: int, T: float, d
     (paper 1 §3.3, claims C1–C3). What remains from the sample's moments is the effect of the
     sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
     """
-    from .particles import sample_gaussian, simulate
-
     _check_layer(layer)
     mean0, cov0 = _validate_state(mean0, cov0, layer.d)
     X0 = sample_gaussian(n, mean0, cov0, rng=seed)
-    traj = simulate(X0, layer, T, dt=dt, method=method, save_every=save_every,
-                    seed=seed if isinstance(seed, int) else None)
+    traj = simulate(
+        X0, layer, T, dt=dt, method=method, save_every=save_every, seed=seed if isinstance(seed, int) else None
+    )
     pm, pc = empirical_moments(traj.X)
     pc = _sym(pc)
     span = (traj.t[0], traj.t[-1])
@@ -836,14 +930,24 @@ def compare_with_particles(layer: Attention, mean0, cov0, *, n: int, T: float, d
         return np.array([bures_wasserstein(pm[k], pc[k], o.mean[k], o.cov[k]) for k in range(len(traj.t))])
 
     return ParticleComparison(
-        t=traj.t, w2=w2(ode), w2_exact=w2(exact), mean_error=np.linalg.norm(pm - ode.mean, axis=1),
-        cov_error=np.linalg.norm(pc - ode.cov, ord=2, axis=(1, 2)), particle_mean=pm, particle_cov=pc,
-        ode=ode, ode_exact=exact, particles=traj, n=n)
+        t=traj.t,
+        w2=w2(ode),
+        w2_exact=w2(exact),
+        mean_error=np.linalg.norm(pm - ode.mean, axis=1),
+        cov_error=np.linalg.norm(pc - ode.cov, ord=2, axis=(1, 2)),
+        particle_mean=pm,
+        particle_cov=pc,
+        ode=ode,
+        ode_exact=exact,
+        particles=traj,
+        n=n,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # closed forms (paper 1 §4.3)
 # ---------------------------------------------------------------------------------------------
+
 
 def _softmax_single(layer: Attention, what: str) -> Attention:
     _check_layer(layer)
@@ -885,8 +989,11 @@ def isotropic_covariance(cov0, layer: Attention, t):
     ts = np.atleast_1d(np.asarray(t, dtype=float))
     Tstar = blowup_time(cov0, layer)
     if np.any(ts >= Tstar):
-        raise BlowUpError(Tstar, float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
-                          f"the covariance blows up at T* = {Tstar:.6g}")
+        raise BlowUpError(
+            Tstar,
+            float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
+            f"the covariance blows up at T* = {Tstar:.6g}",
+        )
     out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
     return out[0] if np.ndim(t) == 0 else out
 
@@ -931,8 +1038,11 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     ts = np.atleast_1d(np.asarray(t, dtype=float))
     Tstar = blowup_time(cov0, layer)
     if np.any(ts >= Tstar):
-        raise BlowUpError(Tstar, float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
-                          f"the mean and covariance blow up at T* = {Tstar:.6g}")
+        raise BlowUpError(
+            Tstar,
+            float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
+            f"the mean and covariance blow up at T* = {Tstar:.6g}",
+        )
     out = []
     for s in ts:
         P = np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A
@@ -983,8 +1093,10 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
             raise ValueError("the L2 clustering limit needs ker K^T Q = ker K")
     lamS = np.linalg.eigvalsh(S)
     if lamS[-1] > 1e-12 * max(1.0, np.abs(lamS).max()):
-        raise ValueError("the clustering limit needs a negative semi-definite symmetric part "
-                         f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance does not cluster")
+        raise ValueError(
+            "the clustering limit needs a negative semi-definite symmetric part "
+            f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance does not cluster"
+        )
     cov0 = validate_covariance(cov0, "cov0", layer.d)
     R0 = psd_sqrt(cov0)
     lam, U = np.linalg.eigh(_sym(R0 @ S @ R0))
@@ -1018,8 +1130,15 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
     r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval`` (from 0); returns (m, d)."""
     z0 = np.asarray(z0, dtype=float)
     t_eval = np.asarray(t_eval, dtype=float)
-    sol = solve_ivp(lambda t, z: rank_one_velocity(z, layer), (0.0, float(t_eval[-1])), z0,
-                    method="DOP853", rtol=rtol, atol=atol, t_eval=t_eval)
+    sol = solve_ivp(
+        lambda t, z: rank_one_velocity(z, layer),
+        (0.0, float(t_eval[-1])),
+        z0,
+        method="DOP853",
+        rtol=rtol,
+        atol=atol,
+        t_eval=t_eval,
+    )
     if sol.status != 0:
         raise BlowUpError(float(sol.t[-1]), float(sol.t[-1]), f"rank-one ODE failed: {sol.message}")
     return sol.y.T
@@ -1073,9 +1192,12 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     if np.any(den <= 0):
         Tstar = 1.0 / (2.0 * v * a * var0)
         before = ts[ts < Tstar]
-        raise BlowUpError(Tstar, float(before.max()) if before.size else 0.0,
-                          f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested "
-                          f"time {float(ts.max()):.6g}")
+        raise BlowUpError(
+            Tstar,
+            float(before.max()) if before.size else 0.0,
+            f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested "
+            f"time {float(ts.max()):.6g}",
+        )
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 
@@ -1119,6 +1241,7 @@ def growth_rate(layer: Attention) -> float:
 # ---------------------------------------------------------------------------------------------
 # diagnostics
 # ---------------------------------------------------------------------------------------------
+
 
 def covariance_eigenvalues(cov) -> np.ndarray:
     """Eigenvalues of a covariance or a stack of them, in decreasing order (shape (..., d))."""
@@ -1183,6 +1306,6 @@ def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
     W = np.linspace(limits[2], limits[3], n_w)
     uu, ww = np.meshgrid(U, W, indexing="ij")
     uu, ww = uu.ravel(), ww.ravel()
-    inside = 1.0 - uu ** 2 > ww ** 2
+    inside = 1.0 - uu**2 > ww**2
     pts = np.stack([uu[inside], ww[inside], np.ones(inside.sum())], axis=-1)
     return cov_from_cone(pts)

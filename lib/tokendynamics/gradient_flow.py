@@ -42,17 +42,26 @@ blocks of rows.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import (BLOCK_ENTRIES, Attention, sinkhorn_potentials, validate_square, validate_tokens,
-                        validate_weights, velocity)
+from .attention import BLOCK_ENTRIES, Attention, sinkhorn_potentials, velocity
 from .errors import ConvergenceError, NonFiniteError
-from .gaussian import _sinkhorn_spectrum as _gaussian_sinkhorn_spectrum
-from .transport import bures_wasserstein, psd_sqrt, validate_covariance, validate_gaussian, wasserstein
+from .gaussian import gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
+from .transport import bures_wasserstein, psd_sqrt, wasserstein
+from .validation import (
+    validate_covariance,
+    validate_gaussian,
+    validate_measure,
+    validate_spd,
+    validate_square,
+    validate_symmetric,
+    validate_tokens,
+    validate_weights,
+)
 
 __all__ = [
     "layer_matrices",
@@ -97,35 +106,9 @@ _LOG_MAX = 700.0  # exp(700) ~ 1e304: above this a value is reported as an overf
 # validation helpers
 # ---------------------------------------------------------------------------------------------
 
-def _matrix(A, d: int | None = None, name: str = "A") -> np.ndarray:
-    return validate_square(A, name, d)
-
 
 def _is_symmetric(A, tol: float = 1e-12) -> bool:
     return bool(np.max(np.abs(A - A.T)) <= tol * max(1.0, float(np.max(np.abs(A)))))
-
-
-def _symmetric(A, name: str = "A", d: int | None = None) -> np.ndarray:
-    A = _matrix(A, d, name)
-    if not _is_symmetric(A):
-        raise ValueError(f"{name} must be symmetric for this statement (paper 1 spec §5 needs A = A^T)")
-    return 0.5 * (A + A.T)
-
-
-def _spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
-    M = _symmetric(M, name, d)
-    lam = np.linalg.eigvalsh(M)
-    if lam[0] <= 1e-12 * max(1.0, abs(lam[-1])):
-        raise ValueError(f"{name} must be symmetric positive definite; its smallest eigenvalue is {lam[0]:.3g}")
-    return M
-
-
-def _measure(X, weights, d: int | None = None, name: str = "X"):
-    X = validate_tokens(X, d, name)
-    w = validate_weights(weights, X.shape[0])
-    if w is None:
-        w = np.full(X.shape[0], 1.0 / X.shape[0])
-    return X, w
 
 
 def _block_rows(n_rows: int, n_cols: int, matrices: int = 1) -> int:
@@ -136,8 +119,9 @@ def _block_rows(n_rows: int, n_cols: int, matrices: int = 1) -> int:
 
 def _exp_checked(logv: np.ndarray | float, what: str):
     if np.any(np.asarray(logv) > _LOG_MAX):
-        raise NonFiniteError(f"{what} overflows float64 (its logarithm is {float(np.max(logv)):.4g}); "
-                             "use log=True or smaller scores")
+        raise NonFiniteError(
+            f"{what} overflows float64 (its logarithm is {float(np.max(logv)):.4g}); use log=True or smaller scores"
+        )
     return np.exp(logv)
 
 
@@ -158,6 +142,7 @@ def layer_matrices(layer: Attention):
 # the interaction energy of weighted empirical measures
 # ---------------------------------------------------------------------------------------------
 
+
 def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, log: bool = False):
     r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` at the points ``at`` (default: the tokens).
 
@@ -169,9 +154,9 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
 
     Returns ``Z`` (m,) or ``(Z, gradZ)`` with ``gradZ`` of shape (m, d).
     """
-    X, w = _measure(X, weights)
+    X, w = validate_measure(X, weights)
     n, d = X.shape
-    A = _matrix(A, d)
+    A = validate_square(A, "A", d)
     P = X if at is None else validate_tokens(at, d, "at")
     m = P.shape[0]
     logZ = np.empty(m)
@@ -210,9 +195,9 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
     NonFiniteError
         If :math:`E_A` overflows float64 (use ``log=True``).
     """
-    X, w = _measure(X, weights)
+    X, w = validate_measure(X, weights)
     n, d = X.shape
-    A = _matrix(A, d)
+    A = validate_square(A, "A", d)
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     AX = X @ A.T
@@ -236,8 +221,8 @@ def first_variation(X, A, weights=None, at=None) -> np.ndarray:
     :math:`\frac{d}{dh}E_A(\mu+h\chi)|_{h=0}=\int\frac{\delta E_A}{\delta\mu}\,d\chi` for signed
     :math:`\chi` of zero mass (tested by finite differences on the weights).
     """
-    X, w = _measure(X, weights)
-    A = _matrix(A, X.shape[1])
+    X, w = validate_measure(X, weights)
+    A = validate_square(A, "A", X.shape[1])
     if _is_symmetric(A):
         return partition_function(X, A, w, at)
     return 0.5 * (partition_function(X, A, w, at) + partition_function(X, A.T, w, at))
@@ -251,8 +236,8 @@ def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
     changes the energy at the rate :math:`\partial E_A/\partial x_i=w_i\nabla\frac{\delta E_A}{\delta\mu}(x_i)`
     (tested).
     """
-    X, w = _measure(X, weights)
-    A = _matrix(A, X.shape[1])
+    X, w = validate_measure(X, weights)
+    A = validate_square(A, "A", X.shape[1])
     _, g = partition_function(X, A, w, at, gradient=True)
     if _is_symmetric(A):
         return g
@@ -270,7 +255,7 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
     sign is the sign rule of :func:`energy_sign`.
     """
     A, _ = layer_matrices(layer)
-    X, w = _measure(X, weights, layer.d)
+    X, w = validate_measure(X, weights, layer.d)
     U = velocity(X, layer, w) if field is None else np.asarray(field, dtype=float)
     if U.shape != X.shape:
         raise ValueError(f"field must have the shape of the tokens {X.shape}, got {U.shape}")
@@ -287,7 +272,7 @@ def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
     :math:`\langle g,Mg\rangle=\tfrac12\langle g,(M+M^\top)g\rangle`, its sign follows
     :func:`energy_sign` whenever :math:`M+M^\top` is semi-definite.
     """
-    X, w = _measure(X, weights)
+    X, w = validate_measure(X, weights)
     M = twisted_matrix(A, V)
     if normalized:
         _, g = partition_function(X, A, w, gradient=True, log=True)
@@ -323,7 +308,7 @@ def kinetic_norm(U, weights=None, M=None) -> float:
     if M is None:
         q = np.einsum("ij,ij->i", U, U)
     else:
-        M = _spd(M, "M", U.shape[1])
+        M = validate_spd(M, "M", U.shape[1])
         q = np.einsum("ij,ij->i", U, np.linalg.solve(M, U.T).T)
     return float(math.sqrt(max(0.0, float(np.sum(w * q)))))
 
@@ -331,6 +316,7 @@ def kinetic_norm(U, weights=None, M=None) -> float:
 # ---------------------------------------------------------------------------------------------
 # closed forms on Gaussians
 # ---------------------------------------------------------------------------------------------
+
 
 def _gaussian(mean, cov, d=None):
     return validate_gaussian(mean, cov, d)
@@ -370,7 +356,7 @@ def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
     §5.3, claim C18; tested against Monte Carlo). Singular :math:`\Sigma` allowed.
     """
     mean, cov = _gaussian(mean, cov)
-    A = _matrix(A, mean.shape[0])
+    A = validate_square(A, "A", mean.shape[0])
     logE, _, _, _ = _log_energy_pieces(mean, cov, A)
     if log or logE == math.inf:
         return logE
@@ -386,7 +372,7 @@ def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
     """
     mean, cov = _gaussian(mean, cov)
     d = mean.shape[0]
-    A = _matrix(A, d)
+    A = validate_square(A, "A", d)
     P = validate_tokens(at, d, "at")
     Qm = A @ cov @ A.T
     logZ = P @ (A @ mean) + 0.5 * np.einsum("ij,jk,ik->i", P, Qm, P)
@@ -409,7 +395,7 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
     Returns ``inf`` where the energy is infinite.
     """
     mean, cov = _gaussian(mean, cov)
-    A = _matrix(A, mean.shape[0])
+    A = validate_square(A, "A", mean.shape[0])
     w = np.asarray(w, dtype=float)
     if w.shape != mean.shape:
         raise ValueError(f"w must have shape {mean.shape}, got {w.shape}")
@@ -424,6 +410,7 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
 # the twisted metric
 # ---------------------------------------------------------------------------------------------
 
+
 def twisted_matrix(A, V) -> np.ndarray:
     r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (paper 1 spec §5.2–5.3).
 
@@ -437,8 +424,8 @@ def twisted_matrix(A, V) -> np.ndarray:
     :math:`\Gamma^{\rm softmax}_\mu=VA^{-1}\nabla\log Z_\mu` still holds (paper 1: :math:`VA_1^{-\top}`),
     but there is no energy; this function requires :math:`A=A^\top`.
     """
-    A = _symmetric(A)
-    V = _matrix(V, A.shape[0], "V")
+    A = validate_symmetric(A)
+    V = validate_square(V, "V", A.shape[0])
     lam = np.linalg.eigvalsh(A)
     if np.min(np.abs(lam)) <= 1e-12 * max(1.0, float(np.max(np.abs(lam)))):
         raise ValueError("A must be invertible to define M = V A^{-1}")
@@ -509,8 +496,9 @@ class SignRuleSurvey:
         return np.abs(self.rate - self.formula) / np.maximum(np.abs(self.formula), 1e-300)
 
 
-def sign_rule_survey(cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7, spread: float = 0.7,
-                     seed=None, kind: str = "softmax") -> SignRuleSurvey:
+def sign_rule_survey(
+    cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7, spread: float = 0.7, seed=None, kind: str = "softmax"
+) -> SignRuleSurvey:
     r"""Check the sign rule of paper 1 spec §5.3 on random layers and token clouds.
 
     Each case draws a symmetric :math:`A=U\operatorname{diag}(a)U^\top` (:math:`a_i\sim N(0,\text{scale}^2)`,
@@ -538,8 +526,9 @@ def sign_rule_survey(cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7
         pred[c] = energy_sign(A, V)
         # V = A gives M = I: the dissipation is then int |grad Z|^2 Z^{-k} dmu
         norm[c] = 0.5 * np.max(np.abs(lam)) * dissipation(X, A, A, normalized=(kind == "softmax"))
-    return SignRuleSurvey(lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int),
-                          scale=norm, kind=kind)
+    return SignRuleSurvey(
+        lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int), scale=norm, kind=kind
+    )
 
 
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
@@ -554,7 +543,7 @@ def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> floa
     """
     X = validate_tokens(X, name="X")
     Y = validate_tokens(Y, X.shape[1], "Y")
-    M = _spd(M, "M", X.shape[1])
+    M = validate_spd(M, "M", X.shape[1])
     R = np.linalg.inv(psd_sqrt(M))  # M^{-1/2}
     return wasserstein(X @ R, Y @ R, 2, weights, method=method)
 
@@ -569,7 +558,7 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
     """
     m1, S1 = _gaussian(m1, S1)
     m2, S2 = _gaussian(m2, S2, m1.shape[0])
-    M = _spd(M, "M", m1.shape[0])
+    M = validate_spd(M, "M", m1.shape[0])
     R = np.linalg.inv(psd_sqrt(M))
     return bures_wasserstein(R @ m1, R @ S1 @ R, R @ m2, R @ S2 @ R)
 
@@ -578,14 +567,15 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
 # the Sinkhorn entropic energy
 # ---------------------------------------------------------------------------------------------
 
+
 def _sinkhorn_spectrum(cov, A, eps):
     """R = cov^{1/2}, s_i = sqrt(1 + 4 h_i / eps^2) with h_i, U the eigen-decomposition of H = R A cov A R.
 
-    The same spectral computation as the Sinkhorn Gaussian ODE (``gaussian._sinkhorn_spectrum`` with
+    The same spectral computation as the Sinkhorn Gaussian ODE (:func:`tokendynamics.gaussian.sinkhorn_spectrum` with
     the kernel matrix A / eps).
     """
     R = psd_sqrt(cov)
-    s, U = _gaussian_sinkhorn_spectrum(R, cov, A / eps)
+    s, U = sinkhorn_spectrum(R, cov, A / eps)
     return R, U, s
 
 
@@ -609,7 +599,7 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
     and the :math:`d_M` gradient flow when :math:`V=MA` (claim C16).
     """
     mean, cov = _gaussian(mean, cov)
-    A = _symmetric(A, d=mean.shape[0])
+    A = validate_symmetric(A, d=mean.shape[0])
     eps = _check_eps(eps)
     _, _, s = _sinkhorn_spectrum(cov, A, eps)
     return float(-0.5 * mean @ A @ mean - 0.25 * eps * np.sum(s - 1.0 - np.log((1.0 + s) / 2.0)))
@@ -627,7 +617,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     differences. No inverse of :math:`\Sigma` or :math:`A` is needed.
     """
     mean, cov = _gaussian(mean, cov)
-    A = _symmetric(A, d=mean.shape[0])
+    A = validate_symmetric(A, d=mean.shape[0])
     eps = _check_eps(eps)
     R, U, s = _sinkhorn_spectrum(cov, A, eps)
     X = (U * (2.0 / (1.0 + s))) @ U.T
@@ -635,8 +625,9 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     return -A @ mean, 0.5 * (G + G.T)
 
 
-def sinkhorn_energy_empirical(X, A, eps: float = 1.0, weights=None, *, max_iter: int = 10_000,
-                              tol: float = 1e-12) -> float:
+def sinkhorn_energy_empirical(
+    X, A, eps: float = 1.0, weights=None, *, max_iter: int = 10_000, tol: float = 1e-12
+) -> float:
     r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12\big(\int f\,d\mu+\int g\,d\mu\big)` for :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
     :math:`\mathrm{OT}_\varepsilon(\mu,\mu)=\min_\pi\int-\langle x,Ay\rangle d\pi+\varepsilon\,\mathrm{KL}(\pi|\mu\otimes\mu)`;
@@ -650,8 +641,8 @@ def sinkhorn_energy_empirical(X, A, eps: float = 1.0, weights=None, *, max_iter:
     ConvergenceError
         If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations.
     """
-    X, w = _measure(X, weights)
-    A = _symmetric(A, d=X.shape[1])
+    X, w = validate_measure(X, weights)
+    A = validate_symmetric(A, d=X.shape[1])
     eps = _check_eps(eps)
     with np.errstate(divide="ignore"):
         logw = np.log(w)
@@ -675,9 +666,9 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     """
     g = np.asarray(grad_mean, dtype=float)
     d = g.shape[0]
-    G = _symmetric(grad_cov, "grad_cov", d)
+    G = validate_symmetric(grad_cov, "grad_cov", d)
     S = validate_covariance(cov, "cov", d)
-    M = np.eye(d) if M is None else _spd(M, "M", d)
+    M = np.eye(d) if M is None else validate_spd(M, "M", d)
     MGS = M @ G @ S
     return -M @ g, -2.0 * (MGS + MGS.T)
 
@@ -692,8 +683,9 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     """
     mean, cov = _gaussian(mean, cov)
     if np.linalg.eigvalsh(cov)[0] <= 2 * h:
-        raise ValueError(f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is "
-                         f"{np.linalg.eigvalsh(cov)[0]:.3g}")
+        raise ValueError(
+            f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is {np.linalg.eigvalsh(cov)[0]:.3g}"
+        )
     d = mean.shape[0]
     g = np.zeros(d)
     G = np.zeros((d, d))
@@ -720,7 +712,6 @@ def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
 
     Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
     """
-    from .gaussian import gaussian_rhs
 
     layer = traj.layer
     if not isinstance(layer, Attention):
@@ -743,15 +734,16 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     """
     g = np.asarray(grad_mean, dtype=float)
     d = g.shape[0]
-    G = _symmetric(grad_cov, "grad_cov", d)
+    G = validate_symmetric(grad_cov, "grad_cov", d)
     S = validate_covariance(cov, "cov", d)
-    M = np.eye(d) if M is None else _spd(M, "M", d)
+    M = np.eye(d) if M is None else validate_spd(M, "M", d)
     return float(math.sqrt(max(0.0, float(g @ M @ g) + 4.0 * float(np.trace(G @ M @ G @ S)))))
 
 
 # ---------------------------------------------------------------------------------------------
 # second variation and non-convexity
 # ---------------------------------------------------------------------------------------------
+
 
 def second_variation(X, U, A, weights=None) -> float:
     r"""Second variation of :math:`E_A` along :math:`\mu_s=(\mathrm{Id}+s\,u)_\#\mu` at :math:`s=0`, :math:`\mu=\sum_iw_i\delta_{x_i}`.
@@ -765,12 +757,12 @@ def second_variation(X, U, A, weights=None) -> float:
     Blocks of at most a third of the rows keep the three kernel blocks alive at a time below one
     :math:`n\times n` matrix.
     """
-    X, w = _measure(X, weights)
+    X, w = validate_measure(X, weights)
     n, d = X.shape
     U = np.asarray(U, dtype=float)
     if U.shape != X.shape or not np.all(np.isfinite(U)):
         raise ValueError(f"U must be a finite array of the tokens' shape {X.shape}, got {U.shape}")
-    A = _matrix(A, d)
+    A = validate_square(A, "A", d)
     AX, AU = X @ A.T, U @ A.T  # rows A x_j, A u_j
     block = _block_rows(n, n, matrices=3)
     top = -np.inf
@@ -800,7 +792,7 @@ def second_variation(X, U, A, weights=None) -> float:
 
 def energy_along(X, U, A, s, weights=None) -> np.ndarray:
     r""":math:`E_A\big((\mathrm{Id}+s\,u)_\#\mu\big)` for every ``s`` in the array ``s`` (translations: ``U`` constant; dilations: ``U = X - c``)."""
-    X, w = _measure(X, weights)
+    X, w = validate_measure(X, weights)
     U = np.asarray(U, dtype=float)
     if U.shape != X.shape:
         raise ValueError(f"U must have the tokens' shape {X.shape}, got {U.shape}")
@@ -817,17 +809,18 @@ def dirac_second_variation(x0, w0, A) -> float:
     """
     x0 = np.atleast_1d(np.asarray(x0, dtype=float))
     w0 = np.asarray(w0, dtype=float)
-    A = _matrix(A, x0.shape[0])
+    A = validate_square(A, "A", x0.shape[0])
     if w0.shape != x0.shape:
         raise ValueError(f"w0 must have shape {x0.shape}, got {w0.shape}")
     q = float(x0 @ A @ x0)
     lin = float(w0 @ A @ x0 + x0 @ A @ w0)
-    return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin ** 2 + 2.0 * float(w0 @ A @ w0))
+    return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin**2 + 2.0 * float(w0 @ A @ w0))
 
 
 # ---------------------------------------------------------------------------------------------
 # is the flow a steepest descent for this metric? (energy decrease per unit length)
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class DescentProfile:
@@ -880,7 +873,7 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     A, _ = layer_matrices(layer)
     w = traj.weights
     if M is not None:
-        M = _spd(M, "M", traj.d)
+        M = validate_spd(M, "M", traj.d)
     Ms = np.eye(traj.d) if M is None else M
     m = len(traj.t)
     energy, rate, speed, slope = (np.empty(m) for _ in range(4))
@@ -900,9 +893,19 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     with np.errstate(divide="ignore", invalid="ignore"):
         mid = 0.5 * (slope[ks] + slope[ks + 1])  # slope at the layer's midpoint, to O(dt^2)
         leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
-    return DescentProfile(t=traj.t, energy=energy, rate=rate, speed=speed, slope=slope, efficiency=eff,
-                          layer_t=traj.t[ks], layer_drop=drop, layer_distance=dist, layer_efficiency=leff,
-                          metric="W2" if M is None else "d_M")
+    return DescentProfile(
+        t=traj.t,
+        energy=energy,
+        rate=rate,
+        speed=speed,
+        slope=slope,
+        efficiency=eff,
+        layer_t=traj.t[ks],
+        layer_drop=drop,
+        layer_distance=dist,
+        layer_efficiency=leff,
+        metric="W2" if M is None else "d_M",
+    )
 
 
 def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
@@ -917,13 +920,12 @@ def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None)
     slope is :func:`gaussian_slope`. Each interval between stored times is a layer whose
     input/output distance is :func:`twisted_bures_wasserstein` (:math:`M=I`: Bures–Wasserstein).
     """
-    from .gaussian import gaussian_velocity
 
     layer = traj.layer
     if not isinstance(layer, Attention):
         raise TypeError("gaussian_descent_profile needs a trajectory of a constant Attention layer")
     d = traj.mean.shape[1]
-    Ms = np.eye(d) if M is None else _spd(M, "M", d)
+    Ms = np.eye(d) if M is None else validate_spd(M, "M", d)
     Minv = np.linalg.inv(Ms)
     m = len(traj.t)
     E, rate, speed, slope = (np.empty(m) for _ in range(4))
@@ -938,20 +940,32 @@ def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None)
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
     ks = np.arange(m - 1)
-    dist = np.array([twisted_bures_wasserstein(traj.mean[k], traj.cov[k], traj.mean[k + 1], traj.cov[k + 1], Ms)
-                     for k in ks])
+    dist = np.array(
+        [twisted_bures_wasserstein(traj.mean[k], traj.cov[k], traj.mean[k + 1], traj.cov[k + 1], Ms) for k in ks]
+    )
     drop = E[:-1] - E[1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         mid = 0.5 * (slope[:-1] + slope[1:])  # slope at the layer's midpoint, to O(dt^2)
         leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
-    return DescentProfile(t=traj.t, energy=E, rate=rate, speed=speed, slope=slope, efficiency=eff,
-                          layer_t=traj.t[:-1], layer_drop=drop, layer_distance=dist, layer_efficiency=leff,
-                          metric="W2" if M is None else "d_M")
+    return DescentProfile(
+        t=traj.t,
+        energy=E,
+        rate=rate,
+        speed=speed,
+        slope=slope,
+        efficiency=eff,
+        layer_t=traj.t[:-1],
+        layer_drop=drop,
+        layer_distance=dist,
+        layer_efficiency=leff,
+        metric="W2" if M is None else "d_M",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # energy and distance curves along the Gaussian flow (chapter figures and the widget)
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class EnergyCurves:
@@ -992,8 +1006,17 @@ class EnergyCurves:
             return np.exp(self.log_energy)
 
 
-def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int = 101, *,
-                           rtol: float = 1e-8, atol: float = 1e-10, blowup_trace: float = 1e6) -> EnergyCurves:
+def gaussian_energy_curves(
+    mean0,
+    cov0,
+    layer: Attention,
+    T: float,
+    n_times: int = 101,
+    *,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    blowup_trace: float = 1e6,
+) -> EnergyCurves:
     r"""Solve the softmax Gaussian ODE (``tokendynamics.gaussian.solve_gaussian``) and evaluate energy and distances.
 
     :math:`E_{\beta A}` along :math:`N(\alpha_t,\Sigma_t)` (:func:`gaussian_interaction_energy`),
@@ -1001,15 +1024,22 @@ def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int
     :math:`d_{\pm M}(\mu_0,\mu_t)` (:func:`twisted_bures_wasserstein`). Used by the chapter's
     widget: one call takes a few tens of milliseconds in d = 2.
     """
-    from .gaussian import solve_gaussian
 
     A, V = layer_matrices(layer)
     if layer.kind != "softmax":
         raise ValueError(f"the energy curves follow softmax attention, got {layer.kind!r}")
     if not (T > 0):
         raise ValueError("T must be positive")
-    traj = solve_gaussian(mean0, cov0, layer, (0.0, float(T)), t_eval=np.linspace(0.0, float(T), int(n_times)),
-                          rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+    traj = solve_gaussian(
+        mean0,
+        cov0,
+        layer,
+        (0.0, float(T)),
+        t_eval=np.linspace(0.0, float(T), int(n_times)),
+        rtol=rtol,
+        atol=atol,
+        blowup_trace=blowup_trace,
+    )
     m0, S0 = traj.mean[0], traj.cov[0]
     log_energy = np.array([gaussian_interaction_energy(m, S, A, log=True) for m, S in zip(traj.mean, traj.cov)])
     w2 = np.array([bures_wasserstein(m0, S0, m, S) for m, S in zip(traj.mean, traj.cov)])
@@ -1021,7 +1051,15 @@ def gaussian_energy_curves(mean0, cov0, layer: Attention, T: float, n_times: int
             lam = np.linalg.eigvalsh(0.5 * (M + M.T))
             if lam[0] > 0 or lam[-1] < 0:
                 Mpos = 0.5 * (M + M.T) * (1.0 if lam[0] > 0 else -1.0)
-                twisted = np.array([twisted_bures_wasserstein(m0, S0, m, S, Mpos)
-                                    for m, S in zip(traj.mean, traj.cov)])
-    return EnergyCurves(t=traj.t, log_energy=log_energy, w2=w2, twisted=twisted, M=M, sign=sign, mean=traj.mean,
-                        cov=traj.cov, blowup_time=traj.blowup_time)
+                twisted = np.array([twisted_bures_wasserstein(m0, S0, m, S, Mpos) for m, S in zip(traj.mean, traj.cov)])
+    return EnergyCurves(
+        t=traj.t,
+        log_energy=log_energy,
+        w2=w2,
+        twisted=twisted,
+        M=M,
+        sign=sign,
+        mean=traj.mean,
+        cov=traj.cov,
+        blowup_time=traj.blowup_time,
+    )

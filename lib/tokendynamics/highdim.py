@@ -15,37 +15,36 @@ This module provides
 
 * the **matrix recipes** of spec §7.5 (:func:`case1` … :func:`case4`, :func:`random_case`), each a
   :class:`MatrixCase` with a seed and the spectrum it promises;
-* **metrics** computed through the second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top`, without
-  Gram matrices: :func:`order_parameters` (:math:`\hat R_1,\hat R_2`), :func:`top_direction`
-  (top eigenpair of :math:`\Sigma`), :func:`first_passage_times`; and the Gram-based diagnostics
-  :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`;
-* the **exact projective reduction** of LA in any dimension, :func:`projective_flow` (spec §1.1);
+* runs through the order parameters of :mod:`tokendynamics.metrics` and, for LA, the exact
+  projective reduction of :mod:`tokendynamics.projective`;
 * the **2D prediction** of spec §5 from a case's parameters, :func:`predict_2d_regime`,
   :func:`predict_for_case`, and the regime observed in a run, :func:`observed_regime`;
 * runs and sweeps: :func:`run_variant`, :func:`clustering_time` (for
-  :func:`tokendynamics.sweeps.sweep`), :func:`explore` (the chapter's widget).
+  :func:`tokendynamics.sweeps.sweep`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.integrate import solve_ivp
-from scipy.sparse.csgraph import connected_components
 from scipy.stats import ortho_group
 
-from .attention import Attention, validate_tokens
-from .errors import BlowUpError
-from .particles import Trajectory, _parse_span, normalize_rows, sample_sphere, simulate
+from .attention import Attention
+from .kuramoto import complex_parts
+from .metrics import ClusterReport, axis_speed, detect_clusters, first_passage_times, order_parameters, top_direction
+from .particles import Trajectory, sample_sphere, simulate
+from .projective import projective_flow
+from .regimes import case1_region, predict_regime
+from .validation import validate_dimension, validate_finite
 
 __all__ = [
     "CASES",
     "VARIANTS",
-    "REGIMES",
+    "CASE_REGIMES",
     "MatrixCase",
     "case1",
     "case2",
@@ -54,17 +53,7 @@ __all__ = [
     "random_case",
     "matrix_case",
     "make_case",
-    "second_moment",
-    "order_parameters",
-    "top_direction",
-    "pair_overlaps",
-    "sorted_gram",
-    "ClusterReport",
-    "detect_clusters",
-    "first_passage_times",
-    "axis_speed",
-    "projective_flow",
-    "Prediction",
+    "CasePrediction",
     "predict_2d_regime",
     "predict_for_case",
     "observed_regime",
@@ -74,10 +63,6 @@ __all__ = [
     "run_variant",
     "clustering_time",
     "case_parameters",
-    "explore",
-    "VARIANT_COLORS",
-    "VARIANT_LABELS",
-    "plot_runs",
 ]
 
 #: Names of the matrix recipes of spec §7.5 (:func:`matrix_case`).
@@ -86,12 +71,13 @@ CASES = ("case1", "case2", "case3", "case4", "random")
 VARIANTS = ("linear", "unnormalized_softmax", "softmax")
 #: Regime names shared with the d = 2 theory (``tokendynamics.kuramoto``), plus ``bistable``
 #: (Case 1 with tr A < 0 < det A, outcome depends on the data) and ``undetermined`` (no closed form).
-REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial", "bistable", "undetermined")
+CASE_REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial", "bistable", "undetermined")
 
 
 # ---------------------------------------------------------------------------------------------
 # matrix recipes (spec §7.5)
 # ---------------------------------------------------------------------------------------------
+
 
 def _readonly(M) -> np.ndarray:
     M = np.array(M, dtype=complex if np.iscomplexobj(M) else float, copy=True)
@@ -137,19 +123,6 @@ class MatrixCase:
         return Attention(kind, A=self.A, V=self.V, beta=beta)
 
 
-def _check_d(d) -> int:
-    if int(d) != d or d < 2:
-        raise ValueError(f"d must be an integer >= 2, got {d!r}")
-    return int(d)
-
-
-def _finite(name: str, x) -> float:
-    x = float(x)
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {x!r}")
-    return x
-
-
 def _orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     """A Haar-random orthogonal matrix (``scipy.stats.ortho_group``) drawn from ``rng``."""
     return ortho_group.rvs(d, random_state=rng)
@@ -169,8 +142,8 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     * ``"negative"``: :math:`\lambda_i\sim -U(0.5,2)`, :math:`\mathrm{sym}(A)\prec0`;
     * an array of d numbers: those eigenvalues.
     """
-    d = _check_d(d)
-    s = _finite("skew_scale", skew_scale)
+    d = validate_dimension(d)
+    s = validate_finite(skew_scale, "skew_scale")
     rng = np.random.default_rng(seed)
     Q = _orthogonal(d, rng)
     if isinstance(spectrum, str):
@@ -194,11 +167,19 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
             raise ValueError(f"spectrum must be {d} finite numbers, got shape {lam.shape}")
     P = rng.standard_normal((d, d))
     A = (Q * lam) @ Q.T + 0.2 * s * (P - P.T)
-    label = {"positive": r"C1 $\mathrm{sym}A\succ0$", "mixed": r"C1 $\mathrm{sym}A$ indefinite",
-             "negative": r"C1 $\mathrm{sym}A\prec0$"}.get(kind, "C1 given spectrum")
-    return MatrixCase("case1", _readonly(A), _readonly(np.eye(d)),
-                      {"d": d, "spectrum": kind, "skew_scale": s, "seed": seed},
-                      _readonly(np.sort(lam)[::-1]), label)
+    label = {
+        "positive": r"C1 $\mathrm{sym}A\succ0$",
+        "mixed": r"C1 $\mathrm{sym}A$ indefinite",
+        "negative": r"C1 $\mathrm{sym}A\prec0$",
+    }.get(kind, "C1 given spectrum")
+    return MatrixCase(
+        "case1",
+        _readonly(A),
+        _readonly(np.eye(d)),
+        {"d": d, "spectrum": kind, "skew_scale": s, "seed": seed},
+        _readonly(np.sort(lam)[::-1]),
+        label,
+    )
 
 
 def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> MatrixCase:
@@ -211,9 +192,9 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     :math:`V` is negative definite (semi-definite if :math:`\lambda_1=0`) and :math:`\lambda_1` stays
     on top.
     """
-    d = _check_d(d)
-    top = _finite("top", top)
-    spread = _finite("spread", spread)
+    d = validate_dimension(d)
+    top = validate_finite(top, "top")
+    spread = validate_finite(spread, "spread")
     if spread < 0:
         raise ValueError(f"spread must be non-negative, got {spread}")
     rng = np.random.default_rng(seed)
@@ -226,15 +207,20 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     lam = np.concatenate([[top], others])
     V = (Q * lam) @ Q.T
     V = 0.5 * (V + V.T)
-    return MatrixCase("case2", _readonly(np.eye(d)), _readonly(V),
-                      {"d": d, "top": top, "spread": spread, "seed": seed},
-                      _readonly(np.sort(lam)[::-1]), rf"C2 $\lambda_1={top:g}$")
+    return MatrixCase(
+        "case2",
+        _readonly(np.eye(d)),
+        _readonly(V),
+        {"d": d, "top": top, "spread": spread, "seed": seed},
+        _readonly(np.sort(lam)[::-1]),
+        rf"C2 $\lambda_1={top:g}$",
+    )
 
 
 def _block_diag(d: int, block: np.ndarray, last: float, seed) -> np.ndarray:
     V = np.zeros((d, d))
     for i in range(0, d - 1, 2):
-        V[i:i + 2, i:i + 2] = block
+        V[i : i + 2, i : i + 2] = block
     if d % 2:
         V[-1, -1] = last
     if seed is not None:
@@ -251,13 +237,18 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
     :math:`b\ne0`. With a ``seed`` the blocks are conjugated by a Haar-orthogonal matrix (same
     spectrum, generic orientation); without one (default) V is block-diagonal as in the app.
     """
-    d = _check_d(d)
-    a, b = _finite("a", a), _finite("b", b)
+    d = validate_dimension(d)
+    a, b = validate_finite(a, "a"), validate_finite(b, "b")
     block = np.array([[a, b], [-b, a]])
     V = _block_diag(d, block, a, seed)
-    return MatrixCase("case3", _readonly(np.eye(d)), _readonly(V),
-                      {"d": d, "a": a, "b": b, "seed": seed},
-                      _readonly(np.linalg.eigvals(block)), f"C3 a={a:g}, b={b:g}")
+    return MatrixCase(
+        "case3",
+        _readonly(np.eye(d)),
+        _readonly(V),
+        {"d": d, "a": a, "b": b, "seed": seed},
+        _readonly(np.linalg.eigvals(block)),
+        f"C3 a={a:g}, b={b:g}",
+    )
 
 
 def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
@@ -267,26 +258,37 @@ def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
     In d = 2 this is the hidden-Hamiltonian family of spec §5.5 (:math:`v_{11}=a`, :math:`v_{12}=b`):
     oscillation for :math:`|a|<|b|`, clusters for :math:`|a|\ge|b|`. ``seed`` as in :func:`case3`.
     """
-    d = _check_d(d)
-    a, b = _finite("a", a), _finite("b", b)
+    d = validate_dimension(d)
+    a, b = validate_finite(a, "a"), validate_finite(b, "b")
     block = np.array([[a, b], [-b, -a]])
     V = _block_diag(d, block, 0.0, seed)
-    return MatrixCase("case4", _readonly(np.eye(d)), _readonly(V),
-                      {"d": d, "a": a, "b": b, "seed": seed},
-                      _readonly(np.linalg.eigvals(block.astype(complex))), f"C4 a={a:g}, b={b:g}")
+    return MatrixCase(
+        "case4",
+        _readonly(np.eye(d)),
+        _readonly(V),
+        {"d": d, "a": a, "b": b, "seed": seed},
+        _readonly(np.linalg.eigvals(block.astype(complex))),
+        f"C4 a={a:g}, b={b:g}",
+    )
 
 
 def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
     r"""Random case (spec §7.5 [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d."""
-    d = _check_d(d)
-    sigma = _finite("sigma", sigma)
+    d = validate_dimension(d)
+    sigma = validate_finite(sigma, "sigma")
     if sigma <= 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
     rng = np.random.default_rng(seed)
     A = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
     V = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
-    return MatrixCase("random", _readonly(A), _readonly(V), {"d": d, "sigma": sigma, "seed": seed},
-                      _readonly(np.zeros(0)), rf"random $\sigma={sigma:g}$")
+    return MatrixCase(
+        "random",
+        _readonly(A),
+        _readonly(V),
+        {"d": d, "sigma": sigma, "seed": seed},
+        _readonly(np.zeros(0)),
+        rf"random $\sigma={sigma:g}$",
+    )
 
 
 _RECIPES = {"case1": case1, "case2": case2, "case3": case3, "case4": case4, "random": random_case}
@@ -304,350 +306,12 @@ def matrix_case(name: str, d: int, **params) -> MatrixCase:
 
 
 # ---------------------------------------------------------------------------------------------
-# metrics through the second moment (no n x n matrix)
-# ---------------------------------------------------------------------------------------------
-
-def _tokens(X) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim < 2 or X.shape[-2] < 2:
-        raise ValueError(f"tokens must have shape (..., n, d) with n >= 2, got {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("tokens contain non-finite values")
-    return X
-
-
-def second_moment(X) -> np.ndarray:
-    r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens X (n, d), or of each frame of
-    a stack (m, n, d); returns (d, d) or (m, d, d)."""
-    X = _tokens(X)
-    return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
-
-
-def order_parameters(X):
-    r""":math:`\hat R_1=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle` and
-    :math:`\hat R_2=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle^2` (spec §7.5), without the Gram matrix.
-
-    Closed forms: :math:`\sum_{i,j}\langle x_i,x_j\rangle^2=n^2\operatorname{tr}\Sigma^2` and
-    :math:`\sum_{i,j}\langle x_i,x_j\rangle=n^2|\bar x|^2`; removing the diagonal,
-
-    .. math::
-       \hat R_2=\frac{n^2\operatorname{tr}\Sigma^2-\sum_i|x_i|^4}{n(n-1)},\qquad
-       \hat R_1=\frac{n^2|\bar x|^2-\sum_i|x_i|^2}{n(n-1)},
-
-    i.e. :math:`(n\operatorname{tr}\Sigma^2-1)/(n-1)` and :math:`(n|\bar x|^2-1)/(n-1)` for unit tokens.
-    Cost :math:`O(n\min(n,d)^2)` per frame instead of :math:`O(n^2d)`. Uniform tokens give
-    :math:`\hat R_2\approx1/d`, :math:`\hat R_1\approx0`; two antipodal clusters
-    :math:`\hat R_2=1,\ \hat R_1\approx0`; one cluster both 1.
-
-    X : (n, d) or (m, n, d). Returns ``(R1, R2)`` (floats or arrays of length m).
-    """
-    X = _tokens(X)
-    n, d = X.shape[-2], X.shape[-1]
-    sq = np.einsum("...ja,...ja->...j", X, X)
-    Xt = np.swapaxes(X, -1, -2)
-    S = Xt @ X if d <= n else X @ Xt   # n Sigma, or the Gram matrix: same Frobenius norm
-    tr2 = np.einsum("...ab,...ab->...", S, S)                       # n^2 tr Sigma^2
-    s = X.sum(axis=-2)
-    R2 = (tr2 - np.sum(sq ** 2, axis=-1)) / (n * (n - 1))
-    R1 = (np.einsum("...a,...a->...", s, s) - np.sum(sq, axis=-1)) / (n * (n - 1))
-    return R1, R2
-
-
-def top_direction(X):
-    r"""Top eigenvalue :math:`\lambda_1(\Sigma)` and a unit top eigenvector :math:`u_1` of the second
-    moment, for tokens (n, d) or a stack (m, n, d).
-
-    :math:`\lambda_1\to1` for one cluster or two antipodal clusters, and :math:`u_1` is the cluster
-    axis (the top right-singular vector of X). The sign of :math:`u_1` is fixed so that its largest
-    entry in absolute value is positive. Returns ``(lam1, u1)`` with shapes () and (d,) or (m,)
-    and (m, d).
-    """
-    return _top_eigenpair(second_moment(X))
-
-
-def _top_eigenpair(S: np.ndarray):
-    """Top eigenpair of symmetric matrices (d, d) or (m, d, d); only the top pair is computed (LAPACK
-    ``syevr`` with an index range, about three times faster than a full batched ``eigh`` at d = 100)."""
-    from scipy.linalg import eigh
-
-    d = S.shape[-1]
-    flat = S.reshape(-1, d, d)
-    if d <= 32:   # small matrices: one batched call beats a Python loop
-        w, V = np.linalg.eigh(flat)
-        lam, U = w[:, -1].copy(), V[:, :, -1].copy()
-    else:
-        lam = np.empty(flat.shape[0])
-        U = np.empty((flat.shape[0], d))
-        for k, M in enumerate(flat):
-            w, v = eigh(M, subset_by_index=[d - 1, d - 1], check_finite=False)
-            lam[k], U[k] = w[0], v[:, 0]
-    j = np.argmax(np.abs(U), axis=1)
-    U *= np.sign(U[np.arange(len(U)), j])[:, None]
-    return lam.reshape(S.shape[:-2]), U.reshape(S.shape[:-1])
-
-
-def pair_overlaps(X) -> np.ndarray:
-    r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j` (a vector of length n(n-1)/2): for histograms."""
-    X = validate_tokens(_tokens(X))
-    i, j = np.triu_indices(X.shape[0], k=1)
-    return (X @ X.T)[i, j]
-
-
-def sorted_gram(X, axis=None):
-    r"""Gram matrix :math:`\langle x_i,x_j\rangle` with tokens ordered by the sign of their projection
-    on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), spec F12.
-
-    Two antipodal clusters give two diagonal blocks of +1 and off-diagonal blocks of -1; one
-    cluster gives all ones. To draw an earlier state in the order of the final one, index it
-    with the returned ``order``. Returns ``(G, order, split)``: the sorted Gram matrix, the
-    permutation, and the number of tokens with a non-negative projection (the block border).
-    """
-    X = validate_tokens(_tokens(X))
-    u = top_direction(X)[1] if axis is None else np.asarray(axis, dtype=float)
-    if u.shape != (X.shape[1],):
-        raise ValueError(f"axis must have shape ({X.shape[1]},), got {u.shape}")
-    proj = X @ u
-    order = np.lexsort((-np.abs(proj), proj < 0))   # positive side first, strongest first
-    Xs = X[order]
-    return Xs @ Xs.T, order, int(np.sum(proj >= 0))
-
-
-@dataclass(frozen=True)
-class ClusterReport:
-    """Result of :func:`detect_clusters`.
-
-    Attributes
-    ----------
-    n_clusters : int
-        Number of groups of tokens with pairwise :math:`\\langle x_i,x_j\\rangle >` threshold
-        (connected components of the thresholded Gram matrix; singletons count).
-    n_axes : int
-        Number of groups after identifying :math:`x` with :math:`-x` (components of
-        :math:`\\langle x_i,x_j\\rangle^2 >` threshold²).
-    antipodal : bool
-        True if there are at least two clusters and each cluster has an antipodal partner
-        (a cluster whose mean direction is opposite to within the threshold).
-    sizes : tuple of int
-        Cluster sizes, largest first.
-    labels : array (n,)
-        Cluster index of every token (clusters numbered by decreasing size).
-    clustered_pairs : float
-        Fraction of pairs with :math:`\\langle x_i,x_j\\rangle^2 >` threshold (spec F12's bar at 1).
-    threshold : float
-    """
-
-    n_clusters: int
-    n_axes: int
-    antipodal: bool
-    sizes: tuple
-    labels: np.ndarray = field(repr=False)
-    clustered_pairs: float
-    threshold: float
-
-    @property
-    def description(self) -> str:
-        """'one cluster', 'two antipodal clusters', 'k clusters' or 'no clusters'."""
-        if self.n_clusters == 1:
-            return "one cluster"
-        if self.antipodal and self.n_clusters == 2:
-            return "two antipodal clusters"
-        if self.n_clusters == len(self.labels):
-            return "no clusters"
-        return f"{self.n_clusters} clusters" + (" (antipodal pairs)" if self.antipodal else "")
-
-
-def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
-    r"""Clusters of tokens by thresholding the Gram matrix (GLPR use entries > 0.999; spec §9).
-
-    Two tokens are in the same cluster if they are joined by a chain of pairs with
-    :math:`\langle x_i,x_j\rangle >` ``threshold``. Forms the n x n Gram matrix once (this is a
-    diagnostic of one state, not a step of a trajectory).
-    """
-    X = validate_tokens(_tokens(X))
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-    n = X.shape[0]
-    Xn = normalize_rows(X)
-    G = Xn @ Xn.T
-    _, lab = connected_components(G > threshold, directed=False)
-    n_axes, _ = connected_components(G * G > threshold ** 2, directed=False)
-    sizes = np.bincount(lab)
-    rank = np.argsort(-sizes, kind="stable")
-    relabel = np.empty_like(rank)
-    relabel[rank] = np.arange(len(rank))
-    labels = relabel[lab]
-    sizes = sizes[rank]
-    centres = normalize_rows(np.array([Xn[labels == c].sum(0) for c in range(len(sizes))]))
-    C = centres @ centres.T
-    antipodal = len(sizes) >= 2 and bool(np.all(np.min(C, axis=1) < -threshold))
-    i, j = np.triu_indices(n, k=1)
-    frac = float(np.mean(G[i, j] ** 2 > threshold))
-    return ClusterReport(int(len(sizes)), int(n_axes), antipodal, tuple(int(s) for s in sizes),
-                         labels, frac, float(threshold))
-
-
-def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
-    r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (spec §7.5), by linear
-    interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
-    """
-    t = np.asarray(t, dtype=float)
-    R = np.asarray(R, dtype=float)
-    if t.ndim != 1 or R.shape != t.shape or t.size < 1:
-        raise ValueError(f"t and R must be 1-D arrays of the same length, got {t.shape} and {R.shape}")
-    if np.any(np.diff(t) <= 0):
-        raise ValueError("t must be increasing")
-    out = []
-    for x in np.atleast_1d(levels):
-        above = np.nonzero(R > x)[0]
-        if above.size == 0:
-            out.append(math.inf)
-            continue
-        k = above[0]
-        if k == 0:
-            out.append(float(t[0]))
-        else:
-            f = (x - R[k - 1]) / (R[k] - R[k - 1])
-            out.append(float(t[k - 1] + f * (t[k] - t[k - 1])))
-    return np.array(out)
-
-
-def axis_speed(t, axis) -> np.ndarray:
-    r"""Angular speed of a line through the origin (an axis :math:`\pm u`) between stored times.
-
-    For unit vectors :math:`u_k` at times :math:`t_k` (e.g. the cluster axis, the top eigenvector
-    of :math:`\Sigma`, whose sign is arbitrary), returns
-    :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
-    at least as fine as the sampling (it cannot see more than a quarter turn between samples).
-    """
-    t = np.asarray(t, dtype=float)
-    U = np.asarray(axis, dtype=float)
-    if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
-        raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
-    if np.any(np.diff(t) <= 0):
-        raise ValueError("t must be increasing")
-    cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
-    return np.arccos(cos) / np.diff(t)
-
-
-# ---------------------------------------------------------------------------------------------
-# exact projective reduction of linear attention (spec §1.1)
-# ---------------------------------------------------------------------------------------------
-
-def _linear_layer(layer: Attention) -> tuple[np.ndarray, np.ndarray, float]:
-    if not isinstance(layer, Attention) or layer.kind != "linear":
-        raise ValueError("the projective reduction holds for linear attention: give Attention('linear', ...)")
-    if layer.n_heads != 1 or layer.causal:
-        raise ValueError("the projective reduction is implemented for one non-causal head")
-    return layer.A[0], layer.V[0], layer.beta
-
-
-def projective_flow(X0, layer: Attention, t_span, *, t_eval=None, solver: str = "DOP853",
-                    rtol: float = 1e-9, atol: float = 1e-11, until: float | None = None,
-                    return_phi: bool = False):
-    r"""Linear attention on the sphere in any d through its exact projective reduction (spec §1.1).
-
-    Every token feels the same linear field :math:`M(t)=\beta V\Sigma(t)A^\top`, so
-    :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
-
-    .. math::
-       \dot\Phi=\big(M(t)-\mu(t)I\big)\Phi,\qquad \Phi(0)=I,\qquad
-       \Sigma(t)=\frac1n\sum_k x_k(t)x_k(t)^\top,
-
-    a closed ODE for the d x d matrix :math:`\Phi` (cost :math:`O(nd^2+d^3)` per evaluation, no n x n
-    matrix). Once the tokens have clustered, the directions of :math:`\Phi` that the clusters no
-    longer use keep decaying exponentially, which makes the equation mildly stiff for explicit
-    solvers (the particle system is at rest there): it is the fast solver up to clustering, and
-    ``until`` stops it there. The scalar :math:`\mu=\langle M\Phi,\Phi\rangle_F/|\Phi|_F^2` only rescales
-    :math:`\Phi` (tokens are invariant under :math:`\Phi\mapsto c\Phi`, :math:`c>0`) and keeps
-    :math:`|\Phi|_F=\sqrt d`, so that :math:`\Phi` does not overflow when tokens cluster.
-
-    Parameters
-    ----------
-    X0 : array (n, d)
-        Initial unit tokens.
-    layer : Attention
-        A linear-attention layer (one head, not causal).
-    t_span : float or (0, T)
-    t_eval : array, optional
-        Output times (default 201 points).
-    solver, rtol, atol
-        ``scipy.integrate.solve_ivp`` method and tolerances.
-    until : float, optional
-        Stop at the first time :math:`\hat R_2` (:func:`order_parameters`) reaches this level (a
-        terminal event located by the solver); that time is ``info["event_time"]`` (``inf`` if the
-        level is not reached by T) and the output stops there.
-    return_phi : bool
-        Also return :math:`\Phi` at the output times, shape (m, d, d).
-
-    Returns
-    -------
-    Trajectory
-        Tokens at the output times (``method="projective"``), or ``(Trajectory, Phi)``.
-
-    This is the library's one implementation of the reduction;
-    :func:`tokendynamics.watanabe_strogatz.solve_projective` calls it with the matrices A, V.
-    """
-    A, V, beta = _linear_layer(layer)
-    X0 = validate_tokens(X0, layer.d, name="X0")
-    if np.max(np.abs(np.linalg.norm(X0, axis=1) - 1)) > 1e-6:
-        raise ValueError("X0 must contain unit tokens (use normalize_rows)")
-    X0 = normalize_rows(X0)
-    n, d = X0.shape
-    t0, T = _parse_span(t_span)
-    t_eval = np.linspace(t0, T, 201) if t_eval is None else np.asarray(t_eval, dtype=float)
-    AT = A.T
-
-    def tokens(Phi):
-        Y = X0 @ Phi.T
-        r = np.linalg.norm(Y, axis=1, keepdims=True)
-        return Y / r
-
-    def rhs(t, y):
-        Phi = y.reshape(d, d)
-        X = tokens(Phi)
-        Sigma = X.T @ X / n
-        MPhi = (beta * (V @ Sigma)) @ (AT @ Phi)
-        mu = np.vdot(MPhi, Phi) / np.vdot(Phi, Phi)
-        return (MPhi - mu * Phi).ravel()
-
-    events = None
-    if until is not None:
-        level = _finite("until", until)
-
-        def reached(t, y):
-            X = tokens(y.reshape(d, d))
-            return order_parameters(X)[1] - level
-
-        reached.terminal = True
-        reached.direction = 1
-        events = reached
-    sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol,
-                    events=events)
-    if sol.status == -1 or not np.all(np.isfinite(sol.y)):
-        last = float(sol.t[-1]) if sol.t.size else t0
-        raise BlowUpError(last, last, f"the projective reduction failed: {sol.message}")
-    ts, Y = sol.t, sol.y.T
-    info = {"nfev": int(sol.nfev), "solver": solver, "rtol": rtol, "atol": atol}
-    if until is not None:
-        hit = sol.t_events[0]
-        info["event_time"] = float(hit[0]) if hit.size else math.inf
-        if hit.size:   # end the output at the event
-            ts, Y = np.append(ts, hit[0]), np.vstack([Y, sol.y_events[0][:1]])
-    if ts.size == 0 or ts[0] > t0:
-        ts, Y = np.concatenate([[t0], ts]), np.vstack([np.eye(d).ravel()[None], Y])
-    Phis = Y.reshape(-1, d, d)
-    Ys = X0 @ np.swapaxes(Phis, 1, 2)          # (m, n, d): rows Phi x_k(0)
-    Xs = Ys / np.linalg.norm(Ys, axis=2, keepdims=True)
-    traj = Trajectory(t=ts, X=Xs, layer=layer, method="projective", sphere=True, info=info)
-    return (traj, Phis) if return_phi else traj
-
-
-# ---------------------------------------------------------------------------------------------
 # the 2D classification (spec §5) and its prediction for a high-dimensional case
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
-class Prediction:
+class CasePrediction:
     """A regime predicted by the d = 2 theory: the regime, the spec section and the criterion used."""
 
     regime: str
@@ -669,8 +333,6 @@ _CASE1_WORDS = {
 
 def _predict_case1(A):
     """Case 1 without a datum: the row of the §5.1 table (``regimes.case1_region``)."""
-    from .kuramoto import complex_parts
-    from .regimes import case1_region
 
     A = np.asarray(A, dtype=float)
     if A.shape != (2, 2) or not np.all(np.isfinite(A)):
@@ -678,23 +340,30 @@ def _predict_case1(A):
     ap, am = complex_parts(A)
     regime, words = _CASE1_WORDS[case1_region(A)]
     facts = f"tr A = {np.trace(A):.3g}, det A = {np.linalg.det(A):.3g}"
-    return Prediction(regime, "§5.1", words.format(level=abs(am) / abs(ap) if ap else np.inf) + f" ({facts})")
+    return CasePrediction(regime, "§5.1", words.format(level=abs(am) / abs(ap) if ap else np.inf) + f" ({facts})")
 
 
 def _predict_identity_A(c, a, b, section):
     r"""A = I, V = [[c + a, b], [-b, c - a]] (§5.3, §5.5, §5.6; Case 2 at b = 0) via ``regimes.predict_regime``."""
-    from .regimes import predict_regime
 
     if a == 0 and b == 0 and c == 0:
         raise ValueError("V = 0: nothing moves, there is no regime to predict")
     p = predict_regime(np.eye(2), np.array([[c + a, b], [-b, c - a]]))
     if p is None:
-        return Prediction("undetermined", section, "at a bifurcation (degenerate parameters)")
-    return Prediction(p.regime, section, p.detail)
+        return CasePrediction("undetermined", section, "at a bifurcation (degenerate parameters)")
+    return CasePrediction(p.regime, section, p.detail)
 
 
-def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: float | None = None,
-                      b: float | None = None, c: float = 0.0, tol: float = 1e-12) -> Prediction:
+def predict_2d_regime(
+    case: str,
+    *,
+    A=None,
+    lambda_max: float | None = None,
+    a: float | None = None,
+    b: float | None = None,
+    c: float = 0.0,
+    tol: float = 1e-12,
+) -> CasePrediction:
     r"""The regime that the d = 2 theory of spec §5 predicts for linear attention, in closed form.
 
     Regimes: ``static_clusters`` (Type 1), ``rotating_clusters`` (Type 2), ``oscillation``
@@ -730,25 +399,25 @@ def predict_2d_regime(case: str, *, A=None, lambda_max: float | None = None, a: 
     if case == "case2":
         if lambda_max is None:
             raise ValueError("case2 needs lambda_max, the top eigenvalue of the symmetric V")
-        lam = _finite("lambda_max", lambda_max)
+        lam = validate_finite(lambda_max, "lambda_max")
         lam = 0.0 if abs(lam) <= tol else lam
         # the §5.2 criterion depends on lambda_max only: any symmetric V with that top eigenvalue
         return _predict_identity_A(lam - 0.5, 0.5, 0.0, "§5.2")
     if case in ("case3", "case4", "identity_A"):
         if a is None or b is None:
             raise ValueError(f"{case} needs the block parameters a and b")
-        a, b = _finite("a", a), _finite("b", b)
+        a, b = validate_finite(a, "a"), validate_finite(b, "b")
         if case == "case3":
             return _predict_identity_A(a, 0.0, b, "§5.3")
         if case == "case4":
             return _predict_identity_A(0.0, a, b, "§5.5")
-        return _predict_identity_A(_finite("c", c), a, b, "§5.6")
+        return _predict_identity_A(validate_finite(c, "c"), a, b, "§5.6")
     if case == "random":
-        return Prediction("undetermined", "§5.4", "no closed-form criterion for generic (A, V)")
+        return CasePrediction("undetermined", "§5.4", "no closed-form criterion for generic (A, V)")
     raise ValueError(f"unknown case {case!r}; choose one of {CASES + ('identity_A',)}")
 
 
-def predict_for_case(mc: MatrixCase) -> Prediction:
+def predict_for_case(mc: MatrixCase) -> CasePrediction:
     r"""The 2D prediction for a high-dimensional recipe: the §5 criterion applied to its planar analogue.
 
     * Cases 3 and 4: the 2 x 2 block of V (exact: each block is the 2D model's V).
@@ -773,6 +442,7 @@ def predict_for_case(mc: MatrixCase) -> Prediction:
 # ---------------------------------------------------------------------------------------------
 # runs and their summaries
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class RunSummary:
@@ -838,14 +508,36 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
     R1, R2 = order_parameters(traj.X)
     lam1, axis = top_direction(traj.X)
     lay = traj.layer
-    return RunSummary(case=case, kind=lay.kind, beta=lay.beta, t=np.asarray(traj.t), R1=R1, R2=R2,
-                      lam1=lam1, axis=axis, X0=traj.X[0].copy(), XT=traj.X[-1].copy(),
-                      nfev=int(traj.info.get("nfev", -1)), seconds=float(seconds), engine=engine)
+    return RunSummary(
+        case=case,
+        kind=lay.kind,
+        beta=lay.beta,
+        t=np.asarray(traj.t),
+        R1=R1,
+        R2=R2,
+        lam1=lam1,
+        axis=axis,
+        X0=traj.X[0].copy(),
+        XT=traj.X[-1].copy(),
+        nfev=int(traj.info.get("nfev", -1)),
+        seconds=float(seconds),
+        engine=engine,
+    )
 
 
-def run_variant(mc: MatrixCase, kind: str, X0, T: float, *, beta: float = 1.0, n_eval: int = 201,
-                engine: str = "particles", solver: str = "RK45", rtol: float = 1e-6,
-                atol: float = 1e-8) -> RunSummary:
+def run_variant(
+    mc: MatrixCase,
+    kind: str,
+    X0,
+    T: float,
+    *,
+    beta: float = 1.0,
+    n_eval: int = 201,
+    engine: str = "particles",
+    solver: str = "RK45",
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+) -> RunSummary:
     r"""Run one attention variant on one matrix case from tokens X0 up to time T and summarise it.
 
     ``engine="particles"`` integrates the particle system with the shared core
@@ -866,14 +558,24 @@ def run_variant(mc: MatrixCase, kind: str, X0, T: float, *, beta: float = 1.0, n
     if engine == "projective":
         traj = projective_flow(X0, layer, float(T), t_eval=t_eval, solver=solver, rtol=rtol, atol=atol)
     else:
-        traj = simulate(X0, layer, float(T), method="adaptive", sphere=True, solver=solver, rtol=rtol,
-                        atol=atol, t_eval=t_eval)
+        traj = simulate(
+            X0, layer, float(T), method="adaptive", sphere=True, solver=solver, rtol=rtol, atol=atol, t_eval=t_eval
+        )
     seconds = time.perf_counter() - start
     return summarize(traj, mc.label, seconds, engine)
 
 
-def observed_regime(t, R2, axis, *, level: float = 0.99, window: float = 0.5, rotation_tol: float = 1e-2,
-                    settle_tol: float = 0.05, wiggle: float = 0.02) -> str:
+def observed_regime(
+    t,
+    R2,
+    axis,
+    *,
+    level: float = 0.99,
+    window: float = 0.5,
+    rotation_tol: float = 1e-2,
+    settle_tol: float = 0.05,
+    wiggle: float = 0.02,
+) -> str:
     r"""The regime a run shows, named as in the 2D theory, for the comparison table.
 
     * :math:`\hat R_2(T)>` ``level`` (clusters): the cluster axis is the top eigenvector of
@@ -932,8 +634,8 @@ def agreement(predicted: str, observed: str) -> str:
     """Compare a 2D prediction with what a run showed: ``"agrees"``, ``"differs"``,
     ``"undecided"`` (the run has not settled) or ``"no prediction"`` (undetermined or bistable)."""
     for name, value in (("predicted", predicted), ("observed", observed)):
-        if value not in REGIMES + ("not_settled",):
-            raise ValueError(f"{name} regime {value!r} is not one of {REGIMES + ('not_settled',)}")
+        if value not in CASE_REGIMES + ("not_settled",):
+            raise ValueError(f"{name} regime {value!r} is not one of {CASE_REGIMES + ('not_settled',)}")
     if predicted in ("undetermined", "bistable"):
         return "no prediction"
     if observed == "not_settled":
@@ -944,6 +646,7 @@ def agreement(predicted: str, observed: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # sweeps and the widget
 # ---------------------------------------------------------------------------------------------
+
 
 def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     """:func:`matrix_case` with one seed for every recipe: Cases 3 and 4 are deterministic
@@ -957,10 +660,21 @@ def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     return matrix_case(case, d, seed=matrix_seed, **params)
 
 
-def clustering_time(case: str = "case2", kind: str = "linear", *, d: int = 100, n: int = 200,
-                    beta: float = 1.0, T: float = 200.0, level: float = 0.99, seed: int = 0,
-                    matrix_seed: int = 42, n_eval: int = 801, engine: str = "auto",
-                    **case_params) -> dict[str, Any]:
+def clustering_time(
+    case: str = "case2",
+    kind: str = "linear",
+    *,
+    d: int = 100,
+    n: int = 200,
+    beta: float = 1.0,
+    T: float = 200.0,
+    level: float = 0.99,
+    seed: int = 0,
+    matrix_seed: int = 42,
+    n_eval: int = 801,
+    engine: str = "auto",
+    **case_params,
+) -> dict[str, Any]:
     r"""First time :math:`t_x` at which :math:`\hat R_2` exceeds ``level``, for one point of a sweep.
 
     Builds ``make_case(case, d, matrix_seed, **case_params)``, draws n uniform tokens with ``seed``,
@@ -980,93 +694,61 @@ def clustering_time(case: str = "case2", kind: str = "linear", *, d: int = 100, 
     layer = mc.layer(kind, beta)
     start = time.perf_counter()
     if engine == "projective":
-        traj = projective_flow(X0, layer, float(T), t_eval=[0.0, float(T)], solver="RK45", rtol=1e-8,
-                               atol=1e-10, until=level)
+        traj = projective_flow(
+            X0, layer, float(T), t_eval=[0.0, float(T)], solver="RK45", rtol=1e-8, atol=1e-10, until=level
+        )
         t_level = traj.info["event_time"]
         R1, R2 = order_parameters(traj.X[-1])
     else:
-        traj = simulate(X0, layer, float(T), method="adaptive", sphere=True, solver="RK45", rtol=1e-6,
-                        atol=1e-8, t_eval=np.linspace(0.0, float(T), int(n_eval)))
+        traj = simulate(
+            X0,
+            layer,
+            float(T),
+            method="adaptive",
+            sphere=True,
+            solver="RK45",
+            rtol=1e-6,
+            atol=1e-8,
+            t_eval=np.linspace(0.0, float(T), int(n_eval)),
+        )
         R1s, R2s = order_parameters(traj.X)
         t_level = float(first_passage_times(traj.t, R2s, [level])[0])
         R1, R2 = R1s[-1], R2s[-1]
-    return {"case": case, "kind": kind, "d": d, "n": n, "beta": beta, "T": T, "seed": seed,
-            **case_params, "t_level": float(t_level), "R1_final": float(R1), "R2_final": float(R2),
-            "engine": engine, "seconds": time.perf_counter() - start}
+    return {
+        "case": case,
+        "kind": kind,
+        "d": d,
+        "n": n,
+        "beta": beta,
+        "T": T,
+        "seed": seed,
+        **case_params,
+        "t_level": float(t_level),
+        "R1_final": float(R1),
+        "R2_final": float(R2),
+        "engine": engine,
+        "seconds": time.perf_counter() - start,
+    }
 
 
-def case_parameters(case: str, *, spectrum="positive", top: float = 2.0, a: float = 1.0, b: float = 0.5,
-                    skew_scale: float = 0.5, sigma: float = 1.0) -> dict[str, Any]:
+def case_parameters(
+    case: str,
+    *,
+    spectrum="positive",
+    top: float = 2.0,
+    a: float = 1.0,
+    b: float = 0.5,
+    skew_scale: float = 0.5,
+    sigma: float = 1.0,
+) -> dict[str, Any]:
     """The parameters that recipe ``case`` uses, picked from one flat set of knobs (for widgets)."""
-    table = {"case1": {"spectrum": spectrum, "skew_scale": skew_scale}, "case2": {"top": top},
-             "case3": {"a": a, "b": b}, "case4": {"a": a, "b": b}, "random": {"sigma": sigma}}
+    table = {
+        "case1": {"spectrum": spectrum, "skew_scale": skew_scale},
+        "case2": {"top": top},
+        "case3": {"a": a, "b": b},
+        "case4": {"a": a, "b": b},
+        "random": {"sigma": sigma},
+    }
     if case not in table:
         raise ValueError(f"unknown matrix case {case!r}; choose one of {CASES}")
     return table[case]
-
-
-def explore(case: str = "case4", *, d: int = 16, n: int = 64, T: float = 30.0, beta: float = 1.0,
-            seed: int = 0, matrix_seed: int = 42, kinds=("linear", "unnormalized_softmax"),
-            n_eval: int = 61, rtol: float = 1e-4, atol: float = 1e-6, **knobs) -> dict[str, Any]:
-    r"""One update of the chapter's widget: the chosen case at a small size, every variant in ``kinds``.
-
-    ``knobs`` are the flat widget controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the
-    case uses are picked by :func:`case_parameters`. Runs the particle system of every variant
-    (LA through :math:`\Sigma`) with loose tolerances, which keeps an update well under 0.2 s at the
-    default size (measured in the tests). Returns ``{"case": MatrixCase, "prediction": Prediction,
-    kind: RunSummary, ...}``.
-    """
-    mc = make_case(case, d, matrix_seed, **case_parameters(case, **knobs))
-    X0 = sample_sphere(n, d, seed)
-    out: dict[str, Any] = {"case": mc, "prediction": predict_for_case(mc)}
-    for k in kinds:
-        out[k] = run_variant(mc, k, X0, T, beta=beta, n_eval=n_eval, rtol=rtol, atol=atol)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the chapter's run panels (widget and static animation)
-# ---------------------------------------------------------------------------------------------
-
-#: One colour per attention variant, used by every figure of the high-dimensional chapter.
-VARIANT_COLORS = {"linear": "#1f5fa8", "unnormalized_softmax": "#d95f02", "softmax": "#1b9e77"}
-#: Short names of the variants for legends and tables.
-VARIANT_LABELS = {"linear": "LA", "unnormalized_softmax": "USA", "softmax": "SA"}
-
-
-def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | None = None):
-    r"""Two panels for runs of several variants: :math:`\hat R_2(t)` on a log scale (left, with
-    :math:`1/d` dotted, the value of uniform tokens) and :math:`\hat R_1(t)` (right), time on a
-    symmetric-log axis (linear below t = 1).
-
-    ``axes`` is a pair of matplotlib axes; ``runs`` maps variant names to :class:`RunSummary`
-    (e.g. the dict returned by :func:`explore`). Tick and axis labels are plain text, not mathtext,
-    and there are no minor ticks: parsing mathtext tick labels and building minor ticks took most
-    of a redraw, which matters in the live widget.
-    """
-    from matplotlib.ticker import NullLocator
-
-    ax2, ax1 = axes
-    T = max(runs[k].T for k in kinds)
-    for kind in kinds:
-        r = runs[kind]
-        ax2.plot(r.t, r.R2, color=VARIANT_COLORS[kind], lw=1.8, label=VARIANT_LABELS[kind])
-        ax1.plot(r.t, r.R1, color=VARIANT_COLORS[kind], lw=1.5, label=VARIANT_LABELS[kind])
-    if d:
-        ax2.axhline(1 / d, color="0.5", lw=0.8, ls=":")
-    ax2.set_yscale("log")
-    ax2.set_ylim(2e-3, 1.5)
-    ax2.set_yticks([0.01, 0.1, 1.0], ["0.01", "0.1", "1"])
-    ax1.set_ylim(-0.08, 1.05)
-    ax2.set_ylabel("R2 (mean squared overlap)")
-    ax1.set_ylabel("R1 (mean overlap)")
-    xt = [x for x in (0, 1, 10, 100, 1000) if x <= T]
-    for ax in axes:
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(0, T)
-        ax.set_xticks(xt, [f"{x:g}" for x in xt])
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_minor_locator(NullLocator())
-        ax.set_xlabel("time (depth) t")
-    ax2.legend(fontsize="x-small", loc="lower right")
-    return axes

@@ -17,9 +17,7 @@ costs O(n): it sees the other tokens only through :math:`R_2`.
 This module holds the encoding, the coefficients, the angle equations and their O(n) integrator,
 and the dynamics of clustered states. The reductions live in
 :mod:`tokendynamics.watanabe_strogatz` (exact, any n) and :mod:`tokendynamics.ott_antonsen`
-(Poisson-kernel manifold, one complex ODE); the regimes in :mod:`tokendynamics.regimes`. Their
-public names are re-exported here, so ``from tokendynamics.kuramoto import classify_regime``
-works.
+(Poisson-kernel manifold, one complex ODE); the regimes in :mod:`tokendynamics.regimes`.
 
 Convention: the score is :math:`\langle x, Ay\rangle` with :math:`A=Q^\top K`, as everywhere in the library
 (:class:`~tokendynamics.attention.Attention`).
@@ -27,15 +25,13 @@ Convention: the score is :math:`\langle x, Ay\rangle` with :math:`A=Q^\top K`, a
 
 from __future__ import annotations
 
-import importlib
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
-from .particles import _parse_span
+from .validation import time_grid, validate_angles, validate_beta, validate_matrix2
 
 __all__ = [
     "J",
@@ -51,98 +47,16 @@ __all__ = [
     "solve_phases",
     "cluster_velocity",
     "transverse_exponent",
-    # re-exported from the reduction modules (lazily, see __getattr__)
-    "WSSolution",
-    "solve_watanabe_strogatz",
-    "ws_reconstruct",
-    "ws_order_parameter",
-    "OASolution",
-    "ott_antonsen_rhs",
-    "solve_ott_antonsen",
-    "sample_ott_antonsen",
-    "hamiltonian",
-    "hamiltonian_centre",
-    "REGIMES",
-    "Prediction",
-    "predict_regime",
-    "classify_regime",
-    "rotation_period",
-    "solve_projective",
 ]
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 J.flags.writeable = False
 
-_LAZY = {
-    "WSSolution": "watanabe_strogatz",
-    "solve_watanabe_strogatz": "watanabe_strogatz",
-    "ws_reconstruct": "watanabe_strogatz",
-    "ws_order_parameter": "watanabe_strogatz",
-    "OASolution": "ott_antonsen",
-    "ott_antonsen_rhs": "ott_antonsen",
-    "solve_ott_antonsen": "ott_antonsen",
-    "sample_ott_antonsen": "ott_antonsen",
-    "hamiltonian": "ott_antonsen",
-    "hamiltonian_centre": "ott_antonsen",
-    "REGIMES": "regimes",
-    "Prediction": "regimes",
-    "predict_regime": "regimes",
-    "classify_regime": "regimes",
-    "rotation_period": "regimes",
-    "solve_projective": "watanabe_strogatz",
-}
-
-
-def __getattr__(name):  # PEP 562: re-export the reductions without a circular import
-    if name in _LAZY:
-        module = importlib.import_module(f".{_LAZY[name]}", __package__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
-
-# ---------------------------------------------------------------------------------------------
-# validation
-# ---------------------------------------------------------------------------------------------
-
-def as_matrix2(name: str, M) -> np.ndarray:
-    """``M`` as a float64 array of real 2 x 2 matrices, shape (..., 2, 2); clear errors otherwise."""
-    arr = np.asarray(M)
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{name} must be real, got a complex array")
-    arr = np.asarray(arr, dtype=float)
-    if arr.ndim < 2 or arr.shape[-2:] != (2, 2):
-        raise ValueError(f"{name} must be a real 2 x 2 matrix (or a stack (..., 2, 2)), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return arr
-
-
-def as_beta(beta) -> np.ndarray | float:
-    """A finite positive inverse temperature (a number, or an array for stacks of layers)."""
-    b = np.asarray(beta, dtype=float)
-    if not (np.all(np.isfinite(b)) and np.all(b > 0)):
-        raise ValueError(f"beta must be finite and positive, got {beta!r}")
-    return float(b) if b.ndim == 0 else b
-
-
-def as_angles(theta, name: str = "theta") -> np.ndarray:
-    """Angles as a float64 array with at least one token on the last axis."""
-    th = np.asarray(theta, dtype=float)
-    if th.ndim == 0 or th.shape[-1] == 0:
-        raise ValueError(f"{name} must be an array of angles (..., n) with n >= 1, got shape {th.shape}")
-    if not np.all(np.isfinite(th)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return th
-
-
 # ---------------------------------------------------------------------------------------------
 # complex encoding of 2 x 2 matrices (paper 2, spec §2.1)
 # ---------------------------------------------------------------------------------------------
+
 
 def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
     r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2, spec §2.1).
@@ -154,7 +68,7 @@ def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
     singular values :math:`|m_+|\pm|m_-|`. Works on stacks (..., 2, 2) and returns complex
     arrays of shape (...) (complex scalars for one matrix).
     """
-    M = as_matrix2("M", M)
+    M = validate_matrix2(M, "M")
     m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
     plus = 0.5 * ((m11 + m22) + 1j * (m21 - m12))
     minus = 0.5 * ((m11 - m22) + 1j * (m21 + m12))
@@ -179,6 +93,7 @@ def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
 # the Kuramoto–Daido coefficients (paper 2, spec §2.3)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, eq=False)
 class KuramotoCoefficients:
     r"""The complex parts of :math:`A` and :math:`V` and :math:`\beta`: everything the d = 2 dynamics need.
@@ -198,8 +113,11 @@ class KuramotoCoefficients:
         r""":math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]` (real)."""
         ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
         R = np.asarray(R)
-        return 0.5 * self.beta * np.imag(np.conj(ap) * vp + np.conj(am) * vm
-                                         + np.conj(am) * vp * R + np.conj(ap) * vm * np.conj(R))
+        return (
+            0.5
+            * self.beta
+            * np.imag(np.conj(ap) * vp + np.conj(am) * vm + np.conj(am) * vp * R + np.conj(ap) * vm * np.conj(R))
+        )
 
     def forcing(self, R):
         r""":math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]` (complex)."""
@@ -223,7 +141,7 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     """
     ap, am = complex_parts(A)
     vp, vm = complex_parts(V)
-    return KuramotoCoefficients(ap, am, vp, vm, as_beta(beta))
+    return KuramotoCoefficients(ap, am, vp, vm, validate_beta(beta))
 
 
 def frequency_and_forcing(A, V, beta=1.0, R=0.0):
@@ -262,6 +180,7 @@ def daido_coefficients(A, V) -> dict[str, complex]:
 # the angle equations (any n), O(n)
 # ---------------------------------------------------------------------------------------------
 
+
 def order_parameter(theta, m: int = 2):
     r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis.
 
@@ -271,7 +190,7 @@ def order_parameter(theta, m: int = 2):
     """
     if int(m) != m or m < 1:
         raise ValueError(f"m must be a positive integer, got {m!r}")
-    th = as_angles(theta)
+    th = validate_angles(theta)
     return np.exp(1j * int(m) * th).mean(axis=-1)
 
 
@@ -285,9 +204,9 @@ def phase_velocity(theta, A, V, beta=1.0):
     Equals the tangent field of ``Attention("linear", A=A, V=V, beta=beta)`` on the circle,
     :math:`\langle\dot x_k,Jx_k\rangle`, to round-off.
     """
-    th = as_angles(theta)
-    A = as_matrix2("A", A)
-    V = as_matrix2("V", V)
+    th = validate_angles(theta)
+    A = validate_matrix2(A, "A")
+    V = validate_matrix2(V, "V")
     if A.ndim != 2 or V.ndim != 2:
         raise ValueError("phase_velocity takes one pair of 2 x 2 matrices A, V")
     return coefficients(A, V, beta).phase_velocity(th)
@@ -319,18 +238,18 @@ class PhaseSolution:
         return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
 
 
-def _time_grid(t_span, t_eval):
-    t0, T = _parse_span(t_span)
-    if t_eval is None:
-        t_eval = np.linspace(t0, T, 401)
-    t_eval = np.asarray(t_eval, dtype=float)
-    if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < t0 or t_eval[-1] > T or np.any(np.diff(t_eval) <= 0):
-        raise ValueError("t_eval must be increasing and inside t_span")
-    return t0, T, t_eval
-
-
-def solve_phases(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: str = "DOP853",
-                 rtol: float = 1e-10, atol: float = 1e-12) -> PhaseSolution:
+def solve_phases(
+    theta0,
+    A,
+    V,
+    beta=1.0,
+    t_span=10.0,
+    *,
+    t_eval=None,
+    method: str = "DOP853",
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> PhaseSolution:
     r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp`` (paper 2, spec §2.3).
 
     The same particle system as ``simulate(circle_tokens(theta0), Attention("linear", A=A, V=V,
@@ -339,12 +258,12 @@ def solve_phases(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: st
     (..., n) integrates independent configurations (e.g. seeds) at once; ``theta`` then has shape
     (m, ..., n).
     """
-    th0 = as_angles(theta0, "theta0")
+    th0 = validate_angles(theta0, "theta0")
     shape = th0.shape
-    A = as_matrix2("A", A)
-    V = as_matrix2("V", V)
+    A = validate_matrix2(A, "A")
+    V = validate_matrix2(V, "V")
     coef = coefficients(A, V, beta)
-    t0, T, t_eval = _time_grid(t_span, t_eval)
+    t0, T, t_eval = time_grid(t_span, t_eval)
 
     def rhs(t, th):
         return coef.phase_velocity(th.reshape(shape)).ravel()
@@ -352,14 +271,23 @@ def solve_phases(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: st
     sol = solve_ivp(rhs, (t0, T), th0.ravel(), method=method, t_eval=t_eval, rtol=rtol, atol=atol)
     if sol.status != 0 or not np.all(np.isfinite(sol.y)):
         raise NonFiniteError(f"the angle equations failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}")
-    params = {"A": A.tolist(), "V": V.tolist(), "beta": float(coef.beta), "n": int(shape[-1]),
-              "method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev)}
+    params = {
+        "A": A.tolist(),
+        "V": V.tolist(),
+        "beta": float(coef.beta),
+        "n": int(shape[-1]),
+        "method": method,
+        "rtol": rtol,
+        "atol": atol,
+        "nfev": int(sol.nfev),
+    }
     return PhaseSolution(t=sol.t, theta=sol.y.T.reshape((sol.t.size,) + shape), params=params)
 
 
 # ---------------------------------------------------------------------------------------------
 # clustered states (paper 2, spec §2.5)
 # ---------------------------------------------------------------------------------------------
+
 
 def cluster_velocity(theta, A, V, beta=1.0):
     r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta` (paper 2, spec §2.5).
@@ -376,7 +304,7 @@ def cluster_velocity(theta, A, V, beta=1.0):
     e = np.exp(-2j * th)
     q = ap.real + np.real(am * e)
     s = vp.imag + np.imag(vm * e)
-    return as_beta(beta) * q * s
+    return validate_beta(beta) * q * s
 
 
 def transverse_exponent(theta, A, V, beta=1.0):

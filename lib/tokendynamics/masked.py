@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import Attention, validate_tokens, validate_weights
+from .attention import Attention, attention_matrix
+from .validation import validate_tokens, validate_weights
 
 __all__ = ["SinkSystem", "with_sink", "prefix_mass", "causal_log_partition", "sink_attention"]
 
@@ -55,7 +56,7 @@ class SinkSystem:
 
     def tokens(self, X) -> np.ndarray:
         """The rows of X (or of each frame of a trajectory array) that are tokens, not sink."""
-        return np.asarray(X)[..., self.n_sink:, :]
+        return np.asarray(X)[..., self.n_sink :, :]
 
     def sink(self, X) -> np.ndarray:
         """The sink rows of X (or of each frame)."""
@@ -64,7 +65,7 @@ class SinkSystem:
     @property
     def token_positions(self) -> np.ndarray:
         """Positions :math:`s_i` of the tokens (the sink rows left out)."""
-        return self.positions[self.n_sink:]
+        return self.positions[self.n_sink :]
 
     def simulate_kwargs(self) -> dict:
         """``weights`` and ``positions`` to pass to :func:`~tokendynamics.particles.simulate`."""
@@ -155,7 +156,6 @@ def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np
     For a row-normalised causal layer this is the share of token :math:`i`'s update that comes
     from the sink; with :math:`A=0` it equals :math:`m_0/\lambda([0,s_i])`.
     """
-    from .attention import attention_matrix
 
     P = attention_matrix(X, layer, system.weights, positions=system.positions, head=head)
-    return P[system.n_sink:, : system.n_sink].sum(axis=1)
+    return P[system.n_sink :, : system.n_sink].sum(axis=1)

@@ -83,8 +83,9 @@ def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v:
     return alpha_t + (sigma_t / sigma0) * (np.asarray(x, dtype=float) - alpha0)
 
 
-def meanfield_study_1d(ns, seeds, *, T: float, a: float, v: float, alpha0: float, sigma0: float,
-                       dt: float, beta: float = 1.0) -> dict[str, np.ndarray]:
+def meanfield_study_1d(
+    ns, seeds, *, T: float, a: float, v: float, alpha0: float, sigma0: float, dt: float, beta: float = 1.0
+) -> dict[str, np.ndarray]:
     r"""W2 distance between the :math:`n`-particle solution and the exact mean field, d = 1, Gaussian data.
 
     For each :math:`n` in ``ns`` and seed in ``seeds``: :math:`x_i(0)\sim N(\alpha_0,\sigma_0^2)`
@@ -115,8 +116,9 @@ def meanfield_study_1d(ns, seeds, *, T: float, a: float, v: float, alpha0: float
     return out
 
 
-def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed: int, T: float,
-                              dt: float) -> dict[str, np.ndarray]:
+def meanfield_study_reference(
+    layer, sample, ns, seeds, *, N_ref: int, ref_seed: int, T: float, dt: float
+) -> dict[str, np.ndarray]:
     r"""W2 distance at time T between n-particle solutions and one large-N reference solution.
 
     ``sample(n, rng)`` draws n i.i.d. initial tokens. The reference run uses ``N_ref`` tokens drawn
@@ -129,7 +131,9 @@ def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed:
     ns = [int(n) for n in ns]
     seeds = [int(s) for s in seeds]
     if ref_seed in seeds or ref_seed + 1 in seeds:
-        raise ValueError("the reference seeds (ref_seed, ref_seed + 1) must differ from the seeds of the n-particle runs")
+        raise ValueError(
+            "the reference seeds (ref_seed, ref_seed + 1) must differ from the seeds of the n-particle runs"
+        )
     Y0 = sample(N_ref, np.random.default_rng(ref_seed))
     YT = simulate(Y0, layer, T, dt=dt, method="rk4", save_every=10**9).final
     out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT")}
@@ -146,8 +150,19 @@ def meanfield_study_reference(layer, sample, ns, seeds, *, N_ref: int, ref_seed:
     return out
 
 
-def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: float, alpha0: float,
-                           sigma0: float, dt: float, against=("unmasked",)) -> dict[str, np.ndarray]:
+def masked_meanfield_study(
+    ns,
+    seeds,
+    sink_masses,
+    *,
+    T: float,
+    a: float,
+    v: float,
+    alpha0: float,
+    sigma0: float,
+    dt: float,
+    against=("unmasked",),
+) -> dict[str, np.ndarray]:
     r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1: how far from unmasked dynamics.
 
     Paper 1 §2.6. Fact [D]: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
@@ -190,12 +205,14 @@ def masked_meanfield_study(ns, seeds, sink_masses, *, T: float, a: float, v: flo
                 XT = simulate(system.X, layer, T, dt=dt, save_every=10**9, **system.simulate_kwargs()).final
                 for c in against:
                     if c == "unmasked":
-                        target = simulate(system.X, layer.with_(causal=False), T, dt=dt, save_every=10**9,
-                                          weights=system.weights).final
+                        target = simulate(
+                            system.X, layer.with_(causal=False), T, dt=dt, save_every=10**9, weights=system.weights
+                        ).final
                     else:
                         target = gaussian_1d_flow_map(system.X, T, alpha0, sigma0, a, v)
-                    prof = conditional_wasserstein(XT, target, system.positions, return_profile=True,
-                                                   weights=(system.weights, system.weights))
+                    prof = conditional_wasserstein(
+                        XT, target, system.positions, return_profile=True, weights=(system.weights, system.weights)
+                    )
                     out[f"{c}_mean"][im, i, j] = prof.value
                     out[f"{c}_sup"][im, i, j] = float(prof.distances.max())
                     out[f"{c}_first"][im, i, j] = float(prof.distances[np.argmax(prof.positions > 0)])

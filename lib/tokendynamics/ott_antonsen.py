@@ -24,9 +24,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
-from .kuramoto import (KuramotoCoefficients, _time_grid, as_beta, as_matrix2, coefficients, complex_parts,
-                       order_parameter, solve_phases)
-from .watanabe_strogatz import _mobius
+from .kuramoto import KuramotoCoefficients, coefficients, complex_parts, order_parameter, solve_phases
+from .validation import time_grid, validate_beta, validate_matrix2
+from .watanabe_strogatz import mobius
 
 __all__ = [
     "ott_antonsen_rhs",
@@ -59,16 +59,18 @@ class OAPolynomial:
     k: tuple
 
     @classmethod
-    def of(cls, coef: KuramotoCoefficients) -> "OAPolynomial":
+    def of(cls, coef: KuramotoCoefficients) -> OAPolynomial:
         ap, am, vp, vm, b = coef.a_plus, coef.a_minus, coef.v_plus, coef.v_minus, coef.beta
         c = np.conj
-        ks = (ap * vm + am * vp,
-              c(ap) * vp + 2j * ap * np.imag(vp) + 2j * np.imag(c(am) * vm),
-              am * vm,
-              c(ap) * vm - am * c(vp),
-              2j * c(am) * np.imag(vp) - 2 * c(vm) * np.real(ap),
-              -c(ap) * c(vp),
-              -c(am) * c(vm))
+        ks = (
+            ap * vm + am * vp,
+            c(ap) * vp + 2j * ap * np.imag(vp) + 2j * np.imag(c(am) * vm),
+            am * vm,
+            c(ap) * vm - am * c(vp),
+            2j * c(am) * np.imag(vp) - 2 * c(vm) * np.real(ap),
+            -c(ap) * c(vp),
+            -c(am) * c(vm),
+        )
         ks = tuple(0.5 * b * k for k in ks)
         if all(np.ndim(k) == 0 for k in ks):
             ks = tuple(complex(k) for k in ks)
@@ -137,9 +139,21 @@ def _check_centre(z0):
     return z0
 
 
-def solve_ott_antonsen(z0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: str = "DOP853",
-                       rtol: float = 1e-10, atol: float = 1e-12, dt: float = 0.01, events=None,
-                       max_step: float = np.inf) -> OASolution:
+def solve_ott_antonsen(
+    z0,
+    A,
+    V,
+    beta=1.0,
+    t_span=10.0,
+    *,
+    t_eval=None,
+    method: str = "DOP853",
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    dt: float = 0.01,
+    events=None,
+    max_step: float = np.inf,
+) -> OASolution:
     r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (paper 2, spec §4).
 
     ``z0`` (complex, :math:`|z_0|\le1`) and the stacks ``A``, ``V`` broadcast together, so one
@@ -160,7 +174,7 @@ def solve_ott_antonsen(z0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: 
     coef = coefficients(A, V, beta)
     field = OAPolynomial.of(coef)
     shape = np.broadcast_shapes(z0.shape, *(np.shape(k) for k in field.k))
-    t0, T, t_eval = _time_grid(t_span, t_eval)
+    t0, T, t_eval = time_grid(t_span, t_eval)
     beta_out = coef.beta if np.ndim(coef.beta) == 0 else np.asarray(coef.beta).tolist()
     if method == "rk4":
         if events is not None:
@@ -179,22 +193,32 @@ def solve_ott_antonsen(z0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, method: 
     wrapped = None
     if events is not None:
         wrapped = []
-        for g in (events if isinstance(events, (list, tuple)) else [events]):
+        for g in events if isinstance(events, (list, tuple)) else [events]:
+
             def ev(t, y, g=g):
                 return g(t, as_z(y))
+
             ev.terminal = getattr(g, "terminal", False)
             ev.direction = getattr(g, "direction", 0)
             wrapped.append(ev)
-    sol = solve_ivp(rhs, (t0, T), np.concatenate([z0.real, z0.imag]), method=method, t_eval=t_eval,
-                    rtol=rtol, atol=atol, events=wrapped, max_step=max_step)
+    sol = solve_ivp(
+        rhs,
+        (t0, T),
+        np.concatenate([z0.real, z0.imag]),
+        method=method,
+        t_eval=t_eval,
+        rtol=rtol,
+        atol=atol,
+        events=wrapped,
+        max_step=max_step,
+    )
     if sol.status == -1 or not np.all(np.isfinite(sol.y)):
-        raise NonFiniteError(f"the Ott-Antonsen integration failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: "
-                             f"{sol.message}")
+        raise NonFiniteError(
+            f"the Ott-Antonsen integration failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}"
+        )
     z = (sol.y[:size] + 1j * sol.y[size:]).T.reshape((sol.t.size,) + shape)
-    params = {"beta": beta_out, "method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev),
-              "T": T, "t0": t0}
-    return OASolution(t=sol.t, z=z, t_events=list(sol.t_events) if sol.t_events is not None else [],
-                      params=params)
+    params = {"beta": beta_out, "method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev), "T": T, "t0": t0}
+    return OASolution(t=sol.t, z=z, t_events=list(sol.t_events) if sol.t_events is not None else [], params=params)
 
 
 def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASolution:
@@ -219,7 +243,9 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
         k4 = field(z + h * k3)
         z = z + h6 * (k1 + 2 * k2 + 2 * k3 + k4)
         if scalar and not (abs(z) < 1e6):
-            raise NonFiniteError(f"the Ott-Antonsen rk4 integration left every bounded set at t = {t0 + (k + 1) * h:.6g}")
+            raise NonFiniteError(
+                f"the Ott-Antonsen rk4 integration left every bounded set at t = {t0 + (k + 1) * h:.6g}"
+            )
     zs = np.array(out, dtype=complex)
     if not np.all(np.isfinite(zs)):
         raise NonFiniteError("the Ott-Antonsen rk4 integration produced non-finite values: lower dt")
@@ -247,7 +273,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
         c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi)
     else:
         c = rng.uniform(0, 2 * np.pi, n)
-    psi = np.angle(_mobius(z0, 0.0, c))  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
+    psi = np.angle(mobius(z0, 0.0, c))  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
     s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
     return psi / 2 + np.pi * s
 
@@ -256,8 +282,9 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
 # the hidden Hamiltonian (paper 2, spec §5.5)
 # ---------------------------------------------------------------------------------------------
 
+
 def _traceless_parts(V):
-    V = as_matrix2("V", V)
+    V = validate_matrix2(V, "V")
     if V.ndim != 2:
         raise ValueError("one 2 x 2 matrix V, please")
     scale = max(1.0, float(np.abs(V).max()))
@@ -277,7 +304,7 @@ def hamiltonian(z, V, beta=1.0):
     :math:`(1-|z|^2)^3` is divergence-free. Defined in the open disk. ``A = I`` is implied.
     """
     kappa, vm = _traceless_parts(V)
-    b = as_beta(beta)
+    b = validate_beta(beta)
     z = np.asarray(z, dtype=complex)
     r2 = np.abs(z) ** 2
     if np.any(r2 >= 1):
@@ -296,8 +323,8 @@ def hamiltonian_centre(V, beta=1.0):
     ``beta`` does not move the centre.
     """
     kappa, vm = _traceless_parts(V)
-    as_beta(beta)
-    if kappa ** 2 - abs(vm) ** 2 <= 0:
+    validate_beta(beta)
+    if kappa**2 - abs(vm) ** 2 <= 0:
         return None
     v11, v12 = abs(vm), -kappa
     q = np.cbrt((v12 - v11) / (v12 + v11))
@@ -309,6 +336,7 @@ def hamiltonian_centre(V, beta=1.0):
 # ---------------------------------------------------------------------------------------------
 # accuracy of the reduction for finite n (paper 2, spec §4, §6)
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class OAAccuracy:
@@ -331,9 +359,25 @@ class OAAccuracy:
     params: dict
 
 
-def oa_accuracy(A, V, beta=1.0, z0=0.3 * np.exp(0.7j), ns=(250, 1000, 4000), seeds=8, T: float = 10.0, *,
-                rng=0, equispaced: bool = False, n_times: int = 201, rtol: float = 1e-8,
-                atol: float = 1e-10) -> OAAccuracy:
+#: Default centre of the OA accuracy study: 0.3 e^{0.7i}.
+_OA_ACCURACY_Z0 = 0.3 * complex(np.cos(0.7), np.sin(0.7))
+
+
+def oa_accuracy(
+    A,
+    V,
+    beta=1.0,
+    z0=_OA_ACCURACY_Z0,
+    ns=(250, 1000, 4000),
+    seeds=8,
+    T: float = 10.0,
+    *,
+    rng=0,
+    equispaced: bool = False,
+    n_times: int = 201,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+) -> OAAccuracy:
     r"""How far n particles sampled on the OA manifold drift from it: :math:`\sup_{t\le T}|R_2-z_{OA}|` vs n (paper 2, spec §4, §6).
 
     For each n, ``seeds`` samples of :func:`sample_ott_antonsen` (centre ``z0``) are integrated
@@ -359,6 +403,13 @@ def oa_accuracy(A, V, beta=1.0, z0=0.3 * np.exp(0.7j), ns=(250, 1000, 4000), see
     if np.unique(ns).size >= 2:
         x = np.repeat(np.log(ns), errors.shape[1])
         slope, intercept = (float(v) for v in np.polyfit(x, np.log(errors).ravel(), 1))
-    params = {"beta": float(as_beta(beta)), "z0": [complex(z0).real, complex(z0).imag], "T": T,
-              "seeds": int(seeds), "equispaced": equispaced, "rtol": rtol, "atol": atol}
+    params = {
+        "beta": float(validate_beta(beta)),
+        "z0": [complex(z0).real, complex(z0).imag],
+        "T": T,
+        "seeds": int(seeds),
+        "equispaced": equispaced,
+        "rtol": rtol,
+        "atol": atol,
+    }
     return OAAccuracy(ns=ns, errors=errors, slope=slope, intercept=intercept, params=params)

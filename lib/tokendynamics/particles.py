@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Union
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .attention import Attention, validate_tokens, validate_weights, velocity
+from .attention import Attention, LayerLike, layer_at, velocity
 from .errors import BlowUpError, NonFiniteError
-from .transport import psd_sqrt, validate_gaussian
+from .transport import psd_sqrt
+from .validation import parse_span, validate_gaussian, validate_tokens, validate_weights
 
 __all__ = [
     "Trajectory",
@@ -36,9 +36,9 @@ __all__ = [
     "sample_gaussian",
     "circle_tokens",
     "angles",
+    "rk4_step",
+    "euler_step",
 ]
-
-LayerLike = Union[Attention, Callable[[float], Attention]]
 
 METHODS = ("rk4", "euler", "adaptive")
 MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every
@@ -47,6 +47,7 @@ MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_ev
 # ---------------------------------------------------------------------------------------------
 # tokens
 # ---------------------------------------------------------------------------------------------
+
 
 def normalize_rows(X) -> np.ndarray:
     """Rows of X divided by their Euclidean norms (raises on a zero row)."""
@@ -98,18 +99,18 @@ def angles(X) -> np.ndarray:
 # the right-hand side
 # ---------------------------------------------------------------------------------------------
 
-def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
-    lay = layer if isinstance(layer, Attention) else layer(t)
-    if not isinstance(lay, Attention):
-        raise TypeError(f"a time-dependent layer must return an Attention, got {type(lay).__name__}")
-    if lay.d != d:
-        raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the tokens have d = {d}")
-    return lay
 
-
-def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positions=None,
-                   sphere: bool = False, sinkhorn_state: dict | None = None,
-                   backend: str = "auto") -> np.ndarray:
+def particle_field(
+    X,
+    layer: LayerLike,
+    t: float = 0.0,
+    *,
+    weights=None,
+    positions=None,
+    sphere: bool = False,
+    sinkhorn_state: dict | None = None,
+    backend: str = "auto",
+) -> np.ndarray:
     r"""Right-hand side of the particle system at time t: :math:`\Gamma_{\mu}(x_i)`, or its tangent projection on the sphere.
 
     ``layer`` is an :class:`~tokendynamics.attention.Attention` or a callable ``t -> Attention``
@@ -117,7 +118,7 @@ def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positio
     normalised tokens and projected: :math:`P^\perp_{x_i}\Gamma_\mu(x_i)` (paper 2 §1).
     """
     X = np.asarray(X, dtype=float)
-    lay = _layer_at(layer, t, X.shape[1])
+    lay = layer_at(layer, t, X.shape[1])
     if sphere:
         X = normalize_rows(X)
     U = velocity(X, lay, weights, positions=positions, sinkhorn_state=sinkhorn_state, backend=backend)
@@ -127,6 +128,7 @@ def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positio
 # ---------------------------------------------------------------------------------------------
 # trajectories
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class Trajectory:
@@ -199,28 +201,40 @@ class Trajectory:
     def params(self) -> dict:
         """Plain-data description of how the trajectory was made (for caches and captions)."""
         lay = self.layer.to_dict() if isinstance(self.layer, Attention) else repr(self.layer)
-        return {"layer": lay, "method": self.method, "dt": self.dt, "sphere": self.sphere,
-                "n": self.n, "d": self.d, "t0": float(self.t[0]), "T": float(self.t[-1]),
-                "seed": self.seed, **{k: v for k, v in self.info.items() if np.isscalar(v) or v is None}}
+        return {
+            "layer": lay,
+            "method": self.method,
+            "dt": self.dt,
+            "sphere": self.sphere,
+            "n": self.n,
+            "d": self.d,
+            "t0": float(self.t[0]),
+            "T": float(self.t[-1]),
+            "seed": self.seed,
+            **{k: v for k, v in self.info.items() if np.isscalar(v) or v is None},
+        }
 
 
-def _parse_span(t_span) -> tuple[float, float]:
-    if np.isscalar(t_span):
-        t0, T = 0.0, float(t_span)
-    else:
-        if len(t_span) != 2:
-            raise ValueError(f"t_span must be T or (t0, T), got {t_span!r}")
-        t0, T = float(t_span[0]), float(t_span[1])
-    if not (math.isfinite(t0) and math.isfinite(T)) or T <= t0:
-        raise ValueError(f"t_span must satisfy t0 < T (finite), got ({t0}, {T})")
-    return t0, T
-
-
-def simulate(X0, layer: LayerLike, t_span, *, dt: float | None = None, method: str = "rk4",
-             sphere: bool = False, weights=None, positions=None, save_every: int = 1,
-             t_eval=None, solver: str = "DOP853", rtol: float = 1e-9, atol: float = 1e-11,
-             blowup_threshold: float = 1e8, on_blowup: str = "raise", seed: int | None = None,
-             backend: str = "auto") -> Trajectory:
+def simulate(
+    X0,
+    layer: LayerLike,
+    t_span,
+    *,
+    dt: float | None = None,
+    method: str = "rk4",
+    sphere: bool = False,
+    weights=None,
+    positions=None,
+    save_every: int = 1,
+    t_eval=None,
+    solver: str = "DOP853",
+    rtol: float = 1e-9,
+    atol: float = 1e-11,
+    blowup_threshold: float = 1e8,
+    on_blowup: str = "raise",
+    seed: int | None = None,
+    backend: str = "auto",
+) -> Trajectory:
     r"""Integrate the particle system :math:`\dot x_i = \Gamma_{\mu_t}(x_i)` (projected on the sphere if asked).
 
     Parameters
@@ -268,10 +282,10 @@ def simulate(X0, layer: LayerLike, t_span, *, dt: float | None = None, method: s
         raise ValueError("blowup_threshold must be positive")
     X0 = validate_tokens(X0, name="X0")
     n, d = X0.shape
-    t0, T = _parse_span(t_span)
+    t0, T = parse_span(t_span)
     if isinstance(layer, Attention) and layer.d != d:
         raise ValueError(f"X0 has tokens of dimension {d} but the layer has d = {layer.d}")
-    _layer_at(layer, t0, d)  # a time-dependent layer is checked once before integrating
+    layer_at(layer, t0, d)  # a time-dependent layer is checked once before integrating
     w = validate_weights(weights, n)
     if sphere:
         norms = np.linalg.norm(X0, axis=1)
@@ -281,14 +295,19 @@ def simulate(X0, layer: LayerLike, t_span, *, dt: float | None = None, method: s
     state: dict = {}  # Sinkhorn warm start along the trajectory
 
     def rhs(t, X):
-        return particle_field(X, layer, t, weights=w, positions=positions, sphere=sphere,
-                              sinkhorn_state=state, backend=backend)
+        return particle_field(
+            X, layer, t, weights=w, positions=positions, sphere=sphere, sinkhorn_state=state, backend=backend
+        )
 
-    common = dict(layer=layer, sphere=sphere, weights=w,
-                  positions=None if positions is None else np.asarray(positions, float), seed=seed)
+    common = dict(
+        layer=layer,
+        sphere=sphere,
+        weights=w,
+        positions=None if positions is None else np.asarray(positions, float),
+        seed=seed,
+    )
     if method == "adaptive":
-        return _adaptive(rhs, X0, t0, T, dt, t_eval, solver, rtol, atol, blowup_threshold,
-                         on_blowup, sphere, common)
+        return _adaptive(rhs, X0, t0, T, dt, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common)
     if dt is None or not (dt > 0 and math.isfinite(dt)):
         raise ValueError(f"method={method!r} needs a positive step dt, got {dt!r}")
     if int(save_every) != save_every or save_every < 1:
@@ -298,7 +317,7 @@ def simulate(X0, layer: LayerLike, t_span, *, dt: float | None = None, method: s
     n_saved = steps // save_every + 2
     if n_saved * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {n} x {d} tokens is too much: raise save_every")
-    step = _rk4_step if method == "rk4" else _euler_step
+    step = rk4_step if method == "rk4" else euler_step
     ts, Xs = [t0], [X0.copy()]
     X = X0.copy()
     nfev = 0
@@ -321,16 +340,58 @@ def simulate(X0, layer: LayerLike, t_span, *, dt: float | None = None, method: s
         if k % save_every == 0 or k == steps:
             ts.append(t0 + k * h)
             Xs.append(X.copy())
-    info = {"nfev": nfev, "steps": steps, "save_every": int(save_every),
-            "blowup_threshold": blowup_threshold}
+    info = {"nfev": nfev, "steps": steps, "save_every": int(save_every), "blowup_threshold": blowup_threshold}
     return _finish(np.array(ts), np.array(Xs), method, h, blowup, on_blowup, info, common)
 
 
-def _euler_step(rhs, t, X, h):
+def euler_step(rhs, t, X, h):
+    r"""One explicit Euler step :math:`X + h\,f(t, X)` (a residual layer of step ``h``).
+
+    Parameters
+    ----------
+    rhs : callable ``(t, X) -> array``
+        The right-hand side :math:`f`.
+    t : float
+        Current time.
+    X : array
+        Current state.
+    h : float
+        Step.
+
+    Returns
+    -------
+    (array, int)
+        The new state and the number of evaluations of ``rhs`` (1).
+    """
     return X + h * rhs(t, X), 1
 
 
-def _rk4_step(rhs, t, X, h):
+def rk4_step(rhs, t, X, h):
+    r"""One step of the classical fourth-order Runge–Kutta method.
+
+    .. math:: X_{k+1}=X_k+\tfrac h6(k_1+2k_2+2k_3+k_4),\quad k_1=f(t,X_k),\ k_2=f(t+\tfrac h2,X_k+\tfrac h2k_1),
+              \ k_3=f(t+\tfrac h2,X_k+\tfrac h2k_2),\ k_4=f(t+h,X_k+hk_3).
+
+    Parameters
+    ----------
+    rhs : callable ``(t, X) -> array``
+        The right-hand side :math:`f`.
+    t : float
+        Current time.
+    X : array
+        Current state.
+    h : float
+        Step.
+
+    Returns
+    -------
+    (array, int)
+        The new state and the number of evaluations of ``rhs`` (4).
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), §II.1.
+    """
     k1 = rhs(t, X)
     k2 = rhs(t + h / 2, X + (h / 2) * k1)
     k3 = rhs(t + h / 2, X + (h / 2) * k2)
@@ -377,13 +438,11 @@ def _adaptive(rhs, X0, t0, T, dt, t_eval, solver, rtol, atol, threshold, on_blow
         return threshold - np.max(np.abs(y))
 
     escape.terminal = True
-    sol = solve_ivp(fun, (t0, T), X0.ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol,
-                    events=escape)
+    sol = solve_ivp(fun, (t0, T), X0.ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol, events=escape)
     Y = sol.y.T.reshape(-1, n, d)
     if sphere and len(Y):
         Y = Y / np.linalg.norm(Y, axis=2, keepdims=True)
-    info = {"nfev": int(sol.nfev), "solver": solver, "rtol": rtol, "atol": atol,
-            "blowup_threshold": threshold}
+    info = {"nfev": int(sol.nfev), "solver": solver, "rtol": rtol, "atol": atol, "blowup_threshold": threshold}
     blowup = None
     if sol.status == 1 and len(sol.t_events[0]):
         te = float(sol.t_events[0][0])

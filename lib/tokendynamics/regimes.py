@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
-from .kuramoto import as_beta, as_matrix2, cluster_velocity, complex_parts, coefficients, solve_phases
+from .kuramoto import cluster_velocity, coefficients, complex_parts
 from .ott_antonsen import OAPolynomial, hamiltonian_centre, solve_ott_antonsen
+from .validation import validate_beta, validate_matrix2
 
 __all__ = [
     "REGIMES",
@@ -47,7 +48,6 @@ __all__ = [
     "REGIME_TABLE",
     "Portrait",
     "regime_portrait",
-    "explore",
 ]
 
 #: The four regime names, in the order of the paper's Types 1, 2, 3 and P.
@@ -94,6 +94,7 @@ def _is_multiple_of_identity(M, tol):
 # Case 1: V = I (paper 2, spec §5.1)
 # ---------------------------------------------------------------------------------------------
 
+
 def case1_region(A) -> str:
     r"""Which row of the Case 1 table (paper 2, spec §5.1) the matrix :math:`A` falls in (:math:`V=I`).
 
@@ -102,7 +103,7 @@ def case1_region(A) -> str:
     (:math:`\operatorname{tr}A<0<\det A`, :math:`\operatorname{sym}A` indefinite),
     ``"centre"`` (:math:`\operatorname{tr}A=0<\det A`).
     """
-    A = as_matrix2("A", A)
+    A = validate_matrix2(A, "A")
     ap, am = complex_parts(A)
     tol = 1e-12 * _scale(A)
     tr, det = 2 * ap.real, abs(ap) ** 2 - abs(am) ** 2
@@ -127,7 +128,7 @@ def case1_matrix(tr, det, skew=1.0):
     """
     tr, det = np.broadcast_arrays(np.asarray(tr, dtype=float), np.asarray(det, dtype=float))
     skew = float(skew)
-    p2 = tr ** 2 / 4 + skew ** 2 - det
+    p2 = tr**2 / 4 + skew**2 - det
     ok = p2 >= 0
     p = np.sqrt(np.where(ok, p2, 0.0))
     A = np.empty(tr.shape + (2, 2))
@@ -160,13 +161,13 @@ def case1_period(A, z0, beta=1.0) -> float:
     .. math:: P=\frac{4\pi}{\beta|\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}},\quad
               z^*=-a_-/\bar a_+,\ r=|z_0-z^*|<1-|z^*| .
     """
-    ap, am = complex_parts(as_matrix2("A", A))
+    ap, am = complex_parts(validate_matrix2(A, "A"))
     zs = -am / np.conj(ap)
     r = abs(complex(z0) - zs)
     if not r < 1 - abs(zs):
         raise ValueError("the orbit of z0 touches the circle: it is not an oscillation")
-    disc = (1 - abs(zs) ** 2 - r ** 2) ** 2 - 4 * r ** 2 * abs(zs) ** 2
-    return 4 * math.pi / (as_beta(beta) * abs(ap.imag) * math.sqrt(disc))
+    disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
+    return 4 * math.pi / (validate_beta(beta) * abs(ap.imag) * math.sqrt(disc))
 
 
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
@@ -206,8 +207,13 @@ def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: comp
 def _case1(A, beta, z0) -> Prediction:
     ap, am = complex_parts(A)
     region = case1_region(A)
-    words = {"det<=0": "det A <= 0", "tr>0": "tr A > 0", "centre": "tr A = 0 < det A (centre)",
-             "sym_negative_definite": "sym(A) negative definite", "bistable": "tr A < 0 < det A, sym(A) indefinite"}
+    words = {
+        "det<=0": "det A <= 0",
+        "tr>0": "tr A > 0",
+        "centre": "tr A = 0 < det A (centre)",
+        "sym_negative_definite": "sym(A) negative definite",
+        "bistable": "tr A < 0 < det A, sym(A) indefinite",
+    }
     zs = -am / np.conj(ap) if ap != 0 else None
     interior = zs is not None and abs(zs) < 1
     if region == "centre":
@@ -226,6 +232,7 @@ def _case1(A, beta, z0) -> Prediction:
 # A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2, spec §5.2, §5.5, §5.6)
 # ---------------------------------------------------------------------------------------------
 
+
 def _identity_score(V, beta, z0, tol) -> Prediction | None:
     vp, vm = complex_parts(V)
     c, b = vp.real, -vp.imag  # V = [[c + a, b], [-b, c - a]] up to a rotation, |a| = |v_-|
@@ -237,31 +244,43 @@ def _identity_score(V, beta, z0, tol) -> Prediction | None:
         theta1 = 0.5 * np.angle(vm)  # v_- = (l1 - l2)/2 e^{2 i theta1}
         top = np.exp(2j * theta1)
         if l1 >= 0:
-            return Prediction("case2", "static_clusters", complex(top), None,
-                              f"lambda_max(V) = {l1:.4g} >= 0: clusters on the top eigenvector")
-        return Prediction("case2", "partial", complex((l1 - l2) / abs(l1 + l2) * top), None,
-                          f"lambda_max(V) = {l1:.4g} < 0")
+            return Prediction(
+                "case2",
+                "static_clusters",
+                complex(top),
+                None,
+                f"lambda_max(V) = {l1:.4g} >= 0: clusters on the top eigenvector",
+            )
+        return Prediction(
+            "case2", "partial", complex((l1 - l2) / abs(l1 + l2) * top), None, f"lambda_max(V) = {l1:.4g} < 0"
+        )
     if abs(c) <= tol:  # traceless: hidden Hamiltonian
         det = b * b - abs(vm) ** 2
         if det > tol:
             zc = hamiltonian_centre(V, beta)
             if abs(z0 - zc) < 1e-12:
                 return Prediction("hamiltonian", "partial", zc, None, "z0 at the centre")
-            return Prediction("hamiltonian", "oscillation", None, None,
-                              "det V > 0: closed level sets of the Hamiltonian")
+            return Prediction(
+                "hamiltonian", "oscillation", None, None, "det V > 0: closed level sets of the Hamiltonian"
+            )
         if det < -tol:
-            return Prediction("hamiltonian", "static_clusters", None, None,
-                              "det V < 0: level sets run to the boundary")
+            return Prediction("hamiltonian", "static_clusters", None, None, "det V < 0: level sets run to the boundary")
         return None  # det V = 0: saddle-node on the circle, degenerate
     gap = b * b - abs(vm) ** 2
     if abs(gap) <= tol:
         return None  # at the SNIC itself
     if c > 0:
         if gap > 0:
-            return Prediction("snic_family", "rotating_clusters", None, math.pi / (beta * math.sqrt(gap)),
-                              "tr V > 0, complex eigenvalues: rotation on the circle")
-        return Prediction("snic_family", "static_clusters", None, None,
-                          "tr V > 0, real eigenvectors: clusters stop at one of them")
+            return Prediction(
+                "snic_family",
+                "rotating_clusters",
+                None,
+                math.pi / (beta * math.sqrt(gap)),
+                "tr V > 0, complex eigenvalues: rotation on the circle",
+            )
+        return Prediction(
+            "snic_family", "static_clusters", None, None, "tr V > 0, real eigenvectors: clusters stop at one of them"
+        )
     if gap > 0:
         return Prediction("snic_family", "partial", None, None, "tr V < 0, complex eigenvalues: interior focus")
     # tr V < 0 with real eigenvalues c +- sqrt(a^2 - b^2): the boundary equilibrium on the top
@@ -271,10 +290,20 @@ def _identity_score(V, beta, z0, tol) -> Prediction | None:
     if abs(top) <= tol:
         return None
     if top > 0:
-        return Prediction("snic_family", "static_clusters", None, None,
-                          f"tr V < 0, real eigenvalues, largest {top:.3g} > 0: clusters on its eigenvector [derived]")
-    return Prediction("snic_family", "partial", None, None,
-                      f"tr V < 0, real eigenvalues, largest {top:.3g} < 0: interior equilibrium [derived]")
+        return Prediction(
+            "snic_family",
+            "static_clusters",
+            None,
+            None,
+            f"tr V < 0, real eigenvalues, largest {top:.3g} > 0: clusters on its eigenvector [derived]",
+        )
+    return Prediction(
+        "snic_family",
+        "partial",
+        None,
+        None,
+        f"tr V < 0, real eigenvalues, largest {top:.3g} < 0: interior equilibrium [derived]",
+    )
 
 
 def _rotating_family(A, V, beta, tol) -> Prediction | None:
@@ -287,8 +316,13 @@ def _rotating_family(A, V, beta, tol) -> Prediction | None:
     if c <= tol or abs(s) <= tol:
         return None
     det = float(np.linalg.det(S))
-    return Prediction("rotating_family", "rotating_clusters", None, math.pi / (beta * abs(s) * math.sqrt(det)),
-                      "A symmetric positive definite, V = cI + sJ with c > 0")
+    return Prediction(
+        "rotating_family",
+        "rotating_clusters",
+        None,
+        math.pi / (beta * abs(s) * math.sqrt(det)),
+        "A symmetric positive definite, V = cI + sJ with c > 0",
+    )
 
 
 def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
@@ -316,11 +350,11 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
     Degenerate parameter values (exactly at a bifurcation) return None, as do matrices outside
     these families.
     """
-    A = as_matrix2("A", A)
-    V = as_matrix2("V", V)
+    A = validate_matrix2(A, "A")
+    V = validate_matrix2(V, "V")
     if A.ndim != 2 or V.ndim != 2:
         raise ValueError("predict_regime takes one pair of 2 x 2 matrices")
-    beta = as_beta(beta)
+    beta = validate_beta(beta)
     z0 = complex(z0)
     if not abs(z0) <= 1 + 1e-12:
         raise ValueError(f"z0 must lie in the closed unit disk, got |z0| = {abs(z0):.6g}")
@@ -337,6 +371,7 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
 # ---------------------------------------------------------------------------------------------
 # the classifier (paper 2, spec §8 item 16)
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class RegimeClassification:
@@ -366,10 +401,23 @@ class RegimeClassification:
     params: dict = field(default_factory=dict)
 
 
-def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: float = 0.2,
-                    boundary_tol: float = 1e-3, arg_tol: float = 1e-3, fixed_tol: float = 1e-6,
-                    method: str = "DOP853", dt: float = 0.01, rtol: float = 1e-10, atol: float = 1e-12,
-                    details: bool = False):
+def classify_regime(
+    A,
+    V,
+    beta=1.0,
+    z0=0.3 + 0.2j,
+    T: float = 200.0,
+    *,
+    window: float = 0.2,
+    boundary_tol: float = 1e-3,
+    arg_tol: float = 1e-3,
+    fixed_tol: float = 1e-6,
+    method: str = "DOP853",
+    dt: float = 0.01,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    details: bool = False,
+):
     r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow (paper 2, spec §8 item 16).
 
     Integrates :func:`~tokendynamics.ott_antonsen.solve_ott_antonsen` from ``z0`` to ``T`` and looks
@@ -415,8 +463,11 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     cluster_speed = np.abs(cluster_velocity(0.5 * np.angle(z[-1]), A, V, beta))
     scale = coef.beta * (np.abs(coef.a_plus) + np.abs(coef.a_minus)) * (np.abs(coef.v_plus) + np.abs(coef.v_minus))
     turning = (arg_range >= arg_tol) & ((arg_range >= np.pi) | (cluster_speed >= 1e-2 * scale))
-    names = np.where(boundary, np.where(turning, "rotating_clusters", "static_clusters"),
-                     np.where(z_range < fixed_tol, "partial", "oscillation"))
+    names = np.where(
+        boundary,
+        np.where(turning, "rotating_clusters", "static_clusters"),
+        np.where(z_range < fixed_tol, "partial", "oscillation"),
+    )
     single = names.ndim == 0
     regime = str(names) if single else names.astype(object)
     if not details:
@@ -425,14 +476,36 @@ def classify_regime(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 200.0, *, window: 
     if single and np.ndim(A) == 2 and np.ndim(V) == 2 and np.ndim(z0) == 0:
         pred = predict_regime(A, V, beta, z0)
     conv = (lambda x: complex(x) if np.iscomplexobj(x) else float(x)) if single else (lambda x: x)
-    return RegimeClassification(regime, conv(z[-1]), conv(min_mod), conv(arg_range), conv(z_range), pred,
-                                {"T": T, "window": window, "method": method, "nfev": sol.params["nfev"],
-                                 **({"dt": sol.params["dt"]} if method == "rk4" else {"rtol": rtol, "atol": atol})})
+    return RegimeClassification(
+        regime,
+        conv(z[-1]),
+        conv(min_mod),
+        conv(arg_range),
+        conv(z_range),
+        pred,
+        {
+            "T": T,
+            "window": window,
+            "method": method,
+            "nfev": sol.params["nfev"],
+            **({"dt": sol.params["dt"]} if method == "rk4" else {"rtol": rtol, "atol": atol}),
+        },
+    )
 
 
-def rotation_period(A, V, beta=1.0, z0=0.3 + 0.2j, T: float = 400.0, *, transient: float | None = None,
-                    centre: complex = 0.0, rtol: float = 1e-11, atol: float = 1e-13,
-                    return_intervals: bool = False):
+def rotation_period(
+    A,
+    V,
+    beta=1.0,
+    z0=0.3 + 0.2j,
+    T: float = 400.0,
+    *,
+    transient: float | None = None,
+    centre: complex = 0.0,
+    rtol: float = 1e-11,
+    atol: float = 1e-13,
+    return_intervals: bool = False,
+):
     r"""Period of :math:`R_2` on the OA flow: mean time between upward zero crossings of :math:`\operatorname{Im}(z-\text{centre})`.
 
     With ``centre = 0`` this is "the time between every second zero of
@@ -483,6 +556,7 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
 # the summary table of paper 2, spec §5.7
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class RegimeExample:
     """One row of the regime table of paper 2, spec §5.7 (beta = 1): matrices, OA datum, expected regime."""
@@ -492,9 +566,9 @@ class RegimeExample:
     V: tuple
     expected: str
     z0: complex = 0.3 + 0.2j
-    value: float | None = None   # |z*|, the period, ... as listed in the spec
+    value: float | None = None  # |z*|, the period, ... as listed in the spec
     value_name: str = ""
-    T: float = 200.0             # classifier horizon (spec §8 item 16: 200)
+    T: float = 200.0  # classifier horizon (spec §8 item 16: 200)
 
     def matrices(self):
         """``(A, V)`` as float arrays."""
@@ -507,28 +581,56 @@ _BISTABLE_A = ((0.8, 2.0), (-2.0, -1.2))
 REGIME_TABLE: tuple[RegimeExample, ...] = (
     RegimeExample("V=I, A=[[1,2],[-1,0.5]]", ((1, 2), (-1, 0.5)), _I, "static_clusters"),
     RegimeExample("V=I, A=diag(-1,-2)", ((-1, 0), (0, -2)), _I, "partial", value=1 / 3, value_name="|z*|"),
-    RegimeExample("V=I, A=[[0.2,1],[-1,-0.2]], z0=0", ((0.2, 1), (-1, -0.2)), _I, "oscillation", 0j,
-                  value=13.711, value_name="period"),
+    RegimeExample(
+        "V=I, A=[[0.2,1],[-1,-0.2]], z0=0",
+        ((0.2, 1), (-1, -0.2)),
+        _I,
+        "oscillation",
+        0j,
+        value=13.711,
+        value_name="period",
+    ),
     RegimeExample("V=I, A=diag(1,-2)", ((1, 0), (0, -2)), _I, "static_clusters"),
     # the bistable focus attracts at rate (1 - |z*|^2)|tr A|/4 = 0.075: T = 400 to settle to 1e-6
-    *(RegimeExample(f"V=I, A=[[0.8,2],[-2,-1.2]] (bistable), z0={z!r}", _BISTABLE_A, _I, "partial", z,
-                    value=0.4975, value_name="|z*|", T=400.0) for z in (0j, 0.9j, 0.6 + 0.6j)),
-    *(RegimeExample(f"V=I, A=[[0.8,2],[-2,-1.2]] (bistable), z0={z!r}", _BISTABLE_A, _I, "static_clusters", z)
-      for z in (0.5 + 0j, -0.5 + 0j, 0.9 + 0j, -0.9 + 0j, -0.9j)),
+    *(
+        RegimeExample(
+            f"V=I, A=[[0.8,2],[-2,-1.2]] (bistable), z0={z!r}",
+            _BISTABLE_A,
+            _I,
+            "partial",
+            z,
+            value=0.4975,
+            value_name="|z*|",
+            T=400.0,
+        )
+        for z in (0j, 0.9j, 0.6 + 0.6j)
+    ),
+    *(
+        RegimeExample(f"V=I, A=[[0.8,2],[-2,-1.2]] (bistable), z0={z!r}", _BISTABLE_A, _I, "static_clusters", z)
+        for z in (0.5 + 0j, -0.5 + 0j, 0.9 + 0j, -0.9 + 0j, -0.9j)
+    ),
     RegimeExample("A=I, V=diag(2,-1)", _I, ((2, 0), (0, -1)), "static_clusters", value=1.0, value_name="R2 limit"),
     RegimeExample("A=I, V=diag(-1,-3)", _I, ((-1, 0), (0, -3)), "partial", value=0.5, value_name="|z*|"),
     RegimeExample("A=I, V=[[0.5,1],[-1,-0.5]]", _I, ((0.5, 1), (-1, -0.5)), "oscillation"),
     RegimeExample("A=I, V=[[1.5,1],[-1,-1.5]]", _I, ((1.5, 1), (-1, -1.5)), "static_clusters"),
-    RegimeExample("A=I, V=[[0.8,1],[-1,-0.2]]", _I, ((0.8, 1), (-1, -0.2)), "rotating_clusters",
-                  value=3.628, value_name="period"),
-    RegimeExample("A=diag(2,1), V=[[1,-1],[1,1]]", ((2, 0), (0, 1)), ((1, -1), (1, 1)), "rotating_clusters",
-                  value=2.221, value_name="period"),
+    RegimeExample(
+        "A=I, V=[[0.8,1],[-1,-0.2]]", _I, ((0.8, 1), (-1, -0.2)), "rotating_clusters", value=3.628, value_name="period"
+    ),
+    RegimeExample(
+        "A=diag(2,1), V=[[1,-1],[1,1]]",
+        ((2, 0), (0, 1)),
+        ((1, -1), (1, 1)),
+        "rotating_clusters",
+        value=2.221,
+        value_name="period",
+    ),
 )
 
 
 # ---------------------------------------------------------------------------------------------
 # everything a phase-portrait panel needs (figures and the live widget)
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class Portrait:
@@ -558,8 +660,17 @@ class Portrait:
     params: dict
 
 
-def regime_portrait(A, V, beta=1.0, z0=0.3 + 0.2j, *, n_grid: int = 21, T_orbit: float = 40.0,
-                    T_classify: float = 200.0, dt: float | None = None) -> Portrait:
+def regime_portrait(
+    A,
+    V,
+    beta=1.0,
+    z0=0.3 + 0.2j,
+    *,
+    n_grid: int = 21,
+    T_orbit: float = 40.0,
+    T_classify: float = 200.0,
+    dt: float | None = None,
+) -> Portrait:
     r"""Phase portrait data of the OA flow, an orbit, the regime and its closed form (paper 2, spec §4–5).
 
     Fast enough for a live widget (tens of milliseconds): the field is one vectorised evaluation
@@ -568,8 +679,8 @@ def regime_portrait(A, V, beta=1.0, z0=0.3 + 0.2j, *, n_grid: int = 21, T_orbit:
     step ``dt`` (default :math:`\min(0.05, 0.5/L)`, :math:`L=\sum_i|k_i|` the size of the OA
     polynomial's coefficients, a bound on its rates in the disk).
     """
-    A = as_matrix2("A", A)
-    V = as_matrix2("V", V)
+    A = validate_matrix2(A, "A")
+    V = validate_matrix2(V, "V")
     s = np.linspace(-1, 1, int(n_grid))
     grid = s[None, :] + 1j * s[:, None]
     inside = np.abs(grid) <= 1.0
@@ -581,27 +692,20 @@ def regime_portrait(A, V, beta=1.0, z0=0.3 + 0.2j, *, n_grid: int = 21, T_orbit:
     t = np.linspace(0.0, T_orbit, int(round(T_orbit / dt)) + 1)
     orbit = solve_ott_antonsen(z0, A, V, beta, T_orbit, t_eval=t, method="rk4", dt=dt)
     regime = classify_regime(A, V, beta, z0, T_classify, method="rk4", dt=dt)
-    return Portrait(grid=grid, field=field, t=orbit.t, orbit=orbit.z, regime=regime,
-                    prediction=predict_regime(A, V, beta, z0),
-                    params={"A": A.tolist(), "V": V.tolist(), "beta": float(as_beta(beta)), "z0": complex(z0),
-                            "dt": dt, "T_orbit": T_orbit, "T_classify": T_classify})
-
-
-def explore(A, V, beta=1.0, theta0=None, *, z0=0.3 + 0.2j, T: float = 20.0, n_grid: int = 15,
-            n_times: int = 201, rtol: float = 1e-6, atol: float = 1e-8):
-    r"""One update of the chapter's live explorer: :func:`regime_portrait` and a particle run.
-
-    The particles start from the angles ``theta0`` (e.g. :func:`~tokendynamics.ott_antonsen.sample_ott_antonsen`
-    around ``z0``) and are integrated to ``T`` by the exact O(n) angle equations
-    :math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`
-    (:func:`~tokendynamics.kuramoto.solve_phases`, paper 2, spec §2.3), the same dynamics as the
-    core's ``Attention("linear")`` on the circle, with loose tolerances (``rtol``, ``atol``: the
-    path of :math:`R_2` is drawn, not measured) and ``n_times`` stored times. Returns
-    ``(Portrait, PhaseSolution)``; draw them with :func:`tokendynamics.kuramoto_plots.draw_explorer`.
-    """
-    if theta0 is None:
-        raise ValueError("explore needs the initial angles theta0 of the particles")
-    portrait = regime_portrait(A, V, beta, z0, n_grid=n_grid)
-    phases = solve_phases(theta0, A, V, beta, T, t_eval=np.linspace(0.0, float(T), int(n_times)), rtol=rtol,
-                          atol=atol)
-    return portrait, phases
+    return Portrait(
+        grid=grid,
+        field=field,
+        t=orbit.t,
+        orbit=orbit.z,
+        regime=regime,
+        prediction=predict_regime(A, V, beta, z0),
+        params={
+            "A": A.tolist(),
+            "V": V.tolist(),
+            "beta": float(validate_beta(beta)),
+            "z0": complex(z0),
+            "dt": dt,
+            "T_orbit": T_orbit,
+            "T_classify": T_classify,
+        },
+    )

@@ -33,12 +33,11 @@ chapter shows them next to the measured ratio :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,
 from __future__ import annotations
 
 import math
-from typing import Callable, Union
 
 import numpy as np
 
-from .attention import Attention
-from .particles import _rk4_step
+from .attention import Attention, LayerLike
+from .particles import rk4_step
 from .transport import conditional_wasserstein, wasserstein
 
 __all__ = [
@@ -49,8 +48,6 @@ __all__ = [
     "perturb_in_ball",
     "stability_study",
 ]
-
-LayerLike = Union[Attention, Callable[[float], Attention]]
 
 
 def _opnorm(M) -> float:
@@ -94,8 +91,10 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
         For Sinkhorn attention (no explicit constant) or a causal softmax/L2 layer without ``m0 > 0``.
     """
     if not has_explicit_bound(layer):
-        raise ValueError("no explicit stability constant is available for Sinkhorn attention "
-                         "(the spec's §3.2 gives none); measure the growth factor instead")
+        raise ValueError(
+            "no explicit stability constant is available for Sinkhorn attention "
+            "(the spec's §3.2 gives none); measure the growth factor instead"
+        )
     R = float(R)
     normalised_causal = layer.causal and layer.kind in ("softmax", "l2")
     if normalised_causal and not (m0 is not None and m0 > 0):
@@ -123,8 +122,9 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
     return lip_x, lip_mu
 
 
-def log_stability_bound(layer: LayerLike, t, R0: float, *, m0: float | None = None,
-                        substeps: int = 20) -> tuple[np.ndarray, np.ndarray]:
+def log_stability_bound(
+    layer: LayerLike, t, R0: float, *, m0: float | None = None, substeps: int = 20
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of Theorem A, and the support radius :math:`R_t`.
 
     Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and
@@ -159,7 +159,7 @@ def log_stability_bound(layer: LayerLike, t, R0: float, *, m0: float | None = No
             if not np.all(np.isfinite(y)):
                 break
             with np.errstate(over="ignore", invalid="ignore"):
-                y, _ = _rk4_step(rhs, s, y, h)  # the particle core's RK4 step
+                y, _ = rk4_step(rhs, s, y, h)  # the particle core's RK4 step
             if not np.all(np.isfinite(y)):
                 y = np.array([math.inf, math.inf])
             s += h
@@ -179,8 +179,9 @@ def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
     return X + delta * r[:, None] * g
 
 
-def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int = 1,
-                    rng=None, p: float = 2) -> dict[str, np.ndarray]:
+def stability_study(
+    variant, X0, deltas, *, T: float, dt: float, save_every: int = 1, rng=None, p: float = 2
+) -> dict[str, np.ndarray]:
     r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (paper 1 §3.3 item 1).
 
     :math:`\mu_0` is the empirical measure of ``X0``, :math:`\nu_0` that of
@@ -206,8 +207,7 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int
 
     def dist(Xa, Xb):
         if variant.masked:
-            return conditional_wasserstein(Xa, Xb, system.positions, p=p,
-                                           weights=(system.weights, system.weights))
+            return conditional_wasserstein(Xa, Xb, system.positions, p=p, weights=(system.weights, system.weights))
         return wasserstein(Xa, Xb, p=p, method="exact")
 
     xi = perturb_in_ball(np.zeros_like(np.asarray(X0, dtype=float)), 1.0, rng)
@@ -225,5 +225,12 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every: int
         log_bound, _ = log_stability_bound(variant.layer, t - t[0], R0, m0=variant.sink_mass)
     except ValueError:  # Sinkhorn, or masked attention without a sink: no explicit constant
         log_bound = np.full(t.size, np.nan)
-    return {"t": t, "ratio": ratio, "w0": w0, "R0": np.array(R0), "log_bound": log_bound,
-            "blowup": blowup, "deltas": np.asarray(deltas, dtype=float)}
+    return {
+        "t": t,
+        "ratio": ratio,
+        "w0": w0,
+        "R0": np.array(R0),
+        "log_bound": log_bound,
+        "blowup": blowup,
+        "deltas": np.asarray(deltas, dtype=float),
+    }

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import itertools
 import sys
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -34,9 +35,16 @@ def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*values)]
 
 
-def sweep(fn: Callable[..., Any], points: Iterable[Mapping[str, Any]], *, n_jobs: int = 1,
-          backend: str | None = None, progress: bool = True, desc: str | None = None,
-          **fixed: Any) -> list[Any]:
+def sweep(
+    fn: Callable[..., Any],
+    points: Iterable[Mapping[str, Any]],
+    *,
+    n_jobs: int = 1,
+    backend: str | None = None,
+    progress: bool = True,
+    desc: str | None = None,
+    **fixed: Any,
+) -> list[Any]:
     """Evaluate ``fn(**fixed, **point)`` for every point, in parallel through joblib.
 
     Parameters

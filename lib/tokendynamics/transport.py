@@ -24,10 +24,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import validate_square, validate_tokens, validate_weights
+from .validation import validate_gaussian, validate_tokens, validate_weights
 
-__all__ = ["Distance", "wasserstein", "bures_wasserstein", "wasserstein_gaussian_1d", "conditional_wasserstein",
-           "ConditionalProfile", "psd_sqrt", "validate_covariance", "validate_gaussian"]
+__all__ = [
+    "Distance",
+    "wasserstein",
+    "bures_wasserstein",
+    "wasserstein_gaussian_1d",
+    "conditional_wasserstein",
+    "ConditionalProfile",
+    "psd_sqrt",
+]
 
 # Above this many pairs (n * m) the exact LP is slow (about 0.5 s at 1000 x 1000 here).
 EXACT_MAX_PAIRS = 4_000_000
@@ -73,8 +80,17 @@ def _two_measures(X, Y, p, weights):
     return X, Y, _as_weights(a_in, X.shape[0], "weights[0]"), _as_weights(b_in, Y.shape[0], "weights[1]")
 
 
-def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_projections: int = 200,
-                rng=None, return_method: bool = False):
+def wasserstein(
+    X,
+    Y,
+    p: float = 2,
+    weights=None,
+    *,
+    method: str = "auto",
+    n_projections: int = 200,
+    rng=None,
+    return_method: bool = False,
+):
     r"""Wasserstein distance :math:`W_p(\mu,\nu)` between :math:`\mu=\sum_i a_i\delta_{x_i}` and :math:`\nu=\sum_j b_j\delta_{y_j}`.
 
     .. math:: W_p(\mu,\nu) = \Big(\min_{\pi\in\Pi(a,b)}\sum_{ij}\pi_{ij}|x_i-y_j|^p\Big)^{1/p}
@@ -103,12 +119,16 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
     if method == "auto":
         method = "exact" if (d == 1 or X.shape[0] * Y.shape[0] <= EXACT_MAX_PAIRS) else "sliced"
         if method == "sliced":
-            warnings.warn(f"wasserstein: {X.shape[0]} x {Y.shape[0]} points is too many for the exact LP; "
-                          "returning the sliced Wasserstein distance instead", stacklevel=2)
+            warnings.warn(
+                f"wasserstein: {X.shape[0]} x {Y.shape[0]} points is too many for the exact LP; "
+                "returning the sliced Wasserstein distance instead",
+                stacklevel=2,
+            )
     if method == "sliced":
         rng = np.random.default_rng(rng)
-        value = float(ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=p,
-                                                     seed=int(rng.integers(2**31))))
+        value = float(
+            ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=p, seed=int(rng.integers(2**31)))
+        )
         used = "sliced"
     elif d == 1:
         value = float(ot.wasserstein_1d(X[:, 0], Y[:, 0], a, b, p=p)) ** (1.0 / p)
@@ -123,44 +143,11 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
     return Distance(value, used, p) if return_method else value
 
 
-def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float = 1e-10) -> np.ndarray:
-    """Check that S is a finite symmetric positive semi-definite matrix; return it symmetrised."""
-    S = validate_square(S, name, d)
-    scale = max(1.0, float(np.max(np.abs(S))))
-    if np.max(np.abs(S - S.T)) > tol * scale:
-        raise ValueError(f"{name} must be symmetric")
-    S = (S + S.T) / 2
-    lam = np.linalg.eigvalsh(S)
-    if lam[0] < -tol * scale:
-        raise ValueError(f"{name} must be positive semi-definite; its smallest eigenvalue is {lam[0]:.3g}")
-    return S
-
-
-def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name: str = "cov"):
-    r"""Check the parameters of a Gaussian :math:`N(\alpha,\Sigma)`; return ``(mean, cov)`` as float64 arrays.
-
-    ``mean`` must be a finite vector (a number is read as a vector of length one) and ``cov`` a
-    finite symmetric positive semi-definite matrix of the same dimension
-    (:func:`validate_covariance`; singular matrices are allowed). ``d``, if given, is the dimension
-    both must have; ``what`` names it in the error message (e.g. "the layer has d"), ``name`` the
-    covariance.
-    """
-    mean = np.atleast_1d(np.asarray(mean, dtype=float))
-    if mean.ndim != 1:
-        raise ValueError(f"mean must be a vector (d,), got shape {mean.shape}")
-    if not np.all(np.isfinite(mean)):
-        raise ValueError("mean contains non-finite values")
-    if d is not None and mean.shape[0] != d:
-        raise ValueError(f"mean has dimension {mean.shape[0]} but {what} = {d}")
-    cov = validate_covariance(np.atleast_2d(np.asarray(cov, dtype=float)), name, mean.shape[0])
-    return mean, cov
-
-
 def psd_sqrt(S, *, pinv_rtol: float | None = None):
     r"""Symmetric square root :math:`S^{1/2}=U\Lambda^{1/2}U^\top` of a PSD matrix or of a stack (..., d, d).
 
     ``S`` is symmetrised and its eigenvalues are clipped at 0 (no validation: use
-    :func:`validate_covariance` first on user input). With ``pinv_rtol`` also returns the
+    :func:`~tokendynamics.validation.validate_covariance` first on user input). With ``pinv_rtol`` also returns the
     pseudo-inverse :math:`(S^{1/2})^+` computed from the same eigen-decomposition, in which the
     eigenvalues of :math:`S^{1/2}` below ``pinv_rtol`` times the largest count as zero.
     """
@@ -241,8 +228,18 @@ class ConditionalProfile:
     reduce: str
 
 
-def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, positions_Y=None, bins=None,
-                            reduce: str = "mean", return_profile: bool = False):
+def conditional_wasserstein(
+    X,
+    Y,
+    positions,
+    p: float = 2,
+    weights=None,
+    *,
+    positions_Y=None,
+    bins=None,
+    reduce: str = "mean",
+    return_profile: bool = False,
+):
     r"""Conditional Wasserstein distance between two measures on :math:`[0,1]\times\mathbb R^d` with the same position marginal.
 
     Paper 1 §2.6 (masked attention). Disintegrating :math:`\mu=\int\mu^s\,d\lambda(s)` and
@@ -281,8 +278,9 @@ def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, posi
     sx = np.asarray(positions, dtype=float)
     sy = sx if positions_Y is None else np.asarray(positions_Y, dtype=float)
     if sx.shape != (X.shape[0],) or sy.shape != (Y.shape[0],):
-        raise ValueError(f"positions must have one entry per token: got {sx.shape} for X {X.shape} "
-                         f"and {sy.shape} for Y {Y.shape}")
+        raise ValueError(
+            f"positions must have one entry per token: got {sx.shape} for X {X.shape} and {sy.shape} for Y {Y.shape}"
+        )
     if not (np.all(np.isfinite(sx)) and np.all(np.isfinite(sy))):
         raise ValueError("positions contain non-finite values")
 
@@ -291,15 +289,18 @@ def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, posi
         centres = keys
     else:
         allpos = np.concatenate([sx, sy])
-        edges = np.linspace(allpos.min(), allpos.max(), int(bins) + 1) if np.isscalar(bins) else \
-            np.asarray(bins, dtype=float)
+        edges = (
+            np.linspace(allpos.min(), allpos.max(), int(bins) + 1)
+            if np.isscalar(bins)
+            else np.asarray(bins, dtype=float)
+        )
         if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise ValueError("bins must be a positive integer or increasing bin edges")
         if allpos.min() < edges[0] or allpos.max() > edges[-1]:
             raise ValueError("some positions fall outside the bin edges")
         inv = np.clip(np.searchsorted(edges, allpos, side="right") - 1, 0, edges.size - 2)
         centres = (edges[:-1] + edges[1:]) / 2
-    gx, gy = inv[: X.shape[0]], inv[X.shape[0]:]
+    gx, gy = inv[: X.shape[0]], inv[X.shape[0] :]
     G = centres.size
     mass_x = np.bincount(gx, weights=a, minlength=G)
     mass_y = np.bincount(gy, weights=b, minlength=G)
@@ -307,7 +308,8 @@ def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, posi
         g = int(np.argmax(np.abs(mass_x - mass_y)))
         raise ValueError(
             "the two measures have different position marginals: the group at position "
-            f"{centres[g]:.4g} has mass {mass_x[g]:.6g} in the first and {mass_y[g]:.6g} in the second")
+            f"{centres[g]:.4g} has mass {mass_x[g]:.6g} in the first and {mass_y[g]:.6g} in the second"
+        )
     count_x = np.bincount(gx, minlength=G)
     count_y = np.bincount(gy, minlength=G)
     dist = np.zeros(G)
@@ -320,8 +322,7 @@ def conditional_wasserstein(X, Y, positions, p: float = 2, weights=None, *, posi
         dist[single] = np.linalg.norm(X[ix[single]] - Y[iy[single]], axis=1)
     for g in np.flatnonzero(~single & (mass_x > 0)):
         mx, my = gx == g, gy == g
-        dist[g] = wasserstein(X[mx], Y[my], p=p, weights=(a[mx] / mass_x[g], b[my] / mass_y[g]),
-                              method="exact")
+        dist[g] = wasserstein(X[mx], Y[my], p=p, weights=(a[mx] / mass_x[g], b[my] / mass_y[g]), method="exact")
     used = mass_x > 0
     if reduce == "mean":
         value = float(np.sum(mass_x[used] * dist[used] ** p) ** (1.0 / p))

@@ -18,14 +18,15 @@ a sink and positions); this module adds the constructors the paper's conventions
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from .attention import Attention, validate_tokens
+from .attention import Attention
 from .masked import SinkSystem, with_sink
 from .particles import Trajectory, simulate
+from .validation import validate_tokens
 
 __all__ = [
     "VARIANT_NAMES",
@@ -35,12 +36,12 @@ __all__ = [
     "paper1_variants",
 ]
 
-VARIANT_NAMES = ("softmax", "multihead", "l2", "sinkhorn", "sigmoid", "linear",
-                 "unnormalized_softmax", "masked")
+VARIANT_NAMES = ("softmax", "multihead", "l2", "sinkhorn", "sigmoid", "linear", "unnormalized_softmax", "masked")
 
 
-def multihead_from_rows(Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax",
-                        beta: float = 1.0, **layer_kwargs) -> Attention:
+def multihead_from_rows(
+    Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax", beta: float = 1.0, **layer_kwargs
+) -> Attention:
     r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1 §2.2).
 
     Head :math:`h` uses rows :math:`hk,\dots,(h+1)k-1` (:math:`k=d/H`) of :math:`Q`, :math:`K`,
@@ -97,8 +98,9 @@ def multihead_from_rows(Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, ki
     return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)
 
 
-def sigmoid_layer(A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "mean",
-                  n: int | None = None, causal: bool = False) -> Attention:
+def sigmoid_layer(
+    A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "mean", n: int | None = None, causal: bool = False
+) -> Attention:
     r"""Sigmoid attention (paper 1 §2.5), averaged over tokens or summed as in Ramapuram et al.
 
     * ``normalization="mean"``: :math:`\Gamma_\mu(x)=\int\sigma(\beta\langle x,Ay\rangle+b)\,Vy\,d\mu(y)`,
@@ -159,8 +161,9 @@ class Variant:
             return SinkSystem(X0.copy(), np.full(n, 1.0 / n), np.arange(1, n + 1) / n, 0, 0.0)
         return with_sink(X0, self.sink_mass, sink=self.sink_token)
 
-    def run(self, X0, T: float, *, dt: float, method: str = "rk4", save_every: int = 1,
-            on_blowup: str = "stop", **kwargs) -> tuple[Trajectory, SinkSystem]:
+    def run(
+        self, X0, T: float, *, dt: float, method: str = "rk4", save_every: int = 1, on_blowup: str = "stop", **kwargs
+    ) -> tuple[Trajectory, SinkSystem]:
         r"""Integrate :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` from ``X0`` up to ``T``.
 
         Returns ``(trajectory, system)``; ``system.tokens(trajectory.X)`` drops the sink rows.
@@ -168,8 +171,9 @@ class Variant:
         """
         sys_ = self.system(X0)
         extra = sys_.simulate_kwargs() if self.masked else {}
-        traj = simulate(sys_.X, self.layer, T, dt=dt, method=method, save_every=save_every,
-                        on_blowup=on_blowup, **extra, **kwargs)
+        traj = simulate(
+            sys_.X, self.layer, T, dt=dt, method=method, save_every=save_every, on_blowup=on_blowup, **extra, **kwargs
+        )
         return traj, sys_
 
     def __repr__(self) -> str:
@@ -178,9 +182,18 @@ class Variant:
         return f"Variant({self.name!r}, {lay}{sink})"
 
 
-def paper1_variants(A, V, *, beta: float = 1.0, eps: float = 1.0, bias: float = 0.0,
-                    n_heads: int | None = None, sink_mass: float = 0.1, sink_token=None,
-                    names=VARIANT_NAMES) -> dict[str, Variant]:
+def paper1_variants(
+    A,
+    V,
+    *,
+    beta: float = 1.0,
+    eps: float = 1.0,
+    bias: float = 0.0,
+    n_heads: int | None = None,
+    sink_mass: float = 0.1,
+    sink_token=None,
+    names=VARIANT_NAMES,
+) -> dict[str, Variant]:
     r"""The gallery of paper 1 §2 from one score matrix :math:`A` and value matrix :math:`V` (library convention).
 
     ========================  =====================================================================
@@ -210,14 +223,19 @@ def paper1_variants(A, V, *, beta: float = 1.0, eps: float = 1.0, bias: float = 
         "softmax": lambda: Variant("softmax", Attention("softmax", A=A, V=V, beta=beta)),
         "multihead": lambda: Variant("multihead", multihead_from_rows(np.eye(d), A, V, H, beta=beta)),
         "l2": lambda: Variant("l2", Attention("l2", Q=np.eye(d), K=A, V=V, beta=beta)),
-        "sinkhorn": lambda: Variant("sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps,
-                                                          sinkhorn_tol=1e-10)),
+        "sinkhorn": lambda: Variant(
+            "sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps, sinkhorn_tol=1e-10)
+        ),
         "sigmoid": lambda: Variant("sigmoid", sigmoid_layer(A, V, beta=beta, bias=bias)),
         "linear": lambda: Variant("linear", Attention("linear", A=A, V=V, beta=beta)),
-        "unnormalized_softmax": lambda: Variant("unnormalized_softmax",
-                                                Attention("unnormalized_softmax", A=A, V=V, beta=beta)),
-        "masked": lambda: Variant("masked", Attention("softmax", A=A, V=V, beta=beta, causal=True),
-                                  sink_mass=float(sink_mass),
-                                  sink_token=None if sink_token is None else np.asarray(sink_token, float)),
+        "unnormalized_softmax": lambda: Variant(
+            "unnormalized_softmax", Attention("unnormalized_softmax", A=A, V=V, beta=beta)
+        ),
+        "masked": lambda: Variant(
+            "masked",
+            Attention("softmax", A=A, V=V, beta=beta, causal=True),
+            sink_mass=float(sink_mass),
+            sink_token=None if sink_token is None else np.asarray(sink_token, float),
+        ),
     }
     return {name: build[name]() for name in names}

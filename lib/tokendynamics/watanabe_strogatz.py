@@ -1,4 +1,4 @@
-r"""Exact reductions of linear attention: Watanabe–Strogatz in d = 2, the projective flow in any d.
+r"""The Watanabe–Strogatz reduction: linear attention on the circle as three real ODEs, for every n.
 
 **Watanabe–Strogatz (paper 2, spec §3).** The double angles :math:`\psi_k=2\theta_k` obey
 :math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})` with the common
@@ -12,11 +12,7 @@ real ODEs replace n (Watanabe and Strogatz 1994; Marvel, Mirollo and Strogatz 20
 Pikovsky and Rosenblum 2008, 2011). Initialisation as in Gong and Pikovsky:
 :math:`\alpha(0)=R_2(0)`, :math:`\eta(0)=0`.
 
-**Projective reduction (paper 2, spec §1.1).** In any d, :math:`\dot x_k=P^\perp_{x_k}(M(t)x_k)` with
-the common :math:`M=\beta V\Sigma A^\top`, so :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
-:math:`\dot\Phi=M\Phi`: a closed ODE on :math:`GL(d)`. In d = 2 it is the Möbius (WS) action.
-:func:`solve_projective` takes the matrices and calls the integrator
-:func:`tokendynamics.highdim.projective_flow`.
+The same reduction in any dimension is the projective flow of :mod:`tokendynamics.projective`.
 """
 
 from __future__ import annotations
@@ -27,21 +23,43 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
-from .kuramoto import _time_grid, as_angles, as_beta, as_matrix2, coefficients, order_parameter
+from .kuramoto import coefficients, order_parameter
+from .validation import time_grid, validate_angles, validate_matrix2
 
 __all__ = [
     "ws_constants",
     "ws_order_parameter",
     "ws_reconstruct",
+    "mobius",
     "WSSolution",
     "solve_watanabe_strogatz",
-    "ProjectiveSolution",
-    "solve_projective",
 ]
 
 
-def _mobius(alpha, eta, c):
-    """:math:`(\\alpha+w)/(1+\\bar\\alpha w)`, :math:`w=e^{i(\\eta+c_k)}`; alpha, eta (...), c (n,) -> (..., n)."""
+def mobius(alpha, eta, c):
+    r"""The Möbius map of the Watanabe–Strogatz reduction applied to the constants :math:`c_k`.
+
+    .. math:: e^{i\psi_k}=\frac{\alpha+w_k}{1+\bar\alpha w_k},\qquad w_k=e^{i(\eta+c_k)},\qquad |\alpha|<1 .
+
+    Parameters
+    ----------
+    alpha : complex or array (...)
+        Centre of the map, inside the unit disc.
+    eta : float or array (...)
+        Rotation angle.
+    c : array (n,)
+        The Watanabe–Strogatz constants.
+
+    Returns
+    -------
+    array (..., n)
+        The points :math:`e^{i\psi_k}` on the unit circle.
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*,
+    Physica D 74 (1994); paper 2 (Li et al.), the Watanabe–Strogatz reduction (this book, chapter 4).
+    """
     alpha = np.asarray(alpha)[..., None]
     w = np.exp(1j * (np.asarray(eta)[..., None] + c))
     return (alpha + w) / (1 + np.conj(alpha) * w)
@@ -59,20 +77,21 @@ def ws_constants(theta0, alpha0=None):
     ``alpha0`` defaults to :math:`R_2(0)` (Gong–Pikovsky); any point of the open disk is a valid
     gauge (``alpha0=0`` gives :math:`c_k=\psi_k(0)`). Returns ``(alpha0, c)``.
     """
-    th = as_angles(theta0, "theta0")
+    th = validate_angles(theta0, "theta0")
     if th.ndim != 1:
         raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
     a = complex(order_parameter(th, 2)) if alpha0 is None else complex(alpha0)
     if not abs(a) < 1 - 1e-10:
         raise ValueError(
             f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
-            "cluster pair; pass alpha0=0 to use another gauge")
-    return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
+            "cluster pair; pass alpha0=0 to use another gauge"
+        )
+    return a, np.angle(mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
 
 
 def ws_order_parameter(alpha, eta, c):
     r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2, spec §3); vectorised over alpha, eta."""
-    return _mobius(alpha, eta, np.asarray(c, dtype=float)).mean(axis=-1)
+    return mobius(alpha, eta, np.asarray(c, dtype=float)).mean(axis=-1)
 
 
 def ws_reconstruct(alpha, eta, c, theta0):
@@ -85,12 +104,14 @@ def ws_reconstruct(alpha, eta, c, theta0):
     :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` keeps :math:`\theta_k` apart from
     :math:`\theta_k+\pi` without any sampling condition. Returns shape (m, n).
     """
-    th0 = as_angles(theta0, "theta0")
+    th0 = validate_angles(theta0, "theta0")
     alpha = np.atleast_1d(np.asarray(alpha, dtype=complex))
     eta = np.atleast_1d(np.asarray(eta, dtype=float))
     c = np.asarray(c, dtype=float)
     if alpha.shape != eta.shape or alpha.ndim != 1:
-        raise ValueError(f"alpha and eta must be 1-D arrays over time of the same length, got {alpha.shape}, {eta.shape}")
+        raise ValueError(
+            f"alpha and eta must be 1-D arrays over time of the same length, got {alpha.shape}, {eta.shape}"
+        )
     if c.shape != th0.shape:
         raise ValueError(f"c and theta0 must have the same shape, got {c.shape} and {th0.shape}")
     if np.any(np.abs(alpha) >= 1):
@@ -142,8 +163,19 @@ class WSSolution:
         return ws_order_parameter(self.alpha, self.eta, self.c)
 
 
-def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None, alpha0=None,
-                            method: str = "DOP853", rtol: float = 1e-11, atol: float = 1e-13) -> WSSolution:
+def solve_watanabe_strogatz(
+    theta0,
+    A,
+    V,
+    beta=1.0,
+    t_span=10.0,
+    *,
+    t_eval=None,
+    alpha0=None,
+    method: str = "DOP853",
+    rtol: float = 1e-11,
+    atol: float = 1e-13,
+) -> WSSolution:
     r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2, spec §3).
 
     State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the
@@ -155,16 +187,16 @@ def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None,
     with :math:`R_2` from :func:`ws_order_parameter` (O(n) per evaluation). Reconstruct the tokens
     with :meth:`WSSolution.theta`.
     """
-    th0 = as_angles(theta0, "theta0")
+    th0 = validate_angles(theta0, "theta0")
     a0, c = ws_constants(th0, alpha0)
-    coef = coefficients(as_matrix2("A", A), as_matrix2("V", V), beta)
+    coef = coefficients(validate_matrix2(A, "A"), validate_matrix2(V, "V"), beta)
     if np.ndim(coef.a_plus) or np.ndim(coef.v_plus):
         raise ValueError("solve_watanabe_strogatz takes one pair of 2 x 2 matrices A, V")
-    t0, T, t_eval = _time_grid(t_span, t_eval)
+    t0, T, t_eval = time_grid(t_span, t_eval)
 
     def rhs(t, y):
         a = y[0] + 1j * y[1]
-        R = np.mean(_mobius(a, y[2], c))
+        R = np.mean(mobius(a, y[2], c))
         om, H = coef.omega(R), coef.forcing(R)
         ad = 2j * om * a + H - np.conj(H) * a * a
         return [ad.real, ad.imag, 2 * om + 2 * np.imag(H * np.conj(a))]
@@ -175,59 +207,13 @@ def solve_watanabe_strogatz(theta0, A, V, beta=1.0, t_span=10.0, *, t_eval=None,
     alpha = sol.y[0] + 1j * sol.y[1]
     if sol.t[0] > t0:  # make the first entry the initial gauge, as ws_reconstruct expects
         raise ValueError("t_eval must start at t0 so that the tokens can be reconstructed")
-    params = {"beta": float(coef.beta), "n": int(th0.size), "method": method, "rtol": rtol, "atol": atol,
-              "nfev": int(sol.nfev), "alpha0": [a0.real, a0.imag]}
+    params = {
+        "beta": float(coef.beta),
+        "n": int(th0.size),
+        "method": method,
+        "rtol": rtol,
+        "atol": atol,
+        "nfev": int(sol.nfev),
+        "alpha0": [a0.real, a0.imag],
+    }
     return WSSolution(t=sol.t, alpha=alpha, eta=sol.y[2], c=c, theta0=th0, params=params)
-
-
-# ---------------------------------------------------------------------------------------------
-# the projective reduction, any d (paper 2, spec §1.1)
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, eq=False)
-class ProjectiveSolution:
-    r"""A run of :math:`\dot\Phi=\beta V\Sigma A^\top\Phi` and the tokens it carries.
-
-    Attributes
-    ----------
-    t : array (m,)
-    Phi : array (m, d, d)
-        Normalised to :math:`|\Phi|_F=\sqrt d` (a scalar factor, which the tokens do not see; see
-        :func:`tokendynamics.highdim.projective_flow`).
-    X : array (m, n, d)
-        :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`.
-    params : dict
-    """
-
-    t: np.ndarray
-    Phi: np.ndarray
-    X: np.ndarray
-    params: dict
-
-
-def solve_projective(X0, A, V, beta=1.0, t_span=3.0, *, t_eval=None, method: str = "DOP853",
-                     rtol: float = 1e-11, atol: float = 1e-13) -> ProjectiveSolution:
-    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2, spec §1.1).
-
-    .. math:: x_k(t)=\frac{\Phi(t)x_k(0)}{|\Phi(t)x_k(0)|},\qquad \dot\Phi=\beta V\Sigma(t)A^\top\Phi
-              \ (\text{up to a scalar factor}),\qquad \Sigma=\frac1n\sum_kx_kx_k^\top .
-
-    Any n, any d; in d = 2 it is the Möbius (WS) action. A convenience form taking the matrices:
-    the integration is :func:`tokendynamics.highdim.projective_flow` (one implementation), called
-    with ``Attention("linear", A=A, V=V, beta=beta)``; ``t_eval`` defaults to 401 equally spaced
-    times.
-    """
-    from .attention import Attention
-    from .highdim import projective_flow
-
-    X0 = np.asarray(X0, dtype=float)
-    if X0.ndim != 2:
-        raise ValueError(f"X0 must be an (n, d) array of unit tokens, got shape {X0.shape}")
-    layer = Attention("linear", A=A, V=V, beta=as_beta(beta))
-    t0, T, t_eval = _time_grid(t_span, t_eval)
-    traj, Phi = projective_flow(X0, layer, (t0, T), t_eval=t_eval, solver=method, rtol=rtol, atol=atol,
-                                return_phi=True)
-    n, d = X0.shape
-    return ProjectiveSolution(t=traj.t, Phi=Phi, X=traj.X,
-                              params={"beta": layer.beta, "n": n, "d": d, "method": method, "rtol": rtol,
-                                      "atol": atol, "nfev": traj.info["nfev"]})

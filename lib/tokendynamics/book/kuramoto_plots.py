@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kuramoto import order_parameter
-from .ott_antonsen import hamiltonian, hamiltonian_centre
-from .particles import circle_tokens
+from ..kuramoto import order_parameter
+from ..ott_antonsen import hamiltonian, hamiltonian_centre
+from ..particles import circle_tokens
+from ..regimes import TYPES, Portrait
 from .plotting import plot_circle
-from .regimes import TYPES, Portrait
 
 __all__ = [
     "REGIME_COLORS",
@@ -52,8 +52,15 @@ def plot_disk(ax, *, labels: bool = True):
     return ax
 
 
-def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bool = True, style: str = "quiver",
-                  cmap: str = "viridis"):
+def plot_portrait(
+    ax,
+    portrait: Portrait,
+    *,
+    title: str | None = None,
+    orbit: bool = True,
+    style: str = "quiver",
+    cmap: str = "viridis",
+):
     r"""The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
 
     ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
@@ -69,14 +76,28 @@ def plot_portrait(ax, portrait: Portrait, *, title: str | None = None, orbit: bo
     if style == "quiver":
         direction = f / np.ma.where(speed > 0, speed, 1.0)
         h = g.real[0, 1] - g.real[0, 0]
-        art = ax.quiver(g.real, g.imag, direction.real, direction.imag, colour, cmap=cmap, angles="xy",
-                        scale_units="xy", scale=1.0 / (0.75 * h), width=0.006, headwidth=4, pivot="mid", zorder=2)
+        art = ax.quiver(
+            g.real,
+            g.imag,
+            direction.real,
+            direction.imag,
+            colour,
+            cmap=cmap,
+            angles="xy",
+            scale_units="xy",
+            scale=1.0 / (0.75 * h),
+            width=0.006,
+            headwidth=4,
+            pivot="mid",
+            zorder=2,
+        )
     else:
         U = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).real)
         W = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).imag)
         C = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(colour))
-        art = ax.streamplot(g.real[0], g.imag[:, 0], U, W, color=C, cmap=cmap, density=1.1, linewidth=0.8,
-                            arrowsize=0.8, zorder=2)
+        art = ax.streamplot(
+            g.real[0], g.imag[:, 0], U, W, color=C, cmap=cmap, density=1.1, linewidth=0.8, arrowsize=0.8, zorder=2
+        )
     if orbit:
         z = portrait.orbit
         ax.plot(z.real, z.imag, color="k", lw=1.3, zorder=3)
@@ -105,8 +126,16 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
     rays = rays[np.abs(rays) < 0.97]
     levels = np.unique(np.round(np.sort(hamiltonian(rays, V, beta)), 10))
     levels = levels[np.linspace(0, levels.size - 1, min(n_levels, levels.size)).round().astype(int)]
-    cs = ax.contour(Z.real, Z.imag, np.ma.masked_invalid(E), levels=np.unique(levels), colors=color,
-                    linewidths=0.7, zorder=1, negative_linestyles="solid")
+    cs = ax.contour(
+        Z.real,
+        Z.imag,
+        np.ma.masked_invalid(E),
+        levels=np.unique(levels),
+        colors=color,
+        linewidths=0.7,
+        zorder=1,
+        negative_linestyles="solid",
+    )
     if zc is not None:
         ax.plot(zc.real, zc.imag, "+", color="k", ms=8, zorder=4)
     return cs
@@ -119,7 +148,7 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     :class:`~tokendynamics.particles.Trajectory` or a :class:`~tokendynamics.kuramoto.PhaseSolution`
     (drawn as its :math:`R_2` path and its tokens at the first and last times). The disk has no
     ticks (its unit circle is the scale) and plain-text labels, which keeps a redraw cheap. Used by the live widget
-    and by the static animation of the chapter (:func:`tokendynamics.regimes.explore`).
+    and by the static animation of the chapter (:func:`tokendynamics.book.explorers.regimes_update`).
     """
     ax_disk, ax_tok = axes
     ax_disk.clear()
@@ -127,7 +156,7 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     plot_portrait(ax_disk, portrait)
     ax_disk.set_xticks([])
     ax_disk.set_yticks([])
-    ax_disk.set_xlabel("Re R\u2082")   # plain text: no mathtext parse on every redraw
+    ax_disk.set_xlabel("Re R\u2082")  # plain text: no mathtext parse on every redraw
     ax_disk.set_ylabel("Im R\u2082")
     pred = portrait.prediction
     title = f"OA: {regime_label(portrait.regime)}"
@@ -141,8 +170,15 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     if traj is not None:
         theta = traj.angles() if callable(getattr(traj, "angles", None)) else np.asarray(traj.theta)
         R2 = order_parameter(theta, 2)
-        ax_disk.plot(R2.real, R2.imag, color=REGIME_COLORS[portrait.regime], lw=1.0, alpha=0.9, zorder=3,
-                     label=f"particles, n = {theta.shape[-1]}")
+        ax_disk.plot(
+            R2.real,
+            R2.imag,
+            color=REGIME_COLORS[portrait.regime],
+            lw=1.0,
+            alpha=0.9,
+            zorder=3,
+            label=f"particles, n = {theta.shape[-1]}",
+        )
         ax_disk.legend(loc="lower left", fontsize="x-small")
         first, last = circle_tokens(theta[0]), circle_tokens(theta[-1])
         plot_circle(ax_tok, last, color=REGIME_COLORS[portrait.regime], size=14, title="tokens")

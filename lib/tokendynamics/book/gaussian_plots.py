@@ -16,9 +16,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colormaps
 
-from .attention import Attention
-from .gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point, projected_euler, solve_gaussian
-from .transport import psd_sqrt
+from ..attention import Attention
+from ..gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point, projected_euler, solve_gaussian
+from ..transport import psd_sqrt
+from .plotting import live_widgets
 
 __all__ = [
     "trajectory_colors",
@@ -58,8 +59,9 @@ def _style_3d(ax, view):
     ax.set_axis_off()
 
 
-def plot_cone_trajectories(ax, covs, *, colors=None, view=(20, -112), line=None, max_height=None,
-                           lw: float = 1.0, alpha: float = 0.6):
+def plot_cone_trajectories(
+    ax, covs, *, colors=None, view=(20, -112), line=None, max_height=None, lw: float = 1.0, alpha: float = 0.6
+):
     r"""Covariance trajectories in the cone coordinates :math:`(a-b, 2c, a+b)`, each with a dot at its last point.
 
     ``covs`` is a list of arrays (m_k, 2, 2). ``line`` draws a black ray along a given unit
@@ -124,8 +126,12 @@ def plot_cone_explainer(ax, *, view=(20, -112)):
     th = np.linspace(0, 2 * np.pi, 200)
     ax.plot(0.5 * np.cos(th), 0.5 * np.sin(th), 0.5 * np.ones_like(th), color="k", alpha=0.6, lw=0.9)
     ax.plot(np.cos(th), np.sin(th), np.ones_like(th), color="k", alpha=0.8, lw=1.2)
-    pts = {r"$0$": np.zeros((2, 2)), r"$I/2$": np.eye(2) / 2,
-           r"$e_1e_1^\top$": np.diag([1.0, 0.0]), r"$uu^\top$": 0.5 * np.array([[1.0, 1.0], [1.0, 1.0]])}
+    pts = {
+        r"$0$": np.zeros((2, 2)),
+        r"$I/2$": np.eye(2) / 2,
+        r"$e_1e_1^\top$": np.diag([1.0, 0.0]),
+        r"$uu^\top$": 0.5 * np.array([[1.0, 1.0], [1.0, 1.0]]),
+    }
     for label, S in pts.items():
         u, w, v = cone_coordinates(S)
         ax.scatter(u, w, v, color="C3", s=18)
@@ -144,8 +150,9 @@ def plot_covariance_ellipse(ax, mean, cov, *, nsig: float = 2.0, **kw):
     return ax.plot(pts[0], pts[1], **kw)
 
 
-def cone_and_disc_figure(panels: dict, *, view=(20, -112), color: str = "start", line=None,
-                         max_height=None, size: float = 2.7):
+def cone_and_disc_figure(
+    panels: dict, *, view=(20, -112), color: str = "start", line=None, max_height=None, size: float = 2.7
+):
     r"""A figure with one column per panel: trajectories in the 3-D cone (top) and the normalised disc (bottom).
 
     ``panels`` maps a title to a list of covariance trajectories (arrays (m_k, 2, 2)). ``line`` may
@@ -187,8 +194,9 @@ def explorer_layer(kind: str, A, V) -> Attention:
     return Attention(kind, A=A, V=V)
 
 
-def explorer_trajectories(kind: str, A, V, u: float, w: float, trace: float = 1.0, T: float = 5.0, *,
-                          grid: int = 5, step: float | None = None):
+def explorer_trajectories(
+    kind: str, A, V, u: float, w: float, trace: float = 1.0, T: float = 5.0, *, grid: int = 5, step: float | None = None
+):
     r"""What the explorer draws: the accurate trajectory from :math:`\Sigma_0` and faint faithful ones from a grid.
 
     :math:`\Sigma_0` is given by its disc point :math:`(u,w)` (:math:`u^2+w^2<1`) and its trace.
@@ -205,8 +213,16 @@ def explorer_trajectories(kind: str, A, V, u: float, w: float, trace: float = 1.
     traj = solve_gaussian(np.zeros(2), cov0, layer, T, rtol=1e-7, atol=1e-10, blowup_trace=1e3)
     covs = []
     if grid:
-        runs = projected_euler(trace * cone_grid(grid, grid, (-0.8, 0.8, -0.8, 0.8)), layer, step=step,
-                               tol_low=1e-7, tol_high=1e3, max_iter=int(np.ceil(T / step)) + 1, t_max=T, save=10)
+        runs = projected_euler(
+            trace * cone_grid(grid, grid, (-0.8, 0.8, -0.8, 0.8)),
+            layer,
+            step=step,
+            tol_low=1e-7,
+            tol_high=1e3,
+            max_iter=int(np.ceil(T / step)) + 1,
+            t_max=T,
+            save=10,
+        )
         covs = runs.saved_cov
     return traj, covs
 
@@ -217,15 +233,20 @@ def cone_explorer():  # pragma: no cover - interactive
     Each update calls :func:`explorer_trajectories` (its median time is printed in the chapter).
     Returns the displayed widget box (None in the headless book build, which builds no widgets).
     """
-    from .plotting import live_widgets
-
     if not live_widgets():  # headless build: nothing to interact with (see plotting.live_widgets)
         return None
     import ipywidgets as W
     from IPython.display import display
 
-    sl = lambda v, d="": W.FloatSlider(value=v, min=-2, max=2, step=0.05, description=d,  # noqa: E731
-                                       continuous_update=False, layout=W.Layout(width="220px"))
+    sl = lambda v, d="": W.FloatSlider(
+        value=v,
+        min=-2,
+        max=2,
+        step=0.05,
+        description=d,  # noqa: E731
+        continuous_update=False,
+        layout=W.Layout(width="220px"),
+    )
     kind = W.Dropdown(options=EXPLORER_KINDS, value="softmax", description="variant")
     a = [sl(-1.0, "A11"), sl(0.3, "A12"), sl(-0.3, "A21"), sl(0.4, "A22")]
     v = [sl(1.0, "V11"), sl(0.0, "V12"), sl(0.0, "V21"), sl(1.0, "V22")]
@@ -238,13 +259,13 @@ def cone_explorer():  # pragma: no cover - interactive
     def update(*_):
         A = np.array([[a[0].value, a[1].value], [a[2].value, a[3].value]])
         V = np.array([[v[0].value, v[1].value], [v[2].value, v[3].value]])
-        if u.value ** 2 + w.value ** 2 >= 1:
+        if u.value**2 + w.value**2 >= 1:
             info.value = "(u, w) must lie inside the unit disc"
             return
         start = time.perf_counter()
         traj, covs = explorer_trajectories(kind.value, A, V, u.value, w.value, T=T.value)
         took = time.perf_counter() - start
-        status = (f"blow-up at t = {traj.blowup_time:.3f}" if traj.blew_up else f"t = {traj.t[-1]:.1f}")
+        status = f"blow-up at t = {traj.blowup_time:.3f}" if traj.blew_up else f"t = {traj.t[-1]:.1f}"
         info.value = f"{status}; computed in {1e3 * took:.0f} ms"
         with out:
             out.clear_output(wait=True)
@@ -273,8 +294,12 @@ def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):
     Returns a list (one entry per layer) of lists of covariance paths, for :func:`family_animation`.
     """
     max_iter = int(np.ceil(T / step)) + 1
-    return [projected_euler(inits, layer, step=step, tol_low=0.0, tol_high=tol_high, max_iter=max_iter,
-                            t_max=T, save="log").saved_cov for layer in layers]
+    return [
+        projected_euler(
+            inits, layer, step=step, tol_low=0.0, tol_high=tol_high, max_iter=max_iter, t_max=T, save="log"
+        ).saved_cov
+        for layer in layers
+    ]
 
 
 def family_animation(paths, titles, *, view=(20, -112), interval: int = 200, dpi: int = 80):

@@ -14,8 +14,9 @@ import hashlib
 import inspect
 import json
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,14 @@ def fingerprint(code: Iterable[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def cached(name: str, params: dict, compute: Callable[[], dict[str, np.ndarray]], *,
-           code: Iterable[Any] = (), refresh: bool = False) -> dict[str, np.ndarray]:
+def cached(
+    name: str,
+    params: dict,
+    compute: Callable[[], dict[str, np.ndarray]],
+    *,
+    code: Iterable[Any] = (),
+    refresh: bool = False,
+) -> dict[str, np.ndarray]:
     """Load ``data/<name>.npz`` if made with the same ``params`` and ``code``; else compute and store.
 
     ``compute`` returns a dict of arrays. If the data folder is not writable the result is

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .attention import Attention
+from .. import gaussian
+from ..attention import Attention
+from ..gaussian import clustering_limit, cone_coordinates, cone_grid, covariance_eigenvalues, projected_euler
+from .cache import cached
 from .experiments import settings
-from .gaussian import clustering_limit, cone_coordinates, cone_grid, covariance_eigenvalues, projected_euler
 
 __all__ = [
     "legacy_rng",
@@ -91,6 +93,7 @@ def official_layer(kind: str, Q, K, V, *, H: int = 1) -> Attention:
 # ---------------------------------------------------------------------------------------------
 # cone figures F1-F5
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class FigureSetup:
@@ -180,7 +183,7 @@ def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
                 break
         else:  # pragma: no cover
             raise RuntimeError("no positive-definite draw in 1000 attempts")
-        values = {v: I2 for v in ("softmax", "multihead", "l2", "sinkhorn")}
+        values = dict.fromkeys(("softmax", "multihead", "l2", "sinkhorn"), I2)
     elif name == "F5":
         Q, K = _mixed_sign_QK(legacy_rng(p["seed"]))
         rs = legacy_rng(p["seed_V"])
@@ -195,9 +198,10 @@ def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
         H = opts.pop("H", 1)
         layers[variant] = official_layer(variant, Q, K, values[variant], H=H)
         solver[variant] = opts
-    mats.update(Q=Q, K=K, V={k: v for k, v in values.items()})
-    return FigureSetup(name=name, layers=layers, solver=solver, inits=inits,
-                       view=tuple(p["view"]), color=p["color"], matrices=mats)
+    mats.update(Q=Q, K=K, V=dict(values))
+    return FigureSetup(
+        name=name, layers=layers, solver=solver, inits=inits, view=tuple(p["view"]), color=p["color"], matrices=mats
+    )
 
 
 def run_figure(setup: FigureSetup, variants=None, *, save="log") -> dict:
@@ -212,6 +216,7 @@ def run_figure(setup: FigureSetup, variants=None, *, save="log") -> dict:
 # ---------------------------------------------------------------------------------------------
 # rank histograms F6
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class RankHistogram:
@@ -256,15 +261,18 @@ class RankHistogram:
         return out
 
     @classmethod
-    def from_arrays(cls, row: str, arrays: dict) -> "RankHistogram":
+    def from_arrays(cls, row: str, arrays: dict) -> RankHistogram:
         """Inverse of :meth:`to_arrays`."""
         dims = tuple(int(d) for d in arrays["dims"])
-        return cls(row=row, dims=dims,
-                   counts={d: arrays[f"counts_{d}"] for d in dims},
-                   attempts={d: int(arrays[f"attempts_{d}"]) for d in dims},
-                   exceptions={d: int(arrays[f"exceptions_{d}"]) for d in dims},
-                   eigenvalues={d: arrays[f"eig_{d}"] for d in dims},
-                   limit_eigenvalues={d: arrays[f"limit_{d}"] for d in dims})
+        return cls(
+            row=row,
+            dims=dims,
+            counts={d: arrays[f"counts_{d}"] for d in dims},
+            attempts={d: int(arrays[f"attempts_{d}"]) for d in dims},
+            exceptions={d: int(arrays[f"exceptions_{d}"]) for d in dims},
+            eigenvalues={d: arrays[f"eig_{d}"] for d in dims},
+            limit_eigenvalues={d: arrays[f"limit_{d}"] for d in dims},
+        )
 
 
 def _histogram_parameters(row: str, mode: str, dims):
@@ -289,8 +297,9 @@ def _histogram_parameters(row: str, mode: str, dims):
     return p, r, all_dims, dims, n, Qs, Vs
 
 
-def rank_histogram(row: str, mode: str = "fast", *, dims=None, backend: str = "auto",
-                   max_attempts: int | None = None) -> RankHistogram:
+def rank_histogram(
+    row: str, mode: str = "fast", *, dims=None, backend: str = "auto", max_attempts: int | None = None
+) -> RankHistogram:
     r"""Run the official rank-histogram protocol (``histograms.py``) for one row of F6.
 
     For each dimension :math:`d` (index :math:`j`): reseed the legacy generator with
@@ -320,8 +329,9 @@ def rank_histogram(row: str, mode: str = "fast", *, dims=None, backend: str = "a
             L = rs.randn(d, d)
             S0 = L @ L.T
             layer = official_layer(r["kind"], Q, -Q, V)
-            runs = projected_euler(S0, layer, step=step, tol_low=r["tol_low"], max_iter=r["max_iter"],
-                                   save="final", backend=backend)
+            runs = projected_euler(
+                S0, layer, step=step, tol_low=r["tol_low"], max_iter=r["max_iter"], save="final", backend=backend
+            )
             last = runs.cov_last[0]
             n_try += 1
             if runs.status[0] == "converged":
@@ -342,8 +352,15 @@ def rank_histogram(row: str, mode: str = "fast", *, dims=None, backend: str = "a
         exceptions[d] = n_exc
         eigs[d] = np.array(ev).reshape(-1, d)
         limits[d] = np.array(lim).reshape(-1, d)
-    return RankHistogram(row=row, dims=tuple(dims), counts=counts, attempts=attempts, exceptions=exceptions,
-                         eigenvalues=eigs, limit_eigenvalues=limits)
+    return RankHistogram(
+        row=row,
+        dims=tuple(dims),
+        counts=counts,
+        attempts=attempts,
+        exceptions=exceptions,
+        eigenvalues=eigs,
+        limit_eigenvalues=limits,
+    )
 
 
 def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
@@ -352,8 +369,7 @@ def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
     Recomputed only when the F6 settings or the code that makes them change; the cache files are
     ``data/gaussian_F6_<row>.npz``.
     """
-    from . import _gaussian_kernels, gaussian
-    from .cache import cached
+    from .. import _gaussian_kernels  # an accelerator, imported lazily (numba)
 
     p = settings("gaussian_F6", mode)
     rows = list(p["rows"]) if rows is None else list(rows)
@@ -361,10 +377,23 @@ def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
     for row in rows:
         params = {k: v for k, v in p.items() if k != "rows"}
         params["row"] = p["rows"][row]
-        arrays = cached(f"gaussian_F6_{row}", params, lambda row=row: rank_histogram(row, mode).to_arrays(),
-                        code=[rank_histogram, _histogram_parameters, official_layer, legacy_rng,
-                              _gaussian_kernels, gaussian.projected_euler, gaussian._projected_euler_numpy,
-                              gaussian._affine_field, gaussian._project_psd, gaussian.clustering_limit,
-                              RankHistogram])
+        arrays = cached(
+            f"gaussian_F6_{row}",
+            params,
+            lambda row=row: rank_histogram(row, mode).to_arrays(),
+            code=[
+                rank_histogram,
+                _histogram_parameters,
+                official_layer,
+                legacy_rng,
+                _gaussian_kernels,
+                gaussian.projected_euler,
+                gaussian._projected_euler_numpy,
+                gaussian._affine_field,
+                gaussian._project_psd,
+                gaussian.clustering_limit,
+                RankHistogram,
+            ],
+        )
         out[row] = RankHistogram.from_arrays(row, arrays)
     return out

@@ -14,7 +14,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .particles import angles
+from ..particles import angles
 
 __all__ = [
     "BOOK_STYLE",
@@ -158,8 +158,18 @@ def _panel_limits(points, pad: float = 0.08, q: float = 0.0):
     return (c[0] - r, c[0] + r), (c[1] - r, c[1] + r)
 
 
-def plot_token_paths(ax, X, *, colors=None, every: int = 1, size: float = 9, title: str | None = None,
-                     cmap: str = "twilight", lw: float = 0.4, ticks: bool = True):
+def plot_token_paths(
+    ax,
+    X,
+    *,
+    colors=None,
+    every: int = 1,
+    size: float = 9,
+    title: str | None = None,
+    cmap: str = "twilight",
+    lw: float = 0.4,
+    ticks: bool = True,
+):
     """Planar token paths ``X`` (times, n, 2): initial tokens in grey, paths, final tokens coloured.
 
     ``colors`` (n,) are values mapped through ``cmap`` (default: initial polar angle), so a reader can
@@ -172,8 +182,7 @@ def plot_token_paths(ax, X, *, colors=None, every: int = 1, size: float = 9, tit
     from matplotlib.collections import LineCollection
 
     c = np.arctan2(X[0, :, 1], X[0, :, 0]) if colors is None else np.asarray(colors)
-    ax.add_collection(LineCollection(np.transpose(X[:, ::every], (1, 0, 2)), colors="0.8", linewidths=lw,
-                                     zorder=1))
+    ax.add_collection(LineCollection(np.transpose(X[:, ::every], (1, 0, 2)), colors="0.8", linewidths=lw, zorder=1))
     ax.scatter(X[0, :, 0], X[0, :, 1], s=size * 0.6, color="0.65", zorder=2, edgecolor="none")
     ax.scatter(X[-1, :, 0], X[-1, :, 1], s=size, c=c, cmap=cmap, zorder=3, edgecolor="none")
     (x0, x1), (y0, y1) = _panel_limits([X[0], X[-1]])
@@ -191,8 +200,18 @@ def plot_token_paths(ax, X, *, colors=None, every: int = 1, size: float = 9, tit
     return ax
 
 
-def animate_token_panels(frames, titles, labels, *, colors=None, ncols: int = 4, interval: int = 120,
-                         panel_size: float = 2.1, cmap: str = "twilight", suptitle: str = ""):
+def animate_token_panels(
+    frames,
+    titles,
+    labels,
+    *,
+    colors=None,
+    ncols: int = 4,
+    interval: int = 120,
+    panel_size: float = 2.1,
+    cmap: str = "twilight",
+    suptitle: str = "",
+):
     """An animation over frames of several panels of planar tokens (render with ``.to_jshtml()``).
 
     ``frames[f][p]`` is an (n, 2) array: panel p at frame f (frames may be times or parameter

@@ -1,0 +1,623 @@
+"""Every figure's parameters in one place, each with a fast setting (CI, default) and a full one.
+
+A chapter's ``parameters`` cell sets ``mode = "fast"`` or ``"full"`` (papermill: ``-p mode full``)
+and reads its settings with :func:`settings`. Keeping the numbers here makes them citable, testable
+and identical between the book, the tests and a reader's own runs.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+__all__ = ["EXPERIMENTS", "MODES", "settings"]
+
+MODES = ("fast", "full")
+
+# name -> {"fast": {...}, "full": {...}}; a missing key in "full" falls back to "fast".
+EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
+    # Intro figure: softmax attention on the circle, the setting of Geshkovski, Letrouit,
+    # Polyanskiy, Rigollet (n = 32, d = 2, A = V = I, beta = 1).
+    "intro_clustering": {
+        "fast": {
+            "n": 32,
+            "d": 2,
+            "beta": 1.0,
+            "T": 15.0,
+            "dt": 0.02,
+            "seed": 0,
+            "snapshots": [0.0, 1.0, 3.0, 15.0],
+            "frames": 60,
+        },
+        "full": {"T": 20.0, "dt": 0.005, "frames": 120},
+    },
+    # Intro, second figure: the same system at a larger beta, where clusters form fast and then
+    # merge only after a long time (metastability).
+    "intro_metastability": {
+        "fast": {"n": 32, "beta": 6.0, "T": 200.0, "dt": 0.05, "seed": 0, "save_every": 4},
+        "full": {"T": 400.0, "dt": 0.02, "save_every": 10},
+    },
+    # ---- Paper 1, chapter 01_well_posedness (spec §2, §3.3) -----------------------------------
+    # One layer for the gallery, the stability study, the d = 2 mean-field study and the widget:
+    # A (library convention, score <x, A y>) has negative definite symmetric part, V = I.
+    "p1_gallery": {
+        "fast": {
+            "n": 120,
+            "seed": 0,
+            "A": [[-1.0, 0.5], [-0.5, -0.5]],
+            "V": [[1.0, 0.0], [0.0, 1.0]],
+            "beta": 2.0,
+            "T": 3.0,
+            "dt": 0.05,
+            "sink_mass": 0.1,
+            "frames": 30,
+        },
+        "full": {"n": 400, "dt": 0.01, "frames": 60},
+    },
+    "p1_stability": {
+        "fast": {
+            "n": 150,
+            "seed": 1,
+            "A": [[-1.0, 0.5], [-0.5, -0.5]],
+            "V": [[1.0, 0.0], [0.0, 1.0]],
+            "beta": 1.0,
+            "deltas": [1e-3, 1e-2, 1e-1],
+            "T": 2.0,
+            "dt": 0.05,
+            "save_every": 4,
+            "sink_mass": 0.1,
+        },
+        "full": {"n": 400, "dt": 0.01, "save_every": 10},
+    },
+    # d = 1 Gaussian oracle (spec §3.3 item 2: v = 1, alpha0 = 0.5, sigma0 = 1, T = 2) with a = -0.5
+    # instead of the spec's -1, so that a^2 sigma0^4 < 1/2 (see the chapter).
+    "p1_meanfield_1d": {
+        "fast": {
+            "ns": [100, 400, 1600],
+            "seeds": 20,
+            "T": 2.0,
+            "a": -0.5,
+            "v": 1.0,
+            "alpha0": 0.5,
+            "sigma0": 1.0,
+            "dt": 0.5,
+        },
+        "full": {"ns": [100, 200, 400, 800, 1600, 3200, 6400], "seeds": 20, "dt": 0.25},
+    },
+    "p1_meanfield_2d": {
+        "fast": {
+            "ns": [25, 50, 100, 200],
+            "seeds": 8,
+            "N_ref": 2000,
+            "ref_seed": 1000,
+            "A": [[-1.0, 0.5], [-0.5, -0.5]],
+            "V": [[1.0, 0.0], [0.0, 1.0]],
+            "beta": 1.0,
+            "T": 1.0,
+            "dt": 0.2,
+        },
+        "full": {"ns": [25, 50, 100, 200, 400, 800], "seeds": 12, "N_ref": 4000, "dt": 0.1},
+    },
+    # masked attention, d = 1 product data lambda x N(alpha0, sigma0^2), sink cloud of mass m0
+    "p1_masked": {
+        "fast": {
+            "ns": [50, 200, 800],
+            "seeds": 6,
+            "sink_masses": [0.0, 0.05, 0.2],
+            "T": 1.0,
+            "a": -0.5,
+            "v": 1.0,
+            "alpha0": 0.5,
+            "sigma0": 1.0,
+            "dt": 0.5,
+            "share_sink_masses": [0.02, 0.1, 0.3],
+            "share_n": 200,
+        },
+        "full": {"ns": [50, 200, 800, 3200], "seeds": 8, "dt": 0.25},
+    },
+    "p1_widget": {
+        "fast": {
+            "n": 60,
+            "seed": 0,
+            "A": [[-1.0, 0.5], [-0.5, -0.5]],
+            "V": [[1.0, 0.0], [0.0, 1.0]],
+            "beta": 1.5,
+            "T": 2.0,
+            "dt": 0.2,
+            "betas": [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0],
+        },
+        "full": {"betas": [0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]},
+    },
+    # ---- paper 2, d = 2: the Kuramoto reduction (chapter 04_kuramoto_reduction) --------------
+    # beta = 1 throughout (paper 2 §7 defaults); matrices of the regime examples: spec §5.7.
+    # F1 token paths and F4 OA portraits, one example per regime (labels of regimes.REGIME_TABLE)
+    "kuramoto_regimes": {
+        "fast": {
+            "n": 100,
+            "T": 40.0,
+            "dt": 0.02,
+            "seed": 0,
+            "beta": 1.0,
+            "n_grid": 17,
+            "examples": {
+                "static_clusters": "V=I, A=[[1,2],[-1,0.5]]",
+                "rotating_clusters": "A=diag(2,1), V=[[1,-1],[1,1]]",
+                "oscillation": "A=I, V=[[0.5,1],[-1,-0.5]]",
+                "partial": "A=I, V=diag(-1,-3)",
+            },
+        },
+        "full": {"n": 200, "dt": 0.01, "n_grid": 23},
+    },
+    # F2 particles vs OA from a wrapped-Cauchy start (spec §4, F2)
+    "kuramoto_oa_vs_particles": {
+        "fast": {"n": 2000, "z0_abs": 0.3, "z0_arg": 0.7, "T": 15.0, "dt": 0.04, "seed": 1},
+        "full": {"n": 8000, "T": 20.0, "dt": 0.01},
+    },
+    # F3 Watanabe–Strogatz variables over the particles (repo WS app: n = 20, T = 10) and the
+    # exactness check for n in {3, 10, 50}
+    "kuramoto_ws": {
+        "fast": {
+            "n": 20,
+            "T": 10.0,
+            "frames": 401,
+            "seed": 2,
+            "A": [[1.0, 0.5], [-0.3, 0.8]],
+            "V": [[1.8, -0.8], [1.2, 0.4]],
+            "check_ns": [3, 10, 50],
+            "check_T": 10.0,
+        },
+        "full": {"frames": 1001},
+    },
+    # F5 Case 1 (V = I): regime map over (tr A, det A) at fixed skew part (a21 - a12)/2
+    "kuramoto_case1": {
+        "fast": {"skew": 1.0, "tr": [-3.0, 3.0], "det": [-2.0, 3.0], "grid": 41, "T": 400.0, "z0": [0.0, 0.1]},
+        "full": {"grid": 101, "T": 1500.0},
+    },
+    # F6 Case 2 (A = I, V symmetric): |R2(inf)| vs lambda_max with lambda_2 = lambda_max - gap
+    "kuramoto_case2": {
+        "fast": {
+            "gap": 2.0,
+            "theta1": 0.4,
+            "lmax": [-3.0, 2.0],
+            "points": 51,
+            "T": 400.0,
+            "particle_lmax": [-2.5, -1.5, -0.6, 0.5, 1.5],
+            "n": 1000,
+            "particle_T": 40.0,
+            "dt": 0.1,
+            "seed": 3,
+        },
+        "full": {
+            "points": 201,
+            "particle_lmax": [-2.8, -2.2, -1.6, -1.0, -0.4, 0.2, 0.8, 1.4],
+            "n": 4000,
+            "particle_T": 60.0,
+            "dt": 0.05,
+        },
+    },
+    # F7 hidden Hamiltonian: A = I, V = [[v11, v12], [-v12, -v11]]
+    "kuramoto_hamiltonian": {
+        "fast": {
+            "family": [[0.5, 1.0], [1.0, 1.0], [1.5, 1.0]],
+            "T": 40.0,
+            "n": 1000,
+            "dt": 0.05,
+            "seed": 4,
+            "orbit_starts": [0.1, 0.25, 0.45, 0.65, 0.85],
+        },
+        "full": {"n": 4000, "dt": 0.02, "T": 60.0},
+    },
+    # F8 SNIC: A = I, V = [[c + a, b], [-b, c - a]], rotation frequency 2 pi / P vs a
+    "kuramoto_snic": {
+        "fast": {
+            "b": 1.0,
+            "c": 0.3,
+            "a": [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.85, 0.92, 0.96, 0.985, 1.03, 1.1, 1.25, 1.5],
+            "T": 160.0,
+            "transient": 80.0,
+            "rtol": 1e-9,
+        },
+        # a = b = 1 itself is the degenerate saddle-node: left out of the grids
+        "full": {
+            "a": [round(0.025 * k, 3) for k in range(61) if k != 40] + [0.96, 0.985, 0.995, 0.999],
+            "T": 800.0,
+            "transient": 400.0,
+            "rtol": 1e-11,
+        },
+    },
+    # F9 rotating clusters for non-commuting A, V (spec F9)
+    "kuramoto_rotating": {
+        "fast": {
+            "A": [[2.0, 0.0], [0.0, 1.0]],
+            "V": [[1.0, -1.0], [1.0, 1.0]],
+            "n": 200,
+            "T": 20.0,
+            "dt": 0.01,
+            "seed": 5,
+            "snapshots": [0.0, 3.0, 12.0, 12.6, 13.2, 13.8],
+        },
+        "full": {"T": 40.0, "dt": 0.005},
+    },
+    # F10 OA accuracy vs n (spec §4: n = 250 ... 16000, 3-10 seeds)
+    "kuramoto_oa_accuracy": {
+        "fast": {
+            "ns": [100, 400, 1600, 6400],
+            "seeds": 3,
+            "T": 10.0,
+            "z0_abs": 0.3,
+            "z0_arg": 0.7,
+            "seed": 6,
+            "cases": ["A=I, V=[[1,2],[-2,-1]]", "A=diag(2,1), V=[[1,-1],[1,1]]"],
+        },
+        "full": {"ns": [250, 1000, 4000, 16000], "seeds": 10},
+    },
+    # live widget and its static stand-in: a path through the regimes in the SNIC family
+    # A = I, V = [[c + a, 1], [-1, c - a]]: c from -0.3 to 0.3 at a = 0.5, then a from 0.5 to 1.5
+    "kuramoto_explorer": {
+        "fast": {
+            "frames": 15,
+            "n": 80,
+            "T": 20.0,
+            "seed": 7,
+            "z0_abs": 0.3,
+            "z0_arg": 0.6,
+            "n_grid": 15,
+            "timing_repeats": 5,
+        },
+        "full": {"frames": 45, "n": 200, "n_grid": 19, "timing_repeats": 9},
+    },
+    # Chapter 5 (paper 2 §7, F11-F12, spec §7.5): d = 100, n = 200, linear vs unnormalised softmax
+    # vs softmax attention on the matrix recipes of spec §7.5. Every run costs well under a second
+    # at this size, so even the fast setting uses the paper's d and n; "full" adds tighter
+    # tolerances, a longer random-case run, finer sweeps with several token seeds, and more frames.
+    "highdim_cases": {
+        "fast": {
+            "d": 100,
+            "n": 200,
+            "beta": 1.0,
+            "seed": 0,
+            "matrix_seed": 42,
+            "T": {"linear": 400.0, "unnormalized_softmax": 40.0, "softmax": 40.0},
+            "n_eval": 201,
+            "rtol": 1e-6,
+            "atol": 1e-8,
+            "cases": [
+                {"case": "case1", "spectrum": "positive"},
+                {"case": "case1", "spectrum": "mixed"},
+                {"case": "case1", "spectrum": "negative"},
+                {"case": "case2", "top": 2.0},
+                {"case": "case2", "top": -0.5},
+                {"case": "case3", "a": 1.0, "b": 0.5},
+                {"case": "case4", "a": 1.0, "b": 0.5},
+                {"case": "case4", "a": 0.5, "b": 1.0},
+                {"case": "random", "sigma": 1.0},
+            ],
+            "gram_cases": [0, 3, 5, 7],
+            "levels": [0.1, 0.5, 0.99],
+            "check_T": 40.0,
+        },
+        "full": {
+            "T": {"linear": 1200.0, "unnormalized_softmax": 100.0, "softmax": 100.0},
+            "n_eval": 801,
+            "rtol": 1e-8,
+            "atol": 1e-10,
+        },
+    },
+    "highdim_sweeps": {
+        "fast": {
+            "d": 100,
+            "n": 200,
+            "level": 0.99,
+            "seeds": [0],
+            "n_jobs": 1,
+            "betas": [0.5, 1.0, 2.0, 4.0],
+            "beta_case": {"case": "case2", "top": 2.0},
+            "tops": [0.25, 0.5, 1.0, 2.0, 4.0],
+            "dims": [10, 25, 50, 100, 200],
+            "T": {"linear": 400.0, "unnormalized_softmax": 25.0},
+            "n_eval": 301,
+        },
+        "full": {
+            "seeds": [0, 1, 2, 3, 4],
+            "n_jobs": -1,
+            "betas": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+            "tops": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+            "dims": [5, 10, 25, 50, 100, 200, 400],
+            "T": {"linear": 1000.0, "unnormalized_softmax": 60.0},
+        },
+    },
+    # The static stand-in for the widget: Case 4 with b = 1 and a crossing |a| = |b| (spec §5.5).
+    "highdim_family": {
+        "fast": {
+            "d": 100,
+            "n": 200,
+            "seed": 0,
+            "b": 1.0,
+            "a_values": [0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0],
+            "T": {"linear": 150.0, "unnormalized_softmax": 30.0},
+            "n_eval": 151,
+        },
+        "full": {"a_values": [round(0.1 * k, 2) for k in range(21)], "n_eval": 301},
+    },
+    "highdim_widget": {
+        "fast": {"d": 16, "n": 64, "T": 30.0, "seed": 0},
+    },
+    # ---- paper 1, Gaussian chapter (chapters/02_gaussian_preservation.md) -------------------
+    # Cone figures F1-F5 of the official code (spec §6). Matrices come from the legacy NumPy
+    # generator with the seeds below (tokendynamics.gaussian_figures.figure_setup); "grid" is
+    # (n_u, n_w, u_min, u_max, w_min, w_max) of the official init_grid; every variant has the
+    # official projected-Euler settings. "every": keep every k-th initial condition (1 = all).
+    "gaussian_F1": {  # convergence to zero
+        "fast": {
+            "seed": 35,
+            "grid": [10, 10, -0.5, 0.5, -0.5, 0.5],
+            "every": 1,
+            "view": [20, -174],
+            "color": "start",
+            "variants": {
+                "softmax": {"step": 0.3, "tol_low": 1e-5},
+                "l2": {"step": 0.3, "tol_low": 1e-5},
+                "multihead": {"step": 0.3, "tol_low": 1e-5, "H": 2},
+                "sinkhorn": {"step": 0.5, "tol_low": 1e-5},
+            },
+        },
+    },
+    "gaussian_F2": {  # convergence to a line (softmax, L2) and to a plane (multi-head)
+        "fast": {
+            "seed": 36,
+            "grid": [10, 10, -0.5, 0.5, -0.5, 0.5],
+            "every": 1,
+            "view": [20, -86],
+            "color": "end",
+            "variants": {
+                "softmax": {"step": 0.5, "tol_low": 1e-4},
+                "l2": {"step": 0.5, "tol_low": 1e-4},
+                "multihead": {"step": 0.5, "tol_low": 1e-4, "H": 2},
+            },
+        },
+    },
+    "gaussian_F3": {  # convergence to two lines
+        "fast": {
+            "seed": 36,
+            "seed_V": 32,
+            "grid": [20, 20, -1.0, 1.0, -1.0, 1.0],
+            "every": 1,
+            "view": [20, -88],
+            "color": "end",
+            "variants": {"softmax": {"step": 0.01, "tol_low": 1e-7}, "l2": {"step": 0.01, "tol_low": 1e-7}},
+        },
+    },
+    "gaussian_F4": {  # blow-up (softmax, multi-head) or divergence (L2, Sinkhorn)
+        "fast": {
+            "seed": 33,
+            "grid": [40, 40, -1.0, 1.0, -1.0, 1.0],
+            "every": 1,
+            "view": [20, -112],
+            "color": "start",
+            "accurate_every": 16,
+            "variants": {
+                "softmax": {"step": 0.01, "tol_low": 1e-4, "max_iter": 100000},
+                "multihead": {"step": 0.002, "tol_low": 1e-4, "max_iter": 100000, "H": 2},
+                "l2": {"step": 0.001, "tol_low": 1e-5, "tol_high": 1e4},
+                "sinkhorn": {"step": 0.01, "tol_low": 1e-5, "tol_high": 1e4},
+            },
+        },
+        "full": {"accurate_every": 1},
+    },
+    "gaussian_F5": {  # two basins: convergence or blow-up depending on Sigma_0
+        "fast": {
+            "seed": 36,
+            "seed_V": 35,
+            "discard": [8, 7],
+            "grid": [30, 30, -1.0, 1.0, -1.0, 1.0],
+            "every": 1,
+            "view": [20, -112],
+            "color": "start",
+            "accurate_every": 40,
+            "variants": {
+                "softmax": {"step": 0.003, "tol_low": 1e-4},
+                "l2": {"step": 0.002, "tol_low": 1e-4},
+                "multihead": {"step": 0.002, "tol_low": 1e-4, "H": 2},
+            },
+        },
+        # "accurate_every": the two-head runs continued with the accurate solver (every k-th start)
+        "full": {"accurate_every": 8},
+    },
+    # Rank histograms F6 (official histograms.py). One row per (kind, value matrix).
+    "gaussian_F6": {
+        "fast": {
+            "dims": [3, 4, 5],
+            "n_per_dim": 100,
+            "tol_rank": 0.1,
+            "seed_Q": 40,
+            "seed_inits": 41,
+            "rows": {
+                "softmax-identity": {
+                    "kind": "softmax",
+                    "value": "identity",
+                    "steps": [0.09, 0.05, 0.02],
+                    "tol_low": 1e-4,
+                    "max_iter": 60000,
+                    "n_max": 1000,
+                },
+                "softmax-random": {
+                    "kind": "softmax",
+                    "value": "random",
+                    "seed_V": 26,
+                    "steps": [0.09, 0.06, 0.02],
+                    "tol_low": 5e-5,
+                    "max_iter": 90000,
+                    "n_max": 10000,
+                },
+                "l2-identity": {
+                    "kind": "l2",
+                    "value": "identity",
+                    "steps": [0.09, 0.06, 0.02],
+                    "tol_low": 1e-4,
+                    "max_iter": 60000,
+                    "n_max": 1000,
+                },
+                "l2-random": {
+                    "kind": "l2",
+                    "value": "random",
+                    "seed_V": 27,
+                    "steps": [0.15, 0.15, 0.15],
+                    "tol_low": 5e-5,
+                    "max_iter": 50000,
+                    "n_max": 1000,
+                },
+            },
+        },
+    },
+    # Particles against the Gaussian ODE (claims C1-C3): one layer per variant, d = 2.
+    "gaussian_particles": {
+        "fast": {
+            "seed": 1,
+            "T": 0.5,
+            "dt": 0.05,
+            "n": 1000,
+            "n_sinkhorn": 300,
+            "n_list": [250, 500, 1000],
+            "n_list_sinkhorn": [150, 300],
+            "quadrature": 14,
+            "dt_pde": 0.025,
+            "mean0": [0.3, -0.2],
+            "cov0": [[0.5, 0.1], [0.1, 0.3]],
+            "A": [[-0.5, 0.4], [-0.2, -0.3]],
+            "V": [[1.0, 0.3], [-0.5, 0.8]],
+            "Q": [[0.6, -0.3], [0.2, 0.5]],
+            "K": [[-0.7, 0.1], [0.3, -0.4]],
+        },
+        "full": {
+            "n": 4000,
+            "n_sinkhorn": 1500,
+            "n_list": [250, 1000, 4000],
+            "n_list_sinkhorn": [250, 500, 1000, 1500],
+            "quadrature": 24,
+            "dt_pde": 0.0125,
+        },
+    },
+    # The mean: Sinkhorn decouples it (e^{tV} alpha_0), softmax does not.
+    "gaussian_mean": {
+        "fast": {
+            "T": 3.0,
+            "n": 200,
+            "dt": 0.1,
+            "seed": 2,
+            "mean0": [1.0, 0.5],
+            "cov0": [[0.6, 0.2], [0.2, 0.4]],
+            "A": [[-0.8, 0.5], [-0.1, -0.6]],
+            "V": [[0.3, -1.0], [1.0, 0.2]],
+        },
+        "full": {"n": 1000, "dt": 0.05},
+    },
+    # Static stand-in for the widget: softmax, A = diag(-1, s), V = I: s < 0 converges to zero,
+    # s = 0 to a line, s > 0 blows up.
+    "gaussian_widget": {
+        "fast": {
+            "frames": 30,
+            "s_min": -1.0,
+            "s_max": 0.6,
+            "T": 6.0,
+            "step": 0.01,
+            "grid": [7, 7, -0.8, 0.8, -0.8, 0.8],
+            "timing_repeats": 5,
+        },
+        "full": {"frames": 60},
+    },
+    # ---- paper 1, gradient-flow chapter (chapters/03_gradient_flow.md) ----------------------
+    # Energy along softmax attention with V = I, A = -I (claims C18, C19): particles sampled from
+    # N(mean0, cov0) and the Gaussian ODE; "mc_pairs" Monte Carlo pairs check the closed form.
+    "gradient_flow_energy": {
+        "fast": {
+            "n": 400,
+            "T": 3.0,
+            "dt": 0.05,
+            "seed": 3,
+            "mean0": [0.3, -0.2],
+            "cov0": [[0.5, 0.1], [0.1, 0.3]],
+            "mc_pairs": 400_000,
+            "snapshots": [0.0, 1.0, 3.0],
+        },
+        "full": {"n": 2000, "dt": 0.02, "mc_pairs": 4_000_000},
+    },
+    # Sign rule of spec §5.3 on random cases: symmetric A with eigenvalues of size "scale",
+    # Gaussian V, n tokens from N(0, spread^2 I) in dimension d.
+    "gradient_flow_sign_rule": {
+        "fast": {"cases": 200, "n": 100, "d": 2, "scale": 0.7, "spread": 0.7, "seed": 4},
+        "full": {"cases": 1000, "n": 200},
+    },
+    # Sinkhorn attention as a (twisted) Bures-Wasserstein gradient flow (claims C16, C17):
+    # V = A (plain) and V = M A (twisted, M SPD); "quadrature" Gauss-Hermite nodes per axis are
+    # the weighted particles of the mean-field PDE; "fd_h" the finite-difference step.
+    "gradient_flow_sinkhorn": {
+        "fast": {
+            "A": [[0.6, 0.3], [0.3, -0.8]],
+            "M": [[1.0, 0.45], [0.45, 0.4]],
+            "eps": 1.0,
+            "mean0": [0.3, -0.2],
+            "cov0": [[0.5, 0.1], [0.1, 0.3]],
+            "T": 2.0,
+            "n_times": 201,
+            "quadrature": 8,
+            "dt": 0.1,
+            "fd_h": 1e-5,
+        },
+        "full": {"quadrature": 12, "dt": 0.05, "n_times": 401},
+    },
+    # The twisted metric: unnormalised attention with A = -I and V SPD is the d_V gradient descent
+    # of E_{-I}; each step dt is one layer; "lp_every": exact transport between consecutive layers
+    # is computed every k-th layer.
+    "gradient_flow_twisted": {
+        "fast": {
+            "n": 200,
+            "T": 3.0,
+            "dt": 0.02,
+            "V": [[0.1, 0.0], [0.0, 1.0]],
+            "seed": 5,
+            "mean0": [0.3, -0.2],
+            "cov0": [[0.5, 0.1], [0.1, 0.3]],
+            "lp_every": 3,
+        },
+        "full": {"n": 500, "dt": 0.01, "lp_every": 2},
+    },
+    # Non-convexity of E_{-I} next to the convergence of the covariance (spec §5.5).
+    "gradient_flow_nonconvex": {
+        "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
+        "full": {"n_s": 121, "times": 61},
+    },
+    # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2).
+    "gradient_flow_widget": {
+        "fast": {
+            "T": 3.0,
+            "n_times": 121,
+            "frames": 30,
+            "a1": -1.0,
+            "a2_range": [-1.0, 1.5],
+            "v": [1.0, 0.5],
+            "theta": 0.0,
+        },
+        "full": {"frames": 50},
+    },
+}
+
+
+def settings(name: str, mode: str = "fast", **overrides) -> dict[str, Any]:
+    """Parameters of experiment ``name`` in ``mode`` ("fast" or "full"), with reader overrides.
+
+    >>> settings("intro_clustering")["n"]
+    32
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if name not in EXPERIMENTS:
+        raise KeyError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
+    entry = EXPERIMENTS[name]
+    out = deepcopy(entry["fast"])
+    if mode == "full":
+        out.update(deepcopy(entry.get("full", {})))
+    unknown = set(overrides) - set(out)
+    if unknown:
+        raise KeyError(f"experiment {name!r} has no parameter(s) {sorted(unknown)}")
+    out.update({k: v for k, v in overrides.items() if v is not None})
+    return out

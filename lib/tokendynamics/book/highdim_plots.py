@@ -1,0 +1,49 @@
+"""Figures of the high-dimensional chapter: one colour and one short name per attention variant,
+and the run panels shared by its static figures and its explorer."""
+
+from __future__ import annotations
+
+from matplotlib.ticker import NullLocator
+
+__all__ = ["VARIANT_COLORS", "VARIANT_LABELS", "plot_runs"]
+
+#: One colour per attention variant, used by every figure of the high-dimensional chapter.
+VARIANT_COLORS = {"linear": "#1f5fa8", "unnormalized_softmax": "#d95f02", "softmax": "#1b9e77"}
+#: Short names of the variants for legends and tables.
+VARIANT_LABELS = {"linear": "LA", "unnormalized_softmax": "USA", "softmax": "SA"}
+
+
+def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | None = None):
+    r"""Two panels for runs of several variants: :math:`\hat R_2(t)` on a log scale (left, with
+    :math:`1/d` dotted, the value of uniform tokens) and :math:`\hat R_1(t)` (right), time on a
+    symmetric-log axis (linear below t = 1).
+
+    ``axes`` is a pair of matplotlib axes; ``runs`` maps variant names to :class:`RunSummary`
+    (e.g. the dict returned by :func:`tokendynamics.book.explorers.highdim_update`). Tick and axis labels are plain text, not mathtext,
+    and there are no minor ticks: parsing mathtext tick labels and building minor ticks took most
+    of a redraw, which matters in the live widget.
+    """
+    ax2, ax1 = axes
+    T = max(runs[k].T for k in kinds)
+    for kind in kinds:
+        r = runs[kind]
+        ax2.plot(r.t, r.R2, color=VARIANT_COLORS[kind], lw=1.8, label=VARIANT_LABELS[kind])
+        ax1.plot(r.t, r.R1, color=VARIANT_COLORS[kind], lw=1.5, label=VARIANT_LABELS[kind])
+    if d:
+        ax2.axhline(1 / d, color="0.5", lw=0.8, ls=":")
+    ax2.set_yscale("log")
+    ax2.set_ylim(2e-3, 1.5)
+    ax2.set_yticks([0.01, 0.1, 1.0], ["0.01", "0.1", "1"])
+    ax1.set_ylim(-0.08, 1.05)
+    ax2.set_ylabel("R2 (mean squared overlap)")
+    ax1.set_ylabel("R1 (mean overlap)")
+    xt = [x for x in (0, 1, 10, 100, 1000) if x <= T]
+    for ax in axes:
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(0, T)
+        ax.set_xticks(xt, [f"{x:g}" for x in xt])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("time (depth) t")
+    ax2.legend(fontsize="x-small", loc="lower right")
+    return axes

@@ -1,0 +1,256 @@
+r"""Order parameters and cluster detectors of a cloud of tokens, in any dimension.
+
+Through the second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top`, without Gram matrices:
+:func:`~tokendynamics.metrics.order_parameters` (:math:`\hat R_1,\hat R_2`), :func:`top_direction` (top eigenpair of
+:math:`\Sigma`), :func:`first_passage_times`, :func:`axis_speed`. From the Gram matrix of one
+state: :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`.
+
+References: paper 2 (Li et al., arXiv 2026), its high-dimensional experiments (this book, chapter 5);
+B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
+dynamics*, NeurIPS 2023 (arXiv 2305.05465), for the 0.999 threshold of :func:`detect_clusters`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import eigh
+from scipy.sparse.csgraph import connected_components
+
+from .particles import normalize_rows
+from .validation import validate_tokens
+
+__all__ = [
+    "second_moment",
+    "order_parameters",
+    "top_direction",
+    "pair_overlaps",
+    "sorted_gram",
+    "ClusterReport",
+    "detect_clusters",
+    "first_passage_times",
+    "axis_speed",
+]
+
+
+def _tokens(X) -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    if X.ndim < 2 or X.shape[-2] < 2:
+        raise ValueError(f"tokens must have shape (..., n, d) with n >= 2, got {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("tokens contain non-finite values")
+    return X
+
+
+def second_moment(X) -> np.ndarray:
+    r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens X (n, d), or of each frame of
+    a stack (m, n, d); returns (d, d) or (m, d, d)."""
+    X = _tokens(X)
+    return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
+
+
+def order_parameters(X):
+    r""":math:`\hat R_1=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle` and
+    :math:`\hat R_2=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle^2` (spec §7.5), without the Gram matrix.
+
+    Closed forms: :math:`\sum_{i,j}\langle x_i,x_j\rangle^2=n^2\operatorname{tr}\Sigma^2` and
+    :math:`\sum_{i,j}\langle x_i,x_j\rangle=n^2|\bar x|^2`; removing the diagonal,
+
+    .. math::
+       \hat R_2=\frac{n^2\operatorname{tr}\Sigma^2-\sum_i|x_i|^4}{n(n-1)},\qquad
+       \hat R_1=\frac{n^2|\bar x|^2-\sum_i|x_i|^2}{n(n-1)},
+
+    i.e. :math:`(n\operatorname{tr}\Sigma^2-1)/(n-1)` and :math:`(n|\bar x|^2-1)/(n-1)` for unit tokens.
+    Cost :math:`O(n\min(n,d)^2)` per frame instead of :math:`O(n^2d)`. Uniform tokens give
+    :math:`\hat R_2\approx1/d`, :math:`\hat R_1\approx0`; two antipodal clusters
+    :math:`\hat R_2=1,\ \hat R_1\approx0`; one cluster both 1.
+
+    X : (n, d) or (m, n, d). Returns ``(R1, R2)`` (floats or arrays of length m).
+    """
+    X = _tokens(X)
+    n, d = X.shape[-2], X.shape[-1]
+    sq = np.einsum("...ja,...ja->...j", X, X)
+    Xt = np.swapaxes(X, -1, -2)
+    S = Xt @ X if d <= n else X @ Xt  # n Sigma, or the Gram matrix: same Frobenius norm
+    tr2 = np.einsum("...ab,...ab->...", S, S)  # n^2 tr Sigma^2
+    s = X.sum(axis=-2)
+    R2 = (tr2 - np.sum(sq**2, axis=-1)) / (n * (n - 1))
+    R1 = (np.einsum("...a,...a->...", s, s) - np.sum(sq, axis=-1)) / (n * (n - 1))
+    return R1, R2
+
+
+def top_direction(X):
+    r"""Top eigenvalue :math:`\lambda_1(\Sigma)` and a unit top eigenvector :math:`u_1` of the second
+    moment, for tokens (n, d) or a stack (m, n, d).
+
+    :math:`\lambda_1\to1` for one cluster or two antipodal clusters, and :math:`u_1` is the cluster
+    axis (the top right-singular vector of X). The sign of :math:`u_1` is fixed so that its largest
+    entry in absolute value is positive. Returns ``(lam1, u1)`` with shapes () and (d,) or (m,)
+    and (m, d).
+    """
+    return _top_eigenpair(second_moment(X))
+
+
+def _top_eigenpair(S: np.ndarray):
+    """Top eigenpair of symmetric matrices (d, d) or (m, d, d); only the top pair is computed (LAPACK
+    ``syevr`` with an index range, about three times faster than a full batched ``eigh`` at d = 100)."""
+    d = S.shape[-1]
+    flat = S.reshape(-1, d, d)
+    if d <= 32:  # small matrices: one batched call beats a Python loop
+        w, V = np.linalg.eigh(flat)
+        lam, U = w[:, -1].copy(), V[:, :, -1].copy()
+    else:
+        lam = np.empty(flat.shape[0])
+        U = np.empty((flat.shape[0], d))
+        for k, M in enumerate(flat):
+            w, v = eigh(M, subset_by_index=[d - 1, d - 1], check_finite=False)
+            lam[k], U[k] = w[0], v[:, 0]
+    j = np.argmax(np.abs(U), axis=1)
+    U *= np.sign(U[np.arange(len(U)), j])[:, None]
+    return lam.reshape(S.shape[:-2]), U.reshape(S.shape[:-1])
+
+
+def pair_overlaps(X) -> np.ndarray:
+    r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j` (a vector of length n(n-1)/2): for histograms."""
+    X = validate_tokens(_tokens(X))
+    i, j = np.triu_indices(X.shape[0], k=1)
+    return (X @ X.T)[i, j]
+
+
+def sorted_gram(X, axis=None):
+    r"""Gram matrix :math:`\langle x_i,x_j\rangle` with tokens ordered by the sign of their projection
+    on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), spec F12.
+
+    Two antipodal clusters give two diagonal blocks of +1 and off-diagonal blocks of -1; one
+    cluster gives all ones. To draw an earlier state in the order of the final one, index it
+    with the returned ``order``. Returns ``(G, order, split)``: the sorted Gram matrix, the
+    permutation, and the number of tokens with a non-negative projection (the block border).
+    """
+    X = validate_tokens(_tokens(X))
+    u = top_direction(X)[1] if axis is None else np.asarray(axis, dtype=float)
+    if u.shape != (X.shape[1],):
+        raise ValueError(f"axis must have shape ({X.shape[1]},), got {u.shape}")
+    proj = X @ u
+    order = np.lexsort((-np.abs(proj), proj < 0))  # positive side first, strongest first
+    Xs = X[order]
+    return Xs @ Xs.T, order, int(np.sum(proj >= 0))
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """Result of :func:`detect_clusters`.
+
+    Attributes
+    ----------
+    n_clusters : int
+        Number of groups of tokens with pairwise :math:`\\langle x_i,x_j\\rangle >` threshold
+        (connected components of the thresholded Gram matrix; singletons count).
+    n_axes : int
+        Number of groups after identifying :math:`x` with :math:`-x` (components of
+        :math:`\\langle x_i,x_j\\rangle^2 >` threshold²).
+    antipodal : bool
+        True if there are at least two clusters and each cluster has an antipodal partner
+        (a cluster whose mean direction is opposite to within the threshold).
+    sizes : tuple of int
+        Cluster sizes, largest first.
+    labels : array (n,)
+        Cluster index of every token (clusters numbered by decreasing size).
+    clustered_pairs : float
+        Fraction of pairs with :math:`\\langle x_i,x_j\\rangle^2 >` threshold (spec F12's bar at 1).
+    threshold : float
+    """
+
+    n_clusters: int
+    n_axes: int
+    antipodal: bool
+    sizes: tuple
+    labels: np.ndarray = field(repr=False)
+    clustered_pairs: float
+    threshold: float
+
+    @property
+    def description(self) -> str:
+        """'one cluster', 'two antipodal clusters', 'k clusters' or 'no clusters'."""
+        if self.n_clusters == 1:
+            return "one cluster"
+        if self.antipodal and self.n_clusters == 2:
+            return "two antipodal clusters"
+        if self.n_clusters == len(self.labels):
+            return "no clusters"
+        return f"{self.n_clusters} clusters" + (" (antipodal pairs)" if self.antipodal else "")
+
+
+def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
+    r"""Clusters of tokens by thresholding the Gram matrix (GLPR use entries > 0.999; spec §9).
+
+    Two tokens are in the same cluster if they are joined by a chain of pairs with
+    :math:`\langle x_i,x_j\rangle >` ``threshold``. Forms the n x n Gram matrix once (this is a
+    diagnostic of one state, not a step of a trajectory).
+    """
+    X = validate_tokens(_tokens(X))
+    if not 0 < threshold < 1:
+        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+    n = X.shape[0]
+    Xn = normalize_rows(X)
+    G = Xn @ Xn.T
+    _, lab = connected_components(G > threshold, directed=False)
+    n_axes, _ = connected_components(G * G > threshold**2, directed=False)
+    sizes = np.bincount(lab)
+    rank = np.argsort(-sizes, kind="stable")
+    relabel = np.empty_like(rank)
+    relabel[rank] = np.arange(len(rank))
+    labels = relabel[lab]
+    sizes = sizes[rank]
+    centres = normalize_rows(np.array([Xn[labels == c].sum(0) for c in range(len(sizes))]))
+    C = centres @ centres.T
+    antipodal = len(sizes) >= 2 and bool(np.all(np.min(C, axis=1) < -threshold))
+    i, j = np.triu_indices(n, k=1)
+    frac = float(np.mean(G[i, j] ** 2 > threshold))
+    return ClusterReport(
+        int(len(sizes)), int(n_axes), antipodal, tuple(int(s) for s in sizes), labels, frac, float(threshold)
+    )
+
+
+def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
+    r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (spec §7.5), by linear
+    interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
+    """
+    t = np.asarray(t, dtype=float)
+    R = np.asarray(R, dtype=float)
+    if t.ndim != 1 or R.shape != t.shape or t.size < 1:
+        raise ValueError(f"t and R must be 1-D arrays of the same length, got {t.shape} and {R.shape}")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("t must be increasing")
+    out = []
+    for x in np.atleast_1d(levels):
+        above = np.nonzero(R > x)[0]
+        if above.size == 0:
+            out.append(math.inf)
+            continue
+        k = above[0]
+        if k == 0:
+            out.append(float(t[0]))
+        else:
+            f = (x - R[k - 1]) / (R[k] - R[k - 1])
+            out.append(float(t[k - 1] + f * (t[k] - t[k - 1])))
+    return np.array(out)
+
+
+def axis_speed(t, axis) -> np.ndarray:
+    r"""Angular speed of a line through the origin (an axis :math:`\pm u`) between stored times.
+
+    For unit vectors :math:`u_k` at times :math:`t_k` (e.g. the cluster axis, the top eigenvector
+    of :math:`\Sigma`, whose sign is arbitrary), returns
+    :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
+    at least as fine as the sampling (it cannot see more than a quarter turn between samples).
+    """
+    t = np.asarray(t, dtype=float)
+    U = np.asarray(axis, dtype=float)
+    if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
+        raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("t must be increasing")
+    cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
+    return np.arccos(cos) / np.diff(t)

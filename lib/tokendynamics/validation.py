@@ -1,0 +1,277 @@
+"""Input validation shared by every module of the library.
+
+Every public entry point checks its arguments here, once, and a wrong argument raises a
+``ValueError`` (or ``TypeError`` for a wrong kind of object) whose message names the argument and
+says what was expected. Nothing in this module imports another module of the library, so every
+module can use it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "real_array",
+    "validate_tokens",
+    "validate_square",
+    "validate_matrix2",
+    "validate_symmetric",
+    "validate_spd",
+    "validate_covariance",
+    "validate_gaussian",
+    "validate_weights",
+    "validate_measure",
+    "validate_positions",
+    "validate_angles",
+    "validate_beta",
+    "validate_finite",
+    "validate_positive",
+    "validate_count",
+    "validate_flag",
+    "validate_dimension",
+    "parse_span",
+    "time_grid",
+]
+
+
+def real_array(x, name: str) -> np.ndarray:
+    """``x`` as a float64 array; a complex, object or string input raises a ValueError naming ``name``."""
+    arr = np.asarray(x)
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got a complex array")
+    if arr.dtype.kind not in "biuf":
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an array of real numbers, got dtype {arr.dtype}") from None
+    return np.asarray(arr, dtype=float)
+
+
+def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a finite float64 (n, d) array of tokens, n >= 1; ``d``: the dimension required."""
+    X = real_array(X, name)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of tokens (n, d), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} must contain at least one token")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} must have tokens of dimension d >= 1, got shape {X.shape}")
+    if d is not None and X.shape[1] != d:
+        raise ValueError(f"{name} has tokens of dimension {X.shape[1]} but the layer has d = {d}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return X
+
+
+def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
+    """Return ``M`` as a finite real float64 square matrix (d x d if ``d`` is given)."""
+    M = real_array(M, name)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {M.shape}")
+    if d is not None and M.shape[0] != d:
+        raise ValueError(f"{name} must be {d} x {d}, got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return M
+
+
+def validate_matrix2(M, name: str = "M") -> np.ndarray:
+    """``M`` as a float64 array of real 2 x 2 matrices, shape (..., 2, 2)."""
+    arr = real_array(M, name)
+    if arr.ndim < 2 or arr.shape[-2:] != (2, 2):
+        raise ValueError(f"{name} must be a real 2 x 2 matrix (or a stack (..., 2, 2)), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return arr
+
+
+def _is_symmetric(A: np.ndarray, tol: float) -> bool:
+    return bool(np.max(np.abs(A - A.T)) <= tol * max(1.0, float(np.max(np.abs(A)))))
+
+
+def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e-12) -> np.ndarray:
+    """A finite real symmetric matrix (relative tolerance ``tol``), returned exactly symmetrised."""
+    A = validate_square(A, name, d)
+    if not _is_symmetric(A, tol):
+        raise ValueError(f"{name} must be symmetric (|{name} - {name}^T| = {np.max(np.abs(A - A.T)):.3g})")
+    return 0.5 * (A + A.T)
+
+
+def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
+    """A symmetric positive definite matrix (smallest eigenvalue above 1e-12 times the largest)."""
+    M = validate_symmetric(M, name, d)
+    lam = np.linalg.eigvalsh(M)
+    if lam[0] <= 1e-12 * max(1.0, abs(lam[-1])):
+        raise ValueError(f"{name} must be symmetric positive definite; its smallest eigenvalue is {lam[0]:.3g}")
+    return M
+
+
+def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float = 1e-10) -> np.ndarray:
+    """A finite symmetric positive semi-definite matrix (tolerance ``tol`` relative to its size), symmetrised."""
+    S = validate_square(S, name, d)
+    scale = max(1.0, float(np.max(np.abs(S))))
+    if np.max(np.abs(S - S.T)) > tol * scale:
+        raise ValueError(f"{name} must be symmetric")
+    S = (S + S.T) / 2
+    lam = np.linalg.eigvalsh(S)
+    if lam[0] < -tol * scale:
+        raise ValueError(f"{name} must be positive semi-definite; its smallest eigenvalue is {lam[0]:.3g}")
+    return S
+
+
+def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name: str = "cov"):
+    r"""Check the parameters of a Gaussian :math:`N(\alpha,\Sigma)`; return ``(mean, cov)`` as float64 arrays.
+
+    ``mean`` must be a finite vector (a number is read as a vector of length one) and ``cov`` a
+    finite symmetric positive semi-definite matrix of the same dimension (singular matrices are
+    allowed). ``d``, if given, is the dimension both must have; ``what`` names it in the error
+    message (e.g. "the layer has d"), ``name`` the covariance.
+    """
+    mean = np.atleast_1d(real_array(mean, "mean"))
+    if mean.ndim != 1:
+        raise ValueError(f"mean must be a vector (d,), got shape {mean.shape}")
+    if not np.all(np.isfinite(mean)):
+        raise ValueError("mean contains non-finite values (inf or NaN)")
+    if d is not None and mean.shape[0] != d:
+        raise ValueError(f"mean has dimension {mean.shape[0]} but {what} = {d}")
+    cov = validate_covariance(np.atleast_2d(real_array(cov, name)), name, mean.shape[0])
+    return mean, cov
+
+
+def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | None:
+    """A probability vector of length ``n`` (finite, non-negative, sum 1 to 1e-9); None means uniform."""
+    if weights is None:
+        return None
+    w = real_array(weights, name)
+    if w.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) like the tokens, got {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"{name} contain non-finite values (inf or NaN)")
+    if np.any(w < 0):
+        raise ValueError(f"{name} must be non-negative")
+    if abs(w.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{name} must sum to 1 (a probability measure), they sum to {w.sum():.12g}")
+    return w
+
+
+def validate_measure(X, weights, d: int | None = None, name: str = "X"):
+    """Tokens and explicit weights of the empirical measure :math:`\\sum_j w_j\\delta_{x_j}` (uniform if None)."""
+    X = validate_tokens(X, d, name)
+    w = validate_weights(weights, X.shape[0])
+    if w is None:
+        w = np.full(X.shape[0], 1.0 / X.shape[0])
+    return X, w
+
+
+def validate_positions(positions, n: int) -> np.ndarray:
+    """Positions of n tokens for causal attention (default ``0, 1, ..., n-1``), finite, shape (n,)."""
+    if positions is None:
+        return np.arange(n, dtype=float)
+    s = real_array(positions, "positions")
+    if s.shape != (n,):
+        raise ValueError(f"positions must have shape ({n},) like the tokens, got {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("positions contain non-finite values (inf or NaN)")
+    return s
+
+
+def validate_angles(theta, name: str = "theta") -> np.ndarray:
+    """Angles as a finite float64 array with at least one token on the last axis."""
+    th = real_array(theta, name)
+    if th.ndim == 0 or th.shape[-1] == 0:
+        raise ValueError(f"{name} must be an array of angles (..., n) with n >= 1, got shape {th.shape}")
+    if not np.all(np.isfinite(th)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return th
+
+
+def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
+    """A finite positive inverse temperature (a number, or an array for stacks of layers)."""
+    if isinstance(beta, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
+    b = real_array(beta, name)
+    if not (np.all(np.isfinite(b)) and np.all(b > 0)):
+        raise ValueError(f"{name} must be finite and positive, got {beta!r}")
+    return float(b) if b.ndim == 0 else b
+
+
+def _scalar(x, name: str) -> float:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
+        if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf":
+            return float(x)
+        raise ValueError(f"{name} must be a real number, got {x!r} ({type(x).__name__})")
+    return float(x)
+
+
+def validate_finite(x, name: str) -> float:
+    """A finite real number (booleans, strings, complex numbers and arrays are refused)."""
+    v = _scalar(x, name)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    return v
+
+
+def validate_positive(x, name: str, *, allow_zero: bool = False) -> float:
+    """A finite real number > 0 (or >= 0 with ``allow_zero``)."""
+    v = validate_finite(x, name)
+    if v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {x!r}")
+    return v
+
+
+def validate_count(n, name: str, *, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (a float with an integer value is accepted; 2.7 is not)."""
+    if isinstance(n, (bool, np.bool_)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+    if isinstance(n, (numbers.Integral, np.integer)):
+        k = int(n)
+    elif isinstance(n, (numbers.Real, np.floating)) and math.isfinite(float(n)) and float(n) == int(n):
+        k = int(n)
+    else:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+    if k < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+    return k
+
+
+def validate_flag(x, name: str) -> bool:
+    """A boolean (True/False or numpy.bool_); any other value, even a truthy one, is refused."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    raise ValueError(f"{name} must be True or False, got {x!r}")
+
+
+def validate_dimension(d, name: str = "d", *, minimum: int = 2) -> int:
+    """A token dimension: an integer >= ``minimum``."""
+    return validate_count(d, name, minimum=minimum)
+
+
+def parse_span(t_span) -> tuple[float, float]:
+    """``T`` or ``(t0, T)`` as a pair of finite floats with ``t0 < T``."""
+    if np.isscalar(t_span):
+        t0, T = 0.0, validate_finite(t_span, "t_span")
+    else:
+        try:
+            n_items = len(t_span)
+        except TypeError:
+            raise ValueError(f"t_span must be T or (t0, T), got {t_span!r}") from None
+        if n_items != 2:
+            raise ValueError(f"t_span must be T or (t0, T), got {t_span!r}")
+        t0, T = validate_finite(t_span[0], "t_span[0]"), validate_finite(t_span[1], "t_span[1]")
+    if T <= t0:
+        raise ValueError(f"t_span must satisfy t0 < T, got ({t0}, {T})")
+    return t0, T
+
+
+def time_grid(t_span, t_eval, default: int = 401):
+    """``(t0, T, t_eval)``: the span and increasing output times inside it (``default`` points if None)."""
+    t0, T = parse_span(t_span)
+    if t_eval is None:
+        t_eval = np.linspace(t0, T, default)
+    t_eval = real_array(t_eval, "t_eval")
+    if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < t0 or t_eval[-1] > T or np.any(np.diff(t_eval) <= 0):
+        raise ValueError("t_eval must be increasing and inside t_span")
+    return t0, T, t_eval

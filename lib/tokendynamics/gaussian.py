@@ -644,7 +644,7 @@ def projected_euler(
     cov0 : array (d, d) or (B, d, d)
     layer : Attention
         Kind in :data:`GAUSSIAN_KINDS` (the official scalings are built by
-        :func:`tokendynamics.gaussian_figures.official_layer`).
+        :func:`tokendynamics.book.gaussian_figures.official_layer`).
     step : float
         Euler step :math:`h`.
     mean0 : array (d,) or (B, d), optional

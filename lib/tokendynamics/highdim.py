@@ -468,7 +468,7 @@ class RunSummary:
     seconds : float
         Wall time of the integration.
     engine : str
-        ``"particles"`` (the shared core) or ``"projective"`` (:func:`projective_flow`).
+        ``"particles"`` (the shared core) or ``"projective"`` (:func:`~tokendynamics.projective.projective_flow`).
     """
 
     case: str
@@ -491,11 +491,11 @@ class RunSummary:
         return float(self.t[-1])
 
     def passage(self, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
-        """First-passage times of :math:`\\hat R_2` (:func:`first_passage_times`)."""
+        """First-passage times of :math:`\\hat R_2` (:func:`~tokendynamics.metrics.first_passage_times`)."""
         return first_passage_times(self.t, self.R2, levels)
 
     def clusters(self, threshold: float = 0.999) -> ClusterReport:
-        """:func:`detect_clusters` at the final time."""
+        """:func:`~tokendynamics.metrics.detect_clusters` at the final time."""
         return detect_clusters(self.XT, threshold)
 
     def regime(self, **kw) -> str:
@@ -543,7 +543,7 @@ def run_variant(
     ``engine="particles"`` integrates the particle system with the shared core
     (``simulate(X0, mc.layer(kind, beta), T, method="adaptive", sphere=True, ...)``; LA through
     :math:`\Sigma`, USA/SA through the n x n score matrix). ``engine="projective"`` (LA only) uses
-    :func:`projective_flow`. Default tolerances are those of the authors' app (RK45, rtol 1e-6,
+    :func:`~tokendynamics.projective.projective_flow`. Default tolerances are those of the authors' app (RK45, rtol 1e-6,
     atol 1e-8; spec §7). Output at ``n_eval`` equispaced times.
     """
     if kind not in VARIANTS:
@@ -678,9 +678,9 @@ def clustering_time(
     r"""First time :math:`t_x` at which :math:`\hat R_2` exceeds ``level``, for one point of a sweep.
 
     Builds ``make_case(case, d, matrix_seed, **case_params)``, draws n uniform tokens with ``seed``,
-    and runs ``kind`` up to T. ``engine="auto"``: linear attention through :func:`projective_flow`
+    and runs ``kind`` up to T. ``engine="auto"``: linear attention through :func:`~tokendynamics.projective.projective_flow`
     stopped at the level (the solver locates :math:`t_x` as an event), the other variants through
-    the particle system (``n_eval`` stored times, :math:`t_x` by :func:`first_passage_times`). Returns
+    the particle system (``n_eval`` stored times, :math:`t_x` by :func:`~tokendynamics.metrics.first_passage_times`). Returns
     a dict with the parameters, ``t_level`` (``inf`` if not reached by T), the last
     :math:`\hat R_1,\hat R_2` and the wall time. A module-level function of plain arguments, so
     :func:`tokendynamics.sweeps.sweep` can ship it to other processes.

@@ -73,7 +73,7 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
     r"""n i.i.d. tokens from :math:`N(\alpha,\Sigma)`: :math:`x_i=\alpha+\Sigma^{1/2}z_i`, :math:`z_i` standard normal.
 
     ``cov`` must be symmetric positive semi-definite (singular allowed; checked by
-    :func:`~tokendynamics.transport.validate_gaussian`); :math:`\Sigma^{1/2}` is the symmetric root
+    :func:`~tokendynamics.validation.validate_gaussian`); :math:`\Sigma^{1/2}` is the symmetric root
     (:func:`~tokendynamics.transport.psd_sqrt`). ``rng``: a seed or a ``numpy.random.Generator``.
     """
     rng = np.random.default_rng(rng)

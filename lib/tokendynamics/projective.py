@@ -86,7 +86,7 @@ def projective_flow(
         Tokens at the output times (``method="projective"``), or ``(Trajectory, Phi)``.
 
     This is the library's one implementation of the reduction;
-    :func:`tokendynamics.watanabe_strogatz.solve_projective` calls it with the matrices A, V.
+    :func:`tokendynamics.projective.solve_projective` calls it with the matrices A, V.
     """
     A, V, beta = _linear_layer(layer)
     X0 = validate_tokens(X0, layer.d, name="X0")

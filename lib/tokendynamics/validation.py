@@ -238,7 +238,7 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
 
 
 def validate_flag(x, name: str) -> bool:
-    """A boolean (True/False or numpy.bool_); any other value, even a truthy one, is refused."""
+    """A boolean (True/False or ``numpy.bool_``); any other value, even a truthy one, is refused."""
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
     raise ValueError(f"{name} must be True or False, got {x!r}")

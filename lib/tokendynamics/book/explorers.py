@@ -32,7 +32,7 @@ def regimes_update(
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ):
-    r"""One update of the chapter's live explorer: :func:`regime_portrait` and a particle run.
+    r"""One update of the chapter's live explorer: :func:`~tokendynamics.regimes.regime_portrait` and a particle run.
 
     The particles start from the angles ``theta0`` (e.g. :func:`~tokendynamics.ott_antonsen.sample_ott_antonsen`
     around ``z0``) and are integrated to ``T`` by the exact O(n) angle equations
@@ -40,7 +40,7 @@ def regimes_update(
     (:func:`~tokendynamics.kuramoto.solve_phases`, paper 2, spec §2.3), the same dynamics as the
     core's ``Attention("linear")`` on the circle, with loose tolerances (``rtol``, ``atol``: the
     path of :math:`R_2` is drawn, not measured) and ``n_times`` stored times. Returns
-    ``(Portrait, PhaseSolution)``; draw them with :func:`tokendynamics.kuramoto_plots.draw_explorer`.
+    ``(Portrait, PhaseSolution)``; draw them with :func:`tokendynamics.book.kuramoto_plots.draw_explorer`.
     """
     if theta0 is None:
         raise ValueError("explore needs the initial angles theta0 of the particles")
@@ -67,7 +67,7 @@ def highdim_update(
     r"""One update of the chapter's widget: the chosen case at a small size, every variant in ``kinds``.
 
     ``knobs`` are the flat widget controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the
-    case uses are picked by :func:`case_parameters`. Runs the particle system of every variant
+    case uses are picked by :func:`~tokendynamics.highdim.case_parameters`. Runs the particle system of every variant
     (LA through :math:`\Sigma`) with loose tolerances, which keeps an update well under 0.2 s at the
     default size (measured in the tests). Returns ``{"case": MatrixCase, "prediction": CasePrediction,
     kind: RunSummary, ...}``.

@@ -5,7 +5,7 @@ with a projected Euler scheme from grids of trace-one initial covariances, with 
 from NumPy's legacy global generator. This module rebuilds exactly those matrices
 (:func:`legacy_rng` with the same seeds and call order), the layers with the code's scalings in the
 library convention (:func:`official_layer`), the initial grids and the solver settings
-(:func:`figure_setup`; numbers in :mod:`tokendynamics.experiments`), and runs them through
+(:func:`figure_setup`; numbers in :mod:`tokendynamics.book.experiments`), and runs them through
 :func:`tokendynamics.gaussian.projected_euler` (:func:`run_figure`) or, for the histograms,
 through the official sequential protocol (:func:`rank_histogram`).
 
@@ -364,7 +364,7 @@ def rank_histogram(
 
 
 def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
-    """F6 for every row, through :func:`tokendynamics.cache.cached` (parameters + code fingerprint).
+    """F6 for every row, through :func:`tokendynamics.book.cache.cached` (parameters + code fingerprint).
 
     Recomputed only when the F6 settings or the code that makes them change; the cache files are
     ``data/gaussian_F6_<row>.npz``.

@@ -15,6 +15,10 @@ notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_buil
 
 Figures: each chapter runs with ``TOKENDYNAMICS_FIGDIR=_build/figures/<chapter>`` so that every
 figure it shows is also written there as a PNG.
+
+Offline reading: MathJax 3 and the font-awesome icons of the animations' buttons are shipped in
+``_build/html/_static/`` (``scripts/vendor_assets.py``, staged as ``_stage/_vendor``, which
+``_config.yml`` lists in ``html_static_path``); the animations' CDN link is rewritten to that copy.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import vendor_assets  # noqa: E402  (scripts/vendor_assets.py)
+
 CHAPTERS = ROOT / "chapters"
 BUILD = ROOT / "_build"
 EXECUTED = BUILD / "executed"
@@ -42,6 +49,9 @@ KERNEL = "python3"
 BOOK_CELL_TIMEOUT = 300  # seconds per cell in the fast book build (no fast cell takes a minute)
 CHAPTER_CELL_TIMEOUT = 3600  # seconds per cell for `make chapter` (full settings can be long)
 REMOVE_TAGS = ("parameters", "injected-parameters")
+VENDOR_DIR = "_vendor"  # staged folder of offline assets; `html_static_path` in _config.yml
+# matplotlib's to_jshtml links font-awesome 4.4 from this CDN for its button icons
+FONT_AWESOME_CDN = "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css"
 
 
 def is_notebook(path: Path) -> bool:
@@ -170,13 +180,44 @@ def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None) -
         raise SystemExit(1)
 
 
+def localize_font_awesome(nb, href: str) -> int:
+    """Point the animations' font-awesome link (a CDN) at the book's own copy; returns the count."""
+    count = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            html_out = data.get("text/html")
+            if html_out is None:
+                continue
+            text = "".join(html_out) if isinstance(html_out, list) else html_out
+            if FONT_AWESOME_CDN in text:
+                count += text.count(FONT_AWESOME_CDN)
+                data["text/html"] = text.replace(FONT_AWESOME_CDN, href)
+    return count
+
+
+def stage_notebook(executed: Path, target: Path) -> None:
+    """Copy an executed notebook into the stage, with its external asset links made local."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    depth = len(target.relative_to(STAGE).parts) - 1
+    href = "../" * depth + "_static/" + vendor_assets.FONT_AWESOME_CSS
+    if localize_font_awesome(nb, href):
+        nbformat.write(nb, target)
+    else:
+        shutil.copy2(executed, target)
+
+
 def stage() -> None:
-    """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks."""
+    """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks,
+    and the offline assets (MathJax, font-awesome)."""
     if STAGE.exists():
         shutil.rmtree(STAGE)
     (STAGE / "chapters").mkdir(parents=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(ROOT / name, STAGE / name)
+    vendor_assets.vendor(STAGE / VENDOR_DIR)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue
@@ -184,7 +225,7 @@ def stage() -> None:
             executed = EXECUTED / f"{path.stem}.ipynb"
             if not executed.exists():
                 raise SystemExit(f"chapter {path.stem} has not been executed (run the execute step)")
-            shutil.copy2(executed, STAGE / "chapters" / executed.name)
+            stage_notebook(executed, STAGE / "chapters" / executed.name)
         elif path.is_dir():
             shutil.copytree(path, STAGE / "chapters" / path.name)
         else:

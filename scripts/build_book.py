@@ -16,6 +16,10 @@ notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_buil
 Figures: each chapter runs with ``TOKENDYNAMICS_FIGDIR=_build/figures/<chapter>`` so that every
 figure it shows is also written there as a PNG.
 
+Figure text: the kernels run with ``IPYTHONDIR=_build/ipython``, whose start-up file
+(``scripts/figure_text_startup.py``) records in every PNG a figure is printed to the smallest font
+size of its texts and its dpi (PNG text chunk ``tokendynamics:text``; read by tests/test_browser.py).
+
 Offline reading: MathJax 3 and the font-awesome icons of the animations' buttons are shipped in
 ``_build/html/_static/`` (``scripts/vendor_assets.py``, staged as ``_stage/_vendor``, which
 ``_config.yml`` lists in ``html_static_path``); the animations' CDN link is rewritten to that copy.
@@ -49,6 +53,8 @@ KERNEL = "python3"
 BOOK_CELL_TIMEOUT = 300  # seconds per cell in the fast book build (no fast cell takes a minute)
 CHAPTER_CELL_TIMEOUT = 3600  # seconds per cell for `make chapter` (full settings can be long)
 REMOVE_TAGS = ("parameters", "injected-parameters")
+FIGURE_TEXT_STARTUP = ROOT / "scripts" / "figure_text_startup.py"
+IPYTHONDIR = BUILD / "ipython"
 VENDOR_DIR = "_vendor"  # staged folder of offline assets; `html_static_path` in _config.yml
 # matplotlib's to_jshtml links font-awesome 4.4 from this CDN for its button icons
 FONT_AWESOME_CDN = "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css"
@@ -71,7 +77,18 @@ def source_hash(path: Path, parameters: dict) -> str:
         h.update(f.relative_to(ROOT).as_posix().encode())
         h.update(f.read_bytes())
     h.update(json.dumps(parameters, sort_keys=True).encode())
+    h.update(FIGURE_TEXT_STARTUP.read_bytes())
     return h.hexdigest()
+
+
+def install_ipython_startup() -> Path:
+    """The IPYTHONDIR of the chapter kernels: a profile whose start-up file records figure text sizes."""
+    startup = IPYTHONDIR / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    target = startup / "50-figure-text.py"
+    if not target.exists() or target.read_bytes() != FIGURE_TEXT_STARTUP.read_bytes():
+        shutil.copyfile(FIGURE_TEXT_STARTUP, target)
+    return IPYTHONDIR
 
 
 def to_ipynb(md: Path):
@@ -100,6 +117,7 @@ def execute_one(md: Path, out: Path, parameters: dict, figdir: Path, cwd: Path,
     os.environ.pop("MPLBACKEND", None)  # Agg here would silently drop inline figures
     os.environ["TOKENDYNAMICS_FIGDIR"] = str(figdir)
     os.environ["TOKENDYNAMICS_HEADLESS"] = "1"  # chapters skip building live widgets (plotting.live_widgets)
+    os.environ["IPYTHONDIR"] = str(install_ipython_startup())  # PNGs record their smallest text size
     # Chapters run side by side (BOOK_JOBS): one BLAS thread each, or the BLAS pools of two kernels
     # fight over the cores (measured: d = 100 runs up to 20 x slower). A reader's setting wins.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -20,9 +20,10 @@ Figure text: the kernels run with ``IPYTHONDIR=_build/ipython``, whose start-up 
 (``scripts/figure_text_startup.py``) records in every PNG a figure is printed to the smallest font
 size of its texts and its dpi (PNG text chunk ``tokendynamics:text``; read by tests/test_browser.py).
 
-Offline reading: MathJax 3 and the font-awesome icons of the animations' buttons are shipped in
-``_build/html/_static/`` (``scripts/vendor_assets.py``, staged as ``_stage/_vendor``, which
-``_config.yml`` lists in ``html_static_path``); the animations' CDN link is rewritten to that copy.
+Offline reading: MathJax 3 is shipped in ``_build/html/_static/mathjax`` (``scripts/vendor_assets.py``,
+staged as ``_stage/_vendor``, which ``_config.yml`` lists in ``html_static_path``). The animations'
+font-awesome CDN link is removed from the staged notebooks: the theme's own font-awesome script draws
+their button icons.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,8 +58,9 @@ REMOVE_TAGS = ("parameters", "injected-parameters")
 FIGURE_TEXT_STARTUP = ROOT / "scripts" / "figure_text_startup.py"
 IPYTHONDIR = BUILD / "ipython"
 VENDOR_DIR = "_vendor"  # staged folder of offline assets; `html_static_path` in _config.yml
-# matplotlib's to_jshtml links font-awesome 4.4 from this CDN for its button icons
-FONT_AWESOME_CDN = "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css"
+# matplotlib's to_jshtml links font-awesome 4.4 from a CDN for its button icons (<i class="fa ...">)
+FONT_AWESOME_LINK = re.compile(
+    r'<link\s+rel="stylesheet"\s+href="https://maxcdn\.bootstrapcdn\.com/font-awesome/[^"]*"\s*/?>')
 
 
 def is_notebook(path: Path) -> bool:
@@ -198,8 +201,12 @@ def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None) -
         raise SystemExit(1)
 
 
-def localize_font_awesome(nb, href: str) -> int:
-    """Point the animations' font-awesome link (a CDN) at the book's own copy; returns the count."""
+def drop_font_awesome_link(nb) -> int:
+    """Remove the animations' font-awesome CDN link from a notebook's HTML outputs; returns the count.
+
+    Offline the link only fails: pydata-sphinx-theme's font-awesome 6 script (local, in _static)
+    replaces the buttons' ``<i class="fa fa-play">`` by inline SVG icons, which the browser checks
+    verify (tests/test_browser.py, button icons)."""
     count = 0
     for cell in nb.cells:
         for out in cell.get("outputs", []):
@@ -208,20 +215,19 @@ def localize_font_awesome(nb, href: str) -> int:
             if html_out is None:
                 continue
             text = "".join(html_out) if isinstance(html_out, list) else html_out
-            if FONT_AWESOME_CDN in text:
-                count += text.count(FONT_AWESOME_CDN)
-                data["text/html"] = text.replace(FONT_AWESOME_CDN, href)
+            text, n = FONT_AWESOME_LINK.subn("<!-- font-awesome: icons drawn by the theme's script -->", text)
+            if n:
+                count += n
+                data["text/html"] = text
     return count
 
 
 def stage_notebook(executed: Path, target: Path) -> None:
-    """Copy an executed notebook into the stage, with its external asset links made local."""
+    """Copy an executed notebook into the stage, without links to other hosts in its outputs."""
     import nbformat
 
     nb = nbformat.read(executed, as_version=4)
-    depth = len(target.relative_to(STAGE).parts) - 1
-    href = "../" * depth + "_static/" + vendor_assets.FONT_AWESOME_CSS
-    if localize_font_awesome(nb, href):
+    if drop_font_awesome_link(nb):
         nbformat.write(nb, target)
     else:
         shutil.copy2(executed, target)
@@ -229,7 +235,7 @@ def stage_notebook(executed: Path, target: Path) -> None:
 
 def stage() -> None:
     """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks,
-    and the offline assets (MathJax, font-awesome)."""
+    and the offline MathJax."""
     if STAGE.exists():
         shutil.rmtree(STAGE)
     (STAGE / "chapters").mkdir(parents=True)

@@ -1,20 +1,21 @@
 #!/usr/bin/env python
-"""Ship the book's JavaScript/CSS dependencies with the HTML, so that a reader needs no network.
+"""Ship the book's MathJax with the HTML, so that a reader needs no network to see the formulas.
 
-    python scripts/vendor_assets.py DEST     # fills DEST/mathjax and DEST/font-awesome
+    python scripts/vendor_assets.py DEST     # fills DEST/mathjax
 
-Two packages from the npm registry, pinned by version and by the SHA-256 of their tarball:
+MathJax 3 from the npm registry, pinned by version and by the SHA-256 of its tarball: TeX input,
+CommonHTML output, i.e. ``es5/tex-chtml.js`` (it contains the ams, newcommand, configmacros,
+noundefined, require and autoload extensions), the CHTML web fonts it loads
+(``es5/output/chtml/fonts/woff-v2``) and the TeX extensions ``autoload`` may pull in
+(``es5/input/tex/extensions``), with its LICENSE. ``_config.yml`` points Sphinx's ``mathjax_path``
+at ``_static/mathjax/tex-chtml.js``; MathJax finds its fonts and extensions relative to that file.
 
-* **MathJax 3** (TeX input, CommonHTML output): ``es5/tex-chtml.js``, the CHTML web fonts it loads
-  (``es5/output/chtml/fonts/woff-v2``) and the TeX extensions ``autoload`` may pull in
-  (``es5/input/tex/extensions``). ``_config.yml`` points Sphinx's ``mathjax_path`` at
-  ``_static/mathjax/tex-chtml.js``; MathJax finds its fonts and extensions relative to that file.
-* **font-awesome 4.7** (CSS and fonts): matplotlib's ``to_jshtml`` animations link
-  font-awesome 4.4 from a CDN for the icons of their play/step buttons; ``scripts/build_book.py``
-  rewrites that link to ``_static/font-awesome/css/font-awesome.min.css``.
+The tarball is fetched once with ``npm pack`` (the ordinary npm client) and cached in
+``_build/vendor/`` (``make clean`` removes it); never from a CDN.
 
-The tarballs are fetched once with ``npm pack`` (the ordinary npm client) and cached in
-``_build/vendor/`` (``make clean`` removes them); never from a CDN.
+(The other CDN link of the built pages, font-awesome 4.4 in matplotlib's ``to_jshtml`` animations,
+is not needed: the theme's own font-awesome 6 script, shipped in ``_static``, turns the buttons'
+``<i class="fa fa-play">`` into inline SVG icons. ``scripts/build_book.py`` removes that link.)
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ CACHE = ROOT / "_build" / "vendor"
 # name -> (version, SHA-256 of its npm tarball)
 PACKAGES = {
     "mathjax": ("3.2.2", "1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09"),
-    "font-awesome": ("4.7.0", "92042b715919e17499ded134884b0318fd88041efac9b0f3204069df52222a61"),
 }
 
 MATHJAX_KEEP = (
@@ -43,16 +43,9 @@ MATHJAX_KEEP = (
     "package/es5/input/tex/extensions/",
 )
 MATHJAX_SKIP = ("package/es5/input/tex/extensions/all-packages.js",)  # only for tex-full builds
-FONT_AWESOME_KEEP = (
-    "package/README.md",  # states the licences (OFL 1.1 fonts, MIT css)
-    "package/css/font-awesome.min.css",
-    "package/fonts/fontawesome-webfont.woff2",  # what current browsers load
-    "package/fonts/fontawesome-webfont.woff",
-)
 
-# What `mathjax_path` and the rewritten animation link point at (relative to _static/).
+# What `mathjax_path` points at (relative to _static/).
 MATHJAX_JS = "mathjax/tex-chtml.js"
-FONT_AWESOME_CSS = "font-awesome/css/font-awesome.min.css"
 
 
 def _sha256(path: Path) -> str:
@@ -104,14 +97,10 @@ def _extract(tgz: Path, keep: tuple[str, ...], skip: tuple[str, ...], dest: Path
 def vendor(dest: Path) -> dict[str, int]:
     """Fill ``dest`` (a folder listed in Sphinx's ``html_static_path``) with the offline assets."""
     dest = Path(dest)
-    for sub in ("mathjax", "font-awesome"):
-        if (dest / sub).exists():
-            shutil.rmtree(dest / sub)
-    counts = {
-        "mathjax": _extract(tarball("mathjax"), MATHJAX_KEEP, MATHJAX_SKIP, dest / "mathjax", "package/es5/"),
-        "font-awesome": _extract(tarball("font-awesome"), FONT_AWESOME_KEEP, (), dest / "font-awesome", "package/"),
-    }
-    for rel in (MATHJAX_JS, FONT_AWESOME_CSS, "mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"):
+    if (dest / "mathjax").exists():
+        shutil.rmtree(dest / "mathjax")
+    counts = {"mathjax": _extract(tarball("mathjax"), MATHJAX_KEEP, MATHJAX_SKIP, dest / "mathjax", "package/es5/")}
+    for rel in (MATHJAX_JS, "mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"):
         if not (dest / rel).is_file():
             raise SystemExit(f"vendored asset missing after extraction: {dest / rel}")
     return counts

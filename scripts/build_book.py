@@ -258,6 +258,9 @@ def stage() -> None:
 
 def html() -> None:
     stage()
+    # Sphinx never deletes files of earlier builds from its output (old images, old _static files):
+    # start from an empty _build/html so that the site holds exactly what this build produced.
+    shutil.rmtree(BUILD / "html", ignore_errors=True)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb), "build", str(STAGE), "--path-output", str(ROOT), "--builder", "html",
            "--all", "-W", "-n", "--keep-going"]  # --all: a fresh build, so no warning is hidden

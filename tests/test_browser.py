@@ -1,30 +1,45 @@
 """The reader's view: the built book in a real browser (headless Chromium driven by Playwright).
 
 Run after `make book` (``make test`` does, after the other book checks): ``pytest -m browser``
-(``make test-browser``). Every page of the table of
-contents is opened at 1400 px width (the intro also at 400 px), served by ``http.server`` on
-127.0.0.1, with every request to another host blocked and recorded: the book must read offline.
-One page load per (page, width) collects everything; the tests below check one kind of defect each
-and name the page, the element and a snippet of its text. The whole collection is written to
-``_build/browser-report.json`` and full-page screenshots to ``_build/screenshots/<page>-<width>.png``.
+(``make test-browser``). Every page of the table of contents is opened at 1400 px width (the intro
+also at 400 px), served by ``http.server`` on 127.0.0.1, with every request to another host blocked
+and recorded: the book must read offline. One page load per (page, width) collects everything (two
+pages load at a time, one browser); each test below checks one kind of defect and names the page,
+the section id, the element and a snippet of its text. Everything is also written to
+``_build/browser-report.json``, with full-page screenshots (the top 20 000 px of longer pages) in
+``_build/screenshots/<page>-<width>.png``. The last three tests prove every check on synthetic
+pages: it passes on a good one and reports each planted defect of a bad one.
 
-What counts as "visible text" (documented decision):
+The checks, and what counts (documented decisions):
 
-* *Raw TeX* is searched in every visible text node of the page (prose, headings, captions, tables,
-  admonitions, the sidebar, HTML outputs), except inside ``mjx-container`` (typeset math),
-  ``pre``/``code``/``kbd``/``samp``, highlighted blocks and code cells' inputs and outputs. An
-  untypeset formula left in a ``.math`` element *is* found (the typeset form replaces it).
-* *Internal labels* (``spec §``, ``§`` + digit, ``../shared``, claim labels ``C16``, figure labels
-  ``F5``) are searched in the same text plus the text outputs of code cells (streams and
-  ``text/plain`` results, which a reader reads as prose) and inline ``code`` in prose; code cell
-  inputs and API signatures (``dt.sig``) are code and are skipped. Identifiers such as
-  ``gaussian_F5`` do not match (``\\bF5\\b`` needs a word boundary).
-
-Figure text size: the PNG the page shows carries its dpi (pHYs) and, from the book build's
-IPython start-up file (scripts/figure_text_startup.py), a ``tokendynamics:text`` chunk with the
-smallest font size in points. Displayed px = pt x dpi / 72 x displayed width / natural width.
-Without the chunk the smallest size is assumed to be the book style's legend size (reported as
-"assumed").
+* *MathJax*: the page's MathJax script is the book's copy (``_static/mathjax/tex-chtml.js`` on
+  127.0.0.1), ``MathJax.startup.promise`` resolved, no ``mjx-merror`` and no undefined macro
+  (MathJax's ``noundefined`` draws those in red, without an error element).
+* *Raw TeX* is searched in every visible text node (prose, headings, captions, tables, admonitions,
+  the sidebar, HTML outputs of cells), except in ``mjx-container`` (typeset math) and in
+  ``pre``/``code``/``kbd``/``samp``/highlighted blocks (code cells, their stream and ``text/plain``
+  outputs). An untypeset formula left in a ``.math`` element *is* found.
+* *Internal labels* (``spec §``, ``§`` + digit, ``../shared``, claim labels ``\bC\d{1,2}\b``,
+  figure labels ``\bF\d{1,2}\b``) are searched in the same text plus the text outputs of code
+  cells (streams, ``text/plain``: a reader reads them) and inline ``code`` in prose; code cell
+  inputs, code blocks and API signatures (``dt.sig``) are code and are skipped. Identifiers such as
+  ``gaussian_F5`` do not match (no word boundary after ``_``).
+* *Display equations*: the formula must fit its box, or sit in a box that scrolls sideways (the
+  theme's ``mjx-container {overflow: auto}``: nothing is lost, such formulas are listed in the
+  report as ``scrolled_equations``); a clipping box fails; the equation number must not overlap
+  the visible part of the formula.
+* *Images*: every ``<img>`` complete with ``naturalWidth > 0`` (lazy images are made eager).
+* *Console*: ``console.error`` messages and uncaught page errors; "Failed to load resource" for a
+  request already reported by the network check is not counted twice.
+* *Network*: any request to a host other than 127.0.0.1 (blocked), and local requests that fail.
+* *Figure text* (1400 px only; a phone shrinks every figure): smallest text as displayed, px =
+  pt x dpi / 72 x displayed width / natural width, must be at least ``MIN_TEXT_PX``. The dpi and the
+  smallest size in points come from the PNG the page shows: the book build's IPython start-up file
+  (scripts/figure_text_startup.py) writes a ``tokendynamics:text`` chunk into every figure PNG.
+  Without it the smallest size is assumed to be the book style's legend size (marked "assumed").
+  Animations are measured the same way on their first frame.
+* *Animations* (matplotlib ``to_jshtml``): displayed width at least ``ANIMATION_MIN_FILL`` of the
+  column and not wider than it; every button shows an icon.
 """
 
 from __future__ import annotations
@@ -280,6 +295,7 @@ class Audit:
 
 
 LOAD_TIMEOUT_MS = 120_000  # the API page typesets ~1200 formulas: 20 s on a busy 2-core machine
+MAX_SCREENSHOT_HEIGHT = 20_000  # px; every chapter fits (the longest is ~19 700 px at 1400 px)
 
 
 def _open(browser, server: StaticServer, rel: str, width: int):
@@ -317,8 +333,14 @@ def _finish(opened, screenshot: Path | None, wait_ms: int) -> Audit:
         result.data = page.evaluate(COLLECT_JS, {"wait_ms": wait_ms})
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True, timeout=LOAD_TIMEOUT_MS)
+            height = page.evaluate("document.documentElement.scrollHeight")
+            clip = None
+            if height > MAX_SCREENSHOT_HEIGHT:  # the API page is ~100 000 px: its top only
+                clip = {"x": 0, "y": 0, "width": result.width, "height": MAX_SCREENSHOT_HEIGHT}
+                result.data["screenshot_cut_at"] = MAX_SCREENSHOT_HEIGHT
+            page.screenshot(path=str(screenshot), full_page=True, clip=clip, timeout=LOAD_TIMEOUT_MS)
             result.screenshot = str(screenshot.relative_to(screenshot.parents[1]))
+            result.data["page_height"] = height
     finally:
         context.close()
     result.seconds = round(time.perf_counter() - started, 2)
@@ -581,6 +603,7 @@ def _write_report(audits: dict, total: float) -> None:
     report = {"seconds": round(total, 1), "min_text_px": MIN_TEXT_PX, "pages": []}
     for (rel, width), a in audits.items():
         entry = {"page": rel, "width": width, "seconds": a.seconds, "screenshot": a.screenshot,
+                 "page_height": a.data.get("page_height"), "screenshot_cut_at": a.data.get("screenshot_cut_at"),
                  "load_ms": a.data.get("load_ms"),
                  "mathjax": {k: v for k, v in a.data.get("mathjax", {}).items() if k in ("script", "version", "status", "containers")},
                  "figure_text": figure_text_sizes(a, HTML)}

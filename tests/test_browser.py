@@ -1,4 +1,4 @@
-"""The reader's view: the built book in a real browser (headless Chromium driven by Playwright).
+r"""The reader's view: the built book in a real browser (headless Chromium driven by Playwright).
 
 Run after `make book` (``make test`` does, after the other book checks): ``pytest -m browser``
 (``make test-browser``). Every page of the table of contents is opened at 1400 px width (the intro

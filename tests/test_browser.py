@@ -175,7 +175,7 @@ async ({wait_ms}) => {
   const TEX_SKIP = 'script, style, noscript, template, pre, code, kbd, samp, .highlight, .cell_input, .headerlink';
   const LABEL_SKIP = 'script, style, noscript, template, .cell_input, dt.sig, .headerlink, .highlight-python, .highlight-default, .highlight-ipython3';
   const visible = (el) => (el.checkVisibility ? el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}) : !!el.offsetParent);
-  const blocks = {tex: new Map(), label: new Map()};
+  const blocks = {tex: new Map(), label: new Map(), outtex: new Map()};
   const push = (scope, el, text) => {
     const block = el.closest(BLOCK) || document.body;
     if (!blocks[scope].has(block)) blocks[scope].set(block, []);
@@ -201,6 +201,7 @@ async ({wait_ms}) => {
     if (!el.closest(LABEL_SKIP)) {
       const inCode = el.closest('pre, .highlight');
       if (!inCode || el.closest('.cell_output')) push('label', el, node.nodeValue);
+      if (inCode && el.closest('.cell_output')) push('outtex', el, node.nodeValue);  // reported, not failed
     }
   }
   const describe = (el) => {
@@ -209,7 +210,7 @@ async ({wait_ms}) => {
     return {where: el.tagName.toLowerCase() + cls, section: sec ? sec.id : null};
   };
   out.text = {};
-  for (const scope of ['tex', 'label']) {
+  for (const scope of ['tex', 'label', 'outtex']) {
     out.text[scope] = [];
     for (const [el, parts] of blocks[scope]) {
       out.text[scope].push({text: parts.join('').replace(/\s+/g, ' '), ...describe(el)});
@@ -400,6 +401,16 @@ def check_mathjax(a: Audit) -> list[str]:
 def find_raw_tex(a: Audit) -> list[str]:
     out = []
     for block in a.data.get("text", {}).get("tex", []):
+        for m in RAW_TEX.finditer(block["text"]):
+            out.append(f"{m.group(0)!r} {_where(block)}: {_snippet(block['text'], m)}")
+    return out
+
+
+def raw_tex_in_text_outputs(a: Audit) -> list[str]:
+    """Raw TeX in the text outputs of code cells (streams, text/plain): visible, but not a failure
+    (the check excludes pre/code); reported so that printed tables can be made readable."""
+    out = []
+    for block in a.data.get("text", {}).get("outtex", []):
         for m in RAW_TEX.finditer(block["text"]):
             out.append(f"{m.group(0)!r} {_where(block)}: {_snippet(block['text'], m)}")
     return out
@@ -610,6 +621,7 @@ def _write_report(audits: dict, total: float) -> None:
         entry.update({name: fn(a) for name, fn in checks.items()})
         entry["figure_text_failures"] = check_figure_text(a, HTML)
         entry["scrolled_equations"] = scrolled_equations(a)
+        entry["raw_tex_in_text_outputs"] = raw_tex_in_text_outputs(a)
         report["pages"].append(entry)
     REPORT.write_bytes(json.dumps(report, indent=1, ensure_ascii=False).encode("utf-8", "replace"))
 
@@ -703,6 +715,7 @@ _BAD_BODY = r"""
 <img src="_images/missing.png" alt="missing"><img src="http://example.invalid/remote.png" alt="remote">
 <div class="animation"><img src="{frame}" style="width: 200px"><div class="anim-buttons">
 <button title="Play"><i class="fa fa-play"></i></button></div></div>
+<div class="cell_output"><div class="highlight"><pre>[('case $\lambda_1$', 'sec §7.1')]</pre></div></div>
 <script>console.error("boom from the page"); window.setTimeout(() => noSuchFunction(), 0);</script>
 """
 
@@ -781,6 +794,9 @@ def test_every_check_fails_on_a_bad_page(synthetic, synthetic_site):
                      "small.png", "200 px wide", "buttons without icons"):
         assert expected in text, f"{expected!r} not reported in:\n{text}"
     assert not any("gaussian_F5" in f or "C16" in f for f in found["labels"])
+    assert any("§7" in f for f in found["labels"])  # a text output is read like prose
+    assert not any("lambda_1" in f for f in found["raw_tex"])  # ...but TeX in a <pre> is not failed
+    assert any("lambda_1" in f for f in raw_tex_in_text_outputs(bad))  # only reported
 
 
 def test_mathjax_from_a_cdn_is_reported(synthetic):

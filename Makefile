@@ -12,11 +12,11 @@ PARAMS ?=
 BOOK_JOBS ?= 2
 export BOOK_JOBS
 
-.PHONY: setup book test test-lib test-book chapter bench clean help
+.PHONY: setup book test test-lib test-book test-browser chapter bench clean help
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
-	@echo "make test     library tests, every chapter executed, checks on the built HTML"
+	@echo "make test     library tests, every chapter executed, checks on the built HTML, then in a browser"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
 	@echo "make bench    speed ratios of the core and of the Gaussian solvers against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
@@ -37,12 +37,18 @@ test-lib: setup
 	$(BIN)/python -m pytest -m "not book"
 
 test-book: setup
-	$(BIN)/python -m pytest -m book
+	$(BIN)/python -m pytest -m "book and not browser"
+
+# the built book in headless chromium (Debian: apt-get install -y chromium); screenshots and
+# _build/browser-report.json are written under _build/
+test-browser: setup
+	$(BIN)/python -m pytest -m browser
 
 test: setup
 	$(BIN)/python -m pytest -m "not book"
 	$(BIN)/python scripts/build_book.py all
-	$(BIN)/python -m pytest -m book
+	$(BIN)/python -m pytest -m "book and not browser"
+	$(BIN)/python -m pytest -m browser
 
 chapter: setup
 	@test -n "$(NAME)" || { echo "usage: make chapter NAME=<chapter> [PARAMS='-p key value ...']"; exit 2; }

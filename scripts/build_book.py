@@ -15,6 +15,15 @@ notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_buil
 
 Figures: each chapter runs with ``TOKENDYNAMICS_FIGDIR=_build/figures/<chapter>`` so that every
 figure it shows is also written there as a PNG.
+
+Figure text: the kernels run with ``IPYTHONDIR=_build/ipython``, whose start-up file
+(``scripts/figure_text_startup.py``) records in every PNG a figure is printed to the smallest font
+size of its texts and its dpi (PNG text chunk ``tokendynamics:text``; read by tests/test_browser.py).
+
+Offline reading: MathJax 3 is shipped in ``_build/html/_static/mathjax`` (``scripts/vendor_assets.py``,
+staged as ``_stage/_vendor``, which ``_config.yml`` lists in ``html_static_path``). The animations'
+font-awesome CDN link is removed from the staged notebooks: the theme's own font-awesome script draws
+their button icons.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +42,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import vendor_assets  # noqa: E402  (scripts/vendor_assets.py)
+
 CHAPTERS = ROOT / "chapters"
 BUILD = ROOT / "_build"
 EXECUTED = BUILD / "executed"
@@ -42,6 +55,12 @@ KERNEL = "python3"
 BOOK_CELL_TIMEOUT = 300  # seconds per cell in the fast book build (no fast cell takes a minute)
 CHAPTER_CELL_TIMEOUT = 3600  # seconds per cell for `make chapter` (full settings can be long)
 REMOVE_TAGS = ("parameters", "injected-parameters")
+FIGURE_TEXT_STARTUP = ROOT / "scripts" / "figure_text_startup.py"
+IPYTHONDIR = BUILD / "ipython"
+VENDOR_DIR = "_vendor"  # staged folder of offline assets; `html_static_path` in _config.yml
+# matplotlib's to_jshtml links font-awesome 4.4 from a CDN for its button icons (<i class="fa ...">)
+FONT_AWESOME_LINK = re.compile(
+    r'<link\s+rel="stylesheet"\s+href="https://maxcdn\.bootstrapcdn\.com/font-awesome/[^"]*"\s*/?>')
 
 
 def is_notebook(path: Path) -> bool:
@@ -61,7 +80,18 @@ def source_hash(path: Path, parameters: dict) -> str:
         h.update(f.relative_to(ROOT).as_posix().encode())
         h.update(f.read_bytes())
     h.update(json.dumps(parameters, sort_keys=True).encode())
+    h.update(FIGURE_TEXT_STARTUP.read_bytes())
     return h.hexdigest()
+
+
+def install_ipython_startup() -> Path:
+    """The IPYTHONDIR of the chapter kernels: a profile whose start-up file records figure text sizes."""
+    startup = IPYTHONDIR / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    target = startup / "50-figure-text.py"
+    if not target.exists() or target.read_bytes() != FIGURE_TEXT_STARTUP.read_bytes():
+        shutil.copyfile(FIGURE_TEXT_STARTUP, target)
+    return IPYTHONDIR
 
 
 def to_ipynb(md: Path):
@@ -91,6 +121,7 @@ def execute_one(
     os.environ.pop("MPLBACKEND", None)  # Agg here would silently drop inline figures
     os.environ["TOKENDYNAMICS_FIGDIR"] = str(figdir)
     os.environ["TOKENDYNAMICS_HEADLESS"] = "1"  # chapters skip building live widgets (plotting.live_widgets)
+    os.environ["IPYTHONDIR"] = str(install_ipython_startup())  # PNGs record their smallest text size
     # Chapters run side by side (BOOK_JOBS): one BLAS thread each, or the BLAS pools of two kernels
     # fight over the cores (measured: d = 100 runs up to 20 x slower). A reader's setting wins.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -184,13 +215,47 @@ def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None) -
         raise SystemExit(1)
 
 
+def drop_font_awesome_link(nb) -> int:
+    """Remove the animations' font-awesome CDN link from a notebook's HTML outputs; returns the count.
+
+    Offline the link only fails: pydata-sphinx-theme's font-awesome 6 script (local, in _static)
+    replaces the buttons' ``<i class="fa fa-play">`` by inline SVG icons, which the browser checks
+    verify (tests/test_browser.py, button icons)."""
+    count = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            html_out = data.get("text/html")
+            if html_out is None:
+                continue
+            text = "".join(html_out) if isinstance(html_out, list) else html_out
+            text, n = FONT_AWESOME_LINK.subn("<!-- font-awesome: icons drawn by the theme's script -->", text)
+            if n:
+                count += n
+                data["text/html"] = text
+    return count
+
+
+def stage_notebook(executed: Path, target: Path) -> None:
+    """Copy an executed notebook into the stage, without links to other hosts in its outputs."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    if drop_font_awesome_link(nb):
+        nbformat.write(nb, target)
+    else:
+        shutil.copy2(executed, target)
+
+
 def stage() -> None:
-    """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks."""
+    """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks,
+    and the offline MathJax."""
     if STAGE.exists():
         shutil.rmtree(STAGE)
     (STAGE / "chapters").mkdir(parents=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(ROOT / name, STAGE / name)
+    vendor_assets.vendor(STAGE / VENDOR_DIR)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue
@@ -198,7 +263,7 @@ def stage() -> None:
             executed = EXECUTED / f"{path.stem}.ipynb"
             if not executed.exists():
                 raise SystemExit(f"chapter {path.stem} has not been executed (run the execute step)")
-            shutil.copy2(executed, STAGE / "chapters" / executed.name)
+            stage_notebook(executed, STAGE / "chapters" / executed.name)
         elif path.is_dir():
             shutil.copytree(path, STAGE / "chapters" / path.name)
         else:
@@ -207,6 +272,9 @@ def stage() -> None:
 
 def html() -> None:
     stage()
+    # Sphinx never deletes files of earlier builds from its output (old images, old _static files):
+    # start from an empty _build/html so that the site holds exactly what this build produced.
+    shutil.rmtree(BUILD / "html", ignore_errors=True)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [
         str(jb),

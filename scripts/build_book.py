@@ -60,7 +60,8 @@ IPYTHONDIR = BUILD / "ipython"
 VENDOR_DIR = "_vendor"  # staged folder of offline assets; `html_static_path` in _config.yml
 # matplotlib's to_jshtml links font-awesome 4.4 from a CDN for its button icons (<i class="fa ...">)
 FONT_AWESOME_LINK = re.compile(
-    r'<link\s+rel="stylesheet"\s+href="https://maxcdn\.bootstrapcdn\.com/font-awesome/[^"]*"\s*/?>')
+    r'<link\s+rel="stylesheet"\s+href="https://maxcdn\.bootstrapcdn\.com/font-awesome/[^"]*"\s*/?>'
+)
 
 
 def is_notebook(path: Path) -> bool:

@@ -32,8 +32,11 @@ def _tokendynamics_install_text_metadata():
             for axis in getattr(ax, "_axis_map", {}).values():
                 axis.get_majorticklabels()
                 axis.get_minorticklabels()
-        texts = [t for t in figure.findobj(Text)
-                 if t.get_visible() and t.get_text().strip() and (t.get_alpha() is None or t.get_alpha() > 0)]
+        texts = [
+            t
+            for t in figure.findobj(Text)
+            if t.get_visible() and t.get_text().strip() and (t.get_alpha() is None or t.get_alpha() > 0)
+        ]
         if dpi in (None, "figure"):
             dpi = figure.dpi if rcParams["savefig.dpi"] == "figure" else rcParams["savefig.dpi"]
         info = {"dpi": float(dpi), "n_texts": len(texts)}

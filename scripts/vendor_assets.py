@@ -61,11 +61,17 @@ def tarball(name: str) -> Path:
         return path
     npm = shutil.which("npm")
     if npm is None:
-        raise SystemExit(f"npm is needed once to fetch {name}@{version} for the offline book "
-                         "(Debian: apt-get install -y npm), or put the tarball at " + str(path))
+        raise SystemExit(
+            f"npm is needed once to fetch {name}@{version} for the offline book "
+            "(Debian: apt-get install -y npm), or put the tarball at " + str(path)
+        )
     with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run([npm, "pack", f"{name}@{version}", "--silent", "--pack-destination", tmp],
-                                cwd=tmp, capture_output=True, text=True)
+        result = subprocess.run(
+            [npm, "pack", f"{name}@{version}", "--silent", "--pack-destination", tmp],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
         packed = Path(tmp) / f"{name}-{version}.tgz"
         if result.returncode != 0 or not packed.exists():
             raise SystemExit(f"npm pack {name}@{version} failed:\n{result.stderr.strip()}")
@@ -85,7 +91,7 @@ def _extract(tgz: Path, keep: tuple[str, ...], skip: tuple[str, ...], dest: Path
                 continue
             if not any(member.name == k or (k.endswith("/") and member.name.startswith(k)) for k in keep):
                 continue
-            rel = member.name[len(strip):] if member.name.startswith(strip) else member.name[len("package/"):]
+            rel = member.name[len(strip) :] if member.name.startswith(strip) else member.name[len("package/") :]
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             with tar.extractfile(member) as src, open(target, "wb") as out:

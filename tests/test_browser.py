@@ -75,8 +75,14 @@ if CHROMIUM is None:
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 WIDE, NARROW = 1400, 400
 MIN_TEXT_PX = 9.0  # smallest legible figure text on screen (px); body text is 16 px
 ANIMATION_MIN_FILL = 0.8  # an animation should use at least this fraction of the column width
@@ -302,8 +308,9 @@ MAX_SCREENSHOT_HEIGHT = 20_000  # px; every chapter fits (the longest is ~19 700
 def _open(browser, server: StaticServer, rel: str, width: int):
     """Start loading ``rel`` at ``width`` px in a fresh context, offline but for 127.0.0.1."""
     result = Audit(page=rel, width=width)
-    context = browser.new_context(viewport={"width": width, "height": 900}, device_scale_factor=1,
-                                  service_workers="block")
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, device_scale_factor=1, service_workers="block"
+    )
 
     def route(r):
         if _local(r.request.url):
@@ -314,13 +321,22 @@ def _open(browser, server: StaticServer, rel: str, width: int):
 
     context.route("**/*", route)
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and result.console_errors.append(
-        {"text": m.text[:300], "url": (m.location or {}).get("url", "")}))
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error"
+            and result.console_errors.append({"text": m.text[:300], "url": (m.location or {}).get("url", "")})
+        ),
+    )
     page.on("pageerror", lambda e: result.page_errors.append(str(e)[:300]))
-    page.on("response", lambda r: r.status >= 400 and _local(r.url) and result.failed_local.append(
-        {"url": r.url, "status": r.status}))
-    page.on("requestfailed", lambda r: _local(r.url) and result.failed_local.append(
-        {"url": r.url[:200], "status": r.failure}))
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and _local(r.url) and result.failed_local.append({"url": r.url, "status": r.status}),
+    )
+    page.on(
+        "requestfailed",
+        lambda r: _local(r.url) and result.failed_local.append({"url": r.url[:200], "status": r.failure}),
+    )
     started = time.perf_counter()
     page.goto(f"{server.url}/{rel}", wait_until="commit", timeout=LOAD_TIMEOUT_MS)
     return result, context, page, started
@@ -348,14 +364,16 @@ def _finish(opened, screenshot: Path | None, wait_ms: int) -> Audit:
     return result
 
 
-def audit_page(browser, server: StaticServer, rel: str, width: int, screenshot: Path | None = None,
-               wait_ms: int = 15000) -> Audit:
+def audit_page(
+    browser, server: StaticServer, rel: str, width: int, screenshot: Path | None = None, wait_ms: int = 15000
+) -> Audit:
     """Open ``rel`` at ``width`` px, offline but for 127.0.0.1, and collect everything the checks need."""
     return _finish(_open(browser, server, rel, width), screenshot, wait_ms)
 
 
-def audit_pages(browser, server: StaticServer, views, screenshots: Path | None, *, window: int = 2,
-                wait_ms: int = 15000) -> dict:
+def audit_pages(
+    browser, server: StaticServer, views, screenshots: Path | None, *, window: int = 2, wait_ms: int = 15000
+) -> dict:
     """Audit ``views`` [(rel, width)], keeping up to ``window`` pages loading at once (one browser)."""
     pending, active, audits = list(views), [], {}
     while pending or active:
@@ -438,8 +456,10 @@ def check_equations(a: Audit) -> list[str]:
         else:
             wide = eq["math_right"] > eq["box_right"] + 1 or eq["math_left"] < eq["box_left"] - 1
             if wide:
-                out.append(f"equation {label}: {eq['math_width']:.0f} px wide in a {eq['box_width']:.0f} px box "
-                           f"({'clipped: its end is cut off' if eq['mode'] == 'clips' else 'overflows'})")
+                out.append(
+                    f"equation {label}: {eq['math_width']:.0f} px wide in a {eq['box_width']:.0f} px box "
+                    f"({'clipped: its end is cut off' if eq['mode'] == 'clips' else 'overflows'})"
+                )
         if eq["overlap"] > 0:
             out.append(f"equation {label}: its number overlaps the formula by {eq['overlap']:.0f} px")
     return out
@@ -447,9 +467,12 @@ def check_equations(a: Audit) -> list[str]:
 
 def scrolled_equations(a: Audit) -> list[str]:
     """Formulas wider than their box that a reader must scroll sideways (allowed; reported)."""
-    return [f"{eq['eqno'] or 'unnumbered'} {_where(eq)}: {eq['math_width']:.0f} px in {eq['box_width']:.0f} px: "
-            f"{eq['tex'][:90]!r}" for eq in a.data.get("equations", [])
-            if eq["mode"] == "scrolls" and eq["math_width"] > eq["box_width"] + 1]
+    return [
+        f"{eq['eqno'] or 'unnumbered'} {_where(eq)}: {eq['math_width']:.0f} px in {eq['box_width']:.0f} px: "
+        f"{eq['tex'][:90]!r}"
+        for eq in a.data.get("equations", [])
+        if eq["mode"] == "scrolls" and eq["math_width"] > eq["box_width"] + 1
+    ]
 
 
 def check_images(a: Audit) -> list[str]:
@@ -524,9 +547,18 @@ def _text_row(item: dict, meta: dict | None, dpi: float | None, name: str) -> di
     else:
         pt, how = _assumed_min_pt(), "assumed (no tokendynamics:text chunk)"
     px = pt * dpi / 72 * scale if (dpi and scale) else None
-    return {"figure": name, "caption": item.get("caption"), "section": item.get("section"), "min_pt": pt,
-            "dpi": dpi, "natural_width": item.get("natural_width"), "displayed_width": round(item.get("width", 0)),
-            "scale": round(scale, 3) if scale else None, "min_px": round(px, 1) if px else None, "how": how}
+    return {
+        "figure": name,
+        "caption": item.get("caption"),
+        "section": item.get("section"),
+        "min_pt": pt,
+        "dpi": dpi,
+        "natural_width": item.get("natural_width"),
+        "displayed_width": round(item.get("width", 0)),
+        "scale": round(scale, 3) if scale else None,
+        "min_px": round(px, 1) if px else None,
+        "how": how,
+    }
 
 
 def check_figure_text(a: Audit, root: Path) -> list[str]:
@@ -535,9 +567,11 @@ def check_figure_text(a: Audit, root: Path) -> list[str]:
         if row["min_px"] is None:
             out.append(f"{row['figure']} [{row['section']}]: cannot estimate its text size (dpi {row['dpi']})")
         elif row["min_px"] < MIN_TEXT_PX:
-            out.append(f"{row['figure']} [{row['section']}] {row['caption'] or ''}: smallest text "
-                       f"{row['min_px']:.1f} px < {MIN_TEXT_PX} px ({row['min_pt']} pt at {row['dpi']:.0f} dpi, "
-                       f"shown at {row['scale']:.2f} x; {row['how']})")
+            out.append(
+                f"{row['figure']} [{row['section']}] {row['caption'] or ''}: smallest text "
+                f"{row['min_px']:.1f} px < {MIN_TEXT_PX} px ({row['min_pt']} pt at {row['dpi']:.0f} dpi, "
+                f"shown at {row['scale']:.2f} x; {row['how']})"
+            )
     return out
 
 
@@ -549,8 +583,10 @@ def check_animations(a: Audit) -> list[str]:
         if anim["width"] > column + 1:
             out.append(f"{where}: {anim['width']:.0f} px wide, wider than the {column:.0f} px column")
         elif anim["width"] < ANIMATION_MIN_FILL * column:
-            out.append(f"{where}: {anim['width']:.0f} px wide in a {column:.0f} px column "
-                       f"(< {ANIMATION_MIN_FILL:.0%}; natural width {anim['natural_width']} px)")
+            out.append(
+                f"{where}: {anim['width']:.0f} px wide in a {column:.0f} px column "
+                f"(< {ANIMATION_MIN_FILL:.0%}; natural width {anim['natural_width']} px)"
+            )
         empty = [b["title"] for b in anim["icons"] if b["icon_width"] <= 0]
         if empty:
             out.append(f"{where}: buttons without icons: {', '.join(empty)}")
@@ -608,16 +644,31 @@ def book(browser):
 
 
 def _write_report(audits: dict, total: float) -> None:
-    checks = {"mathjax_checks": check_mathjax, "raw_tex": find_raw_tex, "labels": find_labels,
-              "equations": check_equations, "images": check_images, "console": check_console,
-              "network": check_network, "animations": check_animations}
+    checks = {
+        "mathjax_checks": check_mathjax,
+        "raw_tex": find_raw_tex,
+        "labels": find_labels,
+        "equations": check_equations,
+        "images": check_images,
+        "console": check_console,
+        "network": check_network,
+        "animations": check_animations,
+    }
     report = {"seconds": round(total, 1), "min_text_px": MIN_TEXT_PX, "pages": []}
     for (rel, width), a in audits.items():
-        entry = {"page": rel, "width": width, "seconds": a.seconds, "screenshot": a.screenshot,
-                 "page_height": a.data.get("page_height"), "screenshot_cut_at": a.data.get("screenshot_cut_at"),
-                 "load_ms": a.data.get("load_ms"),
-                 "mathjax": {k: v for k, v in a.data.get("mathjax", {}).items() if k in ("script", "version", "status", "containers")},
-                 "figure_text": figure_text_sizes(a, HTML)}
+        entry = {
+            "page": rel,
+            "width": width,
+            "seconds": a.seconds,
+            "screenshot": a.screenshot,
+            "page_height": a.data.get("page_height"),
+            "screenshot_cut_at": a.data.get("screenshot_cut_at"),
+            "load_ms": a.data.get("load_ms"),
+            "mathjax": {
+                k: v for k, v in a.data.get("mathjax", {}).items() if k in ("script", "version", "status", "containers")
+            },
+            "figure_text": figure_text_sizes(a, HTML),
+        }
         entry.update({name: fn(a) for name, fn in checks.items()})
         entry["figure_text_failures"] = check_figure_text(a, HTML)
         entry["scrolled_equations"] = scrolled_equations(a)
@@ -749,10 +800,13 @@ def synthetic_site(tmp_path_factory):
     (root / "_images" / "small.png").write_bytes(_png(5.0))
     frame = "data:image/png;base64," + base64.b64encode(_png(12.0, dpi=60)).decode()
     local = "_static/mathjax/tex-chtml.js"
-    pages = {"good.html": _PAGE.format(mathjax=local, body=_GOOD_BODY.replace("{frame}", frame)),
-             "bad.html": _PAGE.format(mathjax=local, body=_BAD_BODY.replace("{frame}", frame)),
-             "cdn.html": _PAGE.format(mathjax="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js",
-                                      body=r"<p>Math \(x^2\) from a CDN.</p>")}
+    pages = {
+        "good.html": _PAGE.format(mathjax=local, body=_GOOD_BODY.replace("{frame}", frame)),
+        "bad.html": _PAGE.format(mathjax=local, body=_BAD_BODY.replace("{frame}", frame)),
+        "cdn.html": _PAGE.format(
+            mathjax="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js", body=r"<p>Math \(x^2\) from a CDN.</p>"
+        ),
+    }
     for name, text in pages.items():
         (root / name).write_text(text, encoding="utf-8")
     return root
@@ -761,15 +815,24 @@ def synthetic_site(tmp_path_factory):
 @pytest.fixture(scope="module")
 def synthetic(browser, synthetic_site):
     with StaticServer(synthetic_site) as server:
-        return {name: audit_page(browser, server, name, WIDE, wait_ms=8000)
-                for name in ("good.html", "bad.html", "cdn.html")}
+        return {
+            name: audit_page(browser, server, name, WIDE, wait_ms=8000)
+            for name in ("good.html", "bad.html", "cdn.html")
+        }
 
 
 def _all_checks(a: Audit, root: Path) -> dict[str, list[str]]:
-    return {"mathjax": check_mathjax(a), "raw_tex": find_raw_tex(a), "labels": find_labels(a),
-            "equations": check_equations(a), "images": check_images(a), "console": check_console(a),
-            "network": check_network(a), "figure_text": check_figure_text(a, root),
-            "animations": check_animations(a)}
+    return {
+        "mathjax": check_mathjax(a),
+        "raw_tex": find_raw_tex(a),
+        "labels": find_labels(a),
+        "equations": check_equations(a),
+        "images": check_images(a),
+        "console": check_console(a),
+        "network": check_network(a),
+        "figure_text": check_figure_text(a, root),
+        "animations": check_animations(a),
+    }
 
 
 def test_every_check_passes_on_a_good_page(synthetic, synthetic_site):
@@ -787,11 +850,31 @@ def test_every_check_fails_on_a_bad_page(synthetic, synthetic_site):
     found = _all_checks(bad, synthetic_site)
     assert not [k for k, v in found.items() if not v], f"checks that missed a defect: {found}"
     text = "\n".join(sum(found.values(), []))
-    for expected in ("'$\\\\beta$'", "'\\\\frac'", "spec §", "§ + digit", "'C1'", "'C3'", "'F5'", "../shared",
-                     "undefined macro \\nosuchmacro", "mjx-merror", "(2)", "overflows", "(3)", "clipped", "(4)",
-                     "number overlaps",
-                     "_images/missing.png", "example.invalid", "boom from the page", "noSuchFunction",
-                     "small.png", "200 px wide", "buttons without icons"):
+    for expected in (
+        "'$\\\\beta$'",
+        "'\\\\frac'",
+        "spec §",
+        "§ + digit",
+        "'C1'",
+        "'C3'",
+        "'F5'",
+        "../shared",
+        "undefined macro \\nosuchmacro",
+        "mjx-merror",
+        "(2)",
+        "overflows",
+        "(3)",
+        "clipped",
+        "(4)",
+        "number overlaps",
+        "_images/missing.png",
+        "example.invalid",
+        "boom from the page",
+        "noSuchFunction",
+        "small.png",
+        "200 px wide",
+        "buttons without icons",
+    ):
         assert expected in text, f"{expected!r} not reported in:\n{text}"
     assert not any("gaussian_F5" in f or "C16" in f for f in found["labels"])
     assert any("§7" in f for f in found["labels"])  # a text output is read like prose

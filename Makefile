@@ -8,15 +8,22 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NAME ?=
 PARAMS ?=
+# `make lab`: preferred port (the next free one if it is taken; the target says which)
+LAB_PORT ?= 8888
+LAB_ARGS ?=
+LAB_STAMP := $(VENV)/.lab-installed
+BROWSER_STAMP := $(VENV)/.browser-installed
 # papermill runs this many chapters at once
 BOOK_JOBS ?= 2
 export BOOK_JOBS
 
-.PHONY: setup book test test-lib test-book chapter bench clean help
+.PHONY: setup lab-setup browser-setup book lab test test-lib test-book test-browser chapter bench clean help
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
-	@echo "make test     library tests, every chapter executed, checks on the built HTML"
+	@echo "make lab      JupyterLab on chapters/ (installs the lab extra; MyST chapters open as notebooks, live widgets)"
+	@echo "make test     library tests, explorers in JupyterLab + Chromium, every chapter executed, checks on the HTML"
+	@echo "make test-browser   only the JupyterLab/Chromium test of the explorers (about 3 minutes)"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
 	@echo "make bench    speed ratios of the core and of the Gaussian solvers against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
@@ -30,17 +37,41 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# The optional `lab` extra (JupyterLab, jupytext, jupyterlab-myst) for `make lab`; the browser tests
+# also need the `test` extra (playwright, which drives the system's chromium).
+$(LAB_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lab]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(BIN)/python -m pip check
+	@touch $(LAB_STAMP)
+
+$(BROWSER_STAMP): $(LAB_STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lab,test]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(BIN)/python -m pip check
+	@touch $(BROWSER_STAMP)
+
+lab-setup: $(LAB_STAMP)
+
+browser-setup: $(BROWSER_STAMP)
+
 book: setup
 	$(BIN)/python scripts/build_book.py all
 
+lab: lab-setup
+	$(BIN)/python scripts/lab.py --port $(LAB_PORT) $(LAB_ARGS)
+
 test-lib: setup
-	$(BIN)/python -m pytest -m "not book"
+	$(BIN)/python -m pytest -m "not book and not browser"
 
 test-book: setup
 	$(BIN)/python -m pytest -m book
 
-test: setup
-	$(BIN)/python -m pytest -m "not book"
+# TOKENDYNAMICS_REQUIRE_BROWSER=1: a missing chromium or JupyterLab fails the run instead of skipping
+test-browser: browser-setup
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m browser
+
+test: setup browser-setup
+	$(BIN)/python -m pytest -m "not book and not browser"
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m browser
 	$(BIN)/python scripts/build_book.py all
 	$(BIN)/python -m pytest -m book
 

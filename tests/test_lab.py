@@ -548,3 +548,53 @@ def test_failing_chapter_shows_its_errors_and_the_page_keeps_working(lab, page):
     last = page.evaluate(f"(i) => {_panel(path)}.content.widgets[i].model.outputs.toJSON()", code_cells[3])
     assert any("the kernel still answers" in "".join(o.get("text", "")) for o in last), last
     _close(page, lab, path)
+
+
+def test_make_lab_takes_the_next_free_port_and_says_which(tmp_path):
+    """`make lab` (scripts/lab.py) with its port taken: another port, named, and JupyterLab listens there."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        _missing("jupyterlab is not installed: pip install -e .[lab]")
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind((lab_script.HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = lab_script.lab_env()
+        env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+        # scripts/lab.py replaces itself with JupyterLab (exec): this pid is the server's
+        proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "lab.py"), "--port", str(port), "--no-browser",
+                                 f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            lines, said, url = [], None, None
+            deadline = time.monotonic() + SERVER_START_TIMEOUT
+            while time.monotonic() < deadline and url is None:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
+                said = said or re.search(rf"port {port} on {re.escape(lab_script.HOST)} is taken; "
+                                         rf"JupyterLab will listen on port (\d+) instead", line)
+                url = re.search(r"(http://127\.0\.0\.1:(\d+)/lab\S*\?token=(\w+))", line)
+            assert said, "no message naming the new port:\n" + "".join(lines)
+            assert url, "JupyterLab did not start:\n" + "".join(lines)
+            new_port = int(said.group(1))
+            assert new_port != port and int(url.group(2)) == new_port
+            status, deadline = None, time.monotonic() + 30
+            while status is None and time.monotonic() < deadline:  # it listens just after printing its address
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{new_port}/api/status?token={url.group(3)}",
+                                                timeout=30) as response:
+                        status = response.status
+                except urllib.error.URLError:
+                    time.sleep(0.3)
+            assert status == 200
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            proc.stdout.close()

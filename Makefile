@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NAME ?=
 PARAMS ?=
+# `make book REPO=owner/name`: the GitHub repository the book is published from (repository link and
+# Binder/Colab launch buttons); empty: no link, no button
+REPO ?=
 # `make lab`: preferred port (the next free one if it is taken; the target says which)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
@@ -21,6 +24,7 @@ export BOOK_JOBS
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
+	@echo "make book REPO=owner/name   the same, with a repository link and Binder/Colab launch buttons"
 	@echo "make lab      JupyterLab on chapters/ (installs the lab extra; MyST chapters open as notebooks, live widgets)"
 	@echo "make test     library tests, explorers in JupyterLab + Chromium, every chapter executed, checks on the HTML"
 	@echo "make test-browser   only the JupyterLab/Chromium test of the explorers (about 3 minutes)"
@@ -54,7 +58,7 @@ lab-setup: $(LAB_STAMP)
 browser-setup: $(BROWSER_STAMP)
 
 book: setup
-	$(BIN)/python scripts/build_book.py all
+	$(BIN)/python scripts/build_book.py all $(if $(REPO),--repo $(REPO))
 
 lab: lab-setup
 	$(BIN)/python scripts/lab.py --port $(LAB_PORT) $(LAB_ARGS)

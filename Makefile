@@ -84,6 +84,7 @@ chapter: setup
 	$(BIN)/python scripts/build_book.py chapter $(NAME) $(PARAMS)
 
 bench: setup
+	$(BIN)/python benchmarks/bench_explorers.py
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_highdim.py
 	$(BIN)/python benchmarks/bench_gaussian.py

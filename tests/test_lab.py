@@ -57,7 +57,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SERVER_START_TIMEOUT = 120  # s (about 10 s on a loaded 2-core machine)
 RUN_TIMEOUT = 180_000  # ms for the explorer cells of one chapter, all chapters computing side by side
 UPDATE_TIMEOUT = 60_000  # ms for one explorer update to reach the page
-SCRATCH = ROOT / "_build" / "lab-test"  # under JupyterLab's root, ignored by git: screenshots, test notebook
+SCRATCH = ROOT / "_build" / "lab-test"  # under JupyterLab's root, ignored by git: the failing test notebook
+SCREENSHOTS = ROOT / "_build" / "screenshots"  # lab-*.png: each explorer after its moves, the failing notebook
 
 # How to move each explorer's controls, in order: ("drag" | "key", slider label) moves a slider with
 # the mouse or the keyboard; ("dropdown", label, option) picks an option. Every move must change the
@@ -355,8 +356,8 @@ def _wait_image(page, path: str, cell: int, *, differs_from: bytes | None, what:
         if image is not None and image != differs_from:
             return image
         page.wait_for_timeout(150)
-    SCRATCH.mkdir(parents=True, exist_ok=True)
-    shot = SCRATCH / f"failed-{Path(path).stem}.png"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / f"lab-failed-{Path(path).stem}.png"
     page.screenshot(path=shot)
     pytest.fail(f"{path}: no {'new ' if differs_from else ''}figure within {UPDATE_TIMEOUT / 1000:.0f} s after "
                 f"{what} (screenshot {shot}); problems shown: {_problems(page, path)}")
@@ -406,12 +407,15 @@ def _move(page, cell, move: tuple) -> str:
 
 
 @pytest.fixture(scope="module")
-def started(lab, page):
-    """Open every explorer chapter and start the cells its explorer needs; their kernels compute side by
-    side while the tests below check one chapter after the other."""
+def started(lab, page, request):
+    """Open every explorer chapter (of the selected tests) and start the cells its explorer needs; their
+    kernels compute side by side while the tests below check one chapter after the other."""
     clock = time.monotonic()
+    selected = {item.callspec.params["chapter"] for item in request.session.items
+                if hasattr(item, "callspec") and "chapter" in item.callspec.params}
+    chapters = [c for c in CHAPTERS if c in selected]
     cells = {}
-    for k, chapter in enumerate(CHAPTERS):  # open them all: their kernels start side by side
+    for k, chapter in enumerate(chapters):  # open them all: their kernels start side by side
         path = f"chapters/{chapter}.md"
         cells[chapter] = ec.explorer_cells(ROOT / path)
         _open(page, path, double_click=(k == 0))
@@ -426,7 +430,7 @@ def started(lab, page):
         for i, source in zip(cells[chapter].needed, shown):
             assert source.strip() == cells[chapter].sources[i].strip(), f"{path}: cell {i} is not the chapter's"
         print(f"{chapter}: opened at {time.monotonic() - clock:.1f} s")
-    for chapter in CHAPTERS:  # start each one's cells (the notebook must be the current one)
+    for chapter in chapters:  # start each one's cells (the notebook must be the current one)
         path = f"chapters/{chapter}.md"
         _activate(page, path)
         _wait_kernel(page, path)
@@ -456,6 +460,14 @@ def test_explorer_runs_and_redraws_in_jupyterlab(lab, page, started, chapter):
     explorer.scroll_into_view_if_needed()
     image = _wait_image(page, path, cells.explorer, differs_from=None, what="running the explorer cell")
     assert not _problems(page, path)
+    page.wait_for_timeout(300)  # anything else the cell shows has arrived with the figure
+    views = page.evaluate(f"""(i) => {{ const n = {_panel(path)}.content.widgets[i].node;
+        const labels = Array.from(n.querySelectorAll('.jp-Cell-outputArea .widget-label')).map(e => e.textContent);
+        return [n.querySelectorAll('.jp-Cell-outputArea img').length, labels.length, new Set(labels).size]; }}""",
+                          cells.explorer)
+    assert views[0] == 1 and views[1] == views[2], \
+        f"{path}: the explorer cell shows {views[0]} figures and {views[1]} controls for {views[2]} labels " \
+        "(the explorer is displayed more than once)"
     moves = []
     for move in MOVES[chapter]:
         moving = time.monotonic()
@@ -465,8 +477,8 @@ def test_explorer_runs_and_redraws_in_jupyterlab(lab, page, started, chapter):
         assert _settle(page, path) == "idle", f"{path}: the kernel died after {moved}"
         problems = _problems(page, path)
         assert not problems, f"{path}: after {moved}: {problems}"
-    SCRATCH.mkdir(parents=True, exist_ok=True)
-    explorer.screenshot(path=SCRATCH / f"explorer-{chapter}.png")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    explorer.screenshot(path=SCREENSHOTS / f"lab-explorer-{chapter}.png")
     kernel_id = page.evaluate(f"() => {_panel(path)}.sessionContext.session.kernel.id")
     state = lab.api(f"/api/kernels/{kernel_id}")["execution_state"]
     assert state in ("idle", "busy"), f"{path}: the server reports the kernel {state}"
@@ -547,6 +559,8 @@ def test_failing_chapter_shows_its_errors_and_the_page_keeps_working(lab, page):
     assert _settle(page, path) == "idle"
     last = page.evaluate(f"(i) => {_panel(path)}.content.widgets[i].model.outputs.toJSON()", code_cells[3])
     assert any("the kernel still answers" in "".join(o.get("text", "")) for o in last), last
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / "lab-failing-chapter.png", full_page=True)
     _close(page, lab, path)
 
 

@@ -8,15 +8,27 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NAME ?=
 PARAMS ?=
+# `make book REPO=owner/name`: the GitHub repository the book is published from (repository link and
+# Binder/Colab launch buttons); empty: no link, no button
+REPO ?=
+# `make lab`: preferred port (the next free one if it is taken; the target says which)
+LAB_PORT ?= 8888
+LAB_ARGS ?=
+LAB_STAMP := $(VENV)/.lab-installed
+BROWSER_STAMP := $(VENV)/.browser-installed
 # papermill runs this many chapters at once
 BOOK_JOBS ?= 2
 export BOOK_JOBS
 
-.PHONY: setup book test test-lib test-book test-browser chapter bench clean help
+.PHONY: setup lab-setup browser-setup book lab test test-lib test-book test-lab test-browser chapter bench clean help
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
-	@echo "make test     library tests, every chapter executed, checks on the built HTML, then in a browser"
+	@echo "make book REPO=owner/name   the same, with a repository link and Binder/Colab launch buttons"
+	@echo "make lab      JupyterLab on chapters/ (installs the lab extra; MyST chapters open as notebooks, live widgets)"
+	@echo "make test     library tests, explorers in JupyterLab + Chromium, every chapter executed, checks on the HTML"
+	@echo "make test-lab       only the JupyterLab/Chromium test of the explorers (about 2 minutes)"
+	@echo "make test-browser   only the checks of the built book in Chromium (after make book)"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
 	@echo "make bench    speed ratios of the core and of the Gaussian solvers against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
@@ -30,31 +42,58 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# The optional `lab` extra (JupyterLab, jupytext, jupyterlab-myst) for `make lab`; the browser tests
+# also need the `test` extra (playwright, which drives the system's chromium).
+$(LAB_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lab]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(BIN)/python -m pip check
+	@touch $(LAB_STAMP)
+
+$(BROWSER_STAMP): $(LAB_STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lab,test]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(BIN)/python -m pip check
+	@touch $(BROWSER_STAMP)
+
+lab-setup: $(LAB_STAMP)
+
+browser-setup: $(BROWSER_STAMP)
+
 book: setup
-	$(BIN)/python scripts/build_book.py all
+	$(BIN)/python scripts/build_book.py all $(if $(REPO),--repo $(REPO))
+
+lab: lab-setup
+	$(BIN)/python scripts/lab.py --port $(LAB_PORT) $(LAB_ARGS)
 
 test-lib: setup
-	$(BIN)/python -m pytest -m "not book"
+	$(BIN)/python -m pytest -m "not book and not browser"
 
 test-book: setup
 	$(BIN)/python -m pytest -m "book and not browser"
 
-# the built book in headless chromium (Debian: apt-get install -y chromium); screenshots and
-# _build/browser-report.json are written under _build/
-test-browser: setup
-	$(BIN)/python -m pytest -m browser
+# Browser checks (headless chromium; Debian: apt-get install -y chromium). Two kinds:
+#  - the explorers in JupyterLab (marker browser, not book): need no built book;
+#  - the built book as a reader sees it (markers browser and book): screenshots and
+#    _build/browser-report.json under _build/.
+# TOKENDYNAMICS_REQUIRE_BROWSER=1: a missing chromium or JupyterLab fails the run instead of skipping.
+test-lab: browser-setup
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book"
 
-test: setup
-	$(BIN)/python -m pytest -m "not book"
+test-browser: browser-setup
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
+
+test: setup browser-setup
+	$(BIN)/python -m pytest -m "not book and not browser"
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book"
 	$(BIN)/python scripts/build_book.py all
 	$(BIN)/python -m pytest -m "book and not browser"
-	$(BIN)/python -m pytest -m browser
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
 
 chapter: setup
 	@test -n "$(NAME)" || { echo "usage: make chapter NAME=<chapter> [PARAMS='-p key value ...']"; exit 2; }
 	$(BIN)/python scripts/build_book.py chapter $(NAME) $(PARAMS)
 
 bench: setup
+	$(BIN)/python benchmarks/bench_explorers.py
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_highdim.py
 	$(BIN)/python benchmarks/bench_gaussian.py

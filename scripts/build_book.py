@@ -5,6 +5,8 @@
     python scripts/build_book.py execute [--force]   # only execute chapters (skips unchanged ones)
     python scripts/build_book.py html                # only the strict Sphinx build of executed chapters
     python scripts/build_book.py chapter NAME [-p key value ...] [--mode full]
+    python scripts/build_book.py all --repo owner/name   # the same, with a repository link and launch buttons
+    python scripts/build_book.py notebooks --repo owner/name --out DIR   # executed notebooks for Colab/Binder
 
 Chapters are MyST-markdown notebooks (jupytext) in ``chapters/``. Each is converted to ``.ipynb``,
 executed by papermill (its ``parameters`` cell receives the parameters), its parameter cells are
@@ -24,6 +26,15 @@ Offline reading: MathJax 3 is shipped in ``_build/html/_static/mathjax`` (``scri
 staged as ``_stage/_vendor``, which ``_config.yml`` lists in ``html_static_path``). The animations'
 font-awesome CDN link is removed from the staged notebooks: the theme's own font-awesome script draws
 their button icons.
+
+Launch buttons: ``--repo owner/name`` (``make book REPO=owner/name``; the Pages workflow passes its
+``github.repository``) writes the GitHub repository into the staged ``_config.yml``: the pages get a
+repository link and, on every chapter, Binder and Colab buttons. Both open the executed notebook
+``chapters/<chapter>.ipynb`` on the branch ``notebooks``, which the Pages workflow pushes after each
+build of ``main`` (the source tree of that commit plus the executed notebooks, written by the
+``notebooks`` step below; Colab can only open an ``.ipynb`` that is on GitHub). Binder builds the
+environment from ``binder/`` and opens the notebook in JupyterLab. Without ``--repo`` the staged
+config is the repository's own: no repository link, no launch button.
 """
 
 from __future__ import annotations
@@ -62,6 +73,11 @@ VENDOR_DIR = "_vendor"  # staged folder of offline assets; `html_static_path` in
 FONT_AWESOME_LINK = re.compile(
     r'<link\s+rel="stylesheet"\s+href="https://maxcdn\.bootstrapcdn\.com/font-awesome/[^"]*"\s*/?>'
 )
+NOTEBOOKS_BRANCH = "notebooks"  # where the Pages workflow publishes the executed notebooks
+BINDERHUB_URL = "https://mybinder.org"
+COLAB_URL = "https://colab.research.google.com"
+COLAB_TAG = "colab-setup"
+REPO_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
 
 
 def is_notebook(path: Path) -> bool:
@@ -248,31 +264,126 @@ def stage_notebook(executed: Path, target: Path) -> None:
         shutil.copy2(executed, target)
 
 
-def stage() -> None:
-    """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks,
-    and the offline MathJax."""
-    if STAGE.exists():
-        shutil.rmtree(STAGE)
-    (STAGE / "chapters").mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(ROOT / name, STAGE / name)
-    vendor_assets.vendor(STAGE / VENDOR_DIR)
+def check_repo(repo: str) -> str:
+    """``owner/name`` of a GitHub repository (a non-GitHub repository URL aborts the Jupyter Book build)."""
+    import re
+
+    repo = repo.strip().removeprefix("https://github.com/").strip("/")
+    if not re.match(REPO_PATTERN, repo):
+        raise SystemExit(f"--repo must be a GitHub repository as owner/name, got {repo!r}")
+    return repo
+
+
+def book_config(repo: str | None = None) -> str:
+    """The staged ``_config.yml``: the repository's own, plus repository link and launch buttons for ``repo``."""
+    text = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    if not repo:
+        return text
+    import yaml
+
+    repo = check_repo(repo)
+    config = yaml.safe_load(text)
+    config["repository"] = {"url": f"https://github.com/{repo}", "branch": NOTEBOOKS_BRANCH, "path_to_book": ""}
+    config.setdefault("html", {})["use_repository_button"] = True
+    config["launch_buttons"] = {
+        "notebook_interface": "jupyterlab",
+        "binderhub_url": BINDERHUB_URL,
+        "colab_url": COLAB_URL,
+    }
+    header = (
+        f"# Staged by scripts/build_book.py for the repository {repo}: repository link and Binder/Colab\n"
+        f"# buttons opening chapters/<chapter>.ipynb on the branch {NOTEBOOKS_BRANCH!r}.\n"
+    )
+    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=100)
+
+
+def stage(repo: str | None = None, dest: Path = STAGE, only: list[str] | None = None) -> None:
+    """Assemble the book sources: config, toc, plain pages, bibliography, executed notebooks, offline MathJax.
+
+    ``repo`` (``owner/name``) adds the repository link and launch buttons; ``only`` (page stems)
+    stages a smaller book with just these pages, the first one the root (for quick tests).
+    """
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "chapters").mkdir(parents=True)
+    (dest / "_config.yml").write_text(book_config(repo), encoding="utf-8")
+    if only:
+        toc = {"format": "jb-article", "root": f"chapters/{only[0]}"}
+        if only[1:]:
+            toc["sections"] = [{"file": f"chapters/{stem}"} for stem in only[1:]]
+        import yaml
+
+        (dest / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
+    else:
+        shutil.copy2(ROOT / "_toc.yml", dest / "_toc.yml")
+    vendor_assets.vendor(dest / VENDOR_DIR)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
+            continue
+        if only and path.suffix == ".md" and path.stem not in only:
             continue
         if path.suffix == ".md" and is_notebook(path):
             executed = EXECUTED / f"{path.stem}.ipynb"
             if not executed.exists():
                 raise SystemExit(f"chapter {path.stem} has not been executed (run the execute step)")
-            stage_notebook(executed, STAGE / "chapters" / executed.name)
+            stage_notebook(executed, dest / "chapters" / executed.name)
         elif path.is_dir():
-            shutil.copytree(path, STAGE / "chapters" / path.name)
+            shutil.copytree(path, dest / "chapters" / path.name)
         else:
-            shutil.copy2(path, STAGE / "chapters" / path.name)
+            shutil.copy2(path, dest / "chapters" / path.name)
 
 
-def html() -> None:
-    stage()
+def colab_setup_cell(repo: str, branch: str = NOTEBOOKS_BRANCH):
+    """A first code cell for the published notebooks: on Colab it clones the repository and installs the
+    library (Colab opens a single notebook, without the repository); anywhere else it does nothing."""
+    import nbformat
+
+    source = f"""\
+# Colab only: fetch the book's repository and install its library (elsewhere this cell does nothing).
+import sys
+
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+
+    book = "/content/tokendynamics-book"
+    if not os.path.isdir(book):
+        subprocess.run(["git", "clone", "--depth", "1", "--branch", "{branch}",
+                        "https://github.com/{repo}", book], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "-e", book + "[fast,widgets]",
+                    "myst-nb>=1.1"], check=True)
+    sys.path.insert(0, book + "/lib")  # the editable install is importable only after a restart
+    os.chdir(book + "/chapters")
+    from google.colab import output
+
+    output.enable_custom_widget_manager()  # ipywidgets explorers
+"""
+    return nbformat.v4.new_code_cell(source, metadata={"tags": [COLAB_TAG]})
+
+
+def export_notebooks(repo: str, out: Path) -> list[Path]:
+    """Write the executed notebooks to ``out/chapters/<chapter>.ipynb`` with the Colab set-up cell first
+    (the Pages workflow commits them to the ``notebooks`` branch)."""
+    import nbformat
+
+    repo = check_repo(repo)
+    written = []
+    (out / "chapters").mkdir(parents=True, exist_ok=True)
+    for md in notebook_sources():
+        executed = EXECUTED / f"{md.stem}.ipynb"
+        if not executed.exists():
+            raise SystemExit(f"chapter {md.stem} has not been executed (run the execute step)")
+        nb = nbformat.read(executed, as_version=4)
+        nb.cells = [c for c in nb.cells if COLAB_TAG not in c.get("metadata", {}).get("tags", [])]
+        nb.cells.insert(0, colab_setup_cell(repo))
+        target = out / "chapters" / f"{md.stem}.ipynb"
+        nbformat.write(nb, target)
+        written.append(target)
+    return written
+
+
+def html(repo: str | None = None) -> None:
+    stage(repo)
     # Sphinx never deletes files of earlier builds from its output (old images, old _static files):
     # start from an empty _build/html so that the site holds exactly what this build produced.
     shutil.rmtree(BUILD / "html", ignore_errors=True)
@@ -332,7 +443,16 @@ def main(argv=None) -> None:
         p.add_argument("--force", action="store_true", help="re-execute unchanged chapters too")
         p.add_argument("--jobs", type=int, default=int(os.environ.get("BOOK_JOBS", "2")))
         p.add_argument("--only", nargs="*", help="chapter stems to execute")
-    sub.add_parser("html", help="strict HTML build of the executed chapters")
+    p_html = sub.add_parser("html", help="strict HTML build of the executed chapters")
+    for p in (p_all, p_html):
+        p.add_argument(
+            "--repo",
+            default=os.environ.get("BOOK_REPO") or None,
+            help="GitHub owner/name: repository link and Binder/Colab buttons (default $BOOK_REPO)",
+        )
+    p_nb = sub.add_parser("notebooks", help="executed notebooks with a Colab set-up cell, for the notebooks branch")
+    p_nb.add_argument("--repo", required=True, help="GitHub owner/name the notebooks are published in")
+    p_nb.add_argument("--out", type=Path, default=ROOT, help="writes OUT/chapters/<chapter>.ipynb (default: here)")
     p_ch = sub.add_parser("chapter", help="re-run one chapter with the reader's parameters")
     p_ch.add_argument("name")
     p_ch.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
@@ -341,7 +461,10 @@ def main(argv=None) -> None:
     if args.command in ("all", "execute"):
         execute(force=args.force, jobs=args.jobs, only=args.only)
     if args.command in ("all", "html"):
-        html()
+        html(args.repo)
+    if args.command == "notebooks":
+        for path in export_notebooks(args.repo, args.out):
+            print(f"wrote {path}")
     if args.command == "chapter":
         chapter(args.name, args.parameter, args.mode)
 

@@ -1,4 +1,6 @@
-"""The official figure protocols of paper 1, regenerated (claim C27: figure parity, faithful mode)."""
+"""Tests of ``tokendynamics.book.gaussian_figures``: paper 1's cone figures and rank histograms,
+regenerated with the authors' protocol (faithful mode).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +15,30 @@ from tokendynamics.book.gaussian_figures import (
     rank_histogram,
     run_figure,
 )
-from tokendynamics.gaussian import blowup_time, cone_grid, gaussian_rhs, projected_euler
+from tokendynamics.gaussian import (
+    blowup_time,
+    covariance_eigenvalues,
+    gaussian_rhs,
+    projected_euler,
+    rank_one_stationary_angles,
+    solve_gaussian,
+)
 
-# ---------------------------------------------------------------------------------------------
-# the official right-hand sides (paper-1 convention A1 = K^T Q / sqrt(d)), written from spec §6.0
-# ---------------------------------------------------------------------------------------------
+PAPER_F6 = {
+    "softmax-identity": {3: [3, 48, 49, 0], 4: [11, 47, 42, 0, 0], 5: [0, 5, 54, 41, 0, 0]},
+    "l2-identity": {3: [0, 32, 68, 0], 4: [0, 31, 69, 0, 0], 5: [0, 0, 46, 54, 0, 0]},
+    "softmax-random": {3: [4, 64, 31, 0], 4: [21, 68, 11, 0, 0], 5: [0, 25, 64, 11, 0, 0]},
+    "l2-random": {3: [0, 50, 50, 0], 4: [4, 64, 32, 0, 0], 5: [0, 22, 68, 10, 0, 0]},
+}
+PAPER_F6_ATTEMPTS = {
+    ("softmax-identity", 5): 103,
+    ("softmax-random", 3): 113,
+    ("softmax-random", 4): 592,
+    ("softmax-random", 5): 247,
+    ("l2-random", 3): 101,
+    ("l2-random", 4): 102,
+    ("l2-random", 5): 107,
+}
 
 
 def rhs_softmax(S, Q, K, V):
@@ -45,7 +66,52 @@ def rhs_multihead(S, Q, K, V, H):
     return R + R.T
 
 
-def test_official_layers_reproduce_the_official_right_hand_sides():
+@pytest.mark.claim("convergence-to-two-lines-figure")
+def test_run_figure_two_lines_limits_are_rank_one_where_u_A_u_vanishes():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the convergence-to-two-lines cone figure (A + A^T indefinite):
+    the softmax limits are rank one, on the two lines u^T A u = 0 (at -58.1 and -7.6 degrees).
+    """
+    setup = figure_setup("F3")
+    layer = setup.layers["softmax"]
+    angles = np.degrees(rank_one_stationary_angles(layer))
+    assert np.allclose(np.sort(angles), [-58.1, -7.6], atol=0.05)
+    runs = run_figure(setup, ["softmax"], save="final")["softmax"]
+    ok = runs.status == "converged"
+    assert ok.sum() == 263
+    ratio = (lambda lam: lam[:, 1] / lam[:, 0])(covariance_eigenvalues(runs.cov_last[ok]))
+    assert ratio.max() < 1e-4 and np.median(ratio) < 1e-6  # rank one, up to the stopping rule
+    top = np.linalg.eigh(runs.cov_last[ok])[1][:, :, 1]
+    ang = np.degrees(np.arctan(top[:, 1] / top[:, 0]))
+    dist = np.min(np.abs(ang[:, None] - angles[None, :]), axis=1)
+    assert np.all(dist < 0.01)
+    assert min(int(np.sum(np.abs(ang - a) < 0.01)) for a in angles) > 100  # both lines are reached
+
+
+@pytest.mark.claim("convergence-to-a-plane-figure")
+def test_run_figure_multihead_conserves_sigma22_and_stops_on_the_plane():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the convergence-to-a-plane cone figure (two heads, one empty):
+    Sigma_22 is conserved and the limits satisfy q1 Sigma_11 + q2 Sigma_12 = 0.
+    """
+    setup = figure_setup("F2")
+    runs = run_figure(setup, ["multihead"], save="all")["multihead"]
+    q = setup.matrices["q"]
+    assert np.all(runs.status == "converged")
+    for k in range(len(runs)):
+        S = runs.saved_cov[k]
+        assert np.abs(S[:, 1, 1] - S[0, 1, 1]).max() < 1e-12
+    last = runs.cov_last
+    # stationary points: the first row of Sigma q vanishes, q1 S11 + q2 S12 = 0 (to the stopping tolerance)
+    assert np.abs(q[0] * last[:, 0, 0] + q[1] * last[:, 0, 1]).max() < 1e-3
+    ode = solve_gaussian(np.zeros(2), setup.inits[3], setup.layers["multihead"], 200.0)
+    assert abs(q[0] * ode.final_cov[0, 0] + q[1] * ode.final_cov[0, 1]) < 1e-8
+    assert abs(ode.final_cov[1, 1] - setup.inits[3][1, 1]) < 1e-12
+
+
+@pytest.mark.claim("official-figure-parameters")
+def test_official_layer_reproduces_the_official_right_hand_sides():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the authors' code: its softmax, l2 and multi-head right-hand
+    sides (paper convention A1 = K^T Q / sqrt(d)) are those of the layers the book builds for the figures.
+    """
     rng = np.random.default_rng(0)
     for d in (2, 3, 4):
         for _ in range(3):
@@ -69,13 +135,17 @@ def test_official_layers_reproduce_the_official_right_hand_sides():
                     rtol=1e-12,
                     atol=1e-12,
                 )
-    # F2c: a one-row Q with two heads leaves the second head empty
+    # a one-row Q with two heads leaves the second head empty (the convergence-to-a-plane figure)
     q = np.array([[0.6, 0.8]])
     layer = official_layer("multihead", q, -q, np.eye(2), H=2)
     assert layer.n_heads == 2 and np.all(layer.A[1] == 0) and np.allclose(layer.A[0], -q.T @ q)
 
 
-def test_legacy_rng_reproduces_the_matrices_printed_in_the_spec():
+@pytest.mark.claim("official-figure-parameters")
+def test_figure_setup_redraws_the_official_matrices_from_the_legacy_rng():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the authors' code: the matrices of every cone figure, redrawn
+    from its seeds with NumPy's legacy generator, to the six printed decimals.
+    """
     F1 = figure_setup("F1").matrices
     assert np.allclose(F1["Q"], [[0.458055, 0.308350], [0.231487, 0.277425]], atol=1e-6)
     assert np.allclose(F1["V"]["softmax"], [[2.669378, -0.691530], [-0.691530, 2.687446]], atol=1e-6)
@@ -98,7 +168,11 @@ def test_legacy_rng_reproduces_the_matrices_printed_in_the_spec():
     assert legacy_rng(3).randn() == np.random.RandomState(3).randn()
 
 
-def test_C27_F1_cross_check_iteration_counts_within_one_and_final_traces():
+@pytest.mark.claim("convergence-to-zero-figure")
+def test_run_figure_convergence_to_zero_iteration_counts_within_one_and_final_traces():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the convergence-to-zero cone figure: the authors' iteration
+    counts within one step, and every run of the grid ends near zero (final traces 0.0174-0.0176 for softmax).
+    """
     setup = figure_setup("F1")
     expected = {
         "softmax": (5416, 0.01745),
@@ -111,15 +185,20 @@ def test_C27_F1_cross_check_iteration_counts_within_one_and_final_traces():
         assert run.status[0] == "converged"
         assert abs(int(run.iterations[0]) - iterations) <= 1
         assert abs(np.trace(run.cov_last[0]) - trace) < 1e-5
-    # the whole grid converges towards zero (spec: final traces 0.0174-0.0175 for softmax)
+    # the whole grid converges towards zero (the authors' final traces: 0.0174-0.0175 for softmax)
     runs = run_figure(setup, ["softmax"], save="final")["softmax"]
     assert np.all(runs.status == "converged")
     traces = np.trace(runs.cov_last, axis1=1, axis2=2)
     assert 0.0174 < traces.min() and traces.max() < 0.0176
 
 
+@pytest.mark.claim("blowup-figure")
 @pytest.mark.slow
-def test_C27_F4_every_run_exits_and_exit_time_medians_match_the_paper():
+def test_run_figure_blowup_every_run_exits_and_exit_time_medians_match_the_paper():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the blow-up cone figure (A + A^T > 0, V = I): all 1184 runs exit,
+    with the exit-time medians and ranges of the authors' runs; the closed-form T* has range [0.353, 8.94] and
+    median 0.694.
+    """
     setup = figure_setup("F4")
     assert len(setup.inits) == 1184
     runs = run_figure(setup, save="final")
@@ -131,14 +210,19 @@ def test_C27_F4_every_run_exits_and_exit_time_medians_match_the_paper():
         assert abs(np.median(r.exit_time) - med) < 0.006 * max(1.0, med), (variant, np.median(r.exit_time))
         lo, hi = ranges[variant]
         assert abs(r.exit_time.min() - lo) < 0.01 * max(1, lo) and abs(r.exit_time.max() - hi) < 0.01 * hi
-    # the closed-form blow-up time of the softmax panel (spec §4.3.3: range [0.353, 8.94], median 0.694)
+    # the closed-form blow-up time of the softmax panel (range [0.353, 8.94], median 0.694)
     Tstar = np.array([blowup_time(S, setup.layers["softmax"]) for S in setup.inits])
     assert abs(Tstar.min() - 0.353) < 1e-3 and abs(Tstar.max() - 8.94) < 1e-2 and abs(np.median(Tstar) - 0.694) < 1e-3
     # Euler exits late: every measured exit time is above T* (first-order lag)
     assert np.all(runs["softmax"].exit_time > Tstar - runs["softmax"].step)
 
 
-def test_C27_F3_F5_outcomes_match_the_paper():
+@pytest.mark.claim("convergence-to-two-lines-figure", "two-basins-figure")
+def test_run_figure_two_lines_and_two_basins_outcome_counts_match_the_paper():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the two-lines and two-basins cone figures: the numbers of
+    converged and blown-up runs of the authors' protocol (263 and 270 converge; 591 converge and 57 blow up; 6
+    l2 runs exceed the threshold).
+    """
     F3 = run_figure(figure_setup("F3"), ["softmax", "l2"], save="final")
     assert int(np.sum(F3["softmax"].status == "converged")) == 263
     assert int(np.sum(F3["l2"].status == "converged")) == 270
@@ -148,26 +232,14 @@ def test_C27_F3_F5_outcomes_match_the_paper():
     assert int(np.sum(F5["l2"].status == "blowup")) == 6
 
 
-PAPER_F6 = {
-    "softmax-identity": {3: [3, 48, 49, 0], 4: [11, 47, 42, 0, 0], 5: [0, 5, 54, 41, 0, 0]},
-    "l2-identity": {3: [0, 32, 68, 0], 4: [0, 31, 69, 0, 0], 5: [0, 0, 46, 54, 0, 0]},
-    "softmax-random": {3: [4, 64, 31, 0], 4: [21, 68, 11, 0, 0], 5: [0, 25, 64, 11, 0, 0]},
-    "l2-random": {3: [0, 50, 50, 0], 4: [4, 64, 32, 0, 0], 5: [0, 22, 68, 10, 0, 0]},
-}
-PAPER_F6_ATTEMPTS = {
-    ("softmax-identity", 5): 103,
-    ("softmax-random", 3): 113,
-    ("softmax-random", 4): 592,
-    ("softmax-random", 5): 247,
-    ("l2-random", 3): 101,
-    ("l2-random", 4): 102,
-    ("l2-random", 5): 107,
-}
-
-
+@pytest.mark.claim("rank-histograms-figure", "rank-of-the-exact-limit")
 @pytest.mark.slow
 @pytest.mark.parametrize("row", list(PAPER_F6))
-def test_C27_F6_rank_histogram_counts_equal_the_paper(row):
+def test_rank_histogram_counts_equal_the_official_protocol(row):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the rank histograms of the limit covariance: every count of the
+    official protocol, and for V = I the exact limits have rank ceil(d/2) (the smaller ranks come from the
+    threshold 0.1).
+    """
     hist = rank_histogram(row)
     for d, counts in PAPER_F6[row].items():
         assert hist.counts[d].tolist() == counts, (row, d)
@@ -182,7 +254,11 @@ def test_C27_F6_rank_histogram_counts_equal_the_paper(row):
             assert np.all(np.sum(hist.eigenvalues[d] > 0.1, axis=1) <= (d + 1) // 2)
 
 
-def test_F6_cache_returns_the_stored_counts_and_recomputes_on_parameter_change(tmp_path, monkeypatch):
+@pytest.mark.claim("rank-histograms-figure")
+def test_cached_rank_histograms_return_the_stored_counts_and_recompute_on_parameter_change(tmp_path, monkeypatch):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the rank histograms: cached with their parameters, recomputed
+    when these change.
+    """
     monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
     calls = []
     import tokendynamics.book.gaussian_figures as gf
@@ -199,12 +275,3 @@ def test_F6_cache_returns_the_stored_counts_and_recomputes_on_parameter_change(t
     assert calls == ["l2-identity"]
     assert a["l2-identity"].counts[3].tolist() == b["l2-identity"].counts[3].tolist()
     assert (tmp_path / "gaussian_F6_l2-identity.npz").exists()
-
-
-def test_grid_order_is_the_official_u_outer_w_inner():
-    g = cone_grid(10, 10)
-    # the official init_grid keeps (u, w) in meshgrid(U, C, V).T order: u outer loop, w inner loop
-    u = g[:, 0, 0] - g[:, 1, 1]
-    w = 2 * g[:, 0, 1]
-    assert np.all(np.diff(u) >= -1e-15)
-    assert np.all(np.diff(w[u == u[0]]) > 0)

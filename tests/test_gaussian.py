@@ -11,7 +11,7 @@ import pytest
 import scipy.linalg
 
 from tests.helpers import M0, S0
-from tokendynamics import Attention, BlowUpError, simulate
+from tokendynamics import Attention, BlowUpError, simulate, velocity
 from tokendynamics.book.gaussian_figures import (
     figure_setup,
     official_layer,
@@ -154,6 +154,27 @@ def test_gaussian_velocity_refuses_variants_that_do_not_preserve_gaussians(kind)
     assert set(GAUSSIAN_KINDS) == {"softmax", "linear", "l2", "sinkhorn"}
 
 
+@pytest.mark.claim("unnormalised-and-sigmoid-do-not-preserve-gaussians")
+def test_gaussian_velocity_of_unnormalised_and_sigmoid_attention_is_not_affine():
+    """Paper 1 (Castin et al., arXiv 2501.18322): unnormalised softmax and sigmoid attention do not preserve
+    Gaussians, because their field on N(alpha, Sigma) is not affine: the best affine fit of the mean-field field
+    (particle core on Gauss-Hermite quadrature weights) misses it by far more than for softmax, whose field is
+    affine to round-off.
+    """
+    X, w = gauss_hermite(M0, S0, 20)
+    near = np.linalg.norm(X - M0, axis=1) < 1.5  # where the quadrature resolves the tilted integrals
+    design = np.c_[np.ones(near.sum()), X[near]]
+
+    def affine_misfit(kind):
+        U = velocity(X, Attention(kind, A=A_MILD, V=V_MILD), w)[near]
+        coef, *_ = np.linalg.lstsq(design, U, rcond=None)
+        return np.abs(design @ coef - U).max()
+
+    assert affine_misfit("softmax") < 1e-12
+    for kind in ("unnormalized_softmax", "sigmoid"):
+        assert affine_misfit(kind) > 1e-3, kind
+
+
 @pytest.mark.parametrize(
     "cov, message",
     [
@@ -237,6 +258,19 @@ def test_compare_with_particles_exact_moments_leave_a_sampling_error_that_shrink
     exact = {n: np.mean([c.w2_exact[-1] for c in comps[n]]) for n in comps}
     assert exact[1600] < 0.5 * exact[100]  # about n^{-1/2}: a factor 4 expected
     assert np.mean([c.w2[-1] for c in comps[1600]]) < 0.2 * exact[1600]
+
+
+@pytest.mark.claim("linear-attention-moments-are-exact")
+def test_compare_with_particles_linear_attention_moments_follow_the_ode_at_any_n():
+    """Paper 1 (Castin et al., arXiv 2501.18322), linear attention: the field depends on the tokens only through
+    their first two moments, so the moments of n particles follow the Gaussian ODEs exactly whatever n, up to
+    the time-stepping error.
+    """
+    layer = Attention("linear", A=A_MILD, V=V_MILD)
+    for n in (50, 1000):
+        comp = compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.05, seed=1)
+        assert comp.mean_error.max() < 1e-9 and comp.cov_error.max() < 1e-9, n
+        assert comp.w2.max() < 1e-6, n
 
 
 @pytest.mark.claim("gaussian-1d-exact-solution")
@@ -361,6 +395,35 @@ def test_solve_gaussian_reports_the_blowup_with_its_time_or_raises():
     assert np.all(np.isfinite(faithful.cov))
 
 
+@pytest.mark.claim("blowup-profile-is-rank-one")
+def test_isotropic_covariance_becomes_rank_one_at_the_blowup():
+    """Paper 1 (Castin et al., arXiv 2501.18322): at a finite-time blow-up with V = v I the normalised covariance
+    tends to the rank-one matrix along Sigma_0^(1/2) e, e the top eigenvector of Sigma_0^(1/2) (A + A^T)
+    Sigma_0^(1/2): it depends on Sigma_0, and lambda_min / lambda_max vanishes like 1 - t / T*.
+    """
+    rng = np.random.default_rng(31)
+    d = 3
+    layer = Attention("softmax", A=rng.standard_normal((d, d)) / d + 0.3 * np.eye(d), V=0.8 * np.eye(d))
+    limits = []
+    for _ in range(2):
+        L = rng.standard_normal((d, d))
+        cov0 = L @ L.T / d + 0.1 * np.eye(d)
+        Tstar = blowup_time(cov0, layer)
+        root = scipy.linalg.sqrtm(cov0).real
+        e = np.linalg.eigh(root @ (layer.A[0] + layer.A[0].T) @ root)[1][:, -1]
+        u = root @ e / np.linalg.norm(root @ e)
+        for eps in (1e-2, 1e-4, 1e-6):
+            S = isotropic_covariance(cov0, layer, [(1 - eps) * Tstar])[0]
+            lam = np.linalg.eigvalsh(S)
+            assert lam[0] / lam[-1] < 10 * eps and lam[-2] / lam[-1] < 10 * eps, eps
+            assert np.abs(S / np.trace(S) - np.outer(u, u)).max() < 10 * eps, eps
+        near = solve_gaussian(np.zeros(d), cov0, layer, 0.99 * Tstar, t_eval=[0.99 * Tstar], rtol=1e-12, atol=1e-14)
+        exact = isotropic_covariance(cov0, layer, [0.99 * Tstar])[0]
+        assert np.abs(near.final_cov - exact).max() < 1e-6 * np.abs(exact).max()
+        limits.append(np.outer(u, u))
+    assert np.abs(limits[0] - limits[1]).max() > 1e-2  # the limit depends on Sigma_0
+
+
 @pytest.mark.claim("rank-is-preserved-in-finite-time")
 @pytest.mark.parametrize("name", list(layers_2d()))
 def test_solve_gaussian_preserves_the_rank_of_a_degenerate_covariance(name):
@@ -431,6 +494,30 @@ def test_solve_gaussian_trace_of_inverse_V_times_sigma_is_non_increasing_and_lim
             assert np.linalg.norm(dS) * ode.t[-1] < 0.05 * lam[0]
             rank_bound = d - np.linalg.matrix_rank(layer.A[0] + layer.A[0].T)
             assert np.sum(lam > 1e-2 * lam[0]) <= rank_bound
+
+
+@pytest.mark.claim("clustering-condition-reading")
+def test_solve_gaussian_clustering_condition_holds_in_the_books_reading_not_the_transposed_one():
+    """Paper 1 (Castin et al., arXiv 2501.18322): the summary's condition for clustering, V A + A^T V < 0 with V >
+    0 symmetric, depends on which A it means. Read with the book's A (score <x, A y>) no random draw blows up by
+    T = 200; read with A^T (paper 1's A1) it fails: a draw with V A^T + A V < 0 blows up at t = 9.66.
+    """
+    A = np.array([[-1.183, 0.36], [-0.964, 0.064]])
+    V = np.array([[2.294, 1.351], [1.351, 2.623]])
+    assert np.linalg.eigvalsh(V @ A.T + A @ V)[-1] < 0 < np.linalg.eigvalsh(V @ A + A.T @ V)[-1]
+    ode = solve_gaussian(np.zeros(2), np.eye(2), Attention("softmax", A=A, V=V), 200.0)
+    assert ode.status == "blowup" and abs(ode.blowup_time - 9.658) < 1e-2
+    rng = np.random.default_rng(0)
+    draws = 0
+    while draws < 8:
+        B = rng.standard_normal((2, 2))
+        V = B @ B.T + 0.1 * np.eye(2)
+        A = rng.standard_normal((2, 2))
+        if np.linalg.eigvalsh(V @ A + A.T @ V)[-1] >= 0:
+            continue
+        draws += 1
+        ode = solve_gaussian(np.zeros(2), np.eye(2), Attention("softmax", A=A, V=V), 200.0)
+        assert ode.status == "completed", (A, V)
 
 
 @pytest.mark.claim("rank-one-manifold")

@@ -485,6 +485,23 @@ def test_layer_matrices_beta_scales_the_sinkhorn_cost_matrix():
     np.testing.assert_allclose(dS, vS, atol=1e-12)
 
 
+@pytest.mark.claim("softmax-on-centred-gaussians-is-a-bw-gradient-flow")
+def test_bw_gradient_velocity_of_the_softmax_energy_is_the_softmax_covariance_ode_on_centred_gaussians():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: softmax attention with V = A = A^T on
+    centred Gaussians is the Bures-Wasserstein gradient flow of -tr(Sigma A Sigma A)/4 (the small-score limit of
+    the Sinkhorn energy); the gradient is taken by finite differences.
+    """
+    for seed in (36, 37):
+        rng = np.random.default_rng(seed)
+        S, A = spd(rng, 3), sym(rng, 3)
+        zero = np.zeros(3)
+        fg, fG = finite_difference_gradient(lambda a, s, A=A: -0.25 * np.trace(s @ A @ s @ A), zero, S)
+        dm, dS = gaussian_rhs(zero, S, Attention("softmax", A=A, V=A))
+        vm, vS = bw_gradient_velocity(fg, fG, S)
+        assert np.max(np.abs(dm - vm)) < 1e-7 and np.max(np.abs(dS - vS)) < 1e-7
+        assert np.max(np.abs(dS)) > 1e-2  # not a trivial agreement
+
+
 @pytest.mark.claim("sinkhorn-is-a-w2-gradient-flow")
 def test_sinkhorn_energy_empirical_gradient_is_minus_the_sinkhorn_field():
     """Paper 1 (Castin et al., arXiv 2501.18322), after Sander et al.: Sinkhorn attention with V = A is the W2

@@ -217,6 +217,24 @@ def test_run_figure_blowup_every_run_exits_and_exit_time_medians_match_the_paper
     assert np.all(runs["softmax"].exit_time > Tstar - runs["softmax"].step)
 
 
+@pytest.mark.claim("blowup-profile-is-rank-one")
+def test_blowup_figure_normalised_endpoints_approach_rank_one():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the blow-up cone figure (A + A^T > 0, V = I): as the covariances
+    blow up (softmax, two heads) or grow exponentially (l2, Sinkhorn) they become rank one: the normalised
+    endpoints lie on the circle of the disc. Every 37th initial covariance of the official grid, with the
+    official steps and thresholds.
+    """
+    setup = figure_setup("F4")
+    for variant in ("softmax", "multihead", "l2", "sinkhorn"):
+        runs = projected_euler(setup.inits[::37], setup.layers[variant], save="final", **setup.solver[variant])
+        assert np.all(runs.status == "blowup"), variant
+        lam = covariance_eigenvalues(runs.cov_last)
+        ratio = lam[:, 1] / lam[:, 0]
+        if variant in ("softmax", "multihead"):  # finite-time blow-up: rank one at the threshold
+            assert ratio.max() < 1e-2, (variant, ratio.max())
+        assert np.median(ratio) < 1e-3, (variant, np.median(ratio))
+
+
 @pytest.mark.claim("convergence-to-two-lines-figure", "two-basins-figure")
 def test_run_figure_two_lines_and_two_basins_outcome_counts_match_the_paper():
     """Paper 1 (Castin et al., arXiv 2501.18322), the two-lines and two-basins cone figures: the numbers of
@@ -230,6 +248,22 @@ def test_run_figure_two_lines_and_two_basins_outcome_counts_match_the_paper():
     assert int(np.sum(F5["softmax"].status == "blowup")) == 57
     assert int(np.sum(F5["softmax"].status == "converged")) == 591
     assert int(np.sum(F5["l2"].status == "blowup")) == 6
+
+
+@pytest.mark.claim("two-basins-with-two-heads")
+def test_two_basins_figure_with_two_heads_never_blows_up():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the two-basin cone figure: the authors' multi-head call omits the
+    number of heads, so their panel is single-head softmax; the real two-head layer does not blow up within the
+    step limit, and its trace decreases. Every 20th initial covariance of the official grid, official step and
+    tolerance.
+    """
+    setup = figure_setup("F5")
+    assert setup.layers["multihead"].n_heads == 2
+    runs = projected_euler(setup.inits[::20], setup.layers["multihead"], save="final", **setup.solver["multihead"])
+    assert not np.any(runs.status == "blowup")
+    assert set(runs.status) <= {"max_iter", "converged"}
+    traces = np.trace(runs.cov_last, axis1=1, axis2=2)
+    assert np.all(traces < np.trace(setup.inits[::20], axis1=1, axis2=2))
 
 
 @pytest.mark.claim("rank-histograms-figure", "rank-of-the-exact-limit")

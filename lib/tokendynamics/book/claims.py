@@ -447,7 +447,7 @@ CLAIMS: tuple[Claim, ...] = (
         r"to a rank-one matrix that depends on $\Sigma_0$.",
         [
             T + "test_gaussian.py::test_isotropic_covariance_becomes_rank_one_at_the_blowup",
-            T + "book/test_gaussian_figures.py::test_run_figure_blowup_normalised_endpoints_approach_rank_one",
+            T + "book/test_gaussian_figures.py::test_blowup_figure_normalised_endpoints_approach_rank_one",
         ],
         r"$\lambda_{\min}/\lambda_{\max}\to0$ like $1-t/T^*$",
     ),
@@ -619,7 +619,7 @@ CLAIMS: tuple[Claim, ...] = (
         "02_gaussian_preservation",
         r"The authors' multi-head panel of the two-basin figure is single-head (its call omits the number of heads); "
         r"the real two-head layer does not blow up within the step limit (blow-ups shown).",
-        [T + "book/test_gaussian_figures.py::test_run_figure_two_basins_with_two_heads_never_blows_up"],
+        [T + "book/test_gaussian_figures.py::test_two_basins_figure_with_two_heads_never_blows_up"],
         "no blow-up",
         ("F5_mh_blow", ""),
     ),

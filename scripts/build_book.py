@@ -10,8 +10,8 @@ Chapters are MyST-markdown notebooks (jupytext) in ``chapters/``. Each is conver
 executed by papermill (its ``parameters`` cell receives the parameters), its parameter cells are
 tagged ``remove-cell``, and the executed notebook is stored in ``_build/executed/``. A chapter is
 re-executed only when its source, the library, or its parameters changed (``--force`` to override).
-The book is then assembled in ``_stage/`` (config, toc, markdown pages, bibliography and executed
-notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_build/html``.
+The book is then assembled in ``_stage/`` (config, toc, static files, markdown pages, bibliography and
+executed notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_build/html``.
 
 Figures: each chapter runs with ``TOKENDYNAMICS_FIGDIR=_build/figures/<chapter>`` so that every
 figure it shows is also written there as a PNG.
@@ -191,6 +191,8 @@ def stage() -> None:
     (STAGE / "chapters").mkdir(parents=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(ROOT / name, STAGE / name)
+    if (ROOT / "_static").is_dir():  # custom CSS, picked up by Jupyter Book from the source folder
+        shutil.copytree(ROOT / "_static", STAGE / "_static")
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue

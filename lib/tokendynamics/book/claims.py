@@ -1,6 +1,6 @@
 r"""What the two papers claim, where the book shows it, and which tests check it.
 
-One registry, :data:`CLAIMS`, of every checkable statement of
+One registry, ``CLAIMS``, of every checkable statement of
 
 1. Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*
    (arXiv 2501.18322), and
@@ -16,7 +16,7 @@ test of the suite (``tests/book/test_claims.py``) keeps the two sides in step.
 ``chapters/claims.md`` shows one per chapter, and a chapter can show its own rows with
 ``claims_markdown(chapter="04_kuramoto_reduction", local=True)``.
 
-Provenance tags (:data:`TAGS`), as in the chapters:
+Provenance tags (``TAGS``), as in the chapters:
 
 * ``S`` — stated in the paper's abstract or summary;
 * ``R`` — read in the authors' public code;
@@ -82,9 +82,9 @@ class Claim:
     statement : str
         One line of MyST (inline math ``$...$`` allowed).
     tag : str
-        Provenance, one of :data:`TAGS`.
+        Provenance, one of ``TAGS``.
     chapter : str
-        Stem of the chapter that shows the claim (a key of :data:`CHAPTERS`).
+        Stem of the chapter that shows the claim (a key of ``CHAPTERS``).
     measured : tuple (str, str) or None
         ``(glue key, format spec)`` of the value the chapter measured (format ``""``: as glued);
         ``None`` where the statement is exact or qualitative and only the tests check it.
@@ -1323,8 +1323,10 @@ def _measured_cell(c: Claim, local: bool) -> str:
     if c.measured is None:
         return "—"
     key, fmt = c.measured
-    ref = key if local else f"{c.chapter}.ipynb::{key}"
-    return f"{{glue:text}}`{ref}:{fmt}`" if fmt else f"{{glue:text}}`{ref}`"
+    if local:
+        return f"{{glue:text}}`{key}:{fmt}`" if fmt else f"{{glue:text}}`{key}`"
+    # another page's value: `path::key:format` (an empty format after the last colon pastes the value as is)
+    return f"{{glue:text}}`{c.chapter}.ipynb::{key}:{fmt}`"
 
 
 def _short_test(node_id: str) -> str:
@@ -1348,7 +1350,7 @@ def claims_markdown(chapter: str | None = None, *, local: bool = False, paper: i
     lines = [
         ":::{list-table}",
         ":header-rows: 1",
-        ":widths: 40 6 5 12 15 22",
+        ":widths: 32 7 5 11 16 29",
         ":class: claims-table",
         "",
         "* - statement",

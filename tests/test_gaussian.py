@@ -396,7 +396,7 @@ def test_solve_gaussian_reports_the_blowup_with_its_time_or_raises():
 
 
 @pytest.mark.claim("blowup-profile-is-rank-one")
-def test_isotropic_covariance_becomes_rank_one_at_the_blowup():
+def test_isotropic_covariance_becomes_rank_one_at_the_blowup(rng):
     """Paper 1 (Castin et al., arXiv 2501.18322): at a finite-time blow-up with V = v I the normalised covariance
     tends to the rank-one matrix along Sigma_0^(1/2) e, e the top eigenvector of Sigma_0^(1/2) (A + A^T)
     Sigma_0^(1/2): it depends on Sigma_0, and lambda_min / lambda_max vanishes like 1 - t / T*.

@@ -27,7 +27,8 @@ from tokendynamics.book.claims import (
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 CITATION = {1: "Paper 1 (Castin et al., arXiv 2501.18322)", 2: "Paper 2 (Li et al., 2026)"}
-INTERNAL_LABEL = re.compile(r"§|\bspec\b|\bC\d+\b|\bF\d+[a-z]?\b|\bclaim ?\d+", re.IGNORECASE)
+# section signs, the word "spec", claim numbers (C12, claim 7) and figure labels (F3) of internal notes
+INTERNAL_LABEL = re.compile(r"§|\b[Ss]pec\b|\bC\d+\b|\bF\d+[a-z]?\b|\b[Cc]laim ?\d+")
 
 
 def _marker_keys(func: ast.FunctionDef) -> list[str]:

@@ -12,8 +12,8 @@ Chapters are MyST-markdown notebooks (jupytext) in ``chapters/``. Each is conver
 executed by papermill (its ``parameters`` cell receives the parameters), its parameter cells are
 tagged ``remove-cell``, and the executed notebook is stored in ``_build/executed/``. A chapter is
 re-executed only when its source, the library, or its parameters changed (``--force`` to override).
-The book is then assembled in ``_stage/`` (config, toc, markdown pages, bibliography and executed
-notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_build/html``.
+The book is then assembled in ``_stage/`` (config, toc, static files, markdown pages, bibliography and
+executed notebooks) and built with ``jupyter-book build -W -n --keep-going`` into ``_build/html``.
 
 Figures: each chapter runs with ``TOKENDYNAMICS_FIGDIR=_build/figures/<chapter>`` so that every
 figure it shows is also written there as a PNG.
@@ -317,6 +317,8 @@ def stage(repo: str | None = None, dest: Path = STAGE, only: list[str] | None = 
     else:
         shutil.copy2(ROOT / "_toc.yml", dest / "_toc.yml")
     vendor_assets.vendor(dest / VENDOR_DIR)
+    if (ROOT / "_static").is_dir():  # the book's own CSS (no .js here: Jupyter Book adds every .js to every page)
+        shutil.copytree(ROOT / "_static", dest / "_static")
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue

@@ -1,4 +1,6 @@
-"""The attention core: every variant against a direct evaluation of its definition."""
+"""Tests of ``tokendynamics.attention``: the layer, the attention matrix and the velocity field of every
+variant, against a direct evaluation of its definition.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +10,25 @@ import warnings
 import numpy as np
 import pytest
 
+from tests.helpers import sigmoid
 from tokendynamics import (
     Attention,
     ConvergenceError,
     NonFiniteError,
     _kernels,
     attention_matrix,
+    simulate,
     velocity,
 )
+from tokendynamics.attention import sinkhorn_potentials
 
 KINDS_A = ["softmax", "unnormalized_softmax", "linear", "sinkhorn", "sigmoid"]
-
-
-def sigma(u):
-    return 1.0 / (1.0 + math.exp(-u))
 
 
 def loop_field(
     X, kind, A=None, V=None, Q=None, K=None, beta=1.0, w=None, bias=0.0, causal=False, positions=None, eps=1.0
 ):
-    """Double-loop evaluation of the definitions of paper 1 §2 / paper 2 §1 (one head)."""
+    """Double-loop evaluation of the definitions of the variants of both papers (one head)."""
     n, d = X.shape
     w = np.full(n, 1.0 / n) if w is None else w
     s = np.arange(n) if positions is None else positions
@@ -57,7 +58,7 @@ def loop_field(
             elif kind == "linear":
                 num += w[j] * score * vx
             elif kind == "sigmoid":
-                num += w[j] * sigma(score + bias) * vx
+                num += w[j] * sigmoid(score + bias) * vx
             elif kind == "sinkhorn":
                 num += P[i, j] * vx
         out[i] = num / den if kind in ("softmax", "l2") else num
@@ -88,9 +89,13 @@ def data():
     return X, A, V, w / w.sum(), rng
 
 
+@pytest.mark.claim("variant-fields-match-their-definitions")
 @pytest.mark.parametrize("kind", KINDS_A)
 @pytest.mark.parametrize("weighted", [False, True])
 def test_velocity_matches_double_loop_definition(kind, weighted, data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): every variant is one field Gamma_mu, here against a double loop
+    over token pairs of its definition.
+    """
     X, A, V, w, _ = data
     bias = -0.7 if kind == "sigmoid" else 0.0
     extra = {"sinkhorn_tol": 1e-14} if kind == "sinkhorn" else {}
@@ -101,8 +106,12 @@ def test_velocity_matches_double_loop_definition(kind, weighted, data):
     np.testing.assert_allclose(got, ref, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.claim("variant-fields-match-their-definitions")
 @pytest.mark.parametrize("weighted", [False, True])
 def test_l2_velocity_matches_double_loop_definition(weighted, data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): l2 attention, exp(-beta |Q x - K y|^2) normalised, against a
+    double loop of its definition.
+    """
     X, _, V, w, rng = data
     Q = rng.standard_normal((2, 3))
     K = rng.standard_normal((2, 3))
@@ -113,8 +122,12 @@ def test_l2_velocity_matches_double_loop_definition(weighted, data):
     )
 
 
+@pytest.mark.claim("score-convention")
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized_softmax", "linear", "sigmoid", "sinkhorn"])
 def test_layer_from_q_and_k_equals_layer_from_a_equal_qt_k(kind, data):
+    """The book's convention for Paper 1 (Castin et al., arXiv 2501.18322) and Paper 2 (Li et al., 2026): the score
+    <Q x, K y> is <x, A y> with A = Q^T K.
+    """
     X, _, V, _, rng = data
     Q = rng.standard_normal((2, 3))
     K = rng.standard_normal((2, 3))
@@ -124,7 +137,11 @@ def test_layer_from_q_and_k_equals_layer_from_a_equal_qt_k(kind, data):
     np.testing.assert_allclose(from_qk.A[0], Q.T @ K)
 
 
+@pytest.mark.claim("score-convention")
 def test_score_convention_is_x_dot_a_y_and_transposing_a_changes_the_field(data):
+    """The book's convention, score <x, A y>; Paper 1 (Castin et al., arXiv 2501.18322) writes <A1 x, y>, so A1 =
+    A^T, and a non-symmetric A and its transpose give visibly different fields.
+    """
     X, A, V, _, _ = data
     layer = Attention("softmax", A=A, V=V)
     # <Qx, Ky> = <x, Q^T K y>: build the scores by hand for one pair
@@ -135,7 +152,9 @@ def test_score_convention_is_x_dot_a_y_and_transposing_a_changes_the_field(data)
     assert np.max(np.abs(transposed - velocity(X, layer))) > 1e-2
 
 
+@pytest.mark.claim("multihead-heads-by-row-blocks")
 def test_multihead_field_is_sum_of_each_heads_field(data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): multi-head attention adds the fields of its heads."""
     X, A, V, _, rng = data
     A2 = rng.standard_normal((3, 3))
     V2 = rng.standard_normal((3, 3))
@@ -157,8 +176,12 @@ def test_multihead_from_per_head_queries_and_keys(data):
     np.testing.assert_allclose(velocity(X, layer), ref, atol=1e-12)
 
 
+@pytest.mark.claim("variant-fields-match-their-definitions")
 @pytest.mark.parametrize("kind", ["softmax", "linear", "unnormalized_softmax", "sigmoid"])
 def test_causal_attention_matches_double_loop_and_never_looks_ahead(kind, data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): masked (causal) attention, against a double loop; moving later
+    tokens changes nothing earlier.
+    """
     X, A, V, w, rng = data
     layer = Attention(kind, A=A, V=V, causal=True)
     for ww in (None, w):
@@ -180,13 +203,21 @@ def test_causal_positions_with_ties_see_each_other(data):
         np.testing.assert_allclose(got, loop_field(X, kind, A=A, V=V, causal=True, positions=pos), atol=1e-12)
 
 
+@pytest.mark.claim("attention-sink-bounds-the-denominators")
 def test_causal_first_token_only_sees_itself(data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): without a sink the first token of masked attention sees only
+    itself, x_1' = V x_1.
+    """
     X, A, V, _, _ = data
     out = velocity(X, Attention("softmax", A=A, V=V, causal=True))
     np.testing.assert_allclose(out[0], V @ X[0], atol=1e-14)
 
 
+@pytest.mark.claim("sinkhorn-attention-is-doubly-stochastic")
 def test_sinkhorn_weights_doubly_stochastic_and_match_exponential_domain_scaling(data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention is the entropic self-transport plan divided by
+    the token masses: doubly stochastic, equal to plain Sinkhorn scaling written with loops.
+    """
     X, A, V, w, _ = data
     layer = Attention("sinkhorn", A=A, V=V, eps=0.7)
     for ww in (None, w):
@@ -198,7 +229,11 @@ def test_sinkhorn_weights_doubly_stochastic_and_match_exponential_domain_scaling
         np.testing.assert_allclose(P, loop_sinkhorn(X, A, 1.0, wv, 0.7), atol=1e-10)
 
 
+@pytest.mark.claim("sinkhorn-attention-is-doubly-stochastic")
 def test_sinkhorn_plan_matches_pot_log_sinkhorn(data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention is n times POT's entropic plan for the cost
+    -<x_i, A x_j> (eps = 1).
+    """
     ot = pytest.importorskip("ot")
     X, A, V, _, _ = data
     n = len(X)
@@ -211,15 +246,22 @@ def test_sinkhorn_plan_matches_pot_log_sinkhorn(data):
     np.testing.assert_allclose(P, n * plan, atol=1e-9)
 
 
+@pytest.mark.claim("sinkhorn-attention-is-doubly-stochastic")
 def test_one_sinkhorn_row_normalisation_is_softmax(data):
+    """Paper 1 (Castin et al., arXiv 2501.18322): one row normalisation of the Sinkhorn kernel is softmax attention
+    with A / eps.
+    """
     X, A, V, _, _ = data
     P = attention_matrix(X, Attention("sinkhorn", A=A, V=V, eps=0.5, sinkhorn_iters=1))
     soft = attention_matrix(X, Attention("softmax", A=A / 0.5, V=V))
     np.testing.assert_allclose(P, soft, atol=1e-13)
 
 
+@pytest.mark.claim("sinkhorn-mean-moves-by-v")
 def test_sinkhorn_particle_mean_moves_exactly_by_v(data):
-    """Double stochasticity: the mean velocity is V times the mean (paper 1 §2.4)."""
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention is doubly stochastic, so the token mean moves
+    by exactly V times the mean.
+    """
     X, A, V, w, _ = data
     U = velocity(X, Attention("sinkhorn", A=A, V=V), w)
     np.testing.assert_allclose(w @ U, V @ (w @ X), atol=1e-10)
@@ -285,9 +327,12 @@ def test_dense_path_in_row_blocks_equals_single_block(monkeypatch, data):
         monkeypatch.undo()
 
 
+@pytest.mark.claim("rotation-equivariance")
 @pytest.mark.parametrize("kind", KINDS_A + ["l2"])
 def test_field_is_rotation_equivariant(kind, data):
-    """x -> Ux with A -> U A U^T, V -> U V U^T (and Q -> Q U^T, K -> K U^T) rotates the field."""
+    """Paper 2 (Li et al., 2026): x -> Ux with A -> U A U^T, V -> U V U^T (and Q -> Q U^T, K -> K U^T) rotates the
+    field.
+    """
     X, A, V, w, rng = data
     U, _ = np.linalg.qr(rng.standard_normal((3, 3)))
     if kind == "l2":
@@ -300,9 +345,12 @@ def test_field_is_rotation_equivariant(kind, data):
     np.testing.assert_allclose(velocity(X @ U.T, rotated, w), velocity(X, layer, w) @ U.T, atol=1e-11)
 
 
+@pytest.mark.claim("particles-are-the-pde")
 @pytest.mark.parametrize("kind", KINDS_A)
 def test_duplicated_tokens_equal_doubled_weights(kind, data):
-    """The field depends on the measure only: a repeated token is the same as a heavier one."""
+    """Paper 1 (Castin et al., arXiv 2501.18322): the particle system is the Transformer PDE with empirical data;
+    the field depends on the measure only, so a repeated token is the same as a heavier one.
+    """
     X, A, V, _, _ = data
     layer = Attention(kind, A=A, V=V)
     Xdup = np.vstack([X, X[:1]])
@@ -409,3 +457,57 @@ def test_library_runs_without_numba(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(kernels)
+
+
+@pytest.mark.claim("l2-is-softmax-on-a-reweighted-measure")
+def test_velocity_l2_equals_softmax_with_2_qt_k_on_the_reweighted_measure():
+    """Paper 1 (Castin et al., arXiv 2501.18322): l2 attention is softmax attention with score matrix 2 beta Q^T K
+    on the reweighted measure exp(-beta |K y|^2) mu (the x-only factor cancels).
+    """
+    rng = np.random.default_rng(8)
+    n, d, beta = 15, 3, 0.7
+    X = rng.standard_normal((n, d))
+    Q, K, V = rng.standard_normal((2, d)), rng.standard_normal((2, d)), rng.standard_normal((d, d))
+    w = rng.random(n)
+    w /= w.sum()
+    l2 = velocity(X, Attention("l2", Q=Q, K=K, V=V, beta=beta), w)
+    tilt = w * np.exp(-beta * np.sum((X @ K.T) ** 2, axis=1))
+    soft = velocity(X, Attention("softmax", A=2 * beta * Q.T @ K, V=V), tilt / tilt.sum())
+    np.testing.assert_allclose(l2, soft, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.claim("sinkhorn-attention-is-doubly-stochastic")
+@pytest.mark.parametrize("tol", [1e-4, 1e-8, 1e-12])
+def test_attention_matrix_sinkhorn_is_doubly_stochastic_to_its_tolerance_along_a_trajectory(tol):
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention is doubly stochastic; along a trajectory the
+    rows sum to one exactly and the columns to the requested tolerance, also when warm-started from the previous
+    frame.
+    """
+    rng = np.random.default_rng(11)
+    X0 = rng.uniform(-1, 1, (40, 2))
+    w = rng.random(40) + 0.2
+    w /= w.sum()
+    layer = Attention("sinkhorn", A=[[1.0, 0.5], [-0.5, 1.5]], V=np.eye(2), eps=0.5, sinkhorn_tol=tol)
+    traj = simulate(X0, layer, 1.0, dt=0.1, weights=w)
+    g = None
+    for X in traj.X:
+        P, info = attention_matrix(X, layer, w, return_info=True)
+        np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-13)  # rows exactly
+        assert np.max(np.abs(w @ P - w) / w) <= tol  # columns to the tolerance
+        S = (X @ layer.A[0]) @ X.T / layer.eps
+        _, g, it, err = sinkhorn_potentials(S, np.log(w), eps=layer.eps, max_iter=10_000, tol=tol, g0=g)
+        assert err <= tol and info["marginal_error"] <= tol  # warm-started from the previous frame, too
+
+
+@pytest.mark.claim("sinkhorn-attention-is-doubly-stochastic")
+def test_attention_matrix_sinkhorn_is_doubly_stochastic_and_one_row_normalisation_is_softmax():
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention is doubly stochastic, and one row
+    normalisation is softmax with A / eps.
+    """
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((60, 2))
+    A = rng.standard_normal((2, 2))
+    P = attention_matrix(X, Attention("sinkhorn", A=A, V=np.eye(2), eps=0.7))
+    assert np.abs(P.sum(1) - 1).max() < 1e-10 and np.abs(P.sum(0) - 1).max() < 1e-10
+    P1 = attention_matrix(X, Attention("sinkhorn", A=A, V=np.eye(2), eps=0.7, sinkhorn_iters=1))
+    assert np.abs(P1 - attention_matrix(X, Attention("softmax", A=A / 0.7, V=np.eye(2)))).max() < 1e-12

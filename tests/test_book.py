@@ -1,7 +1,8 @@
 """Checks on the executed chapters and the built HTML (run after `scripts/build_book.py all`).
 
 `make test` runs these after building the book; they are marked ``book`` and skipped by the
-library-only run (`pytest -m "not book"`).
+library-only run (`pytest -m "not book"`). Every page, then the pages with their own checks: the
+introduction, the Kuramoto chapter, the claims appendix.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import nbformat
 import pytest
 import yaml
 from bs4 import BeautifulSoup
+
+from tokendynamics.book.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
@@ -163,3 +166,89 @@ def test_execution_times_are_recorded():
     for stem in NOTEBOOKS:
         assert stem in times
     print("chapter execution times (s):", times)
+
+
+# ---------------------------------------------------------------------------------------------
+# the Kuramoto chapter
+# ---------------------------------------------------------------------------------------------
+
+KURAMOTO_PAGE = HTML / "chapters" / "04_kuramoto_reduction.html"
+KURAMOTO_LABELS = [
+    "fig-kura-regimes",
+    "fig-kura-ws",
+    "fig-kura-oa",
+    "fig-kura-oa-accuracy",
+    "fig-kura-portraits",
+    "fig-kura-case1",
+    "fig-kura-case2",
+    "fig-kura-rotating",
+    "fig-kura-hamiltonian",
+    "fig-kura-snic",
+]
+
+
+@pytest.fixture(scope="module")
+def soup():
+    if not KURAMOTO_PAGE.exists():
+        pytest.fail("the book is not built: run `make book`")
+    return BeautifulSoup(KURAMOTO_PAGE.read_text(), "html.parser")
+
+
+def test_kuramoto_chapter_has_figures_f1_to_f10_numbered_and_saved(soup):
+    for label in KURAMOTO_LABELS:
+        fig = soup.find(id=label)
+        assert fig is not None and fig.find("img") is not None, label
+        assert "Fig." in fig.get_text(" ", strip=True), label
+    assert len(list((FIGURES / "04_kuramoto_reduction").glob("kuramoto-*.png"))) >= len(KURAMOTO_LABELS)
+
+
+def test_kuramoto_chapter_shows_the_agreement_and_regime_tables_and_a_static_animation(soup):
+    tables = [t.get_text(" ", strip=True) for t in soup.find_all("table")]
+    assert any("OA classifier" in t and "Type 2" in t for t in tables)
+    assert any("measured" in t and "WS reconstruction" in t for t in tables)
+    html = KURAMOTO_PAGE.read_text()
+    assert "animation" in html and "data:image/png;base64" in html
+    assert "application/vnd.jupyter.widget-view" not in html  # the live widget is removed from the static page
+    assert len(soup.select("span.pasted-text")) >= 20  # numbers in the text are computed
+
+
+# ---------------------------------------------------------------------------------------------
+# the claims appendix
+# ---------------------------------------------------------------------------------------------
+
+CLAIMS_PAGE = HTML / "chapters" / "claims.html"
+
+
+def _claim_rows():
+    """The rows of the claims tables, by the key of the target that starts each row."""
+    soup = BeautifulSoup(CLAIMS_PAGE.read_text(), "html.parser")
+    rows = {}
+    for table in soup.select("table.claims-table"):
+        for row in table.select("tbody > tr"):
+            ids = [el["id"] for el in row.find_all(id=True) if el["id"].startswith("claim-")]
+            assert len(ids) == 1, ids
+            rows[ids[0].removeprefix("claim-")] = row
+    return soup, rows
+
+
+def test_claims_page_has_one_row_per_registered_claim_each_with_its_target():
+    assert CLAIMS_PAGE.exists(), "no claims page in the build"
+    soup, rows = _claim_rows()
+    assert sorted(rows) == sorted(c.key for c in CLAIMS)
+    for table in soup.select("table.claims-table"):
+        header = [th.get_text(" ", strip=True) for th in table.select("thead th")]
+        assert header == ["statement", "paper", "tag", "measured", "tolerance", "tests"]
+
+
+def test_claims_page_measured_cells_are_never_empty_and_show_the_glued_values():
+    _, rows = _claim_rows()
+    for claim in CLAIMS:
+        cells = rows[claim.key].find_all("td")
+        assert len(cells) == 6, claim.key
+        measured = cells[3].get_text(" ", strip=True)
+        assert measured, f"{claim.key}: empty measured cell"
+        if claim.measured is None:
+            assert measured == "—", (claim.key, measured)
+        else:
+            assert cells[3].select("span.pasted-text"), f"{claim.key}: no glued value"
+        assert all(t.removeprefix("tests/") in cells[5].get_text() for t in claim.tests), claim.key

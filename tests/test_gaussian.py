@@ -1,4 +1,6 @@
-"""Gaussian preservation (paper 1 §4): the affine field, the ODEs, their closed forms (claims C1–C15, C26)."""
+"""Tests of ``tokendynamics.gaussian``: the affine field on Gaussians, the mean and covariance ODEs,
+their closed forms and solvers.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +10,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from tokendynamics import Attention, BlowUpError, attention_matrix, simulate
-from tokendynamics.book.gaussian_figures import figure_setup, official_layer, run_figure
+from tests.helpers import M0, S0
+from tokendynamics import Attention, BlowUpError, simulate, velocity
+from tokendynamics.book.gaussian_figures import (
+    figure_setup,
+    official_layer,
+)
 from tokendynamics.gaussian import (
     GAUSSIAN_KINDS,
     NotGaussianPreservingError,
@@ -32,7 +38,6 @@ from tokendynamics.gaussian import (
     numerical_rank,
     one_dimensional_solution,
     projected_euler,
-    rank_one_stationary_angles,
     rank_one_velocity,
     solve_gaussian,
     solve_rank_one,
@@ -43,8 +48,6 @@ A_MILD = np.array([[-0.5, 0.4], [-0.2, -0.3]])
 V_MILD = np.array([[1.0, 0.3], [-0.5, 0.8]])
 Q_MILD = np.array([[0.6, -0.3], [0.2, 0.5]])
 K_MILD = np.array([[-0.7, 0.1], [0.3, -0.4]])
-M0 = np.array([0.3, -0.2])
-S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
 
 
 def layers_2d(rng=None):
@@ -74,14 +77,38 @@ def weighted_moments(X, w):
     return m, np.einsum("j,...ja,...jb->...ab", w, Y, Y)
 
 
-# ---------------------------------------------------------------------------------------------
-# the affine field and the convention
-# ---------------------------------------------------------------------------------------------
+def _official_sinkhorn_rhs(S, A1, V):
+    """The official code's Sinkhorn right-hand side (sqrtm / pinv form), paper-1 matrix A1."""
+    d = S.shape[0]
+    root = scipy.linalg.sqrtm(S).real
+    prod = root @ A1.T
+    C_S = 0.5 * (root @ scipy.linalg.sqrtm(4 * prod @ S @ prod.T + np.eye(d)).real @ np.linalg.pinv(root) - np.eye(d))
+    R = V @ np.linalg.pinv(A1.T) @ np.linalg.pinv(S) @ C_S @ S
+    return R + R.T
 
 
+def _embed(layer, d, rng):
+    kw = dict(beta=layer.beta)
+    if layer.kind == "sinkhorn":
+        kw["eps"] = layer.eps
+    V = 0.5 * rng.standard_normal((layer.n_heads, d, d))
+    if layer.kind == "l2":
+        return Attention(
+            "l2",
+            Q=0.5 * rng.standard_normal((layer.n_heads, d, d)),
+            K=0.5 * rng.standard_normal((layer.n_heads, d, d)),
+            V=V,
+            **kw,
+        )
+    return Attention(layer.kind, A=0.5 * rng.standard_normal((layer.n_heads, d, d)), V=V, **kw)
+
+
+@pytest.mark.claim("gaussians-stay-gaussian")
 @pytest.mark.parametrize("name", list(layers_2d()))
-def test_field_on_gauss_hermite_quadrature_of_the_gaussian_is_affine_b_plus_Mx_to_1e10(name):
-    """The mean-field field of N(alpha, Sigma) (quadrature weights in the particle core) is b + M x."""
+def test_gaussian_velocity_is_the_field_on_a_gauss_hermite_quadrature_of_the_gaussian(name):
+    """Paper 1 (Castin et al., arXiv 2501.18322): Gaussians stay Gaussian because the field on N(alpha, Sigma) is
+    affine, b + M x; here it is evaluated by the particle core on Gauss-Hermite quadrature weights.
+    """
     layer = layers_2d()[name]
     X, w = gauss_hermite(M0, S0, 30)
     from tokendynamics import velocity
@@ -92,7 +119,11 @@ def test_field_on_gauss_hermite_quadrature_of_the_gaussian_is_affine_b_plus_Mx_t
     assert np.max(np.abs(U - (b + X @ M.T))[near]) < 1e-10
 
 
-def test_convention_score_x_A_y_the_transposed_matrix_gives_a_visibly_different_ode():
+@pytest.mark.claim("score-convention")
+def test_solve_gaussian_follows_the_score_x_A_y_and_not_its_transpose():
+    """The book's convention: Paper 1 (Castin et al., arXiv 2501.18322)'s softmax covariance equation V S A1 S + S
+    A1^T S V^T reads V S A^T S + S A S V^T with A1 = A^T; the transposed matrix gives a visibly different ODE.
+    """
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     layer_T = Attention("softmax", A=A_MILD.T, V=V_MILD)
     X, w = gauss_hermite(M0, S0, 20)
@@ -107,8 +138,12 @@ def test_convention_score_x_A_y_the_transposed_matrix_gives_a_visibly_different_
     assert np.allclose(dS, V_MILD @ S0 @ A_MILD.T @ S0 + S0 @ A_MILD @ S0 @ V_MILD.T, atol=1e-15)
 
 
+@pytest.mark.claim("unnormalised-and-sigmoid-do-not-preserve-gaussians")
 @pytest.mark.parametrize("kind", ["unnormalized_softmax", "sigmoid"])
-def test_variants_that_do_not_preserve_gaussians_raise_a_clear_error(kind):
+def test_gaussian_velocity_refuses_variants_that_do_not_preserve_gaussians(kind):
+    """Paper 1 (Castin et al., arXiv 2501.18322): unnormalised softmax and sigmoid attention (and causal layers) do
+    not preserve Gaussians; the Gaussian solver says so instead of returning a wrong ODE.
+    """
     layer = Attention(kind, A=A_MILD, V=V_MILD)
     with pytest.raises(NotGaussianPreservingError, match="not affine"):
         gaussian_velocity(M0, S0, layer)
@@ -117,6 +152,27 @@ def test_variants_that_do_not_preserve_gaussians_raise_a_clear_error(kind):
     with pytest.raises(NotGaussianPreservingError, match="causal"):
         gaussian_velocity(M0, S0, Attention("softmax", A=A_MILD, V=V_MILD, causal=True))
     assert set(GAUSSIAN_KINDS) == {"softmax", "linear", "l2", "sinkhorn"}
+
+
+@pytest.mark.claim("unnormalised-and-sigmoid-do-not-preserve-gaussians")
+def test_gaussian_velocity_of_unnormalised_and_sigmoid_attention_is_not_affine():
+    """Paper 1 (Castin et al., arXiv 2501.18322): unnormalised softmax and sigmoid attention do not preserve
+    Gaussians, because their field on N(alpha, Sigma) is not affine: the best affine fit of the mean-field field
+    (particle core on Gauss-Hermite quadrature weights) misses it by far more than for softmax, whose field is
+    affine to round-off.
+    """
+    X, w = gauss_hermite(M0, S0, 20)
+    near = np.linalg.norm(X - M0, axis=1) < 1.5  # where the quadrature resolves the tilted integrals
+    design = np.c_[np.ones(near.sum()), X[near]]
+
+    def affine_misfit(kind):
+        U = velocity(X, Attention(kind, A=A_MILD, V=V_MILD), w)[near]
+        coef, *_ = np.linalg.lstsq(design, U, rcond=None)
+        return np.abs(design @ coef - U).max()
+
+    assert affine_misfit("softmax") < 1e-12
+    for kind in ("unnormalized_softmax", "sigmoid"):
+        assert affine_misfit(kind) > 1e-3, kind
 
 
 @pytest.mark.parametrize(
@@ -128,13 +184,13 @@ def test_variants_that_do_not_preserve_gaussians_raise_a_clear_error(kind):
         (np.eye(3), "3 x 3|2 x 2"),
     ],
 )
-def test_bad_covariances_raise_clear_errors(cov, message):
+def test_solve_gaussian_rejects_bad_covariances(cov, message):
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     with pytest.raises(ValueError, match=message):
         solve_gaussian(M0, cov, layer, 1.0)
 
 
-def test_bad_arguments_raise_clear_errors():
+def test_gaussian_solvers_reject_bad_arguments():
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     with pytest.raises(ValueError, match="mean has dimension"):
         gaussian_velocity([0.0, 0.0, 0.0], S0, layer)
@@ -148,14 +204,12 @@ def test_bad_arguments_raise_clear_errors():
         projected_euler(S0, layer, step=0.1, save="some")
 
 
-# ---------------------------------------------------------------------------------------------
-# C1-C3, C26: particles against the ODE
-# ---------------------------------------------------------------------------------------------
-
-
+@pytest.mark.claim("gaussians-stay-gaussian")
 @pytest.mark.parametrize("name", ["softmax", "multihead", "l2", "sinkhorn", "linear"])
-def test_C1_C2_C3_mean_field_pde_from_the_gaussian_itself_follows_the_ode_to_1e8(name):
-    """Quadrature-weighted particles are the Transformer PDE started from N(alpha_0, Sigma_0)."""
+def test_solve_gaussian_is_the_mean_field_pde_from_the_gaussian_itself(name):
+    """Paper 1 (Castin et al., arXiv 2501.18322): the Transformer PDE started from N(alpha_0, Sigma_0)
+    (quadrature-weighted particles) follows the mean and covariance ODEs to the time-stepping error.
+    """
     layer = {
         "softmax": Attention("softmax", A=A_MILD, V=V_MILD),
         "multihead": Attention("softmax", A=np.stack([A_MILD, A_MILD.T]), V=np.stack([V_MILD, np.eye(2)])),
@@ -171,8 +225,13 @@ def test_C1_C2_C3_mean_field_pde_from_the_gaussian_itself_follows_the_ode_to_1e8
     assert np.abs(ode.cov - C).max() < 1e-8
 
 
+@pytest.mark.claim("sinkhorn-mean-moves-by-v", "gaussian-ode-matches-sampled-particles")
 @pytest.mark.parametrize("kind, n, tol", [("softmax", 1000, 5e-3), ("l2", 1000, 5e-3), ("sinkhorn", 300, 2e-3)])
-def test_C1_C2_C3_particles_from_a_sample_match_the_ode_from_its_moments_within_sampling_error(kind, n, tol):
+def test_compare_with_particles_sample_follows_the_ode_from_its_moments_within_sampling_error(kind, n, tol):
+    """Paper 1 (Castin et al., arXiv 2501.18322): n sampled tokens follow the ODEs started from their own moments,
+    within a small error (the sample is not exactly Gaussian); under Sinkhorn attention their mean moves by V
+    x_bar exactly.
+    """
     layer = Attention("l2", Q=Q_MILD, K=K_MILD, V=V_MILD) if kind == "l2" else Attention(kind, A=A_MILD, V=V_MILD)
     comp = compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.05, seed=1)
     assert comp.w2.max() < tol
@@ -187,7 +246,11 @@ def test_C1_C2_C3_particles_from_a_sample_match_the_ode_from_its_moments_within_
         assert np.abs(comp.particle_mean - exact).max() < 1e-6  # RK4 error O(h^4)
 
 
-def test_C1_starting_the_ode_from_the_exact_moments_leaves_a_sampling_error_that_shrinks_with_n():
+@pytest.mark.claim("gaussian-ode-sampling-error")
+def test_compare_with_particles_exact_moments_leave_a_sampling_error_that_shrinks_with_n():
+    """Paper 1 (Castin et al., arXiv 2501.18322): started from the exact moments, the ODEs differ from n sampled
+    tokens by the sampling error of the initial moments, about n^{-1/2}.
+    """
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     comps = {
         n: [compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.1, seed=s) for s in range(4)] for n in (100, 1600)
@@ -197,7 +260,24 @@ def test_C1_starting_the_ode_from_the_exact_moments_leaves_a_sampling_error_that
     assert np.mean([c.w2[-1] for c in comps[1600]]) < 0.2 * exact[1600]
 
 
-def test_C26_one_dimensional_exact_solution_matches_ode_pde_and_particles():
+@pytest.mark.claim("linear-attention-moments-are-exact")
+def test_compare_with_particles_linear_attention_moments_follow_the_ode_at_any_n():
+    """Paper 1 (Castin et al., arXiv 2501.18322), linear attention: the field depends on the tokens only through
+    their first two moments, so the moments of n particles follow the Gaussian ODEs exactly whatever n, up to
+    the time-stepping error.
+    """
+    layer = Attention("linear", A=A_MILD, V=V_MILD)
+    for n in (50, 1000):
+        comp = compare_with_particles(layer, M0, S0, n=n, T=0.5, dt=0.05, seed=1)
+        assert comp.mean_error.max() < 1e-9 and comp.cov_error.max() < 1e-9, n
+        assert comp.w2.max() < 1e-6, n
+
+
+@pytest.mark.claim("gaussian-1d-exact-solution")
+def test_one_dimensional_solution_matches_the_ode_the_pde_and_particles():
+    """Paper 1 (Castin et al., arXiv 2501.18322): the closed-form solution in d = 1 is the ODE's, the mean-field
+    PDE's and, up to the sampling error, the particles'; it reports its blow-up time.
+    """
     for a, v in [(-1.0, 1.0), (0.4, 0.8), (0.7, -0.5)]:
         layer = Attention("softmax", A=[[a]], V=[[v]])
         t = np.linspace(0, 0.8, 9)
@@ -219,32 +299,11 @@ def test_C26_one_dimensional_exact_solution_matches_ode_pde_and_particles():
     assert info.value.time == pytest.approx(0.5) and info.value.last_good_time == pytest.approx(0.2)
 
 
-# ---------------------------------------------------------------------------------------------
-# C4, C5: Sinkhorn
-# ---------------------------------------------------------------------------------------------
-
-
-def test_C4_sinkhorn_matrix_is_doubly_stochastic_and_one_row_normalisation_is_softmax():
-    rng = np.random.default_rng(5)
-    X = rng.standard_normal((60, 2))
-    A = rng.standard_normal((2, 2))
-    P = attention_matrix(X, Attention("sinkhorn", A=A, V=np.eye(2), eps=0.7))
-    assert np.abs(P.sum(1) - 1).max() < 1e-10 and np.abs(P.sum(0) - 1).max() < 1e-10
-    P1 = attention_matrix(X, Attention("sinkhorn", A=A, V=np.eye(2), eps=0.7, sinkhorn_iters=1))
-    assert np.abs(P1 - attention_matrix(X, Attention("softmax", A=A / 0.7, V=np.eye(2)))).max() < 1e-12
-
-
-def _official_sinkhorn_rhs(S, A1, V):
-    """The official code's Sinkhorn right-hand side (sqrtm / pinv form), paper-1 matrix A1."""
-    d = S.shape[0]
-    root = scipy.linalg.sqrtm(S).real
-    prod = root @ A1.T
-    C_S = 0.5 * (root @ scipy.linalg.sqrtm(4 * prod @ S @ prod.T + np.eye(d)).real @ np.linalg.pinv(root) - np.eye(d))
-    R = V @ np.linalg.pinv(A1.T) @ np.linalg.pinv(S) @ C_S @ S
-    return R + R.T
-
-
-def test_C5_boxed_sinkhorn_ode_equals_the_official_formula_for_invertible_A():
+@pytest.mark.claim("sinkhorn-ode-equals-the-official-formula")
+def test_gaussian_rhs_sinkhorn_equals_the_official_formula_for_invertible_A():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the authors' code: its Sinkhorn covariance right-hand side (sqrtm
+    / pinv form, for invertible A) equals the book's formula from the entropic plan of the Gaussian onto itself.
+    """
     rng = np.random.default_rng(11)
     for d in (2, 3, 4):
         for _ in range(5):
@@ -257,7 +316,11 @@ def test_C5_boxed_sinkhorn_ode_equals_the_official_formula_for_invertible_A():
             assert np.abs(dS - ref).max() < 1e-10 * max(1.0, np.abs(ref).max())
 
 
-def test_sinkhorn_tends_to_softmax_for_small_scores():
+@pytest.mark.claim("sinkhorn-energy-limits")
+def test_gaussian_rhs_sinkhorn_tends_to_softmax_for_small_scores():
+    """Paper 1 (Castin et al., arXiv 2501.18322): for small scores (large eps) Sinkhorn attention is softmax
+    attention with A / eps to first order.
+    """
     rng = np.random.default_rng(4)
     A, V = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
     for eps in (10.0, 100.0):
@@ -266,12 +329,11 @@ def test_sinkhorn_tends_to_softmax_for_small_scores():
         assert np.abs(dsk - dsm).max() < 2.0 / eps**2
 
 
-# ---------------------------------------------------------------------------------------------
-# C6-C11: structure and closed forms
-# ---------------------------------------------------------------------------------------------
-
-
-def test_C6_isotropic_value_precision_is_linear_in_time_to_1e10():
+@pytest.mark.claim("isotropic-value-precision-is-linear", "covariance-converges-despite-non-convexity")
+def test_isotropic_covariance_precision_is_linear_in_time():
+    """Paper 1 (Castin et al., arXiv 2501.18322): with V = v I the precision is linear in time, Sigma_t^{-1} =
+    Sigma_0^{-1} - v t (A + A^T).
+    """
     rng = np.random.default_rng(2)
     for d, v in [(2, 1.0), (3, 0.7), (4, -0.4)]:
         A = 0.4 * rng.standard_normal((d, d))
@@ -287,7 +349,11 @@ def test_C6_isotropic_value_precision_is_linear_in_time_to_1e10():
         assert np.abs(prec - (np.linalg.inv(cov0) - v * T * (A + A.T))).max() < 1e-8
 
 
-def test_C7_blowup_time_matches_the_event_time_and_exists_iff_v_sym_part_has_a_positive_eigenvalue():
+@pytest.mark.claim("blowup-time-closed-form")
+def test_blowup_time_matches_the_event_time_and_exists_iff_v_sym_part_has_a_positive_eigenvalue():
+    """Paper 1 (Castin et al., arXiv 2501.18322): with V = v I and Sigma_0 > 0 the covariance blows up iff v (A +
+    A^T) has a positive eigenvalue, at T* = 1 / lambda_max(v Sigma_0^{1/2} (A + A^T) Sigma_0^{1/2}).
+    """
     rng = np.random.default_rng(8)
     checked = 0
     for _ in range(12):
@@ -312,7 +378,11 @@ def test_C7_blowup_time_matches_the_event_time_and_exists_iff_v_sym_part_has_a_p
     assert solve_gaussian(M0, S0, negdef, 50.0).status == "completed"
 
 
-def test_blowup_is_reported_with_its_time_or_raised():
+@pytest.mark.claim("blowup-time-closed-form")
+def test_solve_gaussian_reports_the_blowup_with_its_time_or_raises():
+    """Paper 1 (Castin et al., arXiv 2501.18322): a finite-time blow-up is reported with its time (accurate and
+    faithful modes), or raised.
+    """
     layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
     Tstar = blowup_time(S0, layer)
     with pytest.raises(BlowUpError, match="blow-up detected at t = ") as info:
@@ -325,8 +395,41 @@ def test_blowup_is_reported_with_its_time_or_raised():
     assert np.all(np.isfinite(faithful.cov))
 
 
+@pytest.mark.claim("blowup-profile-is-rank-one")
+def test_isotropic_covariance_becomes_rank_one_at_the_blowup(rng):
+    """Paper 1 (Castin et al., arXiv 2501.18322): at a finite-time blow-up with V = v I the normalised covariance
+    tends to the rank-one matrix along Sigma_0^(1/2) e, e the top eigenvector of Sigma_0^(1/2) (A + A^T)
+    Sigma_0^(1/2): it depends on Sigma_0, and lambda_min / lambda_max vanishes like 1 - t / T*.
+    """
+    rng = np.random.default_rng(31)
+    d = 3
+    layer = Attention("softmax", A=rng.standard_normal((d, d)) / d + 0.3 * np.eye(d), V=0.8 * np.eye(d))
+    limits = []
+    for _ in range(2):
+        L = rng.standard_normal((d, d))
+        cov0 = L @ L.T / d + 0.1 * np.eye(d)
+        Tstar = blowup_time(cov0, layer)
+        root = scipy.linalg.sqrtm(cov0).real
+        e = np.linalg.eigh(root @ (layer.A[0] + layer.A[0].T) @ root)[1][:, -1]
+        u = root @ e / np.linalg.norm(root @ e)
+        for eps in (1e-2, 1e-4, 1e-6):
+            S = isotropic_covariance(cov0, layer, [(1 - eps) * Tstar])[0]
+            lam = np.linalg.eigvalsh(S)
+            assert lam[0] / lam[-1] < 10 * eps and lam[-2] / lam[-1] < 10 * eps, eps
+            assert np.abs(S / np.trace(S) - np.outer(u, u)).max() < 10 * eps, eps
+        near = solve_gaussian(np.zeros(d), cov0, layer, 0.99 * Tstar, t_eval=[0.99 * Tstar], rtol=1e-12, atol=1e-14)
+        exact = isotropic_covariance(cov0, layer, [0.99 * Tstar])[0]
+        assert np.abs(near.final_cov - exact).max() < 1e-6 * np.abs(exact).max()
+        limits.append(np.outer(u, u))
+    assert np.abs(limits[0] - limits[1]).max() > 1e-2  # the limit depends on Sigma_0
+
+
+@pytest.mark.claim("rank-is-preserved-in-finite-time")
 @pytest.mark.parametrize("name", list(layers_2d()))
-def test_C8_rank_of_a_degenerate_covariance_is_preserved_in_finite_time(name):
+def test_solve_gaussian_preserves_the_rank_of_a_degenerate_covariance(name):
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sigma_t = Phi_t Sigma_0 Phi_t^T, so the rank of the covariance
+    never changes in finite time (every Gaussian-preserving variant, also along a blow-up).
+    """
     layer0 = layers_2d()[name]
     # embed the 2-D layer in d = 3 and start from a rank-one or rank-two covariance
     rng = np.random.default_rng(1)
@@ -341,23 +444,12 @@ def test_C8_rank_of_a_degenerate_covariance_is_preserved_in_finite_time(name):
         assert np.all(lam[:, r - 1] > 1e4 * np.abs(lam[:, r]))
 
 
-def _embed(layer, d, rng):
-    kw = dict(beta=layer.beta)
-    if layer.kind == "sinkhorn":
-        kw["eps"] = layer.eps
-    V = 0.5 * rng.standard_normal((layer.n_heads, d, d))
-    if layer.kind == "l2":
-        return Attention(
-            "l2",
-            Q=0.5 * rng.standard_normal((layer.n_heads, d, d)),
-            K=0.5 * rng.standard_normal((layer.n_heads, d, d)),
-            V=V,
-            **kw,
-        )
-    return Attention(layer.kind, A=0.5 * rng.standard_normal((layer.n_heads, d, d)), V=V, **kw)
-
-
-def test_C9_clustering_limit_is_the_conditional_covariance_reached_at_rate_one_over_t():
+@pytest.mark.claim("clustering-limit-is-the-conditional-covariance")
+def test_clustering_limit_is_the_conditional_covariance_reached_at_rate_one_over_t():
+    """Paper 1 (Castin et al., arXiv 2501.18322): with V = I and A + A^T <= 0 the covariance converges like 1/t to
+    the conditional covariance of x given R x (rows of R spanning the range of A + A^T), of rank dim ker(A +
+    A^T); softmax and l2.
+    """
     rng = np.random.default_rng(6)
     for d, r in [(2, 1), (3, 1), (4, 2)]:
         R = rng.standard_normal((r, d))
@@ -378,7 +470,14 @@ def test_C9_clustering_limit_is_the_conditional_covariance_reached_at_rate_one_o
             assert np.all(c[1:] < 1.5 * c[0]) and err[-1] < 1e-2
 
 
-def test_C10_trace_of_inverse_V_times_sigma_is_non_increasing_and_limit_rank_is_bounded():
+@pytest.mark.claim("clustering-rank-bound")
+def test_solve_gaussian_trace_of_inverse_V_times_sigma_is_non_increasing_and_limit_rank_is_bounded():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the clustering statement as the book reads it: with V > 0
+    symmetric and A + A^T <= 0, tr(V^{-1} Sigma_t) does not increase and the limit has rank at most d - rank(A +
+    A^T).
+
+    The stopping rule is on increments relative to the size of Sigma, not on the raw right-hand side.
+    """
     rng = np.random.default_rng(10)
     for d in (3, 4, 5):
         for _ in range(2):
@@ -390,14 +489,42 @@ def test_C10_trace_of_inverse_V_times_sigma_is_non_increasing_and_limit_rank_is_
             y = np.einsum("ij,tji->t", Vinv, ode.cov)
             assert np.all(np.diff(y) <= 1e-9 * y[0])
             lam = ode.eigenvalues()[-1]
-            # the stopping rule is on increments relative to the size of Sigma (spec C10)
+            # the stopping rule is on increments relative to the size of Sigma, not on the raw right-hand side
             _, dS = gaussian_rhs(np.zeros(d), ode.final_cov, layer)
             assert np.linalg.norm(dS) * ode.t[-1] < 0.05 * lam[0]
             rank_bound = d - np.linalg.matrix_rank(layer.A[0] + layer.A[0].T)
             assert np.sum(lam > 1e-2 * lam[0]) <= rank_bound
 
 
-def test_C11_rank_one_manifold_z_dot_equals_zAz_Vz_matches_the_matrix_ode_to_1e12():
+@pytest.mark.claim("clustering-condition-reading")
+def test_solve_gaussian_clustering_condition_holds_in_the_books_reading_not_the_transposed_one():
+    """Paper 1 (Castin et al., arXiv 2501.18322): the summary's condition for clustering, V A + A^T V < 0 with V >
+    0 symmetric, depends on which A it means. Read with the book's A (score <x, A y>) no random draw blows up by
+    T = 200; read with A^T (paper 1's A1) it fails: a draw with V A^T + A V < 0 blows up at t = 9.66.
+    """
+    A = np.array([[-1.183, 0.36], [-0.964, 0.064]])
+    V = np.array([[2.294, 1.351], [1.351, 2.623]])
+    assert np.linalg.eigvalsh(V @ A.T + A @ V)[-1] < 0 < np.linalg.eigvalsh(V @ A + A.T @ V)[-1]
+    ode = solve_gaussian(np.zeros(2), np.eye(2), Attention("softmax", A=A, V=V), 200.0)
+    assert ode.status == "blowup" and abs(ode.blowup_time - 9.658) < 1e-2
+    rng = np.random.default_rng(0)
+    draws = 0
+    while draws < 8:
+        B = rng.standard_normal((2, 2))
+        V = B @ B.T + 0.1 * np.eye(2)
+        A = rng.standard_normal((2, 2))
+        if np.linalg.eigvalsh(V @ A + A.T @ V)[-1] >= 0:
+            continue
+        draws += 1
+        ode = solve_gaussian(np.zeros(2), np.eye(2), Attention("softmax", A=A, V=V), 200.0)
+        assert ode.status == "completed", (A, V)
+
+
+@pytest.mark.claim("rank-one-manifold")
+def test_solve_rank_one_matches_the_matrix_ode():
+    """Paper 1 (Castin et al., arXiv 2501.18322): rank one is invariant, Sigma_0 = z0 z0^T gives Sigma_t = z_t
+    z_t^T with z' = (z^T A z) V z.
+    """
     rng = np.random.default_rng(12)
     for d in (2, 3):
         A = 0.5 * rng.standard_normal((d, d))
@@ -414,7 +541,7 @@ def test_C11_rank_one_manifold_z_dot_equals_zAz_Vz_matches_the_matrix_ode_to_1e1
         assert np.abs(dS - (np.outer(zd, z0) + np.outer(z0, zd))).max() < 1e-13
 
 
-def test_isotropic_mean_closed_form_for_symmetric_A():
+def test_isotropic_mean_is_the_closed_form_for_symmetric_A():
     rng = np.random.default_rng(13)
     d = 3
     B = rng.standard_normal((d, d))
@@ -435,7 +562,7 @@ def test_isotropic_mean_closed_form_for_symmetric_A():
     assert info.value.time == pytest.approx(Tstar) and info.value.last_good_time == pytest.approx(0.5 * Tstar)
 
 
-def test_linear_attention_on_centred_gaussians_has_the_softmax_covariance_equation():
+def test_gaussian_rhs_linear_on_centred_gaussians_is_the_softmax_covariance_equation():
     for layer in layers_2d().values():
         if layer.kind == "softmax" and layer.n_heads == 1:
             lin = Attention("linear", A=layer.A, V=layer.V, beta=layer.beta)
@@ -444,45 +571,11 @@ def test_linear_attention_on_centred_gaussians_has_the_softmax_covariance_equati
             )
 
 
-# ---------------------------------------------------------------------------------------------
-# C12-C15: the cone figures' statements, on the official parameters
-# ---------------------------------------------------------------------------------------------
-
-
-def test_C12_F3_limits_are_rank_one_on_the_two_lines_where_u_A_u_vanishes():
-    setup = figure_setup("F3")
-    layer = setup.layers["softmax"]
-    angles = np.degrees(rank_one_stationary_angles(layer))
-    assert np.allclose(np.sort(angles), [-58.1, -7.6], atol=0.05)
-    runs = run_figure(setup, ["softmax"], save="final")["softmax"]
-    ok = runs.status == "converged"
-    assert ok.sum() == 263
-    ratio = (lambda lam: lam[:, 1] / lam[:, 0])(covariance_eigenvalues(runs.cov_last[ok]))
-    assert ratio.max() < 1e-4 and np.median(ratio) < 1e-6  # rank one, up to the stopping rule
-    top = np.linalg.eigh(runs.cov_last[ok])[1][:, :, 1]
-    ang = np.degrees(np.arctan(top[:, 1] / top[:, 0]))
-    dist = np.min(np.abs(ang[:, None] - angles[None, :]), axis=1)
-    assert np.all(dist < 0.01)
-    assert min(int(np.sum(np.abs(ang - a) < 0.01)) for a in angles) > 100  # both lines are reached
-
-
-def test_C13_F2c_multihead_conserves_sigma22_and_stops_on_the_plane():
-    setup = figure_setup("F2")
-    runs = run_figure(setup, ["multihead"], save="all")["multihead"]
-    q = setup.matrices["q"]
-    assert np.all(runs.status == "converged")
-    for k in range(len(runs)):
-        S = runs.saved_cov[k]
-        assert np.abs(S[:, 1, 1] - S[0, 1, 1]).max() < 1e-12
-    last = runs.cov_last
-    # stationary points: the first row of Sigma q vanishes, q1 S11 + q2 S12 = 0 (to the stopping tolerance)
-    assert np.abs(q[0] * last[:, 0, 0] + q[1] * last[:, 0, 1]).max() < 1e-3
-    ode = solve_gaussian(np.zeros(2), setup.inits[3], setup.layers["multihead"], 200.0)
-    assert abs(q[0] * ode.final_cov[0, 0] + q[1] * ode.final_cov[0, 1]) < 1e-8
-    assert abs(ode.final_cov[1, 1] - setup.inits[3][1, 1]) < 1e-12
-
-
-def test_C14_l2_with_invertible_keys_never_blows_up_and_obeys_the_exponential_bound():
+@pytest.mark.claim("l2-never-blows-up")
+def test_growth_rate_bounds_l2_with_invertible_keys_which_never_blows_up():
+    """Paper 1 (Castin et al., arXiv 2501.18322): l2 attention with K^T K > 0 never blows up, |Sigma_t| <=
+    |Sigma_0| e^{2ct} with c = |V| |K^T Q| / lambda_min(K^T K) (parameters of the official blow-up figure).
+    """
     setup = figure_setup("F4")
     layer = setup.layers["l2"]
     c = growth_rate(layer)
@@ -495,7 +588,11 @@ def test_C14_l2_with_invertible_keys_never_blows_up_and_obeys_the_exponential_bo
     assert growth_rate(official_layer("l2", [[1.0, 0.0]], [[1.0, 0.0]], np.eye(2))) == math.inf
 
 
-def test_C15_sinkhorn_obeys_the_exponential_bound_and_its_mean_decouples():
+@pytest.mark.claim("sinkhorn-never-blows-up", "sinkhorn-gaussian-mean-decouples")
+def test_growth_rate_bounds_sinkhorn_and_decoupled_mean_is_its_mean():
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention never blows up, |Sigma_t| <= |Sigma_0|
+    e^{2t|V|}; its Gaussian mean is e^{tV} alpha_0 and the covariance does not depend on the mean.
+    """
     setup = figure_setup("F4")
     layer = setup.layers["sinkhorn"]
     c = growth_rate(layer)
@@ -514,13 +611,8 @@ def test_C15_sinkhorn_obeys_the_exponential_bound_and_its_mean_decouples():
     assert np.array_equal(gaussian_rhs(np.zeros(2), S0, layer)[1], gaussian_rhs(np.array([3.0, -2.0]), S0, layer)[1])
 
 
-# ---------------------------------------------------------------------------------------------
-# solvers: PSD, no mutation, agreement of the faithful scheme's two implementations
-# ---------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("name", list(layers_2d()))
-def test_accurate_mode_keeps_the_covariance_symmetric_psd_and_never_mutates_the_input(name):
+def test_solve_gaussian_accurate_mode_keeps_the_covariance_symmetric_psd_and_never_mutates_the_input(name):
     layer = layers_2d()[name]
     cov0 = np.array([[0.5, 0.49], [0.49, 0.5]])  # nearly singular
     keep = cov0.copy()
@@ -538,7 +630,7 @@ def test_accurate_mode_keeps_the_covariance_symmetric_psd_and_never_mutates_the_
         assert faithful.status == "blowup" and abs(faithful.exit_time - ode.exit_time) < 0.1
 
 
-def test_faithful_euler_converges_to_the_accurate_solution_at_order_one():
+def test_solve_gaussian_faithful_euler_converges_to_the_accurate_solution_at_order_one():
     layer = Attention("softmax", A=A_MILD, V=V_MILD)
     ref = solve_gaussian(M0, S0, layer, 1.0, t_eval=[1.0]).final_cov
     errs = [
@@ -549,7 +641,12 @@ def test_faithful_euler_converges_to_the_accurate_solution_at_order_one():
     assert 0.9 < order < 1.1
 
 
-def test_time_dependent_layer_in_accurate_mode():
+@pytest.mark.claim("isotropic-value-precision-is-linear")
+def test_solve_gaussian_time_dependent_layer_in_accurate_mode():
+    """Paper 1 (Castin et al., arXiv 2501.18322): the parameters may depend on depth; with V = I the precision formula
+    Sigma_t^{-1} = Sigma_0^{-1} - int_0^t (A_s + A_s^T) ds holds for a time-dependent A.
+    """
+
     def layer(t):
         return Attention("softmax", A=(1 + t) * A_MILD, V=V_MILD)
 
@@ -563,7 +660,7 @@ def test_time_dependent_layer_in_accurate_mode():
 
 
 @pytest.mark.parametrize("name", ["F1", "F4", "F5"])
-def test_compiled_and_numpy_projected_euler_agree(name):
+def test_projected_euler_compiled_and_numpy_agree(name):
     from tokendynamics import _gaussian_kernels
 
     if not _gaussian_kernels.HAVE_NUMBA:
@@ -609,11 +706,6 @@ def test_projected_euler_stops_at_t_max_the_same_way_in_both_implementations():
     assert np.abs(runs[0].cov_last[3] - ref).max() < 0.01
 
 
-# ---------------------------------------------------------------------------------------------
-# diagnostics
-# ---------------------------------------------------------------------------------------------
-
-
 def test_cone_coordinates_round_trip_and_rank_one_matrices_lie_on_the_cone_surface():
     rng = np.random.default_rng(0)
     L = rng.standard_normal((50, 2, 2))
@@ -628,7 +720,11 @@ def test_cone_coordinates_round_trip_and_rank_one_matrices_lie_on_the_cone_surfa
     assert np.allclose(disc_point(np.eye(2)), 0.0)
 
 
+@pytest.mark.claim("official-figure-parameters")
 def test_cone_grid_has_the_official_counts_and_trace_one():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the authors' code: the trace-one initial grids of the cone
+    figures have 100, 276, 648 and 1184 points.
+    """
     for args, count in [
         ((10, 10), 100),
         ((20, 20, (-1, 1, -1, 1)), 276),
@@ -666,3 +762,16 @@ def test_empirical_moments_are_the_moments_of_the_weighted_measure():
     np.testing.assert_allclose(Cr, Cw, atol=1e-14)
     with pytest.raises(ValueError, match="sum to 1"):
         empirical_moments(X[0], np.ones(40))
+
+
+@pytest.mark.claim("official-figure-parameters")
+def test_cone_grid_order_is_the_official_u_outer_w_inner():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the authors' code: the initial grid keeps meshgrid(U, C, V).T
+    order, u outer loop, w inner.
+    """
+    g = cone_grid(10, 10)
+    # the official init_grid keeps (u, w) in meshgrid(U, C, V).T order: u outer loop, w inner loop
+    u = g[:, 0, 0] - g[:, 1, 1]
+    w = 2 * g[:, 0, 1]
+    assert np.all(np.diff(u) >= -1e-15)
+    assert np.all(np.diff(w[u == u[0]]) > 0)

@@ -1,4 +1,6 @@
-"""Gradient-flow structure (paper 1 spec §5): energies, twisted metric, Sinkhorn energy, second variation (C16–C19)."""
+"""Tests of ``tokendynamics.gradient_flow``: interaction energies, the twisted metric, the Sinkhorn energy
+and the second variation.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import ot
 import pytest
 
 import tokendynamics.attention as attention_module
+from tests.helpers import I2, M0, S0
 from tokendynamics import Attention, NonFiniteError, sample_gaussian, simulate, velocity
 from tokendynamics.gaussian import gauss_hermite, gaussian_rhs, gaussian_velocity, solve_gaussian
 from tokendynamics.gradient_flow import (
@@ -43,10 +46,6 @@ from tokendynamics.gradient_flow import (
 )
 from tokendynamics.transport import psd_sqrt, wasserstein
 
-M0 = np.array([0.3, -0.2])
-S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
-I2 = np.eye(2)
-
 
 def sym(rng, d, scale=1.0):
     B = rng.standard_normal((d, d))
@@ -64,9 +63,9 @@ def cloud(rng, n=40, d=2):
     return X, w / w.sum()
 
 
-# ---------------------------------------------------------------------------------------------
-# interaction energy, first variation, gradient
-# ---------------------------------------------------------------------------------------------
+def _sinkhorn_case(seed, d=3):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(d), spd(rng, d), sym(rng, d), 0.4 + rng.random(), spd(rng, d)
 
 
 @pytest.mark.parametrize("symmetric", [True, False])
@@ -105,8 +104,12 @@ def test_energy_weights_equal_repeated_tokens():
     )
 
 
+@pytest.mark.claim("unnormalised-attention-is-a-w2-gradient-flow")
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_first_variation_matches_finite_differences_of_energy_in_the_weights(symmetric):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: the first variation of E_A is its
+    derivative along a change of mass (Z_mu for symmetric A).
+    """
     rng = np.random.default_rng(3)
     X, w = cloud(rng)
     A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
@@ -119,8 +122,12 @@ def test_first_variation_matches_finite_differences_of_energy_in_the_weights(sym
         np.testing.assert_allclose(first_variation(X, A, w), partition_function(X, A, w), rtol=1e-14)
 
 
+@pytest.mark.claim("unnormalised-attention-is-a-w2-gradient-flow")
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_first_variation_gradient_matches_finite_differences_in_the_positions(symmetric):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: the gradient of the first variation is
+    the derivative of E_A in the positions, per unit mass.
+    """
     rng = np.random.default_rng(4)
     X, w = cloud(rng, n=25)
     A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
@@ -143,8 +150,11 @@ def test_first_variation_gradient_matches_finite_differences_in_the_positions(sy
         np.testing.assert_allclose(fd, gP[:, a], rtol=1e-7)
 
 
+@pytest.mark.claim("unnormalised-attention-is-a-w2-gradient-flow")
 def test_unnormalised_attention_with_V_equal_A_is_the_gradient_of_the_first_variation():
-    """Spec §5.1: Gamma = grad delta E / delta mu (W2 gradient ascent of E_A) when V = A = A^T."""
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: with V = A = A^T, unnormalised
+    attention is the gradient of the first variation of E_A, i.e. the W2 gradient ascent of E_A.
+    """
     rng = np.random.default_rng(5)
     X, w = cloud(rng)
     A = sym(rng, 2, 0.7)
@@ -153,8 +163,12 @@ def test_unnormalised_attention_with_V_equal_A_is_the_gradient_of_the_first_vari
     np.testing.assert_allclose(velocity(X, layer, w), first_variation_gradient(X, beta * A, w), rtol=1e-12)
 
 
+@pytest.mark.claim("score-convention", "softmax-is-a-twisted-gradient")
 def test_softmax_field_is_VAinv_grad_log_Z_in_library_convention_not_transposed():
-    """Convention test: score <x, A y> (library); Gamma = V A^{-1} grad log Z; V A^{-T} is paper 1's A_1 mistaken for A."""
+    """Paper 1 (Castin et al., arXiv 2501.18322): the softmax field is V A^{-1} grad log Z_mu in the book's
+    convention (score <x, A y>); V A^{-T} (paper 1's A1 mistaken for A) fails. Also on Gaussians, against the
+    Gaussian module.
+    """
     rng = np.random.default_rng(6)
     X, w = cloud(rng)
     A = np.array([[0.5, 0.8], [-0.3, 0.4]])  # far from symmetric
@@ -181,12 +195,11 @@ def test_gaussian_partition_function_matches_quadrature():
     np.testing.assert_allclose(g, gl, rtol=1e-9, atol=1e-12)
 
 
-# ---------------------------------------------------------------------------------------------
-# Gaussian closed forms (C18)
-# ---------------------------------------------------------------------------------------------
-
-
-def test_C18_gaussian_energy_closed_form_matches_monte_carlo_and_the_spec_formula():
+@pytest.mark.claim("gaussian-energy-closed-form")
+def test_gaussian_interaction_energy_closed_form_matches_monte_carlo():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: E_{-I}(N(alpha, Sigma)) =
+    1/2 det(I - Sigma^2)^{-1/2} exp(-alpha^T (I + Sigma)^{-1} alpha), against Monte Carlo.
+    """
     rng = np.random.default_rng(8)
     n = 400_000
     x = sample_gaussian(n, M0, S0, rng)
@@ -195,16 +208,20 @@ def test_C18_gaussian_energy_closed_form_matches_monte_carlo_and_the_spec_formul
     mc, err = vals.mean(), vals.std() / math.sqrt(n)
     E = gaussian_interaction_energy(M0, S0, -I2)
     assert abs(E - mc) < 4 * err
-    spec = 0.5 * np.linalg.det(I2 - S0 @ S0) ** -0.5 * math.exp(-M0 @ np.linalg.solve(I2 + S0, M0))
-    assert E == pytest.approx(spec, rel=1e-14)
-    assert E == pytest.approx(0.558, abs=1e-3)  # spec §5.3's value at t = 0
+    formula = 0.5 * np.linalg.det(I2 - S0 @ S0) ** -0.5 * math.exp(-M0 @ np.linalg.solve(I2 + S0, M0))
+    assert E == pytest.approx(formula, rel=1e-14)
+    assert E == pytest.approx(0.558, abs=1e-3)  # the value at t = 0 of chapter 3's energy curve
     # a general non-symmetric A
     A = 0.3 * rng.standard_normal((2, 2))
     vals = 0.5 * np.exp(np.einsum("ij,jk,ik->i", x, A, y))
     assert abs(gaussian_interaction_energy(M0, S0, A) - vals.mean()) < 4 * vals.std() / math.sqrt(n)
 
 
+@pytest.mark.claim("gaussian-energy-closed-form")
 def test_gaussian_energy_equals_energy_of_its_quadrature_and_is_infinite_beyond_the_threshold():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: the Gaussian energy is the energy of
+    its quadrature (also for a singular covariance) and is infinite unless Sigma < I for A = -I.
+    """
     rng = np.random.default_rng(9)
     A = sym(rng, 2, 0.5)
     Xq, wq = gauss_hermite(M0, S0, 30)
@@ -218,23 +235,23 @@ def test_gaussian_energy_equals_energy_of_its_quadrature_and_is_infinite_beyond_
     assert math.isfinite(gaussian_interaction_energy(M0, 0.99 * I2, -I2))
 
 
-# ---------------------------------------------------------------------------------------------
-# energy along the flow and the sign rule (C19, spec §5.3)
-# ---------------------------------------------------------------------------------------------
-
-
-def test_C19_softmax_V_identity_A_minus_identity_energy_decreases_while_covariance_vanishes_and_mean_escapes():
+@pytest.mark.claim("energy-decreases-while-tokens-cluster", "covariance-converges-despite-non-convexity")
+def test_gaussian_energy_curves_energy_decreases_while_covariance_vanishes_and_mean_escapes():
+    """Paper 1 (Castin et al., arXiv 2501.18322): softmax attention with V = I, A = -I decreases E_{-I} (0.558 ->
+    5e-8 over t in [0, 3]) while the covariance vanishes, Sigma_t^{-1} = Sigma_0^{-1} + 2 t I, and the mean
+    escapes (|alpha_3| ~ 4.2).
+    """
     layer = Attention("softmax", A=-I2, V=I2)
     t = np.linspace(0, 3, 61)
     traj = solve_gaussian(M0, S0, layer, (0, 3), t_eval=t)
     E = np.array([gaussian_interaction_energy(m, S, -I2) for m, S in zip(traj.mean, traj.cov)])
     assert np.all(np.diff(E) < 0)
-    assert E[0] == pytest.approx(0.5585, abs=1e-4) and E[-1] < 1e-7  # spec: 0.558 -> 5e-8
+    assert E[0] == pytest.approx(0.5585, abs=1e-4) and E[-1] < 1e-7  # 0.558 -> 5e-8
     norms = np.linalg.norm(traj.mean, axis=1)
-    assert np.all(np.diff(norms[10:]) > 0) and norms[-1] == pytest.approx(4.24, abs=0.02)  # spec: ~4.2
+    assert np.all(np.diff(norms[10:]) > 0) and norms[-1] == pytest.approx(4.24, abs=0.02)  # |alpha_3| ~ 4.2
     tr = np.trace(traj.cov, axis1=1, axis2=2)
     assert np.all(np.diff(tr) < 0)
-    # Sigma_t^{-1} = Sigma_0^{-1} + 2 t I (spec §4.3.2) -> 0 like 1/(2t)
+    # Sigma_t^{-1} = Sigma_0^{-1} + 2 t I (V = I, A = -I) -> 0 like 1/(2t)
     np.testing.assert_allclose(np.linalg.inv(traj.cov[-1]), np.linalg.inv(S0) + 6 * I2, rtol=1e-8)
     # the curves helper gives the same energies
     curves = gaussian_energy_curves(M0, S0, layer, 3.0, 61)
@@ -243,7 +260,11 @@ def test_C19_softmax_V_identity_A_minus_identity_energy_decreases_while_covarian
     np.testing.assert_allclose(curves.twisted, curves.w2, rtol=1e-12)  # M = -I: d_{-M} = W2
 
 
-def test_C19_particle_energy_decreases_along_the_particle_flow():
+@pytest.mark.claim("energy-decreases-while-tokens-cluster")
+def test_energy_curve_decreases_along_the_softmax_particle_flow():
+    """Paper 1 (Castin et al., arXiv 2501.18322): E_{-I} decreases along the softmax particle flow with V = I, A =
+    -I.
+    """
     X0 = sample_gaussian(300, M0, S0, rng=11)
     layer = Attention("softmax", A=-I2, V=I2)
     traj = simulate(X0, layer, 3.0, dt=0.05)
@@ -252,9 +273,12 @@ def test_C19_particle_energy_decreases_along_the_particle_flow():
     assert E[-1] / E[0] < 1e-6
 
 
+@pytest.mark.claim("energy-sign-rule")
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized_softmax"])
 def test_sign_rule_energy_rate_from_the_core_velocity_equals_the_dissipation_formula(kind):
-    """Spec §5.3 on random cases: dE/dt = int <grad Z, M grad Z>/Z^k dmu, sign given by M + M^T."""
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading (sign rule): dE/dt = int <grad Z, M
+    grad Z> / Z^k dmu with M = V A^{-1}, of the sign of M + M^T when it is semi-definite; on random cases.
+    """
     rng = np.random.default_rng(12)
     seen = {1: 0, -1: 0, 0: 0}
     for _ in range(60):
@@ -271,7 +295,11 @@ def test_sign_rule_energy_rate_from_the_core_velocity_equals_the_dissipation_for
     assert seen[1] > 3 and seen[-1] > 3 and seen[0] > 3  # the random draws cover every case
 
 
+@pytest.mark.claim("energy-sign-rule")
 def test_energy_rate_matches_the_energy_change_along_a_short_simulation():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the sign rule: the energy rate from the core velocity is the
+    change of E_A along a short run.
+    """
     rng = np.random.default_rng(13)
     X, w = cloud(rng, n=50)
     A = sym(rng, 2, 0.5)
@@ -283,7 +311,11 @@ def test_energy_rate_matches_the_energy_change_along_a_short_simulation():
     assert fd == pytest.approx(energy_rate(X, layer, w), rel=1e-6)
 
 
+@pytest.mark.claim("twisted-wasserstein-distance")
 def test_energy_sign_and_twisted_matrix_need_a_symmetric_invertible_A():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric: M = V A^{-1} needs a symmetric invertible A;
+    V = M A gives back M.
+    """
     with pytest.raises(ValueError, match="symmetric"):
         twisted_matrix([[1.0, 2.0], [0.0, 1.0]], I2)
     with pytest.raises(ValueError, match="invertible"):
@@ -295,12 +327,11 @@ def test_energy_sign_and_twisted_matrix_need_a_symmetric_invertible_A():
     np.testing.assert_allclose(twisted_matrix(A, Mt @ A), Mt, atol=1e-13)  # V = M A  ->  M
 
 
-# ---------------------------------------------------------------------------------------------
-# the twisted Wasserstein distance
-# ---------------------------------------------------------------------------------------------
-
-
+@pytest.mark.claim("twisted-wasserstein-distance")
 def test_twisted_wasserstein_equals_W2_of_pushforwards_and_the_LP_with_the_twisted_cost():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted Wasserstein metric (our reconstruction): d_M(mu, nu)
+    is W2 of the pushforwards by M^{-1/2}, and the linear program with the cost <M^{-1}(x - y), x - y>.
+    """
     rng = np.random.default_rng(14)
     X = rng.standard_normal((30, 2))
     Y = rng.standard_normal((25, 2)) + 1.0
@@ -319,7 +350,11 @@ def test_twisted_wasserstein_equals_W2_of_pushforwards_and_the_LP_with_the_twist
     assert twisted_wasserstein(X, Y, I2, (a, None)) == pytest.approx(wasserstein(X, Y, 2, (a, None)), rel=1e-12)
 
 
+@pytest.mark.claim("twisted-wasserstein-distance")
 def test_twisted_bures_wasserstein_equals_POT_on_transformed_gaussians_and_the_quadrature_LP_limit():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric on Gaussians: the Bures-Wasserstein distance
+    of the transformed Gaussians.
+    """
     rng = np.random.default_rng(15)
     M = spd(rng, 2)
     m1, m2 = rng.standard_normal(2), rng.standard_normal(2)
@@ -342,8 +377,11 @@ def test_twisted_distances_reject_a_matrix_that_is_not_positive_definite():
         twisted_bures_wasserstein(M0, S0, M0, S0, np.diag([1.0, 0.0]))
 
 
+@pytest.mark.claim("twisted-wasserstein-distance")
 def test_unnormalised_attention_is_the_d_M_steepest_descent_and_not_the_W2_one():
-    """Spec §5.2: with A = -I and V SPD the field is -M grad(dE/dmu), M = V: speed = slope in d_M, not in W2."""
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric (our reconstruction): with A = -I and V > 0
+    the field is -M grad(dE/dmu), M = V: its speed is the slope in d_M, not in W2.
+    """
     rng = np.random.default_rng(16)
     X, w = cloud(rng, n=60)
     V = np.diag([0.1, 1.0])
@@ -360,24 +398,22 @@ def test_unnormalised_attention_is_the_d_M_steepest_descent_and_not_the_W2_one()
     assert cos_W2 < 0.95
 
 
-# ---------------------------------------------------------------------------------------------
-# the Sinkhorn energy (C16, C17)
-# ---------------------------------------------------------------------------------------------
-
-
-def _sinkhorn_case(seed, d=3):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal(d), spd(rng, d), sym(rng, d), 0.4 + rng.random(), spd(rng, d)
-
-
+@pytest.mark.claim("sinkhorn-energy-is-entropic-ot")
 def test_sinkhorn_energy_closed_form_equals_entropic_OT_of_a_gauss_hermite_quadrature():
+    """Paper 1 (Castin et al., arXiv 2501.18322), Sinkhorn attention and entropic optimal transport: the
+    closed-form F_eps(alpha, Sigma) is the entropic OT energy of a Gauss-Hermite quadrature of the Gaussian.
+    """
     A = np.array([[0.6, 0.3], [0.3, -0.8]])
     for eps in (0.5, 1.0, 2.0):
         Xq, wq = gauss_hermite(M0, S0, 10)
         assert sinkhorn_energy_empirical(Xq, A, eps, wq) == pytest.approx(sinkhorn_energy(M0, S0, A, eps), abs=1e-9)
 
 
+@pytest.mark.claim("sinkhorn-energy-limits")
 def test_sinkhorn_energy_limits():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the Sinkhorn energy: as eps -> 0, F_0 = -1/2 a^T A a - 1/2 tr
+    (S^1/2 A S A S^1/2)^1/2; for large eps, F ~ -1/2 a^T A a - tr(S A S A) / (4 eps).
+    """
     m, S, A, _, _ = _sinkhorn_case(17)
     # eps -> 0: F_0 = -1/2 a^T A a - 1/2 tr (S^1/2 A S A S^1/2)^1/2
     R = psd_sqrt(S)
@@ -389,8 +425,12 @@ def test_sinkhorn_energy_limits():
     assert sinkhorn_energy(m, S, A, eps) - approx == pytest.approx(0, abs=1e-9)
 
 
+@pytest.mark.claim("sinkhorn-is-a-bw-gradient-flow")
 @pytest.mark.parametrize("seed", [18, 19, 20])
 def test_sinkhorn_energy_gradient_matches_finite_differences(seed):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the Sinkhorn energy: its closed-form gradient against finite
+    differences.
+    """
     m, S, A, eps, _ = _sinkhorn_case(seed)
     g, G = sinkhorn_energy_gradient(m, S, A, eps)
     fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
@@ -398,8 +438,13 @@ def test_sinkhorn_energy_gradient_matches_finite_differences(seed):
     np.testing.assert_allclose(G, fG, atol=1e-8)
 
 
+@pytest.mark.claim("sinkhorn-is-a-bw-gradient-flow")
 @pytest.mark.parametrize("seed", [21, 22, 23])
-def test_C16_sinkhorn_gaussian_ode_with_V_equal_A_is_the_BW_gradient_flow_of_F_eps(seed):
+def test_bw_gradient_velocity_of_the_sinkhorn_energy_is_the_sinkhorn_gaussian_ode_with_V_equal_A(seed):
+    """Paper 1 (Castin et al., arXiv 2501.18322): on Gaussians, Sinkhorn attention with V = A is the
+    Bures-Wasserstein gradient flow of the closed-form F_eps (gradient by finite differences, not trusted from
+    the closed form).
+    """
     m, S, A, eps, _ = _sinkhorn_case(seed)
     fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
     dm, dS = gaussian_rhs(m, S, Attention("sinkhorn", A=A, V=A, eps=eps))
@@ -408,8 +453,12 @@ def test_C16_sinkhorn_gaussian_ode_with_V_equal_A_is_the_BW_gradient_flow_of_F_e
     assert np.max(np.abs(dS)) > 1e-2  # not a trivial agreement
 
 
+@pytest.mark.claim("sinkhorn-is-a-twisted-bw-gradient-flow")
 @pytest.mark.parametrize("seed", [24, 25])
-def test_C16_sinkhorn_gaussian_ode_with_V_equal_MA_is_the_twisted_BW_gradient_flow(seed):
+def test_bw_gradient_velocity_twisted_by_M_is_the_sinkhorn_gaussian_ode_with_V_equal_MA(seed):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric: with V = M A, Sinkhorn attention is the d_M
+    Bures-Wasserstein gradient flow of F_eps, and not the untwisted one.
+    """
     m, S, A, eps, M = _sinkhorn_case(seed)
     fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
     dm, dS = gaussian_rhs(m, S, Attention("sinkhorn", A=A, V=M @ A, eps=eps))
@@ -420,7 +469,11 @@ def test_C16_sinkhorn_gaussian_ode_with_V_equal_MA_is_the_twisted_BW_gradient_fl
     assert np.max(np.abs(dS - uS)) > 1e-2
 
 
-def test_C16_sinkhorn_beta_scales_the_cost_matrix():
+@pytest.mark.claim("sinkhorn-is-a-bw-gradient-flow")
+def test_layer_matrices_beta_scales_the_sinkhorn_cost_matrix():
+    """Paper 1 (Castin et al., arXiv 2501.18322): a Sinkhorn layer with inverse temperature beta and V = beta A is
+    the gradient flow of F_eps for the cost matrix beta A.
+    """
     m, S, A, eps, _ = _sinkhorn_case(26)
     beta = 1.7
     layer = Attention("sinkhorn", A=A, V=beta * A, eps=eps, beta=beta)
@@ -432,7 +485,28 @@ def test_C16_sinkhorn_beta_scales_the_cost_matrix():
     np.testing.assert_allclose(dS, vS, atol=1e-12)
 
 
-def test_C16_particles_gradient_of_the_empirical_sinkhorn_energy_is_minus_the_sinkhorn_field():
+@pytest.mark.claim("softmax-on-centred-gaussians-is-a-bw-gradient-flow")
+def test_bw_gradient_velocity_of_the_softmax_energy_is_the_softmax_covariance_ode_on_centred_gaussians(rng):
+    """Paper 1 (Castin et al., arXiv 2501.18322), the gradient-flow reading: softmax attention with V = A = A^T on
+    centred Gaussians is the Bures-Wasserstein gradient flow of -tr(Sigma A Sigma A)/4 (the small-score limit of
+    the Sinkhorn energy); the gradient is taken by finite differences.
+    """
+    for _ in range(2):
+        S, A = spd(rng, 3), sym(rng, 3)
+        zero = np.zeros(3)
+        fg, fG = finite_difference_gradient(lambda a, s, A=A: -0.25 * np.trace(s @ A @ s @ A), zero, S)
+        dm, dS = gaussian_rhs(zero, S, Attention("softmax", A=A, V=A))
+        vm, vS = bw_gradient_velocity(fg, fG, S)
+        assert np.max(np.abs(dm - vm)) < 1e-7 and np.max(np.abs(dS - vS)) < 1e-7
+        assert np.max(np.abs(dS)) > 1e-2  # not a trivial agreement
+
+
+@pytest.mark.claim("sinkhorn-is-a-w2-gradient-flow")
+def test_sinkhorn_energy_empirical_gradient_is_minus_the_sinkhorn_field():
+    """Paper 1 (Castin et al., arXiv 2501.18322), after Sander et al.: Sinkhorn attention with V = A is the W2
+    gradient flow of F_eps = OT_eps(mu, mu) / 2; on tokens the gradient of the empirical energy is minus the
+    field.
+    """
     rng = np.random.default_rng(27)
     X, w = cloud(rng, n=40)
     A = sym(rng, 2, 0.8)
@@ -448,7 +522,11 @@ def test_C16_particles_gradient_of_the_empirical_sinkhorn_energy_is_minus_the_si
             assert fd == pytest.approx(-w[i] * G[i, a], rel=1e-5, abs=1e-10)
 
 
-def test_C17_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus_slope_squared():
+@pytest.mark.claim("sinkhorn-energy-decreases")
+def test_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus_slope_squared():
+    """Paper 1 (Castin et al., arXiv 2501.18322): F_eps decreases strictly along the Sinkhorn flow (V = A and V = M
+    A), at the rate minus the squared slope in the flow's metric.
+    """
     m, S, A, eps, M = _sinkhorn_case(28)
     for MM in (None, M):
         V = A if MM is None else MM @ A
@@ -467,7 +545,11 @@ def test_C17_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus
         assert dF == pytest.approx(-(gaussian_slope(g, G, traj.cov[k], MM) ** 2), rel=1e-6)
 
 
-def test_C17_weighted_particles_on_a_quadrature_follow_the_gaussian_sinkhorn_energy():
+@pytest.mark.claim("sinkhorn-energy-is-entropic-ot")
+def test_sinkhorn_energy_empirical_on_a_quadrature_follows_the_gaussian_value_along_the_flow():
+    """Paper 1 (Castin et al., arXiv 2501.18322): weighted tokens on a Gauss-Hermite grid follow the Gaussian value
+    of F_eps along the Sinkhorn flow, and it decreases.
+    """
     A = np.array([[0.6, 0.3], [0.3, -0.8]])
     layer = Attention("sinkhorn", A=A, V=A)
     Xq, wq = gauss_hermite(M0, S0, 8)
@@ -479,13 +561,12 @@ def test_C17_weighted_particles_on_a_quadrature_follow_the_gaussian_sinkhorn_ene
     np.testing.assert_allclose(F, Fg, atol=1e-6)
 
 
-# ---------------------------------------------------------------------------------------------
-# second variation and non-convexity
-# ---------------------------------------------------------------------------------------------
-
-
+@pytest.mark.claim("energy-is-not-displacement-convex")
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_second_variation_formula_matches_finite_difference_second_derivative(symmetric):
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity: the second variation of E_A along (Id + s w)_# mu
+    against a finite-difference second derivative.
+    """
     rng = np.random.default_rng(29)
     X, w = cloud(rng, n=45)
     A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
@@ -496,8 +577,11 @@ def test_second_variation_formula_matches_finite_difference_second_derivative(sy
     assert second_variation(X, U, A, w) == pytest.approx(fd, rel=1e-5)
 
 
+@pytest.mark.claim("energy-is-not-displacement-convex")
 def test_second_variation_at_the_clustered_state_is_negative():
-    """Spec §5.5: at delta_0 the second variation of E_{-I} along w is -|w|^2 (no displacement convexity)."""
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity: at delta_0 the second variation of E_{-I} along w
+    is -|w|^2, so E_{-I} is not displacement convex.
+    """
     w0 = np.array([0.6, -0.8])
     assert dirac_second_variation(np.zeros(2), w0, -I2) == pytest.approx(-1.0, rel=1e-14)
     assert second_variation(np.zeros((1, 2)), w0[None], -I2) == pytest.approx(-1.0, rel=1e-14)
@@ -510,7 +594,11 @@ def test_second_variation_at_the_clustered_state_is_negative():
     assert dirac_second_variation(x0, w1, A) == pytest.approx(second_variation(x0[None], w1[None], A), rel=1e-12)
 
 
+@pytest.mark.claim("energy-is-not-displacement-convex")
 def test_gaussian_translation_hessian_matches_finite_differences_and_is_negative_orthogonally_to_the_mean():
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity on Gaussians: E_{-I} is concave along translations
+    orthogonal to (I + Sigma)^{-1} alpha.
+    """
     rng = np.random.default_rng(31)
     A = 0.4 * rng.standard_normal((2, 2))
     w = rng.standard_normal(2)
@@ -529,16 +617,14 @@ def test_gaussian_translation_hessian_matches_finite_differences_and_is_negative
     assert second_variation(Xq, np.tile(w_perp, (len(wq), 1)), -I2, wq) == pytest.approx(H, rel=1e-8)
 
 
+@pytest.mark.claim("sinkhorn-energy-is-concave-along-dilations")
 def test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity():
-    """Spec §5.5: F_eps(alpha, (1+s)^2 Sigma) is concave in s for A = -I (the flow expands Sigma)."""
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity: for A = -I the Sinkhorn energy F_eps(alpha,
+    (1+s)^2 Sigma) is concave in s.
+    """
     s = np.linspace(-0.5, 1.0, 61)
     F = np.array([sinkhorn_energy(M0, (1 + t) ** 2 * S0, -I2, 1.0) for t in s])
     assert np.all(np.diff(F, 2) < 0) and np.all(np.diff(F) < 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# bad input, speed of the widget
-# ---------------------------------------------------------------------------------------------
 
 
 def test_bad_input_gives_clear_errors_not_nan():
@@ -563,7 +649,7 @@ def test_bad_input_gives_clear_errors_not_nan():
         layer_matrices(Attention("softmax", A=np.stack([I2, I2]), V=np.stack([I2, I2])))
 
 
-def test_widget_update_is_fast():
+def test_gaussian_energy_curves_is_fast_enough_for_the_widget():
     layer = Attention("softmax", A=np.array([[-1.0, 0.3], [0.3, -0.5]]), V=np.diag([1.0, 0.6]))
     gaussian_energy_curves(M0, S0, layer, 3.0, 121)
     times = []
@@ -575,12 +661,11 @@ def test_widget_update_is_fast():
     assert np.median(times) < 0.2
 
 
-# ---------------------------------------------------------------------------------------------
-# chapter helpers: surveys and profiles
-# ---------------------------------------------------------------------------------------------
-
-
+@pytest.mark.claim("energy-sign-rule")
 def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the sign rule on random layers: the predicted sign wherever M +
+    M^T is semi-definite, both signs where it is indefinite.
+    """
     from tokendynamics.gradient_flow import sign_rule_survey
 
     for kind in ("softmax", "unnormalized_softmax"):
@@ -593,7 +678,11 @@ def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
         assert np.all(r >= sv.lam_min - 1e-12) and np.all(r <= sv.lam_max + 1e-12)
 
 
+@pytest.mark.claim("twisted-wasserstein-distance")
 def test_descent_profile_efficiency_is_one_in_the_twisted_metric_and_less_in_W2():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric: along unnormalised attention with A = -I the
+    efficiency (decrease over speed times slope) is 1 in d_V and below 0.9 in W2, layer by layer too.
+    """
     from tokendynamics.gradient_flow import descent_profile
 
     V = np.diag([0.1, 1.0])
@@ -608,7 +697,12 @@ def test_descent_profile_efficiency_is_one_in_the_twisted_metric_and_less_in_W2(
     np.testing.assert_allclose(pM.energy, energy_curve(traj.X, -I2), rtol=1e-13)
 
 
+@pytest.mark.claim("sinkhorn-is-a-twisted-bw-gradient-flow")
 def test_gaussian_descent_profile_and_mismatch_for_the_twisted_sinkhorn_flow():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric on Gaussians: the V = M A Sinkhorn flow has
+    efficiency 1 in d_M and less in W2, and it is the d_M Bures-Wasserstein gradient of F_eps along the whole
+    run.
+    """
     from tokendynamics.gradient_flow import bw_gradient_mismatch, gaussian_descent_profile
 
     m, S, A, eps, M = _sinkhorn_case(35, d=2)

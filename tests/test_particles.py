@@ -1,17 +1,31 @@
-"""Generic integrators: convergence orders, the sphere, symmetries, blow-up reporting."""
+"""Tests of ``tokendynamics.particles``: integrators, convergence orders, the sphere, symmetries and
+blow-up reporting.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
 
+from tests.helpers import random_layer
 from tokendynamics import (
     Attention,
     BlowUpError,
+    metrics,
     normalize_rows,
+    particle_field,
+    project_tangent,
     sample_gaussian,
     sample_sphere,
     simulate,
+    velocity,
+)
+from tokendynamics import highdim as hd
+from tokendynamics.kuramoto import (
+    phase_velocity,
 )
 
 
@@ -58,9 +72,13 @@ def test_retraction_to_the_sphere_keeps_the_order_of_the_step(method, lo, hi, dt
     assert lo < order < hi, order
 
 
+@pytest.mark.claim("tokens-stay-on-the-sphere")
 @pytest.mark.parametrize("method", ["rk4", "euler", "adaptive"])
 @pytest.mark.parametrize("kind", ["softmax", "linear", "unnormalized_softmax"])
 def test_tokens_stay_on_the_sphere(method, kind):
+    """Paper 2 (Li et al., 2026): tokens on the sphere stay there under every integrator (retraction after each
+    step).
+    """
     rng = np.random.default_rng(11)
     X0 = sample_sphere(20, 4, rng)
     layer = Attention(kind, A=rng.standard_normal((4, 4)), V=rng.standard_normal((4, 4)))
@@ -68,7 +86,9 @@ def test_tokens_stay_on_the_sphere(method, kind):
     assert np.max(np.abs(np.linalg.norm(traj.X, axis=2) - 1)) < 1e-12
 
 
+@pytest.mark.claim("tokens-stay-on-the-sphere")
 def test_sphere_field_is_tangent():
+    """Paper 2 (Li et al., 2026): the projected field P_x(Gamma) is tangent to the sphere."""
     from tokendynamics import particle_field
 
     rng = np.random.default_rng(2)
@@ -77,7 +97,11 @@ def test_sphere_field_is_tangent():
     np.testing.assert_allclose(np.sum(U * X, axis=1), 0.0, atol=1e-14)
 
 
+@pytest.mark.claim("antipodal-symmetry")
 def test_linear_attention_trajectory_is_invariant_under_flipping_a_token_sign():
+    """Paper 2 (Li et al., 2026): linear attention is odd in each token, flipping x_k flips only its trajectory (softmax
+    has no such symmetry).
+    """
     rng = np.random.default_rng(4)
     X0 = sample_sphere(12, 3, rng)
     layer = Attention("linear", A=rng.standard_normal((3, 3)), V=rng.standard_normal((3, 3)))
@@ -95,8 +119,12 @@ def test_linear_attention_trajectory_is_invariant_under_flipping_a_token_sign():
     assert np.max(np.abs(e.X * sign[None, :, None] - c.X)) > 1e-3
 
 
+@pytest.mark.claim("rotation-equivariance")
 @pytest.mark.parametrize("kind", ["softmax", "linear", "sinkhorn", "sigmoid"])
 def test_trajectories_are_rotation_equivariant(kind):
+    """Paper 2 (Li et al., 2026): x -> Ux with A -> U A U^T, V -> U V U^T is a symmetry of the particle system in
+    R^d.
+    """
     rng = np.random.default_rng(9)
     d = 3
     U, _ = np.linalg.qr(rng.standard_normal((d, d)))
@@ -107,7 +135,9 @@ def test_trajectories_are_rotation_equivariant(kind):
     np.testing.assert_allclose(b.X, a.X @ U.T, atol=1e-10)
 
 
+@pytest.mark.claim("beta-only-rescales-time")
 def test_linear_attention_beta_only_rescales_time():
+    """Paper 2 (Li et al., 2026): for linear attention beta only rescales time, x^beta(t) = x^1(beta t)."""
     rng = np.random.default_rng(6)
     X0 = sample_sphere(10, 3, rng)
     A, V = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
@@ -218,3 +248,114 @@ def test_sample_gaussian_has_the_requested_moments_and_a_singular_covariance_kee
     line = sample_gaussian(1000, mean, np.outer(u, u), rng=6)
     np.testing.assert_allclose((line - mean) @ np.array([2.0, -1.0]), 0.0, atol=1e-12)  # on mean + R u
     assert np.std((line - mean) @ u / 5) == pytest.approx(1.0, rel=0.1)
+
+
+@pytest.mark.claim("tokens-stay-on-the-sphere")
+@pytest.mark.parametrize("kind", ["linear", "unnormalized_softmax"])
+def test_velocity_tangent_field_keeps_tokens_on_the_sphere_without_renormalisation(kind):
+    """Paper 2 (Li et al., 2026): tokens stay on the sphere; d = 100, n = 200, RK45 with rtol 1e-6 and no
+    renormalisation: norm drift below 1e-6.
+    """
+    rng = np.random.default_rng(13)
+    d, n = 100, 200
+    X0 = sample_sphere(n, d, rng)
+    layer = Attention(kind, A=rng.standard_normal((d, d)) / math.sqrt(d), V=rng.standard_normal((d, d)) / math.sqrt(d))
+
+    def rhs(t, y):
+        X = y.reshape(n, d)
+        return project_tangent(X, velocity(X, layer)).ravel()
+
+    sol = solve_ivp(rhs, (0, 5.0), X0.ravel(), method="RK45", rtol=1e-6, atol=1e-8)
+    norms = np.linalg.norm(sol.y.T.reshape(-1, n, d), axis=2)
+    assert np.max(np.abs(norms - 1)) < 1e-6
+
+
+@pytest.mark.claim("linear-attention-energy-does-not-decrease")
+def test_simulate_linear_attention_with_V_equal_A_symmetric_does_not_decrease_the_energy():
+    """Paper 2 (Li et al., 2026): with V = A = A^T linear attention is a gradient ascent, tr(A Sigma A Sigma) does
+    not decrease (solver noise -1e-8 allowed).
+    """
+    rng = np.random.default_rng(18)
+    M = rng.standard_normal((4, 4))
+    A = 0.5 * (M + M.T)
+    traj = simulate(
+        sample_sphere(50, 4, rng),
+        Attention("linear", A=A, V=A),
+        20.0,
+        method="adaptive",
+        t_eval=np.linspace(0, 20, 401),
+        sphere=True,
+    )
+    Sig = np.einsum("tni,tnj->tij", traj.X, traj.X) / 50
+    energy = np.einsum("ij,tjk,kl,tli->t", A, Sig, A, Sig)
+    assert np.min(np.diff(energy)) > -1e-8
+    assert energy[-1] > energy[0]
+
+
+@pytest.mark.claim("antipodal-symmetry")
+def test_simulate_linear_attention_flipping_one_token_flips_only_that_token():
+    """Paper 2 (Li et al., 2026): linear attention trajectories of (.., x_k, ..) and (.., -x_k, ..) coincide up to
+    that sign (d = 2 and d = 3), and the angle velocities do not see theta_k -> theta_k + pi.
+    """
+    rng = np.random.default_rng(19)
+    for d in (2, 3):
+        X0 = sample_sphere(9, d, rng)
+        layer = Attention("linear", A=rng.standard_normal((d, d)), V=rng.standard_normal((d, d)))
+        Y0 = X0.copy()
+        Y0[4] *= -1
+        a = simulate(X0, layer, 5.0, dt=0.01, sphere=True).X
+        b = simulate(Y0, layer, 5.0, dt=0.01, sphere=True).X
+        b[:, 4] *= -1
+        assert np.max(np.abs(a - b)) < 1e-12
+    theta = rng.uniform(0, 6, 9)
+    flipped = theta.copy()
+    flipped[3] += np.pi
+    A, V, beta = random_layer(rng)
+    np.testing.assert_allclose(phase_velocity(theta, A, V, beta), phase_velocity(flipped, A, V, beta), atol=1e-13)
+
+
+@pytest.mark.claim("rotation-equivariance")
+@pytest.mark.parametrize("kind", ["linear", "unnormalized_softmax", "softmax"])
+def test_simulate_on_the_sphere_is_rotation_equivariant(kind):
+    """Paper 2 (Li et al., 2026): x -> U x with A -> U A U^T, V -> U V U^T is a symmetry on the sphere (every
+    variant).
+    """
+    rng = np.random.default_rng(21)
+    d = 3
+    U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    A, V = rng.standard_normal((d, d)), rng.standard_normal((d, d))
+    X0 = sample_sphere(12, d, rng)
+    a = simulate(X0, Attention(kind, A=A, V=V), 3.0, dt=0.01, sphere=True).X
+    b = simulate(X0 @ U.T, Attention(kind, A=U @ A @ U.T, V=U @ V @ U.T), 3.0, dt=0.01, sphere=True).X
+    assert np.max(np.abs(a @ U.T - b)) < 1e-10
+
+
+@pytest.mark.claim("tokens-stay-on-the-sphere")
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["linear", "unnormalized_softmax"])
+def test_particle_field_keeps_tokens_on_the_sphere_without_renormalisation_at_d100(kind):
+    """Paper 2 (Li et al., 2026): tokens stay on the sphere; RK45 rtol 1e-6, atol 1e-8, max_step T/200 (the authors'
+    high-dimensional setting), no retraction after the steps: norm drift below 1e-6 over a run that
+    clusters.
+
+    The right-hand side is the library's tangent field (which reads the tokens' directions); the
+    integrator does not renormalise, so any drift of |x_k| is the solver's error.
+    """
+    mc = hd.case2(100, 2.0)
+    layer = mc.layer(kind)
+    X0 = sample_sphere(200, 100, 0)
+    sol = solve_ivp(
+        lambda t, y: particle_field(y.reshape(200, 100), layer, sphere=True).ravel(),
+        (0, 30.0),
+        X0.ravel(),
+        method="RK45",
+        rtol=1e-6,
+        atol=1e-8,
+        max_step=30.0 / 200,
+        t_eval=np.linspace(0, 30, 31),
+    )
+    norms = np.linalg.norm(sol.y.T.reshape(-1, 200, 100), axis=2)
+    drift = np.max(np.abs(norms - 1))
+    print(f"{kind}: norm drift {drift:.1e}")
+    assert drift < 1e-6
+    assert metrics.order_parameters(sol.y[:, -1].reshape(200, 100))[1] > 0.5  # and they clustered meanwhile

@@ -1,11 +1,11 @@
-"""Transport distances against closed forms (always distances, never squares)."""
+"""Tests of ``tokendynamics.transport``: distances against closed forms (always distances, never squares)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tokendynamics.transport import bures_wasserstein, wasserstein
+from tokendynamics.transport import bures_wasserstein, conditional_wasserstein, wasserstein, wasserstein_gaussian_1d
 
 
 def test_wasserstein_of_a_translation_is_the_shift_length():
@@ -96,16 +96,84 @@ def test_psd_sqrt_squares_back_on_stacks_and_its_pseudo_inverse_inverts_the_rang
     assert np.allclose(np.trace(P, axis1=1, axis2=2), 2.0)
 
 
-def test_validate_gaussian_names_what_is_wrong():
-    from tokendynamics.validation import validate_gaussian
+@pytest.mark.claim("conditional-wasserstein-distance")
+def test_conditional_wasserstein_equals_lp_over_couplings_that_keep_positions():
+    """Paper 1 (Castin et al., arXiv 2501.18322): masked attention is compared in the conditional Wasserstein
+    distance, the transport cost over couplings that keep positions (here against the linear program with a huge
+    cross-position cost).
+    """
+    ot = pytest.importorskip("ot")
+    rng = np.random.default_rng(9)
+    pos = np.repeat([0.0, 0.3, 0.6, 1.0], [5, 3, 1, 4])
+    X, Y = rng.standard_normal((13, 2)), rng.standard_normal((13, 2))
+    a = rng.random(13) + 0.1
+    # the same mass per position group in both measures
+    b = a.copy()
+    for s in np.unique(pos):
+        g = pos == s
+        b[g] = rng.random(g.sum()) + 0.1
+        b[g] *= a[g].sum() / b[g].sum()
+    a, b = a / a.sum(), b / b.sum()
+    for p in (1, 2):
+        cost = ot.dist(X, Y, metric="euclidean") ** p + 1e6 * (pos[:, None] != pos[None, :])
+        ref = float(ot.emd2(a, b, cost)) ** (1 / p)
+        got = conditional_wasserstein(X, Y, pos, p=p, weights=(a, b))
+        assert got == pytest.approx(ref, rel=1e-9)
+        assert got >= wasserstein(X, Y, p=p, weights=(a, b)) - 1e-12
+    prof = conditional_wasserstein(X, Y, pos, weights=(a, b), return_profile=True)
+    assert prof.distances.shape == (4,) and np.allclose(prof.positions, [0, 0.3, 0.6, 1.0])
+    sup = conditional_wasserstein(X, Y, pos, weights=(a, b), reduce="sup")
+    assert sup == pytest.approx(prof.distances.max()) and sup >= prof.value
 
-    m, S = validate_gaussian(0.5, 2.0)
-    assert m.shape == (1,) and S.shape == (1, 1) and S[0, 0] == 2.0
-    with pytest.raises(ValueError, match="mean has dimension 2 but the layer has d = 3"):
-        validate_gaussian([0, 0], np.eye(2), 3, what="the layer has d")
-    with pytest.raises(ValueError, match="mean contains non-finite"):
-        validate_gaussian([np.nan, 0], np.eye(2))
-    with pytest.raises(ValueError, match="S2 must be positive semi-definite"):
-        validate_gaussian([0, 0], np.diag([1.0, -1.0]), name="S2")
-    with pytest.raises(ValueError, match="cov must be 2 x 2"):
-        validate_gaussian([0, 0], np.eye(3))
+
+@pytest.mark.claim("conditional-wasserstein-distance")
+def test_conditional_wasserstein_with_one_group_or_bins_and_bad_marginals():
+    """Paper 1 (Castin et al., arXiv 2501.18322): the conditional Wasserstein distance with one position group is
+    W_p, with one token per position the identity coupling's gap; measures with different position marginals are
+    refused.
+    """
+    rng = np.random.default_rng(10)
+    X, Y = rng.standard_normal((30, 2)), rng.standard_normal((30, 2))
+    assert conditional_wasserstein(X, Y, np.zeros(30)) == pytest.approx(wasserstein(X, Y), rel=1e-12)
+    s = np.arange(1, 31) / 30
+    # identical positions one token each: the identity coupling's L2 gap
+    gap = np.sqrt(np.mean(np.sum((X - Y) ** 2, axis=1)))
+    assert conditional_wasserstein(X, Y, s) == pytest.approx(gap, rel=1e-12)
+    binned = conditional_wasserstein(X, Y, s, bins=3)  # three groups of ten
+    manual = np.sqrt(np.mean([wasserstein(X[k : k + 10], Y[k : k + 10]) ** 2 for k in (0, 10, 20)]))
+    assert binned == pytest.approx(manual, rel=1e-10) and binned <= gap + 1e-12
+    with pytest.raises(ValueError, match="different position marginals"):
+        conditional_wasserstein(X, Y, s, positions_Y=np.r_[s[:-1], 0.5])
+    with pytest.raises(ValueError, match="one entry per token"):
+        conditional_wasserstein(X, Y, s[:-1])
+
+
+def test_wasserstein_to_a_gaussian_in_one_dimension_closed_forms():
+    assert wasserstein_gaussian_1d([0.3], 0.3, 2.0) == pytest.approx(2.0, rel=1e-14)  # Dirac at the mean
+    x = np.array([-1.0, 0.5, 2.0])
+    assert wasserstein_gaussian_1d(x, 0.1, 0.0) == pytest.approx(np.sqrt(np.mean((x - 0.1) ** 2)), rel=1e-14)
+    # against a fine quantile discretisation of the Gaussian (midpoint rule, 2e6 points)
+    from scipy.special import ndtri
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(50) * 1.3 + 0.2
+    u = (np.arange(2_000_000) + 0.5) / 2_000_000
+    ref = np.sqrt(np.mean((np.sort(x)[(u * 50).astype(int)] - (0.5 + 1.1 * ndtri(u))) ** 2))
+    assert wasserstein_gaussian_1d(x, 0.5, 1.1) == pytest.approx(ref, rel=1e-5)
+    assert wasserstein_gaussian_1d(np.repeat(x[:3], 2), 0.0, 1.0) == pytest.approx(
+        wasserstein_gaussian_1d(x[:3], 0.0, 1.0), rel=1e-12
+    )
+    # weights: integer masses are repeated points, and general masses follow the quantile discretisation
+    counts = np.array([1, 2, 3, 1, 5])
+    assert wasserstein_gaussian_1d(x[:5], 0.3, 0.9, weights=counts / counts.sum()) == pytest.approx(
+        wasserstein_gaussian_1d(np.repeat(x[:5], counts), 0.3, 0.9), rel=1e-12
+    )
+    w = rng.random(50)
+    w /= w.sum()
+    order = np.argsort(x)
+    cum = np.cumsum(w[order])
+    quantile = np.sort(x)[np.minimum(np.searchsorted(cum, u, side="right"), 49)]  # F^{-1}(u) of the weighted measure
+    ref_w = np.sqrt(np.mean((quantile - (0.5 + 1.1 * ndtri(u))) ** 2))
+    assert wasserstein_gaussian_1d(x, 0.5, 1.1, weights=w) == pytest.approx(ref_w, rel=1e-5)
+    with pytest.raises(ValueError, match="std"):
+        wasserstein_gaussian_1d(x, 0.0, -1.0)

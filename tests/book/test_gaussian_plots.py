@@ -1,12 +1,10 @@
-"""Cone and disc pictures, the explorer's library call (speed), the static animation."""
+"""Tests of ``tokendynamics.book.gaussian_plots``: cone and disc pictures, the explorer's library call,
+the static animation.
+"""
 
 from __future__ import annotations
 
 import time
-
-import matplotlib
-
-matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -25,7 +23,7 @@ from tokendynamics.book.gaussian_plots import (
 from tokendynamics.gaussian import cone_grid, disc_point
 
 
-def test_explorer_update_is_fast_enough_to_feel_live():
+def test_explorer_trajectories_is_fast_enough_to_feel_live():
     """The widget's callback is one library call; its median time must stay well under 0.2 s."""
     A, V = [[-1.0, 0.3], [-0.3, 0.4]], np.eye(2)
     for kind in EXPLORER_KINDS:

@@ -1,0 +1,55 @@
+"""Reference formulas and constants shared by several test modules.
+
+Written here independently of the library, so that a wrong library formula makes a test fail.
+Fixtures (seeded generators, random layers, unit tokens) are in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+I2 = np.eye(2)
+
+# a Gaussian N(M0, S0) used by the Gaussian and gradient-flow tests
+M0 = np.array([0.3, -0.2])
+S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+
+
+def sigmoid(u):
+    return 1.0 / (1.0 + math.exp(-u))
+
+
+def random_layer(rng, scale=1.0):
+    """Random planar (A, V, beta): A, V standard normal times ``scale``, beta uniform in [0.3, 2.5]."""
+    return scale * rng.standard_normal((2, 2)), scale * rng.standard_normal((2, 2)), float(rng.uniform(0.3, 2.5))
+
+
+def w_table(A, V):
+    """The w-table of the authors' code for planar linear attention (1-indexed entries a_ij, v_ij)."""
+    (a11, a12), (a21, a22) = A
+    (v11, v12), (v21, v22) = V
+    return {
+        0: v11 * a21 + v12 * a22 - v21 * a11 - v22 * a12,
+        1: v11 * a11 + v12 * a12 - v21 * a21 - v22 * a22,
+        2: -v11 * a21 - v12 * a22 - v21 * a11 - v22 * a12,
+        3: v11 * a21 - v12 * a22 - v21 * a11 + v22 * a12,
+        4: v11 * a22 + v12 * a21 - v21 * a12 - v22 * a11,
+        5: v11 * a11 - v12 * a12 - v21 * a21 + v22 * a22,
+        6: v11 * a12 + v12 * a11 - v21 * a22 - v22 * a21,
+        7: v11 * a21 - v12 * a22 + v21 * a11 - v22 * a12,
+        8: v11 * a22 + v12 * a21 + v21 * a12 + v22 * a11,
+    }
+
+
+def bc_from_w(A, V):
+    """The Daido coefficients b1, b2, b3, c1, c2 from the w-table."""
+    w = w_table(A, V)
+    return {
+        "b1": (1j * w[5] + w[6] + w[7] - 1j * w[8]) / 16,
+        "b2": (1j * w[5] - w[6] + w[7] + 1j * w[8]) / 16,
+        "b3": (1j * w[1] - w[2]) / 8,
+        "c1": (-w[3] + 1j * w[4]) / 8,
+        "c2": -w[0] / 4,
+    }

@@ -1,0 +1,271 @@
+"""Tests of ``tokendynamics.regimes``: the closed-form regimes of planar linear attention and the
+classifier of the Ott-Antonsen flow.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.helpers import I2
+from tokendynamics.kuramoto import (
+    J,
+    complex_parts,
+)
+from tokendynamics.ott_antonsen import (
+    hamiltonian_centre,
+    solve_ott_antonsen,
+)
+from tokendynamics.regimes import (
+    REGIME_TABLE,
+    REGIMES,
+    case1_period,
+    case1_region,
+    classify_regime,
+    predict_regime,
+    rotation_period,
+)
+
+
+def random_case1_matrices(count, seed):
+    """Random A ~ N(0,1) with |tr A|, |det A|, |lambda_max(sym A)| >= 0.05 (degenerate neighbourhoods excluded)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        A = rng.standard_normal((2, 2))
+        if min(abs(np.trace(A)), abs(np.linalg.det(A)), abs(np.linalg.eigvalsh(0.5 * (A + A.T))[1])) < 0.05:
+            continue
+        out.append(A)
+    return np.array(out)
+
+
+@pytest.mark.claim("case1-regimes")
+def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
+    """Paper 2 (Li et al., 2026), Case V = I: the (tr, det, sym-part) regions and the closed-form limits agree with the
+    Ott-Antonsen flow.
+
+    200 random A (degenerate neighbourhoods excluded) x z0 in {0, 0.5i, -0.6+0.3i}, T = 3000, one
+    batched DOP853 run (rtol 1e-9; at T = 300 a few small-trace cases have not converged). Type P
+    limits equal -a-/conj(a+) to 1e-6; boundary limits equal the exit point of the affine orbit;
+    bistable A give only "boundary" or "z*".
+    """
+    As = random_case1_matrices(200, 2024)
+    z0s = np.array([0.0, 0.5j, -0.6 + 0.3j])
+    got = classify_regime(As[:, None], I2, 1.0, z0s[None, :], T=3000.0, rtol=1e-9, atol=1e-11, details=True)
+    seen = set()
+    for i, A in enumerate(As):
+        region = case1_region(A)
+        ap, am = complex_parts(A)
+        zstar = -am / np.conj(ap)
+        for j, z0 in enumerate(z0s):
+            oa, zT = got.regime[i, j], got.z_final[i, j]
+            seen.add((region, oa))
+            if region in ("det<=0", "tr>0"):
+                assert oa == "static_clusters", (A, z0)
+            elif region == "sym_negative_definite":
+                assert oa == "partial" and abs(zT - zstar) < 1e-6, (A, z0, zT, zstar)
+            else:
+                assert region == "bistable"
+                assert (oa == "static_clusters") or (oa == "partial" and abs(zT - zstar) < 1e-6), (A, z0)
+            pred = predict_regime(A, I2, 1.0, z0)
+            assert pred.case == "case1" and pred.regime == oa, (A, z0, pred, oa)
+            assert abs(zT - pred.limit) < 1e-5, (A, z0, zT, pred.limit)
+    # the draw covered every region, and both outcomes of the bistable wedge
+    assert {
+        ("det<=0", "static_clusters"),
+        ("tr>0", "static_clusters"),
+        ("sym_negative_definite", "partial"),
+        ("bistable", "static_clusters"),
+        ("bistable", "partial"),
+    } <= seen
+
+
+@pytest.mark.claim("case1-oscillation-period")
+def test_case1_period_matches_the_measured_oscillation_period():
+    """Paper 2 (Li et al., 2026), Case V = I on tr A = 0 < det A: oscillation with period
+    4 pi / (beta |Im a+| sqrt((1 - |z*|^2 - r^2)^2 - 4 r^2 |z*|^2)).
+    """
+    for A, dz, beta in (
+        (np.array([[0.2, 1.0], [-1.0, -0.2]]), -0.2j, 1.0),
+        (np.array([[0.5, 1.5], [-0.7, -0.5]]), 0.15, 1.7),
+    ):
+        ap, am = complex_parts(A)
+        zstar = -am / np.conj(ap)
+        z0 = zstar + dz
+        measured = rotation_period(A, I2, beta, z0, T=400.0, centre=zstar, transient=10.0)
+        assert abs(measured / case1_period(A, z0, beta) - 1) < 1e-3
+    assert abs(case1_period(np.array([[0.2, 1.0], [-1.0, -0.2]]), 0j) - 13.711) < 1e-3  # the table of example regimes
+
+
+@pytest.mark.claim("case2-clusters-iff-the-top-eigenvalue-is-nonnegative")
+def test_predict_regime_case2_limit_on_197_random_symmetric_V():
+    """Paper 2 (Li et al., 2026), Case A = I, V symmetric: |R2(inf)| = 1 iff lambda_max(V) >= 0; the limit is e^{2i
+    theta1} or (l1 - l2)/|l1 + l2| e^{2i theta1} (1e-5).
+
+    197 random symmetric V (|lambda_max| >= 0.05), z0 = 0.3+0.2i, T = 400, one batched run.
+    """
+    rng = np.random.default_rng(10)
+    Vs = []
+    while len(Vs) < 197:
+        M = rng.standard_normal((2, 2))
+        V = 0.5 * (M + M.T)
+        if abs(np.linalg.eigvalsh(V)[1]) >= 0.05:
+            Vs.append(V)
+    Vs = np.array(Vs)
+    sol = solve_ott_antonsen(0.3 + 0.2j, I2, Vs, 1.0, (0.0, 400.0), t_eval=[400.0], rtol=1e-10, atol=1e-12)
+    zT = sol.final
+    mismatches = 0
+    for V, z in zip(Vs, zT):
+        lam, vec = np.linalg.eigh(V)
+        l2, l1 = lam
+        theta1 = math.atan2(vec[1, 1], vec[0, 1])
+        expected = np.exp(2j * theta1) if l1 >= 0 else (l1 - l2) / abs(l1 + l2) * np.exp(2j * theta1)
+        mismatches += abs(z - expected) >= 1e-5
+        assert (abs(abs(z) - 1) < 1e-5) == (l1 >= 0)
+        assert abs(predict_regime(I2, V, 1.0).limit - expected) < 1e-12
+    assert mismatches == 0
+
+
+@pytest.mark.claim("hidden-hamiltonian")
+def test_classify_regime_traceless_V_with_negative_det_goes_to_the_boundary_and_stops():
+    """Paper 2 (Li et al., 2026), the hidden Hamiltonian: with det V < 0, |z| -> 1 and arg z converges (static
+    clusters); the centre of V = [[0.5, 1], [-1, -0.5]] is at y_c = -0.1811.
+    """
+    for v11, v12 in ((1.5, 1.0), (1.0, 0.4), (-2.0, 0.5)):
+        V = np.array([[v11, v12], [-v12, -v11]])
+        c = classify_regime(I2, V, 1.0, 0.3 + 0.2j, T=200.0, details=True)
+        assert c.regime == "static_clusters" and c.min_modulus > 1 - 1e-3 and c.arg_range < 1e-3
+    zc = hamiltonian_centre(np.array([[0.5, 1.0], [-1.0, -0.5]]))
+    assert abs(zc - (-0.1811j)) < 1e-4  # y_c = -0.1811
+    assert hamiltonian_centre(np.array([[1.5, 1.0], [-1.0, -1.5]])) is None
+
+
+@pytest.mark.claim("rotating-clusters")
+@pytest.mark.parametrize(
+    "a1, a2, c, s, expected", [(2, 1, 1, 1, 2.2214415), (3, 0.5, 0.5, 2, 1.2825498), (1, 4, 0.2, -1, 1.5707963)]
+)
+def test_rotation_period_of_rotating_clusters_is_pi_over_beta_s_sqrt_a1_a2(a1, a2, c, s, expected):
+    """Paper 2 (Li et al., 2026), rotating clusters for non-commuting A, V: A = diag(a1, a2) > 0, V = cI + sJ, c > 0:
+    |z| -> 1 and period pi / (beta |s| sqrt(a1 a2)) (1e-6).
+    """
+    A = np.diag([float(a1), float(a2)])
+    V = c * I2 + s * J
+    # 15 periods after t = 100 (waiting until t = 200 changes nothing: the cycle attracts by a factor
+    # exp(-pi c/|s|) per period, so by t = 100 the orbit is on it to round-off)
+    P = rotation_period(A, V, 1.0, 0.3 + 0.2j, T=100.0 + 15 * expected, transient=100.0)
+    formula = math.pi / (abs(s) * math.sqrt(a1 * a2))
+    assert abs(P / formula - 1) < 1e-6 and abs(formula - expected) < 1e-6
+    assert predict_regime(A, V).period == pytest.approx(formula, rel=1e-12)
+    final = solve_ott_antonsen(0.3 + 0.2j, A, V, 1.0, 100.0, t_eval=[100.0]).final
+    assert abs(abs(final) - 1) < 1e-6
+
+
+@pytest.mark.claim("saddle-node-on-the-circle")
+@pytest.mark.parametrize("a", [0.0, 0.5, 0.9])
+def test_rotation_period_on_the_snic_family_is_pi_over_sqrt_one_minus_a_squared(a):
+    """Paper 2 (Li et al., 2026), the saddle-node on the circle: A = I, V = [[c+a, b], [-b, c-a]], c = 0.3, b = 1:
+    period pi / (beta sqrt(1 - a^2)) (1e-6).
+
+    Zero crossings of Im R2 after t = 400; stopping at T = 560 (>= 22 periods) rather than 800 changes nothing
+    but the run time.
+    """
+    V = np.array([[0.3 + a, 1.0], [-1.0, 0.3 - a]])
+    P = rotation_period(I2, V, 1.0, 0.3 + 0.2j, T=560.0, transient=400.0)
+    assert abs(P * math.sqrt(1 - a * a) / math.pi - 1) < 1e-6
+
+
+@pytest.mark.claim("saddle-node-on-the-circle")
+def test_classify_regime_beyond_the_saddle_node_is_static():
+    """Paper 2 (Li et al., 2026), the saddle-node on the circle: a = 1.5 > b gives static clusters (no rotation:
+    infinite period).
+    """
+    V = np.array([[1.8, 1.0], [-1.0, -1.2]])
+    assert classify_regime(I2, V) == "static_clusters"
+    assert rotation_period(I2, V, 1.0, 0.3 + 0.2j, T=200.0) == math.inf
+    assert predict_regime(I2, V).regime == "static_clusters"
+
+
+@pytest.mark.claim("four-regimes", "regime-table")
+@pytest.mark.parametrize("example", REGIME_TABLE, ids=[e.label for e in REGIME_TABLE])
+def test_classify_regime_reproduces_the_regime_table(example):
+    """Paper 2 (Li et al., 2026): the four regimes (static and rotating clusters, oscillation, partial clustering)
+    and the bistable case; the Ott-Antonsen classifier from z0 (0.3+0.2i unless listed), late window [0.8T, T],
+    reproduces every row of the table of example regimes.
+
+    T = 200, except the bistable rows that settle on the interior focus: its rate (1-|z*|^2)|tr A|/4 = 0.075
+    needs T = 400 to be flat to 1e-6.
+    """
+    A, V = example.matrices()
+    c = classify_regime(A, V, 1.0, example.z0, T=example.T, details=True)
+    assert c.regime == example.expected, (c.regime, c)
+    assert c.prediction is not None and c.prediction.regime == example.expected
+    if example.value_name == "|z*|":
+        assert abs(abs(c.z_final) - example.value) < 1e-4
+    elif example.value_name == "period":
+        assert abs(c.prediction.period - example.value) < 1e-3
+    elif example.value_name == "R2 limit":
+        assert abs(c.z_final - example.value) < 1e-6
+
+
+@pytest.mark.claim("regime-table")
+def test_classify_regime_rk4_agrees_with_dop853_on_the_table():
+    """Paper 2 (Li et al., 2026): the fixed-step classifier of the widget finds the same regimes as DOP853 on the
+    table.
+    """
+    for ex in REGIME_TABLE:
+        A, V = ex.matrices()
+        assert classify_regime(A, V, 1.0, ex.z0, T=ex.T, method="rk4", dt=0.02) == ex.expected, ex.label
+
+
+@pytest.mark.claim("four-regimes")
+def test_predict_regime_agrees_with_the_classifier_on_random_members_of_each_family():
+    """Paper 2 (Li et al., 2026): closed forms (Case 2, hidden Hamiltonian, saddle-node family, rotating family)
+    against the Ott-Antonsen classifier; every regime occurs.
+
+    Degenerate neighbourhoods are excluded (|lambda_max|, |det V|, ||a|-|b||, c >= 0.1 away from 0). All 60
+    layers are classified in one batched run (T = 200, the classifier's default).
+    """
+    rng = np.random.default_rng(22)
+    layers = []
+    while len(layers) < 60:
+        family = len(layers) % 4
+        if family == 0:  # Case 2
+            M = rng.standard_normal((2, 2))
+            A, V = I2, 0.5 * (M + M.T)
+            if abs(np.linalg.eigvalsh(V)[1]) < 0.1:
+                continue
+        elif family == 1:  # traceless V
+            v11, v12, v21 = rng.standard_normal(3)
+            A, V = I2, np.array([[v11, v12], [v21, -v11]])
+            if abs(np.linalg.det(V)) < 0.1:
+                continue
+        elif family == 2:  # SNIC family, rotated
+            c = rng.choice([-1, 1]) * rng.uniform(0.1, 1.0)
+            a, b = rng.uniform(0, 1.5, 2)
+            if abs(abs(a) - abs(b)) < 0.1 or (c < 0 and abs(a) > abs(b)):
+                continue
+            R, _ = np.linalg.qr(rng.standard_normal((2, 2)))
+            A, V = I2, R @ np.array([[c + a, b], [-b, c - a]]) @ R.T
+        else:  # rotating family
+            R, _ = np.linalg.qr(rng.standard_normal((2, 2)))
+            A = R @ np.diag(rng.uniform(0.5, 3, 2)) @ R.T
+            V = rng.uniform(0.2, 1.0) * I2 + rng.choice([-1, 1]) * rng.uniform(0.3, 2.0) * J
+        layers.append((A, V))
+    As = np.array([a for a, _ in layers])
+    Vs = np.array([v for _, v in layers])
+    got = classify_regime(As, Vs, 1.0, 0.3 + 0.2j, T=200.0)
+    for (A, V), oa in zip(layers, got):
+        pred = predict_regime(A, V, 1.0, 0.3 + 0.2j)
+        assert pred is not None and pred.regime == oa, (A, V, pred, oa)
+    assert set(got) == set(REGIMES)
+
+
+@pytest.mark.claim("regime-table")
+def test_predict_regime_returns_none_outside_the_families_and_at_degenerate_points():
+    """Paper 2 (Li et al., 2026): the closed forms cover their families only; elsewhere the prediction is None."""
+    assert predict_regime(np.array([[1.0, 2.0], [0.5, -1.0]]), np.array([[0.3, 1.0], [2.0, 0.1]])) is None
+    assert predict_regime(I2, np.array([[1.0, 1.0], [-1.0, -1.0]])) is None  # det V = 0: SNIC of the Hamiltonian family
+    with pytest.raises(ValueError, match="disk"):
+        predict_regime(I2, I2, 1.0, 2.0)

@@ -1,0 +1,86 @@
+"""Tests of ``tokendynamics.stability``: the explicit stability constants and the measured growth factor."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tokendynamics import Attention
+from tokendynamics.stability import (
+    lipschitz_constants,
+    log_stability_bound,
+    perturb_in_ball,
+    stability_study,
+    support_speed,
+)
+from tokendynamics.variants import VARIANT_NAMES, paper1_variants
+
+
+@pytest.mark.claim("stability-constants")
+def test_log_stability_bound_integrates_the_support_radius_and_the_constant():
+    """Paper 1 (Castin et al., arXiv 2501.18322), Theorem A with the book's explicit constants: R' = |V| R and
+    L = a v R^2 + v (1 + 2 a R^2) e^{2 a R^2} for softmax, also for depth-dependent parameters.
+    """
+    layer = Attention("softmax", A=[[0.5, 0.2], [-0.1, -0.3]], V=1.3 * np.eye(2))
+    t = np.linspace(0, 1, 11)
+    logC, R = log_stability_bound(layer, t, 1.5)
+    np.testing.assert_allclose(R, 1.5 * np.exp(1.3 * t), rtol=1e-9)  # R' = |V| R
+    lx, lm = lipschitz_constants(layer, 1.5)
+    a, v = np.linalg.norm(layer.A[0], 2), 1.3
+    assert lx == pytest.approx(a * v * 1.5**2) and lm == pytest.approx(v * (1 + 2 * a * 2.25) * math.exp(4.5 * a))
+    start, _ = log_stability_bound(layer, [0.0, 1e-5], 1.5)
+    assert start[1] / 1e-5 == pytest.approx(lx + lm, rel=1e-3)  # d/dt log C = L(R_0) at t = 0
+    # time-dependent parameters: a constant callable gives the same bound, V(t) = cos(t) V shrinks it
+    same, _ = log_stability_bound(lambda s: layer, t, 1.5)
+    np.testing.assert_allclose(same, logC, rtol=1e-12)
+    slower, R2 = log_stability_bound(lambda s: layer.with_(V=math.cos(s) * 1.3 * np.eye(2)), t, 1.5)
+    np.testing.assert_allclose(R2, 1.5 * np.exp(1.3 * np.sin(t)), rtol=1e-8)
+    assert np.all(slower[1:] < logC[1:])
+    # linear attention: R' = a v R^3 blows up in finite time, and so does the bound
+    lin = Attention("linear", A=np.eye(2), V=np.eye(2))
+    logC_lin, R_lin = log_stability_bound(lin, np.linspace(0, 1, 11), 1.0)
+    assert R_lin[4] == pytest.approx(1 / math.sqrt(1 - 2 * 0.4), rel=1e-6) and np.isinf(logC_lin[-1])
+
+
+@pytest.mark.claim("stability-constants")
+def test_lipschitz_constants_refuse_sinkhorn_and_a_causal_layer_without_sink():
+    """Paper 1 (Castin et al., arXiv 2501.18322), Theorem A's constants: none is known for Sinkhorn; masked
+    attention needs a sink of mass m0, which divides the measure term by m0.
+    """
+    with pytest.raises(ValueError, match="Sinkhorn"):
+        lipschitz_constants(Attention("sinkhorn", A=np.eye(2), V=np.eye(2)), 1.0)
+    causal = Attention("softmax", A=np.eye(2), V=np.eye(2), causal=True)
+    with pytest.raises(ValueError, match="sink"):
+        lipschitz_constants(causal, 1.0)
+    free = lipschitz_constants(causal.with_(causal=False), 1.0)
+    sunk = lipschitz_constants(causal, 1.0, m0=0.25)
+    assert sunk[0] == free[0] and sunk[1] == pytest.approx(4 * free[1])
+    assert support_speed(Attention("linear", A=2 * np.eye(2), V=np.eye(2)), 2.0) == pytest.approx(16.0)
+
+
+def test_perturb_in_ball_is_uniform_in_the_ball_of_radius_delta():
+    X = np.zeros((20000, 2))
+    Y = perturb_in_ball(X, 0.1, rng=0)
+    r = np.linalg.norm(Y, axis=1)
+    assert r.max() <= 0.1 and abs(np.mean(r**2) - 0.1**2 / 2) < 1e-4  # E|xi|^2 = 1/2 in the disc
+
+
+@pytest.mark.claim("theorem-a-stability", "stability-constants")
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_stability_study_growth_factor_stays_below_the_explicit_bound(name):
+    """Paper 1 (Castin et al., arXiv 2501.18322), Theorem A: W_p(mu_t, nu_t) <= exp(int_0^t L_s ds) W_p(mu_0,
+    nu_0); the measured growth factor of every variant stays below the book's explicit bound (Sinkhorn: measured
+    only).
+    """
+    rng = np.random.default_rng(12)
+    X0 = rng.uniform(-1, 1, (60, 2))
+    var = paper1_variants(np.array([[0.5, 0.2], [-0.1, -0.3]]), np.eye(2), names=[name])[name]
+    out = stability_study(var, X0, [1e-3, 1e-1], T=1.0, dt=0.05, save_every=5, rng=1)
+    assert np.all(np.isfinite(out["ratio"])) and np.all(np.isnan(out["blowup"]))
+    assert np.all(out["ratio"][:, 0] == 1.0) and np.max(np.abs(out["ratio"] - 1)) > 1e-3
+    if name == "sinkhorn":
+        assert np.all(np.isnan(out["log_bound"]))  # no explicit constant: measured only
+    else:
+        assert np.all(np.log(out["ratio"]) <= out["log_bound"][None, :] + 1e-12)

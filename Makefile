@@ -24,7 +24,7 @@ help:
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(BIN)/python -m pip install --quiet -r requirements.txt -e . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[cluster]" 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(BIN)/python -m pip check
 	@touch $(STAMP)
 

@@ -47,6 +47,7 @@ __all__ = [
     "RECIPES",
     "recipe_matrices",
     "recipe_stack",
+    "stack_from_matrices",
     "resampled_schedule",
 ]
 
@@ -104,23 +105,28 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
     return {"Q": eye, "K": A, "V": eye.copy()}
 
 
-def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> LayerStack:
-    """A :class:`~tokendynamics.attention.LayerStack` of random layers of one kind from a named recipe.
+def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
+    r"""A :class:`~tokendynamics.attention.LayerStack` from stacked ``Q``, ``K``, ``V`` (a dict as
+    :func:`recipe_matrices` returns): L2 attention keeps ``Q`` and ``K``, the other kinds use
+    :math:`A=Q^\top K`. ``beta``: one number or one per layer; ``shared`` goes to the stack."""
+    if kind == "l2":
+        return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
+    A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
+    return LayerStack(kind, A=A, V=M["V"], beta=beta, **shared)
 
-    ``beta`` is one number or one per layer (then ``size`` defaults to its length). L2 attention
-    keeps ``Q`` and ``K``; the other kinds use :math:`A=Q^\\top K`. ``shared`` goes to the stack
-    (``eps``, ``bias``, ...).
+
+def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> LayerStack:
+    """A :class:`~tokendynamics.attention.LayerStack` of ``size`` random layers of one kind from a named recipe.
+
+    ``beta`` is one number or one per layer (then ``size`` defaults to its length); see
+    :func:`stack_from_matrices`. ``shared`` goes to the stack (``eps``, ``bias``, ...).
     """
     beta = np.atleast_1d(real_array(beta, "beta"))
     if size is None:
         size = beta.size
     if beta.size not in (1, size):
         raise ValueError(f"beta must be one number or {size} numbers, got {beta.size}")
-    M = recipe_matrices(recipe, d, size, rng)
-    if kind == "l2":
-        return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
-    A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
-    return LayerStack(kind, A=A, V=M["V"], beta=beta, **shared)
+    return stack_from_matrices(kind, recipe_matrices(recipe, d, size, rng), beta, **shared)
 
 
 @dataclass(frozen=True, eq=False)

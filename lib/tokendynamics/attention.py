@@ -474,10 +474,16 @@ def _lse(a: np.ndarray, axis: int) -> np.ndarray:
         return (np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m).squeeze(axis)
 
 
+#: Sinkhorn runs in the exponential (scaling) domain when the kernel of a system spans at most
+#: e^SCALING_MAX_RANGE (max - min of logK): the same iterates, two matrix-vector products per
+#: iteration instead of two log-sum-exps, and nothing can overflow; wider kernels use the log domain.
+SCALING_MAX_RANGE = 30.0
+
+
 def sinkhorn_potentials(
     logK: np.ndarray, logw: np.ndarray, *, eps: float, max_iter: int, tol: float, g0: np.ndarray | None = None
 ):
-    r"""Log-domain Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`.
+    r"""Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`, in potentials.
 
     Solves for potentials :math:`f, g` such that the plan
     :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j + c_{ij})/\varepsilon)`, with
@@ -485,34 +491,23 @@ def sinkhorn_potentials(
     equal to :math:`w`. Iterates :math:`f \leftarrow -\varepsilon\,\mathrm{LSE}_j((g_j+c_{ij})/\varepsilon+\log w_j)`
     and the same for :math:`g`, stopping when the column-marginal relative error is below ``tol``.
 
-    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one exactly and the
+    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one (to round-off) and the
     column marginals are met to ``error``; one iteration from :math:`g=0` is exactly the
     row-softmax of :math:`c/\varepsilon`. ``g0`` warm-starts the column potential.
 
+    The iteration is run in the log domain, or — when the kernel spans at most
+    :math:`e^{30}` (:data:`SCALING_MAX_RANGE`), so that nothing can overflow — as the same
+    iterates in the exponential domain, :math:`u=e^{f/\varepsilon}`, :math:`v=e^{g/\varepsilon}`
+    (matrix scaling: two matrix-vector products per iteration instead of two log-sum-exps).
+
     ``logK`` may carry leading batch axes, (..., n, n), with ``logw`` of shape (n,) or (..., n): then
     every system is solved at once and each stops at its own iteration (a converged system is left
-    as it is while the others go on), so a batch gives the same potentials as a loop over it.
+    as it is while the others go on), so a batch gives the potentials of a loop over it.
 
     Returns ``(f, g, iterations, error)`` (arrays over the batch axes for a batch). Paper 1 §2.4 (Sinkformers).
     """
     n = logK.shape[-1]
     batch = logK.shape[:-2]
-    if not batch:  # one system: the plain loop
-        g = np.zeros(n) if g0 is None else np.array(g0, dtype=float)
-        f = np.zeros(n)
-        err = np.inf
-        it = 0
-        for it in range(1, max_iter + 1):
-            # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
-            f = -eps * _lse(logK + g[None, :] / eps + logw[None, :], axis=1)
-            # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
-            lse_col = _lse(logK + f[:, None] / eps + logw[:, None], axis=0)
-            err = float(np.max(np.abs(np.expm1(lse_col + g / eps))))
-            if err < tol or it == max_iter:
-                break
-            g = -eps * lse_col
-        return f, g, it, err
-    # a batch: the same iteration on the systems that have not converged yet
     m = math.prod(batch)
     K3 = logK.reshape(m, n, n)
     lw = np.broadcast_to(logw, batch + (n,)).reshape(m, n)
@@ -520,19 +515,66 @@ def sinkhorn_potentials(
     f = np.zeros((m, n))
     err = np.full(m, np.inf)
     its = np.zeros(m, dtype=int)
+    with np.errstate(invalid="ignore"):
+        spread = K3.max(axis=(1, 2)) - K3.min(axis=(1, 2))
+    scaling = spread <= SCALING_MAX_RANGE  # False for non-finite kernels
+    for idx, solver in ((np.nonzero(scaling)[0], _sinkhorn_scaling), (np.nonzero(~scaling)[0], _sinkhorn_log)):
+        if idx.size:
+            f[idx], g[idx], its[idx], err[idx] = solver(K3[idx], lw[idx], g[idx], eps, max_iter, tol)
+    if not batch:
+        return f[0], g[0], int(its[0]), float(err[0])
+    return f.reshape(batch + (n,)), g.reshape(batch + (n,)), its.reshape(batch), err.reshape(batch)
+
+
+def _sinkhorn_log(K3, lw, g, eps, max_iter, tol):
+    """Log-domain iterations on m systems (m, n, n); each stops at its own iteration."""
+    m, n, _ = K3.shape
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
     active = np.arange(m)
     for it in range(1, max_iter + 1):
-        Ka, ga, lwa = K3[active], g[active], lw[active]
+        every = active.size == m
+        Ka, ga, lwa = (K3, g, lw) if every else (K3[active], g[active], lw[active])
+        # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
         fa = -eps * _lse(Ka + ga[:, None, :] / eps + lwa[:, None, :], axis=-1)
+        # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
         lse_col = _lse(Ka + fa[:, :, None] / eps + lwa[:, :, None], axis=-2)
         ea = np.max(np.abs(np.expm1(lse_col + ga / eps)), axis=-1)
         f[active], err[active], its[active] = fa, ea, it
-        go_on = ~(ea < tol) if it < max_iter else np.zeros(len(active), bool)
+        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
         g[active[go_on]] = -eps * lse_col[go_on]
         active = active[go_on]
         if active.size == 0:
             break
-    return f.reshape(batch + (n,)), g.reshape(batch + (n,)), its.reshape(batch), err.reshape(batch)
+    return f, g, its, err
+
+
+def _sinkhorn_scaling(K3, lw, g, eps, max_iter, tol):
+    """The same iterates in the exponential domain: u = exp(f/eps + c), v = exp(g/eps), with the
+    kernel exp(logK - c) in [e^-30, 1] (c the largest entry of each system)."""
+    m, n, _ = K3.shape
+    top = K3.max(axis=(1, 2))
+    Kt = np.exp(K3 - top[:, None, None])
+    w = np.exp(lw)
+    v = np.exp(g / eps)
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
+    active = np.arange(m)
+    for it in range(1, max_iter + 1):
+        every = active.size == m
+        Ka, va, wa = (Kt, v, w) if every else (Kt[active], v[active], w[active])
+        t = np.einsum("bij,bj->bi", Ka, va * wa)  # e^{-f_i/eps - c}
+        col = np.einsum("bij,bi->bj", Ka, wa / t)  # e^{lse_col}
+        ea = np.max(np.abs(col * va - 1.0), axis=-1)
+        f[active], err[active], its[active] = -eps * (np.log(t) + top[active, None]), ea, it
+        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
+        v[active[go_on]] = 1.0 / col[go_on]
+        active = active[go_on]
+        if active.size == 0:
+            break
+    return f, eps * np.log(v), its, err
 
 
 def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0, return_info: bool = False):

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from tokendynamics.ensembles import sample_clouds
-from tokendynamics.metrics import count_clusters, is_single_cluster, is_two_antipodal_clusters, ward_clusters
+from tokendynamics.metrics import (
+    cluster_outcomes,
+    count_clusters,
+    is_single_cluster,
+    is_two_antipodal_clusters,
+    ward_clusters,
+)
 
 THR = 0.999
 
@@ -20,7 +26,9 @@ def _cluster(centre, m, spread, rng):
 
 
 def _all_counts(X):
-    return count_clusters(X, THR), count_clusters(X, THR, method="rank"), ward_clusters(X, THR)
+    comp = count_clusters(X, THR)
+    assert comp == count_clusters(X, THR, method="graph")  # propagation == scipy's connected components
+    return comp, count_clusters(X, THR, method="rank"), ward_clusters(X, THR)
 
 
 def test_one_tight_cluster():
@@ -98,6 +106,16 @@ def test_counts_are_batched_over_leading_axes():
     np.testing.assert_array_equal(is_two_antipodal_clusters(X), [[False, True], [False, False]])
     for k, Y in enumerate(clouds):
         assert count_clusters(Y) == expected.flat[k]
+    out = cluster_outcomes(X)
+    np.testing.assert_array_equal(out["clusters"], expected)
+    np.testing.assert_array_equal(out["single"], expected == 1)
+    np.testing.assert_array_equal(out["antipodal"], [[False, True], [False, False]])
+
+
+def test_label_propagation_equals_scipy_connected_components_on_random_graphs():
+    X = sample_clouds(300, 16, 3, 7)
+    for thr in (0.3, 0.7, 0.9, 0.97):  # from one giant component to many small ones, with chains
+        np.testing.assert_array_equal(count_clusters(X, thr), count_clusters(X, thr, method="graph"))
 
 
 def test_bad_arguments():

@@ -38,6 +38,7 @@ __all__ = [
     "first_passage_times",
     "axis_speed",
     "count_clusters",
+    "cluster_outcomes",
     "ward_clusters",
     "is_single_cluster",
     "is_two_antipodal_clusters",
@@ -281,6 +282,28 @@ def _unit_gram(X, threshold) -> np.ndarray:
     return Xn @ np.swapaxes(Xn, -1, -2)
 
 
+def _components_from_links(link: np.ndarray) -> np.ndarray:
+    """Number of connected components of each link graph (..., n, n) (symmetric, diagonal set).
+
+    Min-label propagation, vectorised over the batch: every token takes the smallest label among
+    its linked tokens until nothing changes (after at most the graph's diameter of rounds, on the
+    clouds that still change), then the distinct labels of each cloud are counted. Equal to
+    ``scipy.sparse.csgraph.connected_components`` (tested), without a sparse graph of every cloud.
+    """
+    n = link.shape[-1]
+    flat = link.reshape(-1, n, n)
+    lab = np.broadcast_to(np.arange(n), (flat.shape[0], n)).copy()
+    todo = np.arange(flat.shape[0])
+    while todo.size:
+        cur = lab[todo]
+        new = np.where(flat[todo], cur[:, None, :], n).min(axis=-1)
+        changed = np.any(new != cur, axis=1)
+        lab[todo] = new
+        todo = todo[changed]
+    lab.sort(axis=1)
+    return (1 + np.count_nonzero(np.diff(lab, axis=1), axis=1)).reshape(link.shape[:-2])
+
+
 def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
     r"""Number of clusters of each cloud of unit tokens, X of shape (n, d) or (..., n, d).
 
@@ -290,9 +313,10 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
     Polyanskiy and Rigollet).
 
     * ``method="components"``: connected components of the link graph (chains of links join
-      clusters; a lone token is a cluster of its own). One sparse graph holds every cloud of the
-      batch as a diagonal block: one call of ``scipy.sparse.csgraph.connected_components``, no
-      Python loop over the clouds.
+      clusters; a lone token is a cluster of its own), vectorised over the batch (min-label
+      propagation; no Python loop over the clouds).
+    * ``method="graph"``: the same count by ``scipy.sparse.csgraph.connected_components`` on one
+      sparse graph that holds every cloud as a diagonal block (the reference for the above).
     * ``method="rank"``: rank of the 0/1 link matrix (diagonal included). For well-separated
       clusters the matrix is block diagonal with all-ones blocks and its rank is their number; the
       two methods differ exactly when links do not close into cliques (chains), which is a sign
@@ -303,6 +327,11 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
     :func:`ward_clusters`.
     """
     G = _unit_gram(X, threshold)
+    out = _count_from_gram(G, threshold, method)
+    return int(out) if out.ndim == 0 else out
+
+
+def _count_from_gram(G, threshold, method):
     link = G > threshold
     n = link.shape[-1]
     link |= np.eye(n, dtype=bool)
@@ -310,6 +339,8 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
     if method == "rank":
         out = np.linalg.matrix_rank(link.astype(float))
     elif method == "components":
+        out = _components_from_links(link)
+    elif method == "graph":
         m = math.prod(batch)
         b, i, j = np.nonzero(link.reshape(m, n, n))
         graph = coo_matrix((np.ones(b.size, dtype=np.int8), (b * n + i, b * n + j)), shape=(m * n, m * n))
@@ -317,9 +348,30 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
         lab = np.sort(lab.reshape(m, n), axis=1)
         out = 1 + np.count_nonzero(np.diff(lab, axis=1), axis=1)
     else:
-        raise ValueError(f"method must be 'components' or 'rank', got {method!r}")
-    out = np.asarray(out, dtype=int).reshape(batch)
-    return int(out) if out.ndim == 0 else out
+        raise ValueError(f"method must be 'components', 'graph' or 'rank', got {method!r}")
+    return np.asarray(out, dtype=int).reshape(batch)
+
+
+def cluster_outcomes(X, threshold: float = 0.999) -> dict:
+    """:func:`is_single_cluster`, :func:`is_two_antipodal_clusters` and :func:`count_clusters` of
+    every cloud of X (..., n, d) from one Gram matrix per cloud; a dict of arrays ``single``,
+    ``antipodal``, ``clusters`` of the batch shape. (Clouds that are one cluster are counted
+    without a graph; only clouds with a pair below ``-threshold`` can be antipodal.)"""
+    G = _unit_gram(X, threshold)
+    n = G.shape[-1]
+    flat = G.reshape(-1, n, n)
+    low = flat.min(axis=(1, 2))
+    single = low > threshold
+    antipodal = np.zeros_like(single)
+    maybe = np.nonzero(low < -threshold)[0]
+    if maybe.size:
+        antipodal[maybe] = np.abs(flat[maybe]).min(axis=(1, 2)) > threshold
+    clusters = np.ones(flat.shape[0], dtype=int)
+    rest = np.nonzero(~single)[0]
+    if rest.size:
+        clusters[rest] = _count_from_gram(flat[rest], threshold, "components")
+    shape = G.shape[:-2]
+    return {"single": single.reshape(shape), "antipodal": antipodal.reshape(shape), "clusters": clusters.reshape(shape)}
 
 
 def ward_clusters(X, threshold: float = 0.999):

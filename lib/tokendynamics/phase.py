@@ -28,7 +28,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
-from .metrics import count_clusters, is_single_cluster, is_two_antipodal_clusters
+from .metrics import cluster_outcomes
 from .validation import real_array, validate_count
 
 __all__ = [
@@ -194,10 +194,9 @@ def cluster_statistics(
     run = simulate_batch(X0, layers, float(depths.max()), dt=dt, method=method, sphere=sphere, save_at=depths)
     seconds = time.perf_counter() - start
     X = run.X.reshape(len(depths), nb, clouds, n, d)
+    per_depth = [cluster_outcomes(Xt, threshold) for Xt in X]  # one depth at a time: Gram matrices stay small
     return {
-        "single": is_single_cluster(X, threshold),
-        "antipodal": is_two_antipodal_clusters(X, threshold),
-        "clusters": count_clusters(X, threshold),
+        **{key: np.stack([o[key] for o in per_depth]) for key in ("single", "antipodal", "clusters")},
         "blowup": run.blew_up.reshape(nb, clouds),
         "betas": betas,
         "depths": run.t,

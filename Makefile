@@ -18,7 +18,7 @@ help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
 	@echo "make test     library tests, every chapter executed, checks on the built HTML"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
-	@echo "make bench    speed ratios of the core and of the Gaussian solvers against their baselines"
+	@echo "make bench    speed ratios of the core, the Gaussian solvers and the batched ensembles against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_highdim.py
 	$(BIN)/python benchmarks/bench_gaussian.py
+	$(BIN)/python benchmarks/bench_ensembles.py
 
 clean:
 	rm -rf _build _stage

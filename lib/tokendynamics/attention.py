@@ -612,6 +612,13 @@ def _mT(M):
     return np.swapaxes(M, -1, -2)
 
 
+def _times(X, M):
+    """``X @ M``; a matrix shared by a batch (M 2-D, X (..., n, d)) is applied as one product."""
+    if M.ndim == 2 and X.ndim > 2:
+        return (X.reshape(-1, X.shape[-1]) @ M).reshape(X.shape[:-1] + (M.shape[-1],))
+    return X @ M
+
+
 def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(None)):
     """Attention weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise.
 
@@ -627,12 +634,12 @@ def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(No
     if kind == "l2":
         # -beta |Qx_i - Kx_j|^2 = beta (2 <Qx_i, Kx_j> - |Kx_j|^2) - beta |Qx_i|^2; the last term
         # depends on i only and cancels in the row normalisation.
-        qx = Xr @ _mT(Q)
-        kx = X @ _mT(K)
+        qx = _times(Xr, _mT(Q))
+        kx = _times(X, _mT(K))
         W = (2.0 * beta * qx) @ _mT(kx)
         W -= beta * (kx * kx).sum(-1)[..., None, :]
     else:
-        W = (beta * (Xr @ A)) @ _mT(X)  # S_ij = beta <x_i, A x_j>
+        W = (beta * _times(Xr, A)) @ _mT(X)  # S_ij = beta <x_i, A x_j>
     if kind in ("softmax", "l2"):
         if w is not None:
             with np.errstate(divide="ignore"):
@@ -690,7 +697,7 @@ def _linear_field(X, layer, w, s, h):
     A, V, _, _, beta = _head(layer, h)
     if not layer.causal:
         M2 = _mT(X) @ wx  # sum_j w_j x_j x_j^T
-        return beta * (X @ A) @ (M2 @ _mT(V))
+        return beta * _times(X, A) @ (M2 @ _mT(V))
     # causal: M2_i = sum_{j: s_j <= s_i} w_j x_j x_j^T (ties included), via sorted cumulative sums
     order = np.argsort(s, kind="stable")
     ss = s[order]
@@ -698,7 +705,7 @@ def _linear_field(X, layer, w, s, h):
     cum = np.cumsum(np.einsum("...ja,...jb->...jab", wx[..., order, :], X[..., order, :]), axis=-3)
     M2 = np.empty_like(cum)
     M2[..., order, :, :] = cum[..., last, :, :]
-    return beta * np.einsum("...ia,...iab,...cb->...ic", X @ A, M2, V)
+    return beta * np.einsum("...ia,...iab,...cb->...ic", _times(X, A), M2, V)
 
 
 def velocity(
@@ -822,7 +829,7 @@ def _velocity(X, layer, w, s, backend, sinkhorn_state, failed=None):
         if layer.kind == "linear" and backend != "dense":
             out += _linear_field(X, layer, w, s, h)
         else:
-            values = X @ _mT(_head(layer, h)[1])
+            values = _times(X, _mT(_head(layer, h)[1]))
             if layer.kind == "sinkhorn":
                 W, _, info = _head_weights(X, layer, w, s, h, sinkhorn_state)
                 missed = np.logical_not(np.asarray(info["marginal_error"]) <= layer.sinkhorn_tol)

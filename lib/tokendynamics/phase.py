@@ -29,6 +29,8 @@ from scipy.stats import norm
 
 from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
 from .metrics import cluster_outcomes
+from .particles import angles
+from .regimes import predict_regime
 from .validation import real_array, validate_count
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "bootstrap_crossing",
     "inversion_band",
     "cluster_statistics",
+    "planar_linear_check",
 ]
 
 
@@ -65,29 +68,35 @@ def wilson_interval(k, n, confidence: float = 0.95):
     return (float(lo), float(hi)) if lo.ndim == 0 else (lo, hi)
 
 
-def crossing(x, p, level: float = 0.5, *, log: bool = True) -> float:
+def crossing(x, p, level: float = 0.5, *, log: bool = True):
     r"""First :math:`x` at which the sampled curve :math:`p(x)` crosses ``level`` (either way).
 
     Linear interpolation between the two grid points that bracket the first sign change of
     :math:`p-\text{level}` (in :math:`\log x` when ``log``); a grid point exactly at the level is
-    returned as is. NaN if :math:`p` stays on one side.
+    returned as is. NaN if :math:`p` stays on one side. ``p`` may hold several curves (..., len(x)):
+    then an array of crossings is returned.
     """
     x = real_array(x, "x")
     p = real_array(p, "p")
-    if x.ndim != 1 or p.shape != x.shape or x.size < 2 or np.any(np.diff(x) <= 0):
-        raise ValueError("x must be increasing and p sampled on it (same length >= 2)")
+    if x.ndim != 1 or p.shape[-1:] != x.shape or x.size < 2 or np.any(np.diff(x) <= 0):
+        raise ValueError("x must be increasing and p sampled on it (last axis of the same length >= 2)")
     if log and np.any(x <= 0):
         raise ValueError("log interpolation needs x > 0")
     u = np.log(x) if log else x
     s = p - level
-    for k in range(len(x)):
-        if s[k] == 0:
-            return float(x[k])
-        if k + 1 < len(x) and s[k] * s[k + 1] < 0:
-            f = s[k] / (s[k] - s[k + 1])
-            v = u[k] + f * (u[k + 1] - u[k])
-            return float(np.exp(v) if log else v)
-    return math.nan
+    sign = np.zeros(s.shape, dtype=bool)
+    sign[..., :-1] = s[..., :-1] * s[..., 1:] < 0
+    event = (s == 0) | sign
+    k = np.argmax(event, axis=-1)
+    found = np.take_along_axis(event, k[..., None], axis=-1)[..., 0]
+    kk = np.minimum(k + 1, x.size - 1)
+    sk = np.take_along_axis(s, k[..., None], axis=-1)[..., 0]
+    sk1 = np.take_along_axis(s, kk[..., None], axis=-1)[..., 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(sk == 0, 0.0, sk / (sk - sk1))
+    v = u[k] + f * (u[kk] - u[k])
+    out = np.where(found, np.exp(v) if log else v, np.nan)
+    return float(out) if out.ndim == 0 else out
 
 
 def bootstrap_crossing(x, outcomes, level: float = 0.5, *, reps: int = 1000, confidence: float = 0.95, rng=None):
@@ -110,7 +119,7 @@ def bootstrap_crossing(x, outcomes, level: float = 0.5, *, reps: int = 1000, con
     est = crossing(x, Y.mean(axis=1), level)
     idx = rng.integers(0, N, size=(reps, N))
     freq = Y[:, idx].mean(axis=2)  # (len(x), reps)
-    boots = np.array([crossing(x, freq[:, r], level) for r in range(reps)])
+    boots = crossing(x, freq.T, level)
     ok = np.isfinite(boots)
     if not ok.any():
         return est, math.nan, math.nan, 0.0
@@ -201,4 +210,59 @@ def cluster_statistics(
         "betas": betas,
         "depths": run.t,
         "seconds": np.array(seconds),
+    }
+
+
+def planar_linear_check(
+    recipe: str,
+    *,
+    n: int = 32,
+    clouds: int = 64,
+    seed: int = 0,
+    layer_seed: int = 1,
+    beta: float = 1.0,
+    depths=(25.0, 50.0, 100.0, 200.0),
+    dt: float = 0.5,
+    threshold: float = 0.999,
+) -> dict[str, np.ndarray]:
+    r"""Linear attention on the circle (d = 2): the regime paper 2's closed forms predict, and what happens.
+
+    In d = 2 linear attention is the second-harmonic Kuramoto model (chapter 4 of this book), and
+    :func:`~tokendynamics.regimes.predict_regime` gives its regime from :math:`(A, V, \beta)` and the
+    order parameter :math:`z_0=R_2(0)=\frac1n\sum_j e^{2i\theta_j(0)}` of the cloud (the closed
+    forms are those of the Ott–Antonsen flow; a finite cloud is not on that manifold, which is
+    what this check measures). For each of ``clouds`` clouds with its own layer from the recipe,
+    returns ``predicted`` (the regime name, or "none" where no closed form applies), ``antipodal``
+    and ``single`` (booleans (len(depths), clouds), one batched run, :func:`cluster_statistics`),
+    ``depths``, ``z0`` and ``seconds``. (Near degenerate parameters the approach to the clusters is
+    algebraic, not exponential: hence several depths.)
+    """
+    clouds = validate_count(clouds, "clouds")
+    stats = cluster_statistics(
+        "linear",
+        recipe,
+        [beta],
+        depths,
+        n=n,
+        d=2,
+        clouds=clouds,
+        seed=seed,
+        layer_seed=layer_seed,
+        dt=dt,
+        threshold=threshold,
+    )
+    M = recipe_matrices(recipe, 2, clouds, layer_seed)
+    A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
+    z0 = np.exp(2j * angles(sample_clouds(clouds, n, 2, seed))).mean(axis=1)
+    predicted = []
+    for b in range(clouds):
+        pred = predict_regime(A[b], M["V"][b], beta, complex(z0[b]))
+        predicted.append("none" if pred is None else pred.regime)
+    return {
+        "predicted": np.array(predicted),
+        "antipodal": stats["antipodal"][:, 0],
+        "single": stats["single"][:, 0],
+        "depths": stats["depths"],
+        "z0": z0,
+        "seconds": stats["seconds"],
     }

@@ -624,6 +624,8 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             },
             "recipes": ["identity", "gaussian", "goe", "minus_identity"],
             "recipe_kinds": ["softmax", "linear"],
+            # a finer beta grid around the transition of softmax (Q = K = V = I), the same clouds
+            "critical": {"kind": "softmax", "betas": [1.414, 1.682, 2.378, 2.828, 3.364]},
             "resample_kind": "softmax",
             "resample_recipe": "gaussian",
             "resample_every": [4.0, 1.0],
@@ -639,7 +641,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "full": {
             "clouds": 256,
             "count_clouds": 64,
-            "step_check": {"clouds": 32, "factor": 4, "depth": 24.0},
+            "step_check": {"clouds": 16, "factor": 4, "depth": 24.0},
             "planar": {"clouds": 256, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
             "ward_sample": 256,
             "bootstrap": 2000,

@@ -17,6 +17,7 @@ from ..sweeps import sweep
 from .cache import cached
 
 __all__ = [
+    "merge_betas",
     "KIND_LABELS",
     "KIND_COLORS",
     "RECIPE_LABELS",
@@ -63,7 +64,8 @@ def phase_points(p: dict) -> list[dict]:
     Each is a dict with a ``label`` (its name in :func:`run_phase`'s result), a ``task``
     ("statistics": :func:`tokendynamics.phase.cluster_statistics`; "planar":
     :func:`tokendynamics.phase.planar_linear_check`) and the task's keyword arguments. Labels:
-    ``kind/recipe`` (the maps), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
+    ``kind/recipe`` (the maps), ``kind/identity/fine`` (a finer grid of beta around a transition,
+    the same clouds), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
     (cluster counts at other n), ``check/kind`` (the same clouds with a step ``factor`` times
     smaller, at the two largest beta), ``planar/recipe`` (linear attention in d = 2).
     """
@@ -88,6 +90,8 @@ def phase_points(p: dict) -> list[dict]:
         )
 
     pts = [point(f"{kind}/identity", kind, "identity") for kind in p["kinds"]]
+    crit = p["critical"]
+    pts.append(point(f"{crit['kind']}/identity/fine", crit["kind"], "identity", betas=crit["betas"]))
     pts += [point(f"{k}/{r}", k, r) for k in p["recipe_kinds"] for r in p["recipes"] if r != "identity"]
     k, r = p["resample_kind"], p["resample_recipe"]
     pts += [point(f"{k}/{r}/every{tau:g}", k, r, resample_every=tau) for tau in p["resample_every"]]
@@ -151,6 +155,19 @@ def run_phase(points: list[dict], *, n_jobs: int = 1, client=None, progress: boo
     see :func:`tokendynamics.sweeps.sweep`); returns ``{label: result}``."""
     results = sweep(cached_task, points, n_jobs=n_jobs, client=client, progress=progress, desc="phase runs")
     return {q["label"]: r for q, r in zip(points, results)}
+
+
+def merge_betas(*results) -> dict:
+    """Results of :func:`tokendynamics.phase.cluster_statistics` on the same clouds and depths but
+    different grids of beta, merged into one grid (sorted); outcome arrays joined along beta."""
+    betas = np.concatenate([r["betas"] for r in results])
+    if len(np.unique(betas)) != betas.size:
+        raise ValueError("the grids of beta overlap")
+    order = np.argsort(betas)
+    out = {"betas": betas[order], "depths": results[0]["depths"]}
+    for key in ("single", "antipodal", "clusters"):
+        out[key] = np.concatenate([r[key] for r in results], axis=1)[:, order]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -409,8 +409,8 @@ def is_single_cluster(X, threshold: float = 0.999):
 
 def is_two_antipodal_clusters(X, threshold: float = 0.999):
     r"""Whether a cloud is two antipodal clusters: every pair has :math:`|\langle x_i,x_j\rangle| >`
-    ``threshold`` and some pair has :math:`\langle x_i,x_j\rangle < -`threshold (so both groups are
-    occupied). The natural limit of linear attention, which is odd in each token. X (n, d) or
+    ``threshold`` and some pair has :math:`\langle x_i,x_j\rangle <` ``-threshold`` (so both groups
+    are occupied). The natural limit of linear attention, which is odd in each token. X (n, d) or
     (..., n, d); a bool or a bool array."""
     G = _unit_gram(X, threshold)
     out = (np.abs(G).min(axis=(-1, -2)) > threshold) & (G.min(axis=(-1, -2)) < -threshold)

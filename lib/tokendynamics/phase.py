@@ -234,8 +234,9 @@ def planar_linear_check(
     what this check measures). For each of ``clouds`` clouds with its own layer from the recipe,
     returns ``predicted`` (the regime name, or "none" where no closed form applies), ``antipodal``
     and ``single`` (booleans (len(depths), clouds), one batched run, :func:`cluster_statistics`),
-    ``depths``, ``z0`` and ``seconds``. (Near degenerate parameters the approach to the clusters is
-    algebraic, not exponential: hence several depths.)
+    ``depths``, ``z0``, ``det`` (:math:`\det A` of each layer) and ``seconds``. (Near degenerate
+    parameters, e.g. :math:`\det A=0`, the approach to the clusters is algebraic, not exponential:
+    hence several depths.)
     """
     clouds = validate_count(clouds, "clouds")
     stats = cluster_statistics(
@@ -264,5 +265,6 @@ def planar_linear_check(
         "single": stats["single"][:, 0],
         "depths": stats["depths"],
         "z0": z0,
+        "det": np.linalg.det(A),
         "seconds": stats["seconds"],
     }

@@ -30,13 +30,13 @@ help:
 	@echo "make test-lab       only the JupyterLab/Chromium test of the explorers (about 2 minutes)"
 	@echo "make test-browser   only the checks of the built book in Chromium (after make book)"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
-	@echo "make bench    speed ratios of the core and of the Gaussian solvers against their baselines"
+	@echo "make bench    speed ratios of the core, the Gaussian solvers and the batched ensembles against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip 2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(BIN)/python -m pip install --quiet -r requirements.txt -e . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[cluster]" 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(BIN)/python -m pip check
 	@touch $(STAMP)
 
@@ -97,6 +97,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_highdim.py
 	$(BIN)/python benchmarks/bench_gaussian.py
+	$(BIN)/python benchmarks/bench_ensembles.py
 
 clean:
 	rm -rf _build _stage

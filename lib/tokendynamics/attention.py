@@ -31,7 +31,7 @@ import numpy as np
 from scipy.special import expit
 
 from .errors import ConvergenceError, NonFiniteError
-from .validation import validate_positions, validate_tokens, validate_weights
+from .validation import real_array, validate_positions, validate_tokens, validate_weights
 
 __all__ = [
     "KINDS",
@@ -41,6 +41,11 @@ __all__ = [
     "sinkhorn_potentials",
     "LayerLike",
     "layer_at",
+    "LayerStack",
+    "velocity_batch",
+    "FIELD_OK",
+    "FIELD_NONFINITE",
+    "FIELD_NOT_CONVERGED",
 ]
 
 KINDS = ("softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid")
@@ -262,6 +267,182 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     return lay
 
 
+def _stack_field(name: str, M, B: int, H: int, rows: int, d: int) -> np.ndarray | None:
+    """``M`` as a read-only float64 array (B, H, rows, d) (a (B, rows, d) stack means one head)."""
+    if M is None:
+        return None
+    arr = np.array(M, dtype=float, copy=True)
+    if arr.ndim == 3:
+        arr = arr[:, None]
+    if arr.shape != (B, H, rows, d):
+        raise ValueError(f"{name} must have shape ({B}, {rows}, {d}) or ({B}, {H}, {rows}, {d}), got {np.shape(M)}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class LayerStack:
+    r"""B attention layers of one kind and one shape, one per system of a batch.
+
+    The matrices are stacked along a first axis, (B, H, d, d) (or (B, d, d) for one head), and
+    every system has its own inverse temperature ``beta`` (shape (B,), or one number for all). The
+    other parameters (``causal``, ``bias``, ``eps``, Sinkhorn settings) are shared and checked by
+    :class:`Attention` itself. Build one with :meth:`of` from a list of layers, or directly from
+    stacked arrays; :meth:`layer` gives system b's :class:`Attention` back.
+
+    :func:`velocity_batch` evaluates the field of system b with layer b; every kind of
+    :class:`Attention` is supported, with the same formulas (the same code) as :func:`velocity`.
+    """
+
+    kind: Kind
+    A: np.ndarray | None = None
+    V: np.ndarray | None = None
+    Q: np.ndarray | None = None
+    K: np.ndarray | None = None
+    beta: np.ndarray | float = 1.0
+    causal: bool = False
+    bias: float = 0.0
+    eps: float = 1.0
+    sinkhorn_iters: int = 10_000
+    sinkhorn_tol: float = 1e-12
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        V = np.asarray(self.V, dtype=float) if self.V is not None else None
+        if V is None or V.ndim not in (3, 4):
+            raise ValueError("V must be a stack of value matrices, (B, d, d) or (B, H, d, d)")
+        B, d = V.shape[0], V.shape[-1]
+        H = 1 if V.ndim == 3 else V.shape[1]
+        if B == 0:
+            raise ValueError("a LayerStack needs at least one layer")
+        beta = np.array(np.broadcast_to(np.asarray(self.beta, dtype=float), (B,)), dtype=float)
+        if not (np.all(np.isfinite(beta)) and np.all(beta > 0)):
+            raise ValueError("beta must be finite and positive for every layer of the stack")
+        beta.flags.writeable = False
+        Vs = _stack_field("V", V, B, H, d, d)
+        if (self.Q is None) != (self.K is None):
+            raise ValueError("Q and K must be given together")
+        if self.Q is not None:
+            if self.A is not None:
+                raise ValueError("give either A or (Q, K), not both")
+            k = np.shape(self.Q)[-2]
+            Qs, Ks = _stack_field("Q", self.Q, B, H, k, d), _stack_field("K", self.K, B, H, k, d)
+            As = np.einsum("bhkd,bhke->bhde", Qs, Ks)
+            As.flags.writeable = False
+        else:
+            if self.A is None:
+                raise ValueError("the score matrix is required: give A or (Q, K)")
+            Qs = Ks = None
+            As = _stack_field("A", self.A, B, H, d, d)
+        # the shared parameters (and the kind's own requirements) are checked by Attention itself
+        first = Attention(
+            self.kind,
+            A=None if Qs is not None else As[0],
+            V=Vs[0],
+            Q=None if Qs is None else Qs[0],
+            K=None if Ks is None else Ks[0],
+            beta=float(beta[0]),
+            causal=self.causal,
+            bias=self.bias,
+            eps=self.eps,
+            sinkhorn_iters=self.sinkhorn_iters,
+            sinkhorn_tol=self.sinkhorn_tol,
+        )
+        for name in ("causal", "bias", "eps", "sinkhorn_iters", "sinkhorn_tol"):
+            set_(name, getattr(first, name))
+        set_("A", As)
+        set_("V", Vs)
+        set_("Q", Qs)
+        set_("K", Ks)
+        set_("beta", beta)
+
+    @classmethod
+    def of(cls, layers) -> LayerStack:
+        """Stack a sequence of :class:`Attention` layers of one kind and shape (and equal shared parameters)."""
+        layers = list(layers)
+        if not layers or not all(isinstance(lay, Attention) for lay in layers):
+            raise TypeError("LayerStack.of needs a non-empty sequence of Attention layers")
+        first = layers[0]
+        shared = ("kind", "causal", "bias", "eps", "sinkhorn_iters", "sinkhorn_tol")
+        for b, lay in enumerate(layers):
+            diff = [k for k in shared if getattr(lay, k) != getattr(first, k)]
+            if diff:
+                raise ValueError(f"layer {b} differs from layer 0 in {diff}: a stack shares them")
+            if lay.A.shape != first.A.shape or (lay.Q is None) != (first.Q is None):
+                raise ValueError(f"layer {b} has another shape than layer 0 (heads, d, or Q/K given)")
+            if lay.Q is not None and lay.Q.shape != first.Q.shape:
+                raise ValueError(f"layer {b} has Q of shape {lay.Q.shape}, layer 0 {first.Q.shape}")
+        qk = first.Q is not None
+        return cls(
+            first.kind,
+            A=None if qk else np.stack([lay.A for lay in layers]),
+            V=np.stack([lay.V for lay in layers]),
+            Q=np.stack([lay.Q for lay in layers]) if qk else None,
+            K=np.stack([lay.K for lay in layers]) if qk else None,
+            beta=np.array([lay.beta for lay in layers]),
+            causal=first.causal,
+            bias=first.bias,
+            eps=first.eps,
+            sinkhorn_iters=first.sinkhorn_iters,
+            sinkhorn_tol=first.sinkhorn_tol,
+        )
+
+    @property
+    def size(self) -> int:
+        """Number of layers B."""
+        return self.V.shape[0]
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return self.V.shape[-1]
+
+    @property
+    def n_heads(self) -> int:
+        """Number of heads H (the same for every layer)."""
+        return self.V.shape[1]
+
+    def _shared(self) -> dict:
+        return dict(
+            causal=self.causal,
+            bias=self.bias,
+            eps=self.eps,
+            sinkhorn_iters=self.sinkhorn_iters,
+            sinkhorn_tol=self.sinkhorn_tol,
+        )
+
+    def layer(self, b: int) -> Attention:
+        """The :class:`Attention` of system b."""
+        if self.Q is not None:
+            return Attention(
+                self.kind, V=self.V[b], Q=self.Q[b], K=self.K[b], beta=float(self.beta[b]), **self._shared()
+            )
+        return Attention(self.kind, A=self.A[b], V=self.V[b], beta=float(self.beta[b]), **self._shared())
+
+    def take(self, index) -> LayerStack:
+        """The stack of the layers ``index`` (an integer array or a boolean mask over the B layers)."""
+        idx = np.arange(self.size)[index]
+        qk = self.Q is not None
+        return LayerStack(
+            self.kind,
+            A=None if qk else self.A[idx],
+            V=self.V[idx],
+            Q=self.Q[idx] if qk else None,
+            K=self.K[idx] if qk else None,
+            beta=self.beta[idx],
+            **self._shared(),
+        )
+
+    def __repr__(self) -> str:
+        heads = f", heads={self.n_heads}" if self.n_heads > 1 else ""
+        return f"LayerStack({self.kind!r}, B={self.size}, d={self.d}{heads}, beta in [{self.beta.min():g}, {self.beta.max():g}])"
+
+
 # ---------------------------------------------------------------------------------------------
 # scores and attention matrices
 # ---------------------------------------------------------------------------------------------
@@ -293,10 +474,16 @@ def _lse(a: np.ndarray, axis: int) -> np.ndarray:
         return (np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m).squeeze(axis)
 
 
+#: Sinkhorn runs in the exponential (scaling) domain when the kernel of a system spans at most
+#: e^SCALING_MAX_RANGE (max - min of logK): the same iterates, two matrix-vector products per
+#: iteration instead of two log-sum-exps, and nothing can overflow; wider kernels use the log domain.
+SCALING_MAX_RANGE = 30.0
+
+
 def sinkhorn_potentials(
     logK: np.ndarray, logw: np.ndarray, *, eps: float, max_iter: int, tol: float, g0: np.ndarray | None = None
 ):
-    r"""Log-domain Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`.
+    r"""Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`, in potentials.
 
     Solves for potentials :math:`f, g` such that the plan
     :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j + c_{ij})/\varepsilon)`, with
@@ -304,27 +491,90 @@ def sinkhorn_potentials(
     equal to :math:`w`. Iterates :math:`f \leftarrow -\varepsilon\,\mathrm{LSE}_j((g_j+c_{ij})/\varepsilon+\log w_j)`
     and the same for :math:`g`, stopping when the column-marginal relative error is below ``tol``.
 
-    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one exactly and the
+    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one (to round-off) and the
     column marginals are met to ``error``; one iteration from :math:`g=0` is exactly the
     row-softmax of :math:`c/\varepsilon`. ``g0`` warm-starts the column potential.
 
-    Returns ``(f, g, iterations, error)``. Paper 1 §2.4 (Sinkformers).
+    The iteration is run in the log domain, or — when the kernel spans at most
+    :math:`e^{30}` (:data:`SCALING_MAX_RANGE`), so that nothing can overflow — as the same
+    iterates in the exponential domain, :math:`u=e^{f/\varepsilon}`, :math:`v=e^{g/\varepsilon}`
+    (matrix scaling: two matrix-vector products per iteration instead of two log-sum-exps).
+
+    ``logK`` may carry leading batch axes, (..., n, n), with ``logw`` of shape (n,) or (..., n): then
+    every system is solved at once and each stops at its own iteration (a converged system is left
+    as it is while the others go on), so a batch gives the potentials of a loop over it.
+
+    Returns ``(f, g, iterations, error)`` (arrays over the batch axes for a batch). Paper 1 §2.4 (Sinkformers).
     """
-    n = logK.shape[0]
-    g = np.zeros(n) if g0 is None else np.array(g0, dtype=float)
-    f = np.zeros(n)
-    err = np.inf
-    it = 0
+    n = logK.shape[-1]
+    batch = logK.shape[:-2]
+    m = math.prod(batch)
+    K3 = logK.reshape(m, n, n)
+    lw = np.broadcast_to(logw, batch + (n,)).reshape(m, n)
+    g = np.zeros((m, n)) if g0 is None else np.array(np.broadcast_to(g0, batch + (n,)), dtype=float).reshape(m, n)
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
+    with np.errstate(invalid="ignore"):
+        spread = K3.max(axis=(1, 2)) - K3.min(axis=(1, 2))
+    scaling = spread <= SCALING_MAX_RANGE  # False for non-finite kernels
+    for idx, solver in ((np.nonzero(scaling)[0], _sinkhorn_scaling), (np.nonzero(~scaling)[0], _sinkhorn_log)):
+        if idx.size:
+            f[idx], g[idx], its[idx], err[idx] = solver(K3[idx], lw[idx], g[idx], eps, max_iter, tol)
+    if not batch:
+        return f[0], g[0], int(its[0]), float(err[0])
+    return f.reshape(batch + (n,)), g.reshape(batch + (n,)), its.reshape(batch), err.reshape(batch)
+
+
+def _sinkhorn_log(K3, lw, g, eps, max_iter, tol):
+    """Log-domain iterations on m systems (m, n, n); each stops at its own iteration."""
+    m, n, _ = K3.shape
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
+    active = np.arange(m)
     for it in range(1, max_iter + 1):
+        every = active.size == m
+        Ka, ga, lwa = (K3, g, lw) if every else (K3[active], g[active], lw[active])
         # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
-        f = -eps * _lse(logK + g[None, :] / eps + logw[None, :], axis=1)
+        fa = -eps * _lse(Ka + ga[:, None, :] / eps + lwa[:, None, :], axis=-1)
         # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
-        lse_col = _lse(logK + f[:, None] / eps + logw[:, None], axis=0)
-        err = float(np.max(np.abs(np.expm1(lse_col + g / eps))))
-        if err < tol or it == max_iter:
+        lse_col = _lse(Ka + fa[:, :, None] / eps + lwa[:, :, None], axis=-2)
+        ea = np.max(np.abs(np.expm1(lse_col + ga / eps)), axis=-1)
+        f[active], err[active], its[active] = fa, ea, it
+        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
+        g[active[go_on]] = -eps * lse_col[go_on]
+        active = active[go_on]
+        if active.size == 0:
             break
-        g = -eps * lse_col
-    return f, g, it, err
+    return f, g, its, err
+
+
+def _sinkhorn_scaling(K3, lw, g, eps, max_iter, tol):
+    """The same iterates in the exponential domain: u = exp(f/eps + c), v = exp(g/eps), with the
+    kernel exp(logK - c) in [e^-30, 1] (c the largest entry of each system)."""
+    m, n, _ = K3.shape
+    top = K3.max(axis=(1, 2))
+    Kt = np.exp(K3 - top[:, None, None])
+    w = np.exp(lw)
+    v = np.exp(g / eps)
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
+    active = np.arange(m)
+    for it in range(1, max_iter + 1):
+        every = active.size == m
+        Ka, va, wa = (Kt, v, w) if every else (Kt[active], v[active], w[active])
+        t = np.einsum("bij,bj->bi", Ka, va * wa)  # e^{-f_i/eps - c}
+        col = np.einsum("bij,bi->bj", Ka, wa / t)  # e^{lse_col}
+        ea = np.max(np.abs(col * va - 1.0), axis=-1)
+        f[active], err[active], its[active] = -eps * (np.log(t) + top[active, None]), ea, it
+        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
+        v[active[go_on]] = 1.0 / col[go_on]
+        active = active[go_on]
+        if active.size == 0:
+            break
+    return f, eps * np.log(v), its, err
 
 
 def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0, return_info: bool = False):
@@ -347,33 +597,58 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     return (P, info) if return_info else P
 
 
+def _head(layer, h):
+    """``(A, V, Q, K, beta)`` of head h: (d, d) matrices and a float for an :class:`Attention`;
+    stacks (B, d, d) and beta of shape (B, 1, 1) for a :class:`LayerStack`, so that both broadcast
+    against tokens (n, d) or batches (B, n, d)."""
+    if isinstance(layer, LayerStack):
+        pick = lambda M: None if M is None else M[:, h]  # noqa: E731
+        return pick(layer.A), pick(layer.V), pick(layer.Q), pick(layer.K), layer.beta[:, None, None]
+    pick = lambda M: None if M is None else M[h]  # noqa: E731
+    return pick(layer.A), pick(layer.V), pick(layer.Q), pick(layer.K), layer.beta
+
+
+def _mT(M):
+    return np.swapaxes(M, -1, -2)
+
+
+def _times(X, M):
+    """``X @ M``; a matrix shared by a batch (M 2-D, X (..., n, d)) is applied as one product."""
+    if M.ndim == 2 and X.ndim > 2:
+        return (X.reshape(-1, X.shape[-1]) @ M).reshape(X.shape[:-1] + (M.shape[-1],))
+    return X @ M
+
+
 def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(None)):
     """Attention weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise.
 
     ``r`` is None for the kinds without row normalisation. Keeping the normalisation apart lets
-    :func:`velocity` divide the n x d product instead of the n x n matrix.
+    :func:`velocity` divide the n x d product instead of the n x n matrix. ``X`` may carry leading
+    batch axes, (..., n, d); ``layer`` is an :class:`Attention` (shared) or a :class:`LayerStack`.
     """
-    n = X.shape[0]
+    n = X.shape[-2]
     kind = layer.kind
+    A, _, Q, K, beta = _head(layer, h)
+    Xr = X[..., rows, :]
     info: dict = {}
     if kind == "l2":
         # -beta |Qx_i - Kx_j|^2 = beta (2 <Qx_i, Kx_j> - |Kx_j|^2) - beta |Qx_i|^2; the last term
         # depends on i only and cancels in the row normalisation.
-        qx = X[rows] @ layer.Q[h].T
-        kx = X @ layer.K[h].T
-        W = (2.0 * layer.beta * qx) @ kx.T
-        W -= layer.beta * (kx * kx).sum(1)[None, :]
+        qx = _times(Xr, _mT(Q))
+        kx = _times(X, _mT(K))
+        W = (2.0 * beta * qx) @ _mT(kx)
+        W -= beta * (kx * kx).sum(-1)[..., None, :]
     else:
-        W = (layer.beta * (X[rows] @ layer.A[h])) @ X.T  # S_ij = beta <x_i, A x_j>
+        W = (beta * _times(Xr, A)) @ _mT(X)  # S_ij = beta <x_i, A x_j>
     if kind in ("softmax", "l2"):
         if w is not None:
             with np.errstate(divide="ignore"):
-                W += np.log(w)[None, :]
+                W += np.log(w)[..., None, :]
         if layer.causal:
-            W[~_causal_mask(s, rows)] = -np.inf
-        W -= W.max(axis=1, keepdims=True)
+            W[..., ~_causal_mask(s, rows)] = -np.inf
+        W -= W.max(axis=-1, keepdims=True)
         np.exp(W, out=W)
-        return W, W.sum(axis=1), info
+        return W, W.sum(axis=-1), info
     if kind == "sinkhorn":
         if rows != slice(None):
             raise ValueError("Sinkhorn weights couple all rows: they cannot be formed by blocks")
@@ -385,7 +660,7 @@ def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(No
         )
         if sinkhorn_state is not None:
             sinkhorn_state[h] = g
-        W += (f[:, None] + g[None, :]) / layer.eps + logw[None, :]
+        W += (f[..., :, None] + g[..., None, :]) / layer.eps + logw[..., None, :]
         np.exp(W, out=W)
         info = {"iterations": it, "marginal_error": err, "f": f, "g": g}
         return W, None, info
@@ -395,9 +670,9 @@ def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(No
     elif kind == "sigmoid":
         W = expit(W + layer.bias)
     # linear: W = S as is
-    W *= (1.0 / n) if w is None else w[None, :]
+    W *= (1.0 / n) if w is None else w[..., None, :]
     if layer.causal:
-        W[~_causal_mask(s, rows)] = 0.0
+        W[..., ~_causal_mask(s, rows)] = 0.0
     return W, None, info
 
 
@@ -414,21 +689,23 @@ def _attention_matrix(X, layer, w, s, h, sinkhorn_state=None):
 
 
 def _linear_field(X, layer, w, s, h):
-    r""":math:`\beta V M_2 A^\top x_i` with the (causal, if asked) second moment; no n x n matrix."""
-    n, d = X.shape
-    wx = X / n if w is None else X * w[:, None]
-    A, V = layer.A[h], layer.V[h]
+    r""":math:`\beta V M_2 A^\top x_i` with the (causal, if asked) second moment; no n x n matrix.
+
+    ``X`` may carry leading batch axes (..., n, d)."""
+    n = X.shape[-2]
+    wx = X / n if w is None else X * w[..., :, None]
+    A, V, _, _, beta = _head(layer, h)
     if not layer.causal:
-        M2 = X.T @ wx  # sum_j w_j x_j x_j^T
-        return layer.beta * (X @ A) @ (M2 @ V.T)
+        M2 = _mT(X) @ wx  # sum_j w_j x_j x_j^T
+        return beta * _times(X, A) @ (M2 @ _mT(V))
     # causal: M2_i = sum_{j: s_j <= s_i} w_j x_j x_j^T (ties included), via sorted cumulative sums
     order = np.argsort(s, kind="stable")
     ss = s[order]
     last = np.searchsorted(ss, ss, side="right") - 1  # index of the last token with position <= s
-    cum = np.cumsum(np.einsum("ja,jb->jab", wx[order], X[order]), axis=0)
+    cum = np.cumsum(np.einsum("...ja,...jb->...jab", wx[..., order, :], X[..., order, :]), axis=-3)
     M2 = np.empty_like(cum)
-    M2[order] = cum[last]
-    return layer.beta * np.einsum("ia,iab,cb->ic", X @ A, M2, V)
+    M2[..., order, :, :] = cum[..., last, :, :]
+    return beta * np.einsum("...ia,...iab,...cb->...ic", _times(X, A), M2, V)
 
 
 def velocity(
@@ -486,10 +763,60 @@ def velocity(
     return _check_finite(out, layer)
 
 
-def _velocity(X, layer, w, s, backend, sinkhorn_state):
-    n = X.shape[0]
+#: Codes of :func:`velocity_batch`'s status: the field of a system is fine, overflowed, or its
+#: Sinkhorn solve missed the tolerance.
+FIELD_OK, FIELD_NONFINITE, FIELD_NOT_CONVERGED = 0, 1, 2
+
+
+def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None):
+    r"""The velocity field :math:`\Gamma_{\mu_b}` of B independent systems at once, with their status.
+
+    ``X`` has shape (B, n, d): system b is the cloud ``X[b]``, driven by ``layer`` (one
+    :class:`Attention` for all systems) or by ``layer.layer(b)`` (a :class:`LayerStack` of B
+    layers). The formulas and the code are those of :func:`velocity` (the attention weights of
+    every kind are formed by the same function, with the batch as leading axes: one evaluation for
+    the whole batch instead of a Python loop); linear attention goes through the second moment.
+
+    ``weights`` (n,) are shared masses (uniform by default). Returns ``(U, status)``: the fields
+    (B, n, d) and an int array (B,) with :data:`FIELD_OK`, :data:`FIELD_NONFINITE` (the field of that
+    system overflowed; its rows of ``U`` are set to zero) or :data:`FIELD_NOT_CONVERGED` (Sinkhorn
+    missed ``sinkhorn_tol``; rows set to zero). Nothing is raised for one bad system: batched
+    integrators flag and freeze it, and the others go on.
+    """
+    X = real_array(X, "X")
+    if X.ndim != 3 or X.shape[1] == 0:
+        raise ValueError(f"X must be a batch of token clouds (B, n, d), got shape {X.shape}")
+    B, n, d = X.shape
+    if not isinstance(layer, (Attention, LayerStack)):
+        raise TypeError(f"layer must be an Attention or a LayerStack, got {type(layer).__name__}")
+    if layer.d != d:
+        raise ValueError(f"X has tokens of dimension {d} but the layer has d = {layer.d}")
+    if isinstance(layer, LayerStack) and layer.size != B:
+        raise ValueError(f"the stack has {layer.size} layers for {B} systems")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains non-finite values (inf or NaN)")
+    w = validate_weights(weights, n)
+    s = validate_positions(None, n)
+    missed = np.zeros(B, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = _velocity(X, layer, w, s, "numpy", sinkhorn_state, failed=missed)
+    status = np.where(np.all(np.isfinite(out), axis=(1, 2)), FIELD_OK, FIELD_NONFINITE)
+    status[missed] = FIELD_NOT_CONVERGED
+    out[status != FIELD_OK] = 0.0
+    return out, status
+
+
+def _velocity(X, layer, w, s, backend, sinkhorn_state, failed=None):
+    """The field of every head, summed. ``X`` may carry leading batch axes (..., n, d).
+
+    A Sinkhorn solve that misses its tolerance raises ConvergenceError, or, when a boolean array
+    ``failed`` (shape of the batch axes) is given, is marked there (batched integrators freeze those
+    systems).
+    """
+    n = X.shape[-2]
     out = np.zeros_like(X)
-    if backend in ("auto", "numba") and layer.kind in ("softmax", "l2") and not layer.causal:
+    batched = X.ndim > 2 or isinstance(layer, LayerStack)
+    if backend in ("auto", "numba") and layer.kind in ("softmax", "l2") and not layer.causal and not batched:
         from . import _kernels
 
         if backend == "numba" or _kernels.prefer_fused(n, layer):
@@ -502,23 +829,26 @@ def _velocity(X, layer, w, s, backend, sinkhorn_state):
         if layer.kind == "linear" and backend != "dense":
             out += _linear_field(X, layer, w, s, h)
         else:
-            values = X @ layer.V[h].T
+            values = _times(X, _mT(_head(layer, h)[1]))
             if layer.kind == "sinkhorn":
                 W, _, info = _head_weights(X, layer, w, s, h, sinkhorn_state)
-                if not info["marginal_error"] <= layer.sinkhorn_tol:
+                missed = np.logical_not(np.asarray(info["marginal_error"]) <= layer.sinkhorn_tol)
+                if failed is not None:
+                    failed |= missed
+                elif np.any(missed):
                     raise ConvergenceError(
                         f"Sinkhorn did not reach sinkhorn_tol = {layer.sinkhorn_tol:g} in "
-                        f"{info['iterations']} iterations (marginal error "
-                        f"{info['marginal_error']:.3g}); raise sinkhorn_iters or eps"
+                        f"{np.max(info['iterations'])} iterations (marginal error "
+                        f"{np.max(info['marginal_error']):.3g}); raise sinkhorn_iters or eps"
                     )
                 out += W @ values
                 continue
-            block = max(1, BLOCK_ENTRIES // n)
+            block = max(1, BLOCK_ENTRIES // (n * math.prod(X.shape[:-2])))
             for start in range(0, n, block):
                 rows = slice(start, min(n, start + block))
                 W, r, _ = _head_weights(X, layer, w, s, h, rows=rows)
                 field = W @ values
-                out[rows] += field if r is None else field / r[:, None]
+                out[..., rows, :] += field if r is None else field / r[..., None]
     return out
 
 

@@ -3,7 +3,10 @@ r"""Order parameters and cluster detectors of a cloud of tokens, in any dimensio
 Through the second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top`, without Gram matrices:
 :func:`~tokendynamics.metrics.order_parameters` (:math:`\hat R_1,\hat R_2`), :func:`top_direction` (top eigenpair of
 :math:`\Sigma`), :func:`first_passage_times`, :func:`axis_speed`. From the Gram matrix of one
-state: :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`.
+state: :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`. Batched over clouds
+(..., n, d), for ensembles: :func:`count_clusters` (connected components, or the rank, of the
+thresholded Gram matrix), :func:`ward_clusters` (Ward linkage, the independent check),
+:func:`is_single_cluster`, :func:`is_two_antipodal_clusters`.
 
 References: paper 2 (Li et al., arXiv 2026), its high-dimensional experiments (this book, chapter 5);
 B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
@@ -16,7 +19,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.linalg import eigh
+from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .particles import normalize_rows
@@ -32,6 +37,11 @@ __all__ = [
     "detect_clusters",
     "first_passage_times",
     "axis_speed",
+    "count_clusters",
+    "cluster_outcomes",
+    "ward_clusters",
+    "is_single_cluster",
+    "is_two_antipodal_clusters",
 ]
 
 
@@ -254,3 +264,154 @@ def axis_speed(t, axis) -> np.ndarray:
         raise ValueError("t must be increasing")
     cos = np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)
     return np.arccos(cos) / np.diff(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# counting clusters of many clouds at once (ensembles, phase diagrams)
+# ---------------------------------------------------------------------------------------------
+
+
+def _unit_gram(X, threshold) -> np.ndarray:
+    X = _tokens(X)
+    if not 0 < threshold < 1:
+        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+    r = np.linalg.norm(X, axis=-1, keepdims=True)
+    if np.any(r == 0):
+        raise ValueError("cannot count clusters of a zero token")
+    Xn = X / r
+    return Xn @ np.swapaxes(Xn, -1, -2)
+
+
+def _components_from_links(link: np.ndarray) -> np.ndarray:
+    """Number of connected components of each link graph (..., n, n) (symmetric, diagonal set).
+
+    Min-label propagation, vectorised over the batch: every token takes the smallest label among
+    its linked tokens until nothing changes (after at most the graph's diameter of rounds, on the
+    clouds that still change), then the distinct labels of each cloud are counted. Equal to
+    ``scipy.sparse.csgraph.connected_components`` (tested), without a sparse graph of every cloud.
+    """
+    n = link.shape[-1]
+    flat = link.reshape(-1, n, n)
+    lab = np.broadcast_to(np.arange(n), (flat.shape[0], n)).copy()
+    todo = np.arange(flat.shape[0])
+    while todo.size:
+        cur = lab[todo]
+        new = np.where(flat[todo], cur[:, None, :], n).min(axis=-1)
+        changed = np.any(new != cur, axis=1)
+        lab[todo] = new
+        todo = todo[changed]
+    lab.sort(axis=1)
+    return (1 + np.count_nonzero(np.diff(lab, axis=1), axis=1)).reshape(link.shape[:-2])
+
+
+def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
+    r"""Number of clusters of each cloud of unit tokens, X of shape (n, d) or (..., n, d).
+
+    Two tokens are *linked* when :math:`\langle x_i,x_j\rangle >` ``threshold`` (strictly: a pair
+    exactly at the threshold is not linked), i.e. their angle is below
+    :math:`\arccos(\text{threshold})` (2.56° at 0.999, the threshold of Geshkovski, Letrouit,
+    Polyanskiy and Rigollet).
+
+    * ``method="components"``: connected components of the link graph (chains of links join
+      clusters; a lone token is a cluster of its own), vectorised over the batch (min-label
+      propagation; no Python loop over the clouds).
+    * ``method="graph"``: the same count by ``scipy.sparse.csgraph.connected_components`` on one
+      sparse graph that holds every cloud as a diagonal block (the reference for the above).
+    * ``method="rank"``: rank of the 0/1 link matrix (diagonal included). For well-separated
+      clusters the matrix is block diagonal with all-ones blocks and its rank is their number; the
+      two methods differ exactly when links do not close into cliques (chains), which is a sign
+      that the threshold cuts through a spread cloud.
+
+    Returns an int (one cloud) or an int array of the batch shape. Tested on two separated
+    clusters, antipodal pairs, a uniform spread and ties at the threshold; compare with
+    :func:`ward_clusters`.
+    """
+    G = _unit_gram(X, threshold)
+    out = _count_from_gram(G, threshold, method)
+    return int(out) if out.ndim == 0 else out
+
+
+def _count_from_gram(G, threshold, method):
+    link = G > threshold
+    n = link.shape[-1]
+    link |= np.eye(n, dtype=bool)
+    batch = link.shape[:-2]
+    if method == "rank":
+        out = np.linalg.matrix_rank(link.astype(float))
+    elif method == "components":
+        out = _components_from_links(link)
+    elif method == "graph":
+        m = math.prod(batch)
+        b, i, j = np.nonzero(link.reshape(m, n, n))
+        graph = coo_matrix((np.ones(b.size, dtype=np.int8), (b * n + i, b * n + j)), shape=(m * n, m * n))
+        _, lab = connected_components(graph, directed=False)
+        lab = np.sort(lab.reshape(m, n), axis=1)
+        out = 1 + np.count_nonzero(np.diff(lab, axis=1), axis=1)
+    else:
+        raise ValueError(f"method must be 'components', 'graph' or 'rank', got {method!r}")
+    return np.asarray(out, dtype=int).reshape(batch)
+
+
+def cluster_outcomes(X, threshold: float = 0.999) -> dict:
+    """:func:`is_single_cluster`, :func:`is_two_antipodal_clusters` and :func:`count_clusters` of
+    every cloud of X (..., n, d) from one Gram matrix per cloud; a dict of arrays ``single``,
+    ``antipodal``, ``clusters`` of the batch shape. (Clouds that are one cluster are counted
+    without a graph; only clouds with a pair below ``-threshold`` can be antipodal.)"""
+    G = _unit_gram(X, threshold)
+    n = G.shape[-1]
+    flat = G.reshape(-1, n, n)
+    low = flat.min(axis=(1, 2))
+    single = low > threshold
+    antipodal = np.zeros_like(single)
+    maybe = np.nonzero(low < -threshold)[0]
+    if maybe.size:
+        antipodal[maybe] = np.abs(flat[maybe]).min(axis=(1, 2)) > threshold
+    clusters = np.ones(flat.shape[0], dtype=int)
+    rest = np.nonzero(~single)[0]
+    if rest.size:
+        clusters[rest] = _count_from_gram(flat[rest], threshold, "components")
+    shape = G.shape[:-2]
+    return {"single": single.reshape(shape), "antipodal": antipodal.reshape(shape), "clusters": clusters.reshape(shape)}
+
+
+def ward_clusters(X, threshold: float = 0.999):
+    r"""Number of clusters of each cloud by Ward linkage (``scipy.cluster.hierarchy``), cut at the chord
+    length :math:`\delta=\sqrt{2(1-\text{threshold})}` of the angle of :func:`count_clusters`.
+
+    Ward merges the two groups whose union increases the within-group sum of squares least; the
+    merge height of two groups of sizes :math:`a, b` with centres :math:`c_a, c_b` is
+    :math:`\sqrt{2ab/(a+b)}\,|c_a-c_b|` (the distance for two tokens). Cutting at
+    :math:`\delta` keeps apart groups that are farther than the link length, so tight clusters
+    that are well separated get the same count as :func:`count_clusters`; a spread cloud does not
+    (Ward does not chain). An independent check of the counting, one linkage per cloud (a Python
+    loop: use it on samples, not on a whole ensemble).
+    """
+    G = _unit_gram(X, threshold)  # validates the threshold and the tokens
+    X = np.asarray(X, dtype=float)
+    Xn = X / np.linalg.norm(X, axis=-1, keepdims=True)
+    delta = math.sqrt(2.0 * (1.0 - threshold))
+    flat = Xn.reshape(-1, *Xn.shape[-2:])
+    out = np.empty(flat.shape[0], dtype=int)
+    for k, Y in enumerate(flat):
+        Z = linkage(Y, method="ward")
+        out[k] = int(fcluster(Z, t=delta, criterion="distance").max())
+    out = out.reshape(G.shape[:-2])
+    return int(out) if out.ndim == 0 else out
+
+
+def is_single_cluster(X, threshold: float = 0.999):
+    r"""Whether every pair of tokens of a cloud has :math:`\langle x_i,x_j\rangle >` ``threshold`` (one
+    cluster, without chaining), for X (n, d) or (..., n, d); a bool or a bool array."""
+    G = _unit_gram(X, threshold)
+    out = G.min(axis=(-1, -2)) > threshold
+    return bool(out) if out.ndim == 0 else out
+
+
+def is_two_antipodal_clusters(X, threshold: float = 0.999):
+    r"""Whether a cloud is two antipodal clusters: every pair has :math:`|\langle x_i,x_j\rangle| >`
+    ``threshold`` and some pair has :math:`\langle x_i,x_j\rangle <` ``-threshold`` (so both groups
+    are occupied). The natural limit of linear attention, which is odd in each token. X (n, d) or
+    (..., n, d); a bool or a bool array."""
+    G = _unit_gram(X, threshold)
+    out = (np.abs(G).min(axis=(-1, -2)) > threshold) & (G.min(axis=(-1, -2)) < -threshold)
+    return bool(out) if out.ndim == 0 else out

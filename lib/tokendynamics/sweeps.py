@@ -3,10 +3,22 @@
 ``sweep(fn, grid)`` calls ``fn(**point)`` for every point of ``grid`` (a list of keyword dicts, e.g.
 from :func:`grid`) and returns the results in the order of the grid. The work is handed to
 :class:`joblib.Parallel`, so the same call runs serially (``n_jobs=1``), on the local cores
-(``n_jobs=-1``, backend ``"loky"``), or on a cluster: register Dask's joblib backend
-(``from dask.distributed import Client; client = Client(...)``) and pass ``backend="dask"``.
+(``n_jobs=-1``, backend ``"loky"``), or on a Dask cluster:
+
+.. code-block:: python
+
+    from dask.distributed import Client
+    client = Client("tcp://scheduler-host:8786")     # or Client(LocalCluster(...)), or Client()
+    results = sweep(fn, points, client=client)       # or backend="dask": the current default client
+
+Dask is an optional extra (``pip install -e .[cluster]``). joblib registers its Dask backend only
+inside ``joblib.parallel_config(backend="dask")``; :func:`sweep` opens that context itself, with the
+given client, so ``Parallel(backend="dask")`` never has to be called by hand (it fails with
+"Invalid backend: dask" outside the context).
+
 Every point must be computed by a module-level function of plain arguments (so that it can be sent
-to another process), and must carry its own seed: results never depend on the order or the worker.
+to another process or machine), and must carry its own seed: results never depend on the order or
+the worker (a test checks that a sweep on a ``LocalCluster`` equals the serial run bit for bit).
 """
 
 from __future__ import annotations
@@ -14,6 +26,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -41,6 +54,7 @@ def sweep(
     *,
     n_jobs: int = 1,
     backend: str | None = None,
+    client=None,
     progress: bool = True,
     desc: str | None = None,
     **fixed: Any,
@@ -54,10 +68,13 @@ def sweep(
     points : iterable of dicts
         The grid, e.g. ``grid(beta=[0.5, 1, 2], seed=range(3))``.
     n_jobs : int
-        Number of joblib workers (1: serial, in this process; -1: all cores).
+        Number of joblib workers (1: serial, in this process; -1: all cores). On Dask, the number
+        of tasks in flight (default: every worker of the cluster).
     backend : str, optional
-        joblib backend: ``None`` (joblib's default, ``"loky"``), ``"threading"``, or ``"dask"`` once
-        a ``dask.distributed.Client`` exists.
+        joblib backend: ``None`` (joblib's default, ``"loky"``), ``"threading"``, or ``"dask"``:
+        the Dask cluster of ``client``, or of the current default ``dask.distributed.Client``.
+    client : dask.distributed.Client, optional
+        Run on this Dask client's cluster (implies ``backend="dask"``).
     progress : bool
         Show a text progress bar (tqdm, on stderr) that advances as results arrive.
     desc : str, optional
@@ -80,16 +97,50 @@ def sweep(
     if int(n_jobs) != n_jobs or n_jobs == 0:
         raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
     jobs = (delayed(fn)(**fixed, **p) for p in pts)
-    parallel = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator")
     bar = tqdm(total=len(pts), desc=desc, disable=not progress, file=sys.stderr, leave=True)
     out = []
     try:
-        for result in parallel(jobs):
-            out.append(result)
-            bar.update(1)
+        with _backend_context(backend, client) as dask_jobs:
+            if dask_jobs:  # on Dask, n_jobs=1 would mean "serial, here": use the cluster's workers
+                parallel = Parallel(n_jobs=n_jobs if n_jobs != 1 else -1, return_as="generator")
+            else:
+                parallel = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator")
+            for result in parallel(jobs):
+                out.append(result)
+                bar.update(1)
     finally:
         bar.close()
     return out
+
+
+@contextmanager
+def _backend_context(backend, client):
+    """joblib's Dask backend for ``client`` (or the default client) inside ``parallel_config``; else nothing."""
+    if client is None and backend != "dask":
+        yield False
+        return
+    if backend not in (None, "dask"):
+        raise ValueError(f"client= runs on Dask; it cannot be combined with backend={backend!r}")
+    try:
+        import distributed
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            "sweeps on Dask need dask.distributed: install the extra with `pip install -e .[cluster]`"
+        ) from None
+    from joblib import parallel_config
+
+    if client is None:
+        try:
+            client = distributed.get_client()
+        except ValueError:
+            raise ValueError(
+                "backend='dask' uses the current dask.distributed.Client, and there is none: create one "
+                "(Client(LocalCluster()) or Client('tcp://host:8786')) or pass client=..."
+            ) from None
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+    with parallel_config(backend="dask", client=client):
+        yield True
 
 
 def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_level"):

@@ -599,6 +599,55 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"frames": 50},
     },
+    # ---- Beyond the papers: phase diagrams of every attention variant (chapters/06_phase_diagrams.md)
+    # Clouds of n = 32 tokens uniform on the sphere of R^3; one batched run per (kind, recipe) over
+    # a grid of beta, outcomes examined at every depth in "depths" (RK4 with step "dt"). The beta
+    # grids differ by kind: unnormalised softmax speeds up like e^beta (small steps, small beta),
+    # Sinkhorn needs many iterations per step beyond beta = 2, L2 with Q = K = I is softmax at 2 beta.
+    "phase_diagrams": {
+        "fast": {
+            "n": 32,
+            "d": 3,
+            "clouds": 10,
+            "seed": 0,
+            "layer_seed": 1,
+            "threshold": 0.999,
+            "depths": [float(k) for k in range(1, 25)],
+            "report_depth": 24.0,
+            "kinds": {
+                "softmax": {"betas": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "dt": 0.5},
+                "l2": {"betas": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], "dt": 0.5},
+                "sigmoid": {"betas": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], "dt": 0.5},
+                "unnormalized_softmax": {"betas": [0.125, 0.25, 0.5, 1.0, 2.0], "dt": 0.25},
+                "sinkhorn": {"betas": [0.25, 0.5, 1.0, 2.0], "dt": 0.5, "sinkhorn_tol": 1e-7},
+                "linear": {"betas": [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0], "dt": 0.5},
+            },
+            "recipes": ["identity", "gaussian", "goe", "minus_identity"],
+            "recipe_kinds": ["softmax", "linear"],
+            # a finer beta grid around the transition of softmax (Q = K = V = I), the same clouds
+            "critical": {"kind": "softmax", "betas": [1.414, 1.682, 2.378, 2.828, 3.364]},
+            "resample_kind": "softmax",
+            "resample_recipe": "gaussian",
+            "resample_every": [4.0, 1.0],
+            "count_ns": [8, 16, 32, 64],
+            "count_clouds": 6,
+            "count_depth": 24.0,
+            "step_check": {"clouds": 5, "factor": 4, "depth": 12.0},
+            "planar": {"clouds": 32, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
+            "ward_sample": 64,
+            "bootstrap": 1000,
+            "n_jobs": 1,
+        },
+        "full": {
+            "clouds": 256,
+            "count_clouds": 64,
+            "step_check": {"clouds": 16, "factor": 4, "depth": 24.0},
+            "planar": {"clouds": 256, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
+            "ward_sample": 256,
+            "bootstrap": 2000,
+            "n_jobs": 2,
+        },
+    },
 }
 
 

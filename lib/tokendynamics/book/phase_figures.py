@@ -1,0 +1,209 @@
+"""Book layer of the phase-diagram chapter: the runs of one setting (cached, on joblib) and its drawings.
+
+:func:`phase_points` lists the batched runs a setting of ``experiments.settings("phase_diagrams")``
+needs (one per kind and recipe, the resampled layers, the cluster counts at other n, the step
+check, the planar check); :func:`run_phase` computes them through
+:func:`tokendynamics.sweeps.sweep` (joblib, or Dask with ``client=``), each cached with its
+parameters by :func:`tokendynamics.book.cache.cached` (:func:`cached_task`). The drawing helpers
+keep the chapter's plotting cells short.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import attention, ensembles, metrics, phase
+from ..sweeps import sweep
+from .cache import cached
+
+__all__ = [
+    "merge_betas",
+    "KIND_LABELS",
+    "KIND_COLORS",
+    "RECIPE_LABELS",
+    "RECIPE_COLORS",
+    "phase_points",
+    "cached_task",
+    "run_phase",
+    "log_edges",
+    "draw_probability_map",
+    "draw_probability_curve",
+]
+
+KIND_LABELS = {
+    "softmax": "softmax",
+    "l2": "L2",
+    "sigmoid": "sigmoid",
+    "unnormalized_softmax": "unnormalised softmax",
+    "sinkhorn": "Sinkhorn",
+    "linear": "linear",
+}
+KIND_COLORS = {
+    "softmax": "#1f5fa8",
+    "l2": "#6a3d9a",
+    "sigmoid": "#1b9e77",
+    "unnormalized_softmax": "#d95f02",
+    "sinkhorn": "#a6761d",
+    "linear": "#c51b7d",
+}
+RECIPE_LABELS = {
+    "identity": "Q = K = V = I",
+    "gaussian": "Gaussian Q, K; V = I",
+    "goe": "GOE score; V = I",
+    "minus_identity": "Q = K = I, V = -I",
+}
+RECIPE_COLORS = {"identity": "#1f5fa8", "gaussian": "#d95f02", "goe": "#1b9e77", "minus_identity": "#7a7a7a"}
+
+# relative cost of one system-step of each kind (measured): orders the runs, heavy ones first
+_COST = {"sinkhorn": 6.0, "unnormalized_softmax": 2.2, "l2": 1.2, "sigmoid": 1.1, "softmax": 1.0, "linear": 0.35}
+
+
+def phase_points(p: dict) -> list[dict]:
+    """The runs of one setting ``p`` of ``settings("phase_diagrams")``, heaviest first.
+
+    Each is a dict with a ``label`` (its name in :func:`run_phase`'s result), a ``task``
+    ("statistics": :func:`tokendynamics.phase.cluster_statistics`; "planar":
+    :func:`tokendynamics.phase.planar_linear_check`) and the task's keyword arguments. Labels:
+    ``kind/recipe`` (the maps), ``kind/identity/fine`` (a finer grid of beta around a transition,
+    the same clouds), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
+    (cluster counts at other n), ``check/kind`` (the same clouds with a step ``factor`` times
+    smaller, at the two largest beta), ``planar/recipe`` (linear attention in d = 2).
+    """
+    common = dict(d=p["d"], seed=p["seed"], layer_seed=p["layer_seed"], threshold=p["threshold"])
+
+    def point(label, kind, recipe, *, clouds=None, n=None, depths=None, betas=None, dt_factor=1, **extra):
+        spec = dict(p["kinds"][kind])
+        grid = spec.pop("betas")
+        return dict(
+            label=label,
+            task="statistics",
+            kind=kind,
+            recipe=recipe,
+            betas=grid if betas is None else betas,
+            depths=p["depths"] if depths is None else depths,
+            n=p["n"] if n is None else n,
+            clouds=p["clouds"] if clouds is None else clouds,
+            dt=spec.pop("dt") / dt_factor,
+            **common,
+            **spec,
+            **extra,
+        )
+
+    pts = [point(f"{kind}/identity", kind, "identity") for kind in p["kinds"]]
+    crit = p["critical"]
+    pts.append(point(f"{crit['kind']}/identity/fine", crit["kind"], "identity", betas=crit["betas"]))
+    pts += [point(f"{k}/{r}", k, r) for k in p["recipe_kinds"] for r in p["recipes"] if r != "identity"]
+    k, r = p["resample_kind"], p["resample_recipe"]
+    pts += [point(f"{k}/{r}/every{tau:g}", k, r, resample_every=tau) for tau in p["resample_every"]]
+    pts += [
+        point(f"softmax/identity/n{n}", "softmax", "identity", n=n, clouds=p["count_clouds"], depths=[p["count_depth"]])
+        for n in p["count_ns"]
+        if n != p["n"]
+    ]
+    chk = p["step_check"]
+    pts += [
+        point(
+            f"check/{kind}",
+            kind,
+            "identity",
+            clouds=chk["clouds"],
+            depths=[chk["depth"]],
+            betas=p["kinds"][kind]["betas"][-2:],
+            dt_factor=chk["factor"],
+        )
+        for kind in p["kinds"]
+    ]
+    pl = p["planar"]
+    pts += [
+        dict(
+            label=f"planar/{r}",
+            task="planar",
+            recipe=r,
+            n=p["n"],
+            seed=p["seed"],
+            layer_seed=p["layer_seed"],
+            threshold=p["threshold"],
+            **pl,
+        )
+        for r in p["recipes"]
+    ]
+
+    def cost(q):
+        if q["task"] == "planar":
+            return 0.1 * q["clouds"] * q["n"] * max(q["depths"]) / q["dt"]
+        steps = max(q["depths"]) / q["dt"]
+        return _COST[q["kind"]] * len(q["betas"]) * q["clouds"] * q["n"] ** 2 * steps
+
+    return sorted(pts, key=cost, reverse=True)
+
+
+def cached_task(label: str, task: str, **params) -> dict:
+    """One run of :func:`phase_points` (``task`` "statistics" or "planar"), cached with its parameters
+    and a fingerprint of the code that computes it (recomputed when either changes)."""
+    fn = {"statistics": phase.cluster_statistics, "planar": phase.planar_linear_check}[task]
+    name = "phase_" + "".join(c if c.isalnum() else "_" for c in label) + f"_c{params['clouds']}"
+    return cached(
+        name,
+        {"task": task, **params},
+        lambda: fn(**params),
+        code=[fn, phase.cluster_statistics, ensembles, attention, metrics.cluster_outcomes, metrics._count_from_gram],
+    )
+
+
+def run_phase(points: list[dict], *, n_jobs: int = 1, client=None, progress: bool = True) -> dict:
+    """Every run through :func:`cached_task`, on joblib (``n_jobs`` processes) or on Dask (``client``,
+    see :func:`tokendynamics.sweeps.sweep`); returns ``{label: result}``."""
+    results = sweep(cached_task, points, n_jobs=n_jobs, client=client, progress=progress, desc="phase runs")
+    return {q["label"]: r for q, r in zip(points, results)}
+
+
+def merge_betas(*results) -> dict:
+    """Results of :func:`tokendynamics.phase.cluster_statistics` on the same clouds and depths but
+    different grids of beta, merged into one grid (sorted); outcome arrays joined along beta."""
+    betas = np.concatenate([r["betas"] for r in results])
+    if len(np.unique(betas)) != betas.size:
+        raise ValueError("the grids of beta overlap")
+    order = np.argsort(betas)
+    out = {"betas": betas[order], "depths": results[0]["depths"]}
+    for key in ("single", "antipodal", "clusters"):
+        out[key] = np.concatenate([r[key] for r in results], axis=1)[:, order]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# drawing
+# ---------------------------------------------------------------------------------------------
+
+
+def log_edges(x) -> np.ndarray:
+    """Cell edges around log-spaced centres x (geometric midpoints, extended at both ends)."""
+    x = np.asarray(x, dtype=float)
+    lx = np.log(x)
+    mid = (lx[1:] + lx[:-1]) / 2
+    return np.exp(np.concatenate([[lx[0] - (mid[0] - lx[0])], mid, [lx[-1] + (lx[-1] - mid[-1])]]))
+
+
+def draw_probability_map(ax, betas, depths, P, *, contour: float | None = 0.5, cmap: str = "viridis"):
+    """P (len(depths), len(betas)) as cells over log beta x depth, with the ``contour`` level drawn white.
+
+    Returns the mesh (for a colour bar)."""
+    depths = np.asarray(depths, dtype=float)
+    step = np.diff(depths).min() if depths.size > 1 else 1.0
+    d_edges = np.concatenate([[depths[0] - step / 2], (depths[1:] + depths[:-1]) / 2, [depths[-1] + step / 2]])
+    mesh = ax.pcolormesh(log_edges(betas), d_edges, P, vmin=0, vmax=1, cmap=cmap, shading="flat")
+    if contour is not None and np.nanmin(P) < contour < np.nanmax(P):
+        ax.contour(betas, depths, P, levels=[contour], colors="white", linewidths=1.4)
+    ax.set_xscale("log")
+    ax.set_xticks(betas, [f"{b:g}" for b in betas])
+    ax.minorticks_off()
+    ax.grid(False)
+    return mesh
+
+
+def draw_probability_curve(ax, x, k, n, *, color, label=None, marker="o", ls="-", confidence: float = 0.95):
+    """Frequencies k/n against x with their Wilson band (:func:`tokendynamics.phase.wilson_interval`)."""
+    k = np.asarray(k, dtype=float)
+    lo, hi = phase.wilson_interval(k, np.broadcast_to(n, k.shape), confidence)
+    ax.fill_between(x, lo, hi, color=color, alpha=0.18, lw=0)
+    ax.plot(x, k / n, marker=marker, ls=ls, color=color, label=label, ms=4)
+    return ax

@@ -1,0 +1,487 @@
+r"""Batched ensembles: many independent particle systems integrated together as one array.
+
+An ensemble is B independent systems :math:`\dot x^{(b)}_i = \Gamma^{(b)}_{\mu^{(b)}_t}(x^{(b)}_i)`
+(projected on the sphere if asked), :math:`b=1,\dots,B`: different initial clouds, seeds,
+temperatures :math:`\beta` or random layers, all of the same kind and shape. :func:`simulate_batch`
+stores them as one array (B, n, d) and makes one call of
+:func:`~tokendynamics.attention.velocity_batch` per stage for the whole batch, instead of a
+Python loop over :func:`~tokendynamics.particles.simulate`. The formulas are those of
+:func:`~tokendynamics.attention.velocity` (the same code, with the batch as leading axes), the steps
+those of :func:`~tokendynamics.particles.rk4_step` and :func:`~tokendynamics.particles.euler_step`
+followed by the retraction :math:`x\mapsto x/|x|` on the sphere, so system b of a batch equals
+``simulate(X0[b], layer_b, ...)`` to round-off (tested for every kind).
+
+A system whose field overflows, whose Sinkhorn solve misses its tolerance, or whose tokens leave
+the ball of radius ``blowup_threshold`` is flagged with the time and the reason and frozen at its
+last good state; the others go on (:class:`BatchTrajectory`).
+
+Why a module of its own: the batch has its own trajectory object (per-system blow-up times),
+per-system freezing, layer stacks and the random weight recipes of the phase diagrams
+(:data:`RECIPES`), while :func:`~tokendynamics.particles.simulate` stays the reference integrator
+that the batch is tested against.
+
+The recipes draw the matrices of random layers: ``identity`` (:math:`Q=K=V=I`, the model of
+Geshkovski, Letrouit, Polyanskiy and Rigollet, arXiv 2312.10794), ``gaussian`` (:math:`Q, K` with
+i.i.d. :math:`N(0,1/d)` entries, :math:`A=Q^\top K`, :math:`V=I`), ``goe`` (:math:`A` from the
+Gaussian orthogonal ensemble scaled to spectrum :math:`[-2,2]`, :math:`V=I`), ``minus_identity``
+(:math:`Q=K=I`, :math:`V=-I`: repulsion).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .attention import FIELD_NONFINITE, FIELD_OK, Attention, LayerStack, velocity_batch
+from .particles import Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
+from .validation import parse_span, real_array, validate_count, validate_weights
+
+__all__ = [
+    "BatchTrajectory",
+    "Schedule",
+    "simulate_batch",
+    "sample_clouds",
+    "RECIPES",
+    "recipe_matrices",
+    "recipe_stack",
+    "stack_from_matrices",
+    "resampled_schedule",
+]
+
+MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every or save_at
+
+
+# ---------------------------------------------------------------------------------------------
+# initial clouds and weight recipes
+# ---------------------------------------------------------------------------------------------
+
+
+def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
+    """``size`` independent clouds of n tokens uniform on the unit sphere of R^d, shape (size, n, d).
+
+    Normalised Gaussians from ``numpy.random.default_rng(rng)``; cloud b is the b-th block of the
+    stream, so the first k clouds of a larger draw are the clouds of a draw of size k.
+    """
+    size = validate_count(size, "size")
+    n = validate_count(n, "n")
+    d = validate_count(d, "d")
+    rng = np.random.default_rng(rng)
+    return normalize_rows(rng.standard_normal((size, n, d)))
+
+
+#: Names of the random weight recipes of :func:`recipe_matrices` (see the module docstring).
+RECIPES = ("identity", "gaussian", "goe", "minus_identity")
+
+
+def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.ndarray]:
+    r"""Stacked matrices of ``size`` layers drawn from a named recipe, seeded.
+
+    Returns a dict with ``Q``, ``K`` (size, d, d) and ``V`` (size, d, d); the score matrix is
+    :math:`A=Q^\top K`. ``identity``: :math:`Q=K=V=I`. ``gaussian``: :math:`Q_{ab},K_{ab}\sim
+    N(0,1/d)` i.i.d., :math:`V=I`. ``goe``: :math:`A=(G+G^\top)/\sqrt{2d}` with :math:`G_{ab}\sim N(0,1)`
+    (the Gaussian orthogonal ensemble, spectrum filling :math:`[-2,2]` as d grows), written as
+    :math:`Q=I`, :math:`K=A`; :math:`V=I`. ``minus_identity``: :math:`Q=K=I`, :math:`V=-I`.
+    Layers with a score matrix only (not L2 attention) use :math:`A=Q^\top K`.
+    """
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
+    d = validate_count(d, "d")
+    size = validate_count(size, "size")
+    rng = np.random.default_rng(rng)
+    eye = np.broadcast_to(np.eye(d), (size, d, d)).copy()
+    if recipe == "identity":
+        return {"Q": eye, "K": eye.copy(), "V": eye.copy()}
+    if recipe == "minus_identity":
+        return {"Q": eye, "K": eye.copy(), "V": -eye}
+    if recipe == "gaussian":
+        Q = rng.standard_normal((size, d, d)) / math.sqrt(d)
+        K = rng.standard_normal((size, d, d)) / math.sqrt(d)
+        return {"Q": Q, "K": K, "V": eye}
+    G = rng.standard_normal((size, d, d))
+    A = (G + np.swapaxes(G, -1, -2)) / math.sqrt(2 * d)
+    return {"Q": eye, "K": A, "V": eye.copy()}
+
+
+def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
+    r"""A :class:`~tokendynamics.attention.LayerStack` from stacked ``Q``, ``K``, ``V`` (a dict as
+    :func:`recipe_matrices` returns): L2 attention keeps ``Q`` and ``K``, the other kinds use
+    :math:`A=Q^\top K`. ``beta``: one number or one per layer; ``shared`` goes to the stack."""
+    if kind == "l2":
+        return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
+    A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
+    return LayerStack(kind, A=A, V=M["V"], beta=beta, **shared)
+
+
+def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> LayerStack:
+    """A :class:`~tokendynamics.attention.LayerStack` of ``size`` random layers of one kind from a named recipe.
+
+    ``beta`` is one number or one per layer (then ``size`` defaults to its length); see
+    :func:`stack_from_matrices`. ``shared`` goes to the stack (``eps``, ``bias``, ...).
+    """
+    beta = np.atleast_1d(real_array(beta, "beta"))
+    if size is None:
+        size = beta.size
+    if beta.size not in (1, size):
+        raise ValueError(f"beta must be one number or {size} numbers, got {beta.size}")
+    return stack_from_matrices(kind, recipe_matrices(recipe, d, size, rng), beta, **shared)
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    r"""Piecewise-constant layers in depth: ``layers[k]`` acts on :math:`[t_0+k\tau, t_0+(k+1)\tau)`.
+
+    A residual network whose weights are resampled every :math:`\tau/\mathrm{d}t` layers.
+    :func:`simulate_batch` picks the layer of a step from the step's start (every stage of an RK4
+    step uses it), so a step never mixes two layers; the step must divide :math:`\tau`. After the
+    last piece the last layer goes on.
+    """
+
+    layers: tuple
+    every: float
+    t0: float = 0.0
+
+    def __post_init__(self):
+        layers = tuple(self.layers)
+        if not layers:
+            raise ValueError("a Schedule needs at least one layer")
+        for lay in layers:
+            if not isinstance(lay, (Attention, LayerStack)):
+                raise TypeError(f"Schedule layers must be Attention or LayerStack, got {type(lay).__name__}")
+        if not (self.every > 0 and math.isfinite(self.every)):
+            raise ValueError(f"every must be a positive duration, got {self.every!r}")
+        object.__setattr__(self, "layers", layers)
+        object.__setattr__(self, "every", float(self.every))
+
+    def index(self, t: float) -> int:
+        """Index of the piece that starts a step at time ``t``."""
+        k = int(math.floor((t - self.t0) / self.every + 1e-9))
+        return min(max(k, 0), len(self.layers) - 1)
+
+    def __call__(self, t: float):
+        return self.layers[self.index(t)]
+
+
+def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: float, T: float, rng=None, **shared):
+    """A :class:`Schedule` of fresh random layers (:func:`recipe_stack`) every ``every`` in depth up to ``T``.
+
+    Piece k draws its matrices from its own child seed (``numpy.random.SeedSequence.spawn``), so a
+    schedule is reproducible from ``rng`` (an integer seed).
+    """
+    pieces = max(1, int(math.ceil(T / every - 1e-9)))
+    seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
+    children = seq.spawn(pieces)
+    return Schedule(tuple(recipe_stack(kind, recipe, d, beta, size, c, **shared) for c in children), every)
+
+
+# ---------------------------------------------------------------------------------------------
+# the batched trajectory
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class BatchTrajectory:
+    """B trajectories computed together (:func:`simulate_batch`).
+
+    Attributes
+    ----------
+    t : array (m,)
+        Stored times (shared).
+    X : array (m, B, n, d)
+        Tokens of every system at the stored times; a frozen system keeps its last good state.
+    layer : Attention, LayerStack, Schedule or callable
+        What drove the systems.
+    method, dt, sphere, weights
+        As in :class:`~tokendynamics.particles.Trajectory`.
+    blowup_time : array (B,)
+        Time at which system b was flagged (NaN if never): its field overflowed, its Sinkhorn solve
+        failed, or its tokens became non-finite or left the ball of radius ``blowup_threshold``.
+    reasons : tuple of str or None
+        Why each flagged system was frozen (None for the others).
+    seeds : array (B,) or None
+        Seeds of the initial clouds, when the caller recorded them.
+    info : dict
+        ``steps``, ``nfev`` (batched evaluations), ``save_every``, ``blowup_threshold``.
+    """
+
+    t: np.ndarray
+    X: np.ndarray
+    layer: object
+    method: str
+    dt: float
+    sphere: bool = False
+    weights: np.ndarray | None = None
+    blowup_time: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    reasons: tuple = ()
+    seeds: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Number of systems B."""
+        return self.X.shape[1]
+
+    @property
+    def n(self) -> int:
+        """Number of tokens per system."""
+        return self.X.shape[2]
+
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return self.X.shape[3]
+
+    @property
+    def final(self) -> np.ndarray:
+        """Tokens of every system at the last stored time, shape (B, n, d)."""
+        return self.X[-1]
+
+    @property
+    def blew_up(self) -> np.ndarray:
+        """Boolean mask (B,) of the systems that were flagged and frozen."""
+        return np.isfinite(self.blowup_time)
+
+    def at(self, time: float) -> np.ndarray:
+        """Tokens (B, n, d) at the stored time closest to ``time``."""
+        return self.X[int(np.argmin(np.abs(self.t - time)))]
+
+    def system(self, b: int) -> Trajectory:
+        """System b as a :class:`~tokendynamics.particles.Trajectory`, as ``simulate(..., on_blowup="stop")`` returns it.
+
+        A flagged system's frames stop before its blow-up time, and ``blowup_time`` is set.
+        """
+        b = int(b)
+        tb = self.blowup_time[b]
+        keep = self.t < tb - 0.5 * self.dt if np.isfinite(tb) else np.ones(len(self.t), bool)
+        lay = self.layer
+        if isinstance(lay, LayerStack):
+            lay = lay.layer(b)
+        info = dict(self.info)
+        if np.isfinite(tb):
+            info["blowup_reason"] = self.reasons[b]
+        return Trajectory(
+            t=self.t[keep],
+            X=self.X[keep, b],
+            layer=lay,
+            method=self.method,
+            dt=self.dt,
+            sphere=self.sphere,
+            weights=self.weights,
+            seed=None if self.seeds is None else int(self.seeds[b]),
+            blowup_time=float(tb) if np.isfinite(tb) else None,
+            info=info,
+        )
+
+
+def _unit(Y: np.ndarray) -> np.ndarray:
+    """Rows divided by their norms (a zero row stays zero: it is flagged by the caller, never silent)."""
+    r = np.linalg.norm(Y, axis=-1, keepdims=True)
+    return Y / np.where(r == 0, 1.0, r)
+
+
+def _as_batch_layer(layers, B: int, d: int):
+    """An Attention (shared), a LayerStack of B, a Schedule or a callable; a sequence is stacked."""
+    if isinstance(layers, (Attention, LayerStack, Schedule)) or callable(layers):
+        lay = layers
+    elif isinstance(layers, Sequence) and layers and all(isinstance(x, Attention) for x in layers):
+        lay = LayerStack.of(layers)
+    else:
+        raise TypeError(
+            "layers must be an Attention (one layer for every system), a LayerStack or a sequence of B "
+            f"Attention layers (one per system), a Schedule, or a callable t -> layer; got {type(layers).__name__}"
+        )
+    return lay
+
+
+def _check_layer(lay, B: int, d: int, t: float):
+    if not isinstance(lay, (Attention, LayerStack)):
+        raise TypeError(f"the layer at t = {t:g} must be an Attention or a LayerStack, got {type(lay).__name__}")
+    if lay.d != d:
+        raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the tokens have d = {d}")
+    if isinstance(lay, LayerStack) and lay.size != B:
+        raise ValueError(f"the layer stack at t = {t:g} has {lay.size} layers for {B} systems")
+    return lay
+
+
+def simulate_batch(
+    X0,
+    layers,
+    t_span,
+    *,
+    dt: float,
+    method: str = "rk4",
+    sphere: bool = False,
+    weights=None,
+    save_every: int = 1,
+    save_at=None,
+    blowup_threshold: float = 1e8,
+    seeds=None,
+) -> BatchTrajectory:
+    r"""Integrate B independent particle systems at once: one batched field evaluation per stage.
+
+    Parameters
+    ----------
+    X0 : array (B, n, d)
+        Initial clouds (unit rows if ``sphere=True``).
+    layers : Attention, LayerStack, sequence of Attention, Schedule, or callable ``t -> layer``
+        One layer for every system (an :class:`~tokendynamics.attention.Attention`), one per system
+        (a :class:`~tokendynamics.attention.LayerStack` of B layers, or a sequence of B layers of
+        one kind and shape, stacked here), layers that change with depth (a callable returning
+        either, evaluated at every stage time, or a :class:`Schedule`, piecewise constant and
+        evaluated at the start of each step).
+    t_span : float or (t0, T)
+        Integration interval.
+    dt : float
+        Step, adjusted down so that an integer number of steps reaches T exactly (as
+        :func:`~tokendynamics.particles.simulate`).
+    method : {"rk4", "euler"}
+        Classical Runge–Kutta or explicit Euler (a residual network of step dt).
+    sphere : bool
+        Tangent projection of the field and retraction :math:`x\mapsto x/|x|` after every step.
+    weights : array (n,), optional
+        Token masses shared by the systems (uniform by default).
+    save_every : int
+        Store every k-th step (the last one always).
+    save_at : array, optional
+        Store exactly these times instead (each must be a step time, to 1e-9 relative).
+    blowup_threshold : float
+        A system whose tokens become non-finite or exceed this norm is flagged and frozen.
+    seeds : array (B,), optional
+        Seeds of the initial clouds, recorded for reproducibility.
+
+    Returns
+    -------
+    BatchTrajectory
+        ``system(b)`` is the trajectory ``simulate(X0[b], layer_b, ..., on_blowup="stop")`` returns.
+    """
+    if method not in ("rk4", "euler"):
+        raise ValueError(f"method must be 'rk4' or 'euler' (the fixed-step methods), got {method!r}")
+    if not (blowup_threshold > 0):
+        raise ValueError("blowup_threshold must be positive")
+    X0 = real_array(X0, "X0")
+    if X0.ndim != 3 or 0 in X0.shape:
+        raise ValueError(f"X0 must be a batch of token clouds (B, n, d), got shape {X0.shape}")
+    if not np.all(np.isfinite(X0)):
+        raise ValueError("X0 contains non-finite values (inf or NaN)")
+    B, n, d = X0.shape
+    t0, T = parse_span(t_span)
+    if dt is None or not (dt > 0 and math.isfinite(dt)):
+        raise ValueError(f"simulate_batch needs a positive step dt, got {dt!r}")
+    if int(save_every) != save_every or save_every < 1:
+        raise ValueError("save_every must be a positive integer")
+    w = validate_weights(weights, n)
+    lay0 = _as_batch_layer(layers, B, d)
+    piecewise = isinstance(lay0, Schedule)
+    fixed = isinstance(lay0, (Attention, LayerStack))
+    _check_layer(lay0 if fixed else lay0(t0), B, d, t0)
+    if sphere:
+        norms = np.linalg.norm(X0, axis=-1)
+        if np.max(np.abs(norms - 1)) > 1e-6:
+            raise ValueError("sphere=True needs unit-norm tokens in X0 (use normalize_rows)")
+        X0 = X0 / norms[..., None]
+    steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
+    h = (T - t0) / steps
+    if piecewise:
+        ratio = lay0.every / h
+        if abs(ratio - round(ratio)) > 1e-6 * max(1.0, ratio):
+            raise ValueError(f"the step {h:g} must divide the Schedule's period {lay0.every:g}")
+    if save_at is not None:
+        save_at = np.atleast_1d(real_array(save_at, "save_at"))
+        k_at = np.rint((save_at - t0) / h).astype(int)
+        if np.any(np.abs(t0 + k_at * h - save_at) > 1e-9 * max(1.0, abs(T))) or np.any((k_at < 0) | (k_at > steps)):
+            raise ValueError(f"save_at must hold step times t0 + k h (h = {h:g}) inside t_span")
+        save_steps = set(k_at.tolist())
+    else:
+        save_steps = None
+    n_saved = len(save_steps) if save_steps is not None else steps // save_every + 2
+    if n_saved * B * n * d > MAX_STORED_FLOATS:
+        raise ValueError(f"storing {n_saved} frames of {B} x {n} x {d} tokens is too much: raise save_every")
+
+    step = rk4_step if method == "rk4" else euler_step
+    X = X0.copy()
+    active = np.arange(B)
+    blowup_time = np.full(B, np.nan)
+    reasons: list = [None] * B
+    state: dict = {}  # Sinkhorn warm start of the active systems
+    sub_cache: dict = {}
+
+    def layer_for(t_eval, t_step):
+        lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t_eval))
+        if not fixed:
+            _check_layer(lay, B, d, t_eval)
+        if isinstance(lay, LayerStack) and len(active) < B:
+            key = (id(lay), len(active))
+            if key not in sub_cache:
+                sub_cache.clear()
+                sub_cache[key] = (lay, lay.take(active))
+            return sub_cache[key][1]
+        return lay
+
+    def stored(k):
+        return k % save_every == 0 or k == steps if save_steps is None else k in save_steps
+
+    ts, Xs = [], []
+    if save_steps is None or 0 in save_steps:
+        ts.append(t0)
+        Xs.append(X.copy())
+    nfev = 0
+    for k in range(1, steps + 1):
+        if active.size:
+            t = t0 + (k - 1) * h
+            failed = np.zeros(active.size, dtype=int)
+
+            def rhs(te, Y, _t=t, _failed=failed):
+                bad_in = ~np.all(np.isfinite(Y), axis=(1, 2))
+                if bad_in.any():  # a stage left the finite numbers: flag the system, evaluate it at 0
+                    _failed[bad_in & (_failed == FIELD_OK)] = FIELD_NONFINITE
+                    Y = np.where(bad_in[:, None, None], 0.0, Y)
+                Yn = _unit(Y) if sphere else Y
+                U, status = velocity_batch(Yn, layer_for(te, _t), w, sinkhorn_state=state)
+                new = (status != FIELD_OK) & (_failed == FIELD_OK)
+                _failed[new] = status[new]
+                return project_tangent(Yn, U) if sphere else U
+
+            with np.errstate(over="ignore", invalid="ignore"):
+                Xn, ne = step(rhs, t, X[active], h)
+                nfev += ne
+                if sphere:
+                    Xn = _unit(Xn)
+                finite = np.all(np.isfinite(Xn), axis=(1, 2))
+                big = np.max(np.abs(np.where(np.isfinite(Xn), Xn, 0.0)), axis=(1, 2))
+            new_bad = (failed != FIELD_OK) | ~finite | (big > blowup_threshold)
+            for j in np.nonzero(new_bad)[0]:
+                b = int(active[j])
+                blowup_time[b] = t + h
+                if failed[j] == FIELD_NONFINITE:
+                    reasons[b] = "the field became non-finite (overflow)"
+                elif failed[j] != FIELD_OK:
+                    reasons[b] = "Sinkhorn did not reach its tolerance"
+                elif not finite[j]:
+                    reasons[b] = "the tokens became non-finite"
+                else:
+                    reasons[b] = f"max |x_i| = {big[j]:.3g} exceeded blowup_threshold = {blowup_threshold:.3g}"
+            good = ~new_bad
+            X[active[good]] = Xn[good]
+            if new_bad.any():  # frozen at the last good state; the others go on
+                active = active[good]
+                for key in list(state):
+                    state[key] = state[key][good]
+        if stored(k):
+            ts.append(t0 + k * h)
+            Xs.append(X.copy())
+    info = {"steps": steps, "nfev": nfev, "save_every": int(save_every), "blowup_threshold": blowup_threshold}
+    return BatchTrajectory(
+        t=np.array(ts),
+        X=np.array(Xs),
+        layer=lay0,
+        method=method,
+        dt=h,
+        sphere=sphere,
+        weights=w,
+        blowup_time=blowup_time,
+        reasons=tuple(reasons),
+        seeds=None if seeds is None else np.asarray(seeds),
+        info=info,
+    )

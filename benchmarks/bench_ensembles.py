@@ -26,18 +26,14 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import tokendynamics  # noqa: E402
+from _results import RESULTS, record  # noqa: E402  (benchmarks/_results.py)
 from tokendynamics import Attention, simulate  # noqa: E402
 from tokendynamics.ensembles import recipe_stack, sample_clouds, simulate_batch  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "_build" / "bench" / "results.json"
 
 
 def best_time(fn, repeat: int):
@@ -58,23 +54,6 @@ def compare(X0, layers, per_system, T, dt, repeat, **kw):
     )
     err = float(np.max(np.abs(batch.final - np.array(loop))))
     return t_loop, t_batch, err
-
-
-def record(results: dict) -> None:
-    """Merge ``results`` (name -> value) into _build/bench/results.json with machine and versions."""
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    data.update(results)
-    data["machine"] = {
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-    }
-    versions = data.get("versions", {})
-    versions.update({"numpy": np.__version__, "tokendynamics": tokendynamics.__version__})
-    data["versions"] = versions
-    RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv=None):

@@ -317,8 +317,13 @@ def stage(repo: str | None = None, dest: Path = STAGE, only: list[str] | None = 
     else:
         shutil.copy2(ROOT / "_toc.yml", dest / "_toc.yml")
     vendor_assets.vendor(dest / VENDOR_DIR)
-    if (ROOT / "_static").is_dir():  # the book's own CSS (no .js here: Jupyter Book adds every .js to every page)
-        shutil.copytree(ROOT / "_static", dest / "_static")
+    if (ROOT / "_ext").is_dir():  # the book's own Sphinx extensions (sphinx.local_extensions in _config.yml)
+        shutil.copytree(ROOT / "_ext", dest / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    # The book's own CSS goes with the offline assets (html_static_path), listed in html_css_files.
+    # Not as _stage/_static: when that folder exists, Jupyter Book adds every .css and .js file of
+    # every html_static_path folder to every page (here: the whole MathJax distribution).
+    for css in sorted((ROOT / "_static").glob("*.css")):
+        shutil.copy2(css, dest / VENDOR_DIR / css.name)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue

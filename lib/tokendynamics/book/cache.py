@@ -28,7 +28,7 @@ def data_dir() -> Path:
     env = os.environ.get("TOKENDYNAMICS_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "data"
+    return Path(__file__).resolve().parents[3] / "data"
 
 
 def _jsonable(obj: Any):

@@ -624,16 +624,20 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             },
             "recipes": ["identity", "gaussian", "goe", "minus_identity"],
             "recipe_kinds": ["softmax", "linear"],
-            # a finer beta grid around the transition of softmax (Q = K = V = I), the same clouds
-            "critical": {"kind": "softmax", "betas": [1.414, 1.682, 2.378, 2.828, 3.364]},
+            # finer beta grids around the transitions of softmax and linear attention (Q = K = V = I),
+            # on the same clouds: the critical beta is interpolated between grid points
+            "critical": {
+                "softmax": [1.414, 1.682, 2.378, 2.828, 3.364],
+                "linear": [0.0884, 0.1768, 0.3536, 0.7071, 1.4142],
+            },
             "resample_kind": "softmax",
             "resample_recipe": "gaussian",
             "resample_every": [4.0, 1.0],
             "count_ns": [8, 16, 32, 64],
             "count_clouds": 6,
             "count_depth": 24.0,
-            "step_check": {"clouds": 5, "factor": 4, "depth": 12.0},
-            "planar": {"clouds": 32, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
+            "step_check": {"clouds": 5, "factor": 4, "depth": 12.0, "betas": 1},
+            "planar": {"clouds": 32, "beta": 1.0, "depths": [25.0, 50.0, 100.0], "dt": 0.5},
             "ward_sample": 64,
             "bootstrap": 1000,
             "n_jobs": 1,
@@ -641,7 +645,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "full": {
             "clouds": 256,
             "count_clouds": 64,
-            "step_check": {"clouds": 16, "factor": 4, "depth": 24.0},
+            "step_check": {"clouds": 16, "factor": 4, "depth": 24.0, "betas": 2},
             "planar": {"clouds": 256, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
             "ward_sample": 256,
             "bootstrap": 2000,

@@ -31,7 +31,19 @@ import numpy as np
 from scipy.special import expit
 
 from .errors import ConvergenceError, NonFiniteError
-from .validation import validate_positions, validate_tokens, validate_weights
+from .validation import (
+    real_array,
+    validate_beta,
+    validate_choice,
+    validate_count,
+    validate_finite,
+    validate_flag,
+    validate_instance,
+    validate_positions,
+    validate_positive,
+    validate_tokens,
+    validate_weights,
+)
 
 __all__ = [
     "KINDS",
@@ -41,6 +53,8 @@ __all__ = [
     "sinkhorn_potentials",
     "LayerLike",
     "layer_at",
+    "require_layer",
+    "velocity_unchecked",
 ]
 
 KINDS = ("softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid")
@@ -54,7 +68,7 @@ def _as_matrix_stack(name: str, M, *, square: bool) -> np.ndarray | None:
     """Return ``M`` as a read-only float64 array of shape (H, r, c), or None."""
     if M is None:
         return None
-    arr = np.array(M, dtype=float, copy=True)
+    arr = np.array(real_array(M, name), copy=True)  # a complex matrix is refused, not cast
     if arr.ndim == 2:
         arr = arr[None]
     if arr.ndim != 3:
@@ -99,7 +113,7 @@ class Attention:
     beta : float
         Inverse temperature :math:`\beta > 0`.
     causal : bool
-        Masked attention: token ``i`` attends only to tokens ``j`` with position
+        (``True`` or ``False`` only.) Masked attention: token ``i`` attends only to tokens ``j`` with position
         :math:`s_j \le s_i` (by default the index order, ``j <= i``).
     bias : float
         Sigmoid bias :math:`b` (sigmoid attention only).
@@ -128,8 +142,7 @@ class Attention:
     _d: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        validate_choice(self.kind, "kind", KINDS)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
 
         Q = _as_matrix_stack("Q", self.Q, square=False)
@@ -162,22 +175,17 @@ class Attention:
         if Q is not None and Q.shape[2] != d:
             raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[1:]}")
 
-        beta = float(self.beta)
-        if not (math.isfinite(beta) and beta > 0):
-            raise ValueError(f"beta must be a finite positive number, got {self.beta!r}")
-        bias = float(self.bias)
-        if not math.isfinite(bias):
-            raise ValueError(f"bias must be finite, got {self.bias!r}")
+        beta = validate_beta(self.beta)
+        if not isinstance(beta, float):
+            raise ValueError(f"beta must be a finite positive number, got an array of shape {np.shape(self.beta)}")
+        bias = validate_finite(self.bias, "bias")
         if bias != 0.0 and self.kind != "sigmoid":
             raise ValueError("bias is a parameter of sigmoid attention only")
-        eps = float(self.eps)
-        if not (math.isfinite(eps) and eps > 0):
-            raise ValueError(f"eps must be a finite positive number, got {self.eps!r}")
-        if int(self.sinkhorn_iters) != self.sinkhorn_iters or self.sinkhorn_iters < 1:
-            raise ValueError(f"sinkhorn_iters must be a positive integer, got {self.sinkhorn_iters!r}")
-        if not (self.sinkhorn_tol > 0 and math.isfinite(self.sinkhorn_tol)):
-            raise ValueError(f"sinkhorn_tol must be a finite positive number, got {self.sinkhorn_tol!r}")
-        if self.causal and self.kind == "sinkhorn":
+        eps = validate_positive(self.eps, "eps")
+        iters = validate_count(self.sinkhorn_iters, "sinkhorn_iters")
+        tol = validate_positive(self.sinkhorn_tol, "sinkhorn_tol")
+        causal = validate_flag(self.causal, "causal")
+        if causal and self.kind == "sinkhorn":
             raise ValueError("causal masking is not defined for Sinkhorn attention")
 
         set_("A", A)
@@ -187,8 +195,9 @@ class Attention:
         set_("beta", beta)
         set_("bias", bias)
         set_("eps", eps)
-        set_("causal", bool(self.causal))
-        set_("sinkhorn_iters", int(self.sinkhorn_iters))
+        set_("causal", causal)
+        set_("sinkhorn_iters", iters)
+        set_("sinkhorn_tol", tol)
         set_("_d", d)
 
     # -- convenience -----------------------------------------------------------------------
@@ -243,6 +252,11 @@ class Attention:
 LayerLike = Attention | Callable[[float], Attention]
 
 
+def require_layer(layer, name: str = "layer") -> Attention:
+    """``layer`` itself if it is an :class:`Attention`; a TypeError naming ``name`` otherwise."""
+    return validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
+
+
 def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     """The layer acting at depth ``t``: ``layer`` itself, or ``layer(t)`` for a depth-dependent one.
 
@@ -265,6 +279,20 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
 # ---------------------------------------------------------------------------------------------
 # scores and attention matrices
 # ---------------------------------------------------------------------------------------------
+
+
+#: Backends of :func:`velocity`.
+BACKENDS = ("auto", "numpy", "numba", "dense")
+
+
+def _positions(positions, n: int, layer: Attention) -> np.ndarray:
+    """Token positions of a causal layer; positions given to a non-causal layer are refused (they would be ignored)."""
+    if positions is not None and not layer.causal:
+        raise ValueError(
+            "positions are used by causal (masked) layers only, and this layer has causal=False: "
+            "drop positions or build the layer with causal=True"
+        )
+    return validate_positions(positions, n)
 
 
 def _log_weights(w: np.ndarray | None, n: int) -> np.ndarray:
@@ -338,12 +366,14 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
 
     With ``return_info=True`` also returns a dict (Sinkhorn: iterations and marginal error).
     """
+    layer = require_layer(layer)
     X = validate_tokens(X, layer.d)
     n = X.shape[0]
     w = validate_weights(weights, n)
-    if not 0 <= head < layer.n_heads:
+    head = validate_count(head, "head", minimum=0)
+    if head >= layer.n_heads:
         raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
-    P, info = _attention_matrix(X, layer, w, validate_positions(positions, n), head)
+    P, info = _attention_matrix(X, layer, w, _positions(positions, n, layer), head)
     return (P, info) if return_info else P
 
 
@@ -466,19 +496,33 @@ def velocity(
 
     Raises
     ------
+    TypeError
+        ``layer`` is not an :class:`Attention`.
     ValueError
-        Wrong shapes, non-finite tokens or weights.
+        Wrong shapes, non-finite tokens or weights, ``positions`` given to a non-causal layer.
     NonFiniteError
         The field overflowed (e.g. unnormalised softmax with large scores).
     ConvergenceError
         Sinkhorn did not reach ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
     """
+    layer = require_layer(layer)
     X = validate_tokens(X, layer.d)
     n = X.shape[0]
     w = validate_weights(weights, n)
-    s = validate_positions(positions, n)
-    if backend not in ("auto", "numpy", "numba", "dense"):
-        raise ValueError(f"backend must be 'auto', 'numpy', 'numba' or 'dense', got {backend!r}")
+    s = _positions(positions, n, layer)
+    validate_choice(backend, "backend", BACKENDS)
+    if sinkhorn_state is not None:
+        validate_instance(sinkhorn_state, dict, "sinkhorn_state", "a dict (or None)")
+    return velocity_unchecked(X, layer, w, s, backend=backend, sinkhorn_state=sinkhorn_state)
+
+
+def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sinkhorn_state: dict | None = None):
+    r"""The field of :func:`velocity` without validating its inputs, for integrators that validated them once.
+
+    ``X`` (n, d) float64 tokens, ``w`` the masses (None: uniform), ``s`` the positions (causal
+    layers; ``numpy.arange(n)`` otherwise). The result is still checked: a non-finite field (an
+    overflow, or non-finite tokens) raises :class:`~tokendynamics.errors.NonFiniteError`.
+    """
     # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked
     # by _check_finite, which raises NonFiniteError, and integrators report it as a blow-up.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import BLOCK_ENTRIES, Attention, sinkhorn_potentials, velocity
+from .attention import BLOCK_ENTRIES, SINKHORN_ITERS, SINKHORN_TOL, Attention, sinkhorn_potentials, velocity
 from .errors import ConvergenceError, NonFiniteError
 from .gaussian import GaussianTrajectory, gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
 from .particles import Trajectory
@@ -634,7 +634,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
 
 
 def sinkhorn_energy_empirical(
-    X, A, eps: float = 1.0, weights=None, *, max_iter: int = 10_000, tol: float = 1e-12
+    X, A, eps: float = 1.0, weights=None, *, max_iter: int = SINKHORN_ITERS, tol: float = SINKHORN_TOL
 ) -> float:
     r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12\big(\int f\,d\mu+\int g\,d\mu\big)` for :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
@@ -644,10 +644,14 @@ def sinkhorn_energy_empirical(
     attention). Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for the Sinkhorn layer
     with :math:`V=A` (paper 1 spec §5.4; tested).
 
+    ``tol`` and ``max_iter`` default to those of Sinkhorn attention
+    (:data:`~tokendynamics.attention.SINKHORN_TOL`, :data:`~tokendynamics.attention.SINKHORN_ITERS`).
+
     Raises
     ------
     ConvergenceError
-        If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations.
+        If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations (the message gives the
+        error reached and what to change).
     """
     X, w = validate_measure(X, weights)
     A = validate_symmetric(A, d=X.shape[1])
@@ -659,7 +663,11 @@ def sinkhorn_energy_empirical(
     logK = (X @ A) @ X.T / eps
     f, g, it, err = sinkhorn_potentials(logK, logw, eps=eps, max_iter=max_iter, tol=tol)
     if not err <= tol:
-        raise ConvergenceError(f"Sinkhorn did not reach tol = {tol:g} in {it} iterations (error {err:.3g})")
+        raise ConvergenceError(
+            f"Sinkhorn did not reach tol = {tol:.3g} in {it} iterations: the column-marginal error reached is "
+            f"{err:.3g} (eps = {eps:g}). Raise max_iter, loosen tol, or raise eps (convergence slows down like "
+            "exp(-score range / eps))"
+        )
     return float(0.5 * (w @ f + w @ g))
 
 

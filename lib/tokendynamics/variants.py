@@ -230,9 +230,7 @@ def paper1_variants(
         "softmax": lambda: Variant("softmax", Attention("softmax", A=A, V=V, beta=beta)),
         "multihead": lambda: Variant("multihead", multihead_from_rows(np.eye(d), A, V, H, beta=beta)),
         "l2": lambda: Variant("l2", Attention("l2", Q=np.eye(d), K=A, V=V, beta=beta)),
-        "sinkhorn": lambda: Variant(
-            "sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps, sinkhorn_tol=1e-10)
-        ),
+        "sinkhorn": lambda: Variant("sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps)),
         "sigmoid": lambda: Variant("sigmoid", sigmoid_layer(A, V, beta=beta, bias=bias)),
         "linear": lambda: Variant("linear", Attention("linear", A=A, V=V, beta=beta)),
         "unnormalized_softmax": lambda: Variant(

@@ -127,12 +127,12 @@ def _check_layer(layer: Attention) -> None:
         raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
     if layer.kind not in GAUSSIAN_KINDS:
         raise NotGaussianPreservingError(
-            f"{layer.kind!r} attention does not preserve Gaussian measures: its field on "
+            f"layer: {layer.kind!r} attention does not preserve Gaussian measures: its field on "
             f"N(alpha, Sigma) is not affine (paper 1 §4.2.6). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
         )
     if layer.causal:
         raise NotGaussianPreservingError(
-            "masked (causal) attention preserves Gaussians only for position-independent data "
+            "layer: masked (causal) attention preserves Gaussians only for position-independent data "
             "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (paper 1 §2.6): "
             "use the same layer with causal=False"
         )
@@ -1306,7 +1306,7 @@ def cone_coordinates(cov) -> np.ndarray:
     """
     S = validate_finite_array(cov, "cov", min_ndim=2)
     if S.shape[-2:] != (2, 2):
-        raise ValueError(f"cone coordinates are defined for 2 x 2 matrices, got shape {S.shape}")
+        raise ValueError(f"cov must be a 2 x 2 matrix or a stack (..., 2, 2) for cone coordinates, got shape {S.shape}")
     a, b, c = S[..., 0, 0], S[..., 1, 1], 0.5 * (S[..., 0, 1] + S[..., 1, 0])
     return np.stack([a - b, 2 * c, a + b], axis=-1)
 
@@ -1319,7 +1319,7 @@ def disc_point(cov) -> np.ndarray:
     uwv = cone_coordinates(cov)
     v = uwv[..., 2:]
     if np.any(v <= 0):
-        raise ValueError("the disc point needs a positive trace")
+        raise ValueError("cov must have a positive trace for the disc point")
     return uwv[..., :2] / v
 
 

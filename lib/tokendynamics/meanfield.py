@@ -259,7 +259,7 @@ def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, f
     e2 = e if e.ndim == 2 else e[:, None]
     mean = e2.mean(axis=1)
     if ns.shape != mean.shape or ns.size < 2:
-        raise ValueError("need at least two values of n, one mean error per n")
+        raise ValueError("ns and errors must give at least two values of n, one mean error per n")
     if np.any(mean <= 0) or np.any(ns <= 0):
         raise ValueError("errors and n must be positive to fit a power law")
     x, y = np.log(ns), np.log(mean)

@@ -117,7 +117,7 @@ def angles(X) -> np.ndarray:
     r"""Angles :math:`\theta = \operatorname{atan2}(x_2, x_1)` of planar tokens (any leading shape)."""
     X = validate_finite_array(X, "X", min_ndim=1)
     if X.shape[-1] != 2:
-        raise ValueError(f"angles are defined for planar tokens (d = 2), got d = {X.shape[-1]}")
+        raise ValueError(f"X must hold planar tokens (d = 2) for angles, got d = {X.shape[-1]}")
     return np.arctan2(X[..., 1], X[..., 0])
 
 

@@ -53,6 +53,10 @@ def real_array(x, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} must be real, got a complex array")
+    if arr.dtype.kind in "USV":
+        raise ValueError(
+            f"{name} must be an array of real numbers, got {arr.dtype.kind == 'V' and 'raw bytes' or 'strings'}"
+        )
     if arr.dtype.kind not in "biuf":
         try:
             arr = arr.astype(float)

@@ -80,7 +80,7 @@ def multihead_from_rows(
     H = validate_count(n_heads, "n_heads")
     validate_choice(kind, "kind", KINDS)
     if d % H:
-        raise ValueError(f"the number of heads H = {H} must divide d = {d} (head size k = d / H)")
+        raise ValueError(f"n_heads = {H} must divide d = {d} (head size k = d / n_heads)")
     if Q.shape != K.shape or Q.ndim != 2 or Q.shape[1] != d:
         raise ValueError(f"Q and K must both be (r, {d}) with the same r, got {Q.shape} and {K.shape}")
     k = d // H

@@ -764,7 +764,9 @@ def parameter_schema(source: str) -> dict[str, ChapterParameter]:
         try:
             default = ast.literal_eval(node.value)
         except ValueError:
-            raise ValueError(f"the default of parameter {name} must be a literal, got {ast.unparse(node.value)}") from None
+            raise ValueError(
+                f"the default of parameter {name} must be a literal, got {ast.unparse(node.value)}"
+            ) from None
         line = lines[node.end_lineno - 1]
         comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset :] else ""
         rule = dict(PARAMETER_RULES.get(name, {}))

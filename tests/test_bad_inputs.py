@@ -194,6 +194,7 @@ case(pa.simulate, X, SOFTMAX, 1.0, method="adaptive", t_eval=[0.0, 2.0], words="
 case(pa.simulate, X3, SOFTMAX, 1.0, dt=0.1, words="X0")
 case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, backend="gpu", words="backend")
 case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, seed=-1, words="seed")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, t_eval=[0.0, 1.0], words="t_eval")  # was ignored by rk4
 case(pa.particle_field, X, "x", exc=TypeError, words="layer")
 case(pa.particle_field, U, SOFTMAX, sphere="no", words="sphere")
 
@@ -233,6 +234,8 @@ case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, blowup_trace=0, words="blowup_t
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, on_blowup="x", words="on_blowup")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", words="step")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", step=-1.0, words="step")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, step=0.1, words="step")  # was ignored by the accurate mode
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", step=0.1, t_eval=[0.0, 1.0], words="t_eval")
 case(ga.solve_gaussian, [np.nan, 0], COV, SOFTMAX, 1.0, words="mean0")
 case(ga.solve_gaussian, MEAN, NOTPSD, SOFTMAX, 1.0, words="cov0")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, t_eval=[0.0, 2.0], words="t_eval")

@@ -425,6 +425,8 @@ def solve_gaussian(
         if step is None:
             raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
         step = validate_positive(step, "step")
+        if t_eval is not None:
+            raise ValueError("t_eval is used by the accurate mode; faithful mode stores its iterates (see save)")
         t_max = None
         t0 = 0.0
         if t_span is not None:
@@ -471,6 +473,8 @@ def solve_gaussian(
 
     if t_span is None:
         raise ValueError("accurate mode needs t_span (T or (t0, T))")
+    if step is not None:
+        raise ValueError("step is the Euler step of mode='faithful'; the accurate mode would ignore it")
     t0, T = parse_span(t_span)
     blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
     method = validate_solver(method, "method")

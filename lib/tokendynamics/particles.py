@@ -390,6 +390,11 @@ def simulate(
             t_eval = np.linspace(t0, T, max(2, count))
         _, _, t_eval = time_grid((t0, T), t_eval)
         return _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common)
+    if t_eval is not None:
+        raise ValueError(
+            f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
+            "(it stores every save_every-th step)"
+        )
     if dt is None:
         raise ValueError(f"method={method!r} needs a positive step dt, got None")
     dt = validate_positive(dt, "dt")

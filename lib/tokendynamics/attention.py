@@ -47,6 +47,7 @@ from .validation import (
 
 __all__ = [
     "KINDS",
+    "BACKENDS",
     "Attention",
     "attention_matrix",
     "velocity",

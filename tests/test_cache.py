@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import warnings
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 
 from tokendynamics.book import cache
+from tokendynamics.book.experiments import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,6 +89,16 @@ def test_writes_are_atomic_an_interrupted_write_keeps_the_old_file(store, monkey
     assert sorted(p.name for p in folder.iterdir()) == ["demo.npz"]  # no temporary file left
 
 
+def test_cache_files_get_the_permissions_of_any_new_file(store):
+    folder, compute, calls = store
+    old = os.umask(0o022)
+    try:
+        cache.cached("demo", {"n": 1}, compute)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((folder / "demo.npz").stat().st_mode) == 0o644  # not mkstemp's private 0o600
+
+
 def test_an_unwritable_data_folder_still_returns_the_result(store, monkeypatch):
     folder, compute, calls = store
 
@@ -147,3 +160,16 @@ def test_the_data_folder_is_the_repository_data_folder(monkeypatch):
     monkeypatch.delenv("TOKENDYNAMICS_DATA", raising=False)
     assert cache.data_dir() == ROOT / "data"
     assert (ROOT / "data" / "README.md").exists()
+
+
+@pytest.mark.parametrize("row", sorted(settings("gaussian_F6")["rows"]))
+def test_committed_caches_are_readable_checksummed_and_made_with_the_current_settings(row, monkeypatch):
+    monkeypatch.delenv("TOKENDYNAMICS_DATA", raising=False)
+    meta = cache.describe(f"gaussian_F6_{row}")
+    _, arrays = cache._read(cache.data_dir() / f"gaussian_F6_{row}.npz")
+    assert meta["sha256"] == cache.arrays_digest(arrays)
+    p = settings("gaussian_F6")
+    expected = {k: v for k, v in p.items() if k != "rows"} | {"row": p["rows"][row]}
+    assert meta["params"] == cache._jsonable(expected)
+    assert settings("gaussian_F6", "full") == p  # one cache serves both settings
+    assert row in (ROOT / "data" / "README.md").read_text()

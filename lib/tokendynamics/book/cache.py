@@ -144,6 +144,9 @@ def _write_atomic(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None
             np.savez_compressed(fh, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
             fh.flush()
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a cache is as readable as any file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

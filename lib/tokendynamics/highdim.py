@@ -39,7 +39,16 @@ from .metrics import ClusterReport, axis_speed, detect_clusters, first_passage_t
 from .particles import Trajectory, sample_sphere, simulate
 from .projective import projective_flow
 from .regimes import case1_region, predict_regime
-from .validation import validate_dimension, validate_finite
+from .validation import (
+    validate_choice,
+    validate_count,
+    validate_dimension,
+    validate_finite,
+    validate_finite_array,
+    validate_instance,
+    validate_matrix2,
+    validate_positive,
+)
 
 __all__ = [
     "CASES",
@@ -144,7 +153,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     """
     d = validate_dimension(d)
     s = validate_finite(skew_scale, "skew_scale")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     Q = _orthogonal(d, rng)
     if isinstance(spectrum, str):
         kind = spectrum
@@ -162,8 +171,8 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
             raise ValueError(f"spectrum must be 'positive', 'mixed', 'negative' or an array, got {spectrum!r}")
     else:
         kind = "given"
-        lam = np.asarray(spectrum, dtype=float)
-        if lam.shape != (d,) or not np.all(np.isfinite(lam)):
+        lam = validate_finite_array(spectrum, "spectrum")
+        if lam.shape != (d,):
             raise ValueError(f"spectrum must be {d} finite numbers, got shape {lam.shape}")
     P = rng.standard_normal((d, d))
     A = (Q * lam) @ Q.T + 0.2 * s * (P - P.T)
@@ -197,7 +206,7 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     spread = validate_finite(spread, "spread")
     if spread < 0:
         raise ValueError(f"spread must be non-negative, got {spread}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     Q = _orthogonal(d, rng)
     others = rng.normal(0.0, spread, size=d - 1)
     if top > 0:
@@ -224,7 +233,7 @@ def _block_diag(d: int, block: np.ndarray, last: float, seed) -> np.ndarray:
     if d % 2:
         V[-1, -1] = last
     if seed is not None:
-        Q = _orthogonal(d, np.random.default_rng(seed))
+        Q = _orthogonal(d, np.random.default_rng(validate_count(seed, "seed", minimum=0)))
         V = Q @ V @ Q.T
     return V
 
@@ -278,7 +287,7 @@ def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
     sigma = validate_finite(sigma, "sigma")
     if sigma <= 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     A = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
     V = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
     return MatrixCase(
@@ -300,8 +309,8 @@ def matrix_case(name: str, d: int, **params) -> MatrixCase:
     >>> matrix_case("case4", 4, a=0.5, b=1.0).V[0]
     array([0.5, 1. , 0. , 0. ])
     """
-    if name not in _RECIPES:
-        raise ValueError(f"unknown matrix case {name!r}; choose one of {CASES}")
+    if not isinstance(name, str) or name not in _RECIPES:
+        raise ValueError(f"unknown matrix case {name!r}: name must be one of {CASES}")
     return _RECIPES[name](d, **params)
 
 
@@ -334,10 +343,10 @@ _CASE1_WORDS = {
 def _predict_case1(A):
     """Case 1 without a datum: the row of the §5.1 table (``regimes.case1_region``)."""
 
-    A = np.asarray(A, dtype=float)
-    if A.shape != (2, 2) or not np.all(np.isfinite(A)):
-        raise ValueError(f"Case 1 needs a finite 2 x 2 matrix A, got shape {A.shape}")
-    ap, am = complex_parts(A)
+    A = validate_matrix2(A, "A")
+    if A.shape != (2, 2):
+        raise ValueError(f"Case 1 needs one 2 x 2 matrix A, got shape {A.shape}")
+    ap, am = complex_parts(A, "A")
     regime, words = _CASE1_WORDS[case1_region(A)]
     facts = f"tr A = {np.trace(A):.3g}, det A = {np.linalg.det(A):.3g}"
     return CasePrediction(regime, "§5.1", words.format(level=abs(am) / abs(ap) if ap else np.inf) + f" ({facts})")
@@ -414,7 +423,7 @@ def predict_2d_regime(
         return _predict_identity_A(validate_finite(c, "c"), a, b, "§5.6")
     if case == "random":
         return CasePrediction("undetermined", "§5.4", "no closed-form criterion for generic (A, V)")
-    raise ValueError(f"unknown case {case!r}; choose one of {CASES + ('identity_A',)}")
+    raise ValueError(f"unknown case {case!r}: case must be one of {CASES + ('identity_A',)}")
 
 
 def predict_for_case(mc: MatrixCase) -> CasePrediction:
@@ -505,6 +514,7 @@ class RunSummary:
 
 def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engine: str = "particles") -> RunSummary:
     """Metrics of a trajectory along time: :math:`\\hat R_1,\\hat R_2`, top eigenpair of :math:`\\Sigma`."""
+    validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
     R1, R2 = order_parameters(traj.X)
     lam1, axis = top_direction(traj.X)
     lay = traj.layer
@@ -546,13 +556,13 @@ def run_variant(
     :func:`~tokendynamics.projective.projective_flow`. Default tolerances are those of the authors' app (RK45, rtol 1e-6,
     atol 1e-8; spec §7). Output at ``n_eval`` equispaced times.
     """
-    if kind not in VARIANTS:
-        raise ValueError(f"kind must be one of {VARIANTS}, got {kind!r}")
-    if engine not in ("particles", "projective"):
-        raise ValueError(f"engine must be 'particles' or 'projective', got {engine!r}")
+    validate_instance(mc, MatrixCase, "mc", "a MatrixCase (e.g. matrix_case('case2', d))")
+    validate_choice(kind, "kind", VARIANTS)
+    validate_choice(engine, "engine", ("particles", "projective"))
     if engine == "projective" and kind != "linear":
         raise ValueError("the projective engine is exact for linear attention only")
-    t_eval = np.linspace(0.0, float(T), int(n_eval))
+    T = validate_positive(T, "T")
+    t_eval = np.linspace(0.0, T, validate_count(n_eval, "n_eval", minimum=2))
     layer = mc.layer(kind, beta)
     start = time.perf_counter()
     if engine == "projective":
@@ -592,9 +602,15 @@ def observed_regime(
     In d = 100 an "oscillation" is usually damped: this names what the run shows, the 2D prediction
     is in :func:`predict_for_case`.
     """
-    t = np.asarray(t, dtype=float)
-    R2 = np.asarray(R2, dtype=float)
-    axis = np.asarray(axis, dtype=float)
+    t = validate_finite_array(t, "t")
+    R2 = validate_finite_array(R2, "R2")
+    axis = validate_finite_array(axis, "axis", min_ndim=1)
+    level, window = validate_finite(level, "level"), validate_positive(window, "window")
+    rotation_tol, settle_tol = (
+        validate_positive(rotation_tol, "rotation_tol"),
+        validate_positive(settle_tol, "settle_tol"),
+    )
+    wiggle = validate_positive(wiggle, "wiggle", allow_zero=True)
     if t.ndim != 1 or R2.shape != t.shape or axis.shape[0] != t.size:
         raise ValueError("t, R2 and axis must have the same number of stored times")
     late = t >= t[-1] - window * (t[-1] - t[0])
@@ -685,6 +701,12 @@ def clustering_time(
     :math:`\hat R_1,\hat R_2` and the wall time. A module-level function of plain arguments, so
     :func:`tokendynamics.sweeps.sweep` can ship it to other processes.
     """
+    validate_choice(kind, "kind", VARIANTS)
+    validate_choice(engine, "engine", ("auto", "particles", "projective"))
+    T = validate_positive(T, "T")
+    level = validate_finite(level, "level")
+    n_eval = validate_count(n_eval, "n_eval", minimum=2)
+    seed = validate_count(seed, "seed", minimum=0)
     mc = make_case(case, d, matrix_seed, **case_params)
     X0 = sample_sphere(n, d, seed)
     if engine == "auto":
@@ -749,6 +771,6 @@ def case_parameters(
         "case4": {"a": a, "b": b},
         "random": {"sigma": sigma},
     }
-    if case not in table:
-        raise ValueError(f"unknown matrix case {case!r}; choose one of {CASES}")
+    if not isinstance(case, str) or case not in table:
+        raise ValueError(f"unknown matrix case {case!r}: case must be one of {CASES}")
     return table[case]

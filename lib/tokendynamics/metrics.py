@@ -25,7 +25,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .particles import normalize_rows
-from .validation import validate_tokens
+from .validation import validate_finite, validate_finite_array, validate_tokens
 
 __all__ = [
     "second_moment",
@@ -46,11 +46,9 @@ __all__ = [
 
 
 def _tokens(X) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim < 2 or X.shape[-2] < 2:
-        raise ValueError(f"tokens must have shape (..., n, d) with n >= 2, got {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("tokens contain non-finite values")
+    X = validate_finite_array(X, "X")
+    if X.ndim < 2 or X.shape[-2] < 2 or X.shape[-1] < 1:
+        raise ValueError(f"X must hold tokens of shape (..., n, d) with n >= 2, got {X.shape}")
     return X
 
 
@@ -139,7 +137,7 @@ def sorted_gram(X, axis=None):
     permutation, and the number of tokens with a non-negative projection (the block border).
     """
     X = validate_tokens(_tokens(X))
-    u = top_direction(X)[1] if axis is None else np.asarray(axis, dtype=float)
+    u = top_direction(X)[1] if axis is None else validate_finite_array(axis, "axis")
     if u.shape != (X.shape[1],):
         raise ValueError(f"axis must have shape ({X.shape[1]},), got {u.shape}")
     proj = X @ u
@@ -200,6 +198,7 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
     diagnostic of one state, not a step of a trajectory).
     """
     X = validate_tokens(_tokens(X))
+    threshold = validate_finite(threshold, "threshold")
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
     n = X.shape[0]
@@ -227,8 +226,9 @@ def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
     r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (spec §7.5), by linear
     interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
     """
-    t = np.asarray(t, dtype=float)
-    R = np.asarray(R, dtype=float)
+    t = validate_finite_array(t, "t")
+    R = validate_finite_array(R, "R")
+    levels = validate_finite_array(levels, "levels")
     if t.ndim != 1 or R.shape != t.shape or t.size < 1:
         raise ValueError(f"t and R must be 1-D arrays of the same length, got {t.shape} and {R.shape}")
     if np.any(np.diff(t) <= 0):
@@ -256,8 +256,8 @@ def axis_speed(t, axis) -> np.ndarray:
     :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
     at least as fine as the sampling (it cannot see more than a quarter turn between samples).
     """
-    t = np.asarray(t, dtype=float)
-    U = np.asarray(axis, dtype=float)
+    t = validate_finite_array(t, "t")
+    U = validate_finite_array(axis, "axis")
     if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
         raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
     if np.any(np.diff(t) <= 0):

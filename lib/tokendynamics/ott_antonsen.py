@@ -25,7 +25,18 @@ from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
 from .kuramoto import KuramotoCoefficients, coefficients, complex_parts, order_parameter, solve_phases
-from .validation import time_grid, validate_beta, validate_matrix2
+from .validation import (
+    SOLVERS,
+    time_grid,
+    validate_beta,
+    validate_choice,
+    validate_complex,
+    validate_count,
+    validate_flag,
+    validate_matrix2,
+    validate_positive,
+    validate_tolerances,
+)
 from .watanabe_strogatz import mobius
 
 __all__ = [
@@ -86,7 +97,7 @@ class OAPolynomial:
 
 def oa_field(z, coef: KuramotoCoefficients):
     r""":math:`\dot z=2i\omega(z)z+H(z)-\overline{H(z)}z^2` for precomputed coefficients (broadcasts)."""
-    return OAPolynomial.of(coef)(np.asarray(z, dtype=complex))
+    return OAPolynomial.of(coef)(validate_complex(z, "z"))
 
 
 def ott_antonsen_rhs(z, A, V, beta=1.0):
@@ -97,9 +108,7 @@ def ott_antonsen_rhs(z, A, V, beta=1.0):
     ``z`` is a complex number or array; ``A`` and ``V`` are 2 x 2 matrices or stacks (..., 2, 2)
     whose batch shape broadcasts with ``z`` (many centres, or many layers, at once).
     """
-    z = np.asarray(z, dtype=complex)
-    if not np.all(np.isfinite(z)):
-        raise ValueError("z contains non-finite values")
+    z = validate_complex(z, "z")
     out = oa_field(z, coefficients(A, V, beta))
     return complex(out) if np.ndim(out) == 0 else out
 
@@ -131,9 +140,7 @@ class OASolution:
 
 
 def _check_centre(z0):
-    z0 = np.asarray(z0, dtype=complex)
-    if not np.all(np.isfinite(z0)):
-        raise ValueError("z0 contains non-finite values")
+    z0 = validate_complex(z0, "z0")
     if np.any(np.abs(z0) > 1 + 1e-12):
         raise ValueError(f"the OA centre must lie in the closed unit disk, got |z0| = {np.abs(z0).max():.6g}")
     return z0
@@ -172,6 +179,13 @@ def solve_ott_antonsen(
     """
     z0 = _check_centre(z0)
     coef = coefficients(A, V, beta)
+    method = validate_choice(method, "method", ("rk4", *SOLVERS))
+    rtol, atol = validate_tolerances(rtol, atol)
+    max_step = validate_positive(max_step, "max_step", allow_inf=True)
+    if events is not None:
+        for g in events if isinstance(events, (list, tuple)) else [events]:
+            if not callable(g):
+                raise TypeError(f"events must be a callable g(t, z) or a list of them, got {type(g).__name__}")
     field = OAPolynomial.of(coef)
     shape = np.broadcast_shapes(z0.shape, *(np.shape(k) for k in field.k))
     t0, T, t_eval = time_grid(t_span, t_eval)
@@ -222,8 +236,7 @@ def solve_ott_antonsen(
 
 
 def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASolution:
-    if not (dt > 0 and math.isfinite(dt)):
-        raise ValueError(f"rk4 needs a positive step dt, got {dt!r}")
+    dt = validate_positive(dt, "dt")
     steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
     h = (T - t0) / steps
     idx = np.unique(np.clip(np.rint((t_eval - t0) / h).astype(int), 0, steps))
@@ -262,12 +275,15 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     :math:`s_k=0`). ``z0 = 0`` gives uniform angles. Returns the angles, shape (n,); tokens are
     ``circle_tokens(theta)``.
     """
-    z0 = complex(_check_centre(z0))
+    z0 = _check_centre(z0)
+    if z0.ndim != 0:
+        raise ValueError(f"z0 must be one complex number, got shape {z0.shape}")
+    z0 = complex(z0)
     if abs(z0) >= 1:
         raise ValueError("sampling needs |z0| < 1 (|z0| = 1 is a point mass, not a density)")
-    if int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    n = int(n)
+    n = validate_count(n, "n")
+    equispaced = validate_flag(equispaced, "equispaced")
+    branches = validate_flag(branches, "branches")
     rng = np.random.default_rng(rng)
     if equispaced:
         c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi)
@@ -290,7 +306,7 @@ def _traceless_parts(V):
     scale = max(1.0, float(np.abs(V).max()))
     if abs(V[0, 0] + V[1, 1]) > 1e-12 * scale:
         raise ValueError(f"the Hamiltonian structure needs tr V = 0, got tr V = {V[0, 0] + V[1, 1]:.3g}")
-    vp, vm = complex_parts(V)
+    vp, vm = complex_parts(V, "V")
     return vp.imag, vm
 
 
@@ -305,7 +321,7 @@ def hamiltonian(z, V, beta=1.0):
     """
     kappa, vm = _traceless_parts(V)
     b = validate_beta(beta)
-    z = np.asarray(z, dtype=complex)
+    z = validate_complex(z, "z")
     r2 = np.abs(z) ** 2
     if np.any(r2 >= 1):
         raise ValueError("the Hamiltonian is defined in the open unit disk |z| < 1")
@@ -386,11 +402,12 @@ def oa_accuracy(
     :math:`C/\sqrt n` (slope :math:`-1/2`) from the initial sampling error, propagated by a
     Grönwall bound (paper 2, spec §6; constants [I]).
     """
-    ns = np.asarray(ns, dtype=int)
-    if ns.ndim != 1 or ns.size < 1 or np.any(ns < 1):
-        raise ValueError("ns must list positive sample sizes")
-    if int(seeds) != seeds or seeds < 1:
-        raise ValueError("seeds must be a positive integer")
+    if np.ndim(ns) != 1 or len(ns) < 1:
+        raise ValueError(f"ns must list positive sample sizes, got {ns!r}")
+    ns = np.array([validate_count(n, "ns[k]") for n in ns], dtype=int)
+    seeds = validate_count(seeds, "seeds")
+    T = validate_positive(T, "T")
+    n_times = validate_count(n_times, "n_times", minimum=2)
     rng = np.random.default_rng(rng)
     t_eval = np.linspace(0.0, T, n_times)
     oa = solve_ott_antonsen(z0, A, V, beta, T, t_eval=t_eval, rtol=1e-11, atol=1e-13)

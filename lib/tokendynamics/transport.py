@@ -24,7 +24,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import validate_gaussian, validate_tokens, validate_weights
+from .validation import (
+    real_array,
+    validate_choice,
+    validate_count,
+    validate_finite,
+    validate_finite_array,
+    validate_flag,
+    validate_gaussian,
+    validate_pair,
+    validate_positive,
+    validate_tokens,
+    validate_weights,
+)
 
 __all__ = [
     "Distance",
@@ -54,7 +66,7 @@ class Distance:
 
 def _as_cloud(X, name):
     """Points of a measure as an (n, d) array (a 1-D array is n points on the line), checked by the core."""
-    X = np.asarray(X, dtype=float)
+    X = real_array(X, name)
     return validate_tokens(X[:, None] if X.ndim == 1 else X, name=name)
 
 
@@ -74,9 +86,12 @@ def _two_measures(X, Y, p, weights):
     Y = _as_cloud(Y, "Y")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"X and Y live in different dimensions ({X.shape[1]} and {Y.shape[1]})")
+    p = validate_finite(p, "p")
     if not p >= 1:
         raise ValueError(f"p must be >= 1, got {p}")
-    a_in, b_in = (None, None) if weights is None else weights
+    a_in, b_in = (
+        (None, None) if weights is None else validate_pair(weights, "weights", "None or a pair (a, b) of masses")
+    )
     return X, Y, _as_weights(a_in, X.shape[0], "weights[0]"), _as_weights(b_in, Y.shape[0], "weights[1]")
 
 
@@ -113,8 +128,10 @@ def wasserstein(
     import ot
 
     X, Y, a, b = _two_measures(X, Y, p, weights)
-    if method not in ("auto", "exact", "sliced"):
-        raise ValueError(f"method must be 'auto', 'exact' or 'sliced', got {method!r}")
+    method = validate_choice(method, "method", ("auto", "exact", "sliced"))
+    n_projections = validate_count(n_projections, "n_projections")
+    return_method = validate_flag(return_method, "return_method")
+    p = float(p)
     d = X.shape[1]
     if method == "auto":
         method = "exact" if (d == 1 or X.shape[0] * Y.shape[0] <= EXACT_MAX_PAIRS) else "sliced"
@@ -151,7 +168,9 @@ def psd_sqrt(S, *, pinv_rtol: float | None = None):
     pseudo-inverse :math:`(S^{1/2})^+` computed from the same eigen-decomposition, in which the
     eigenvalues of :math:`S^{1/2}` below ``pinv_rtol`` times the largest count as zero.
     """
-    S = np.asarray(S, dtype=float)
+    S = validate_finite_array(S, "S", min_ndim=2)
+    if S.shape[-1] != S.shape[-2]:
+        raise ValueError(f"S must be a square matrix or a stack (..., d, d), got shape {S.shape}")
     lam, U = np.linalg.eigh(0.5 * (S + np.swapaxes(S, -1, -2)))
     r = np.sqrt(np.clip(lam, 0.0, None))
     Ut = np.swapaxes(U, -1, -2)
@@ -171,8 +190,8 @@ def bures_wasserstein(m1, S1, m2, S2) -> float:
 
     Degenerate (singular) covariances are allowed. Raises ValueError for non-PSD input.
     """
-    m1, S1 = validate_gaussian(m1, S1, name="S1")
-    m2, S2 = validate_gaussian(m2, S2, m1.shape[0], what="the first Gaussian has d", name="S2")
+    m1, S1 = validate_gaussian(m1, S1, name="S1", mean_name="m1")
+    m2, S2 = validate_gaussian(m2, S2, m1.shape[0], what="the first Gaussian has d", name="S2", mean_name="m2")
     r1 = psd_sqrt(S1)
     cross = np.linalg.eigvalsh(r1 @ S2 @ r1)
     b2 = np.trace(S1) + np.trace(S2) - 2.0 * np.sum(np.sqrt(np.clip(cross, 0.0, None)))
@@ -192,12 +211,11 @@ def wasserstein_gaussian_1d(x, mean: float, std: float, weights=None) -> float:
     """
     from scipy.special import ndtri
 
-    x = np.asarray(x, dtype=float).reshape(-1)
+    x = real_array(x, "x").reshape(-1)
     if x.size == 0 or not np.all(np.isfinite(x)):
         raise ValueError("x must be a non-empty array of finite numbers")
-    mean, std = float(mean), float(std)
-    if not (np.isfinite(mean) and np.isfinite(std) and std >= 0):
-        raise ValueError(f"mean must be finite and std finite and >= 0, got {mean!r}, {std!r}")
+    mean = validate_finite(mean, "mean")
+    std = validate_positive(std, "std", allow_zero=True)
     w = _as_weights(weights, x.size, "weights")
     order = np.argsort(x, kind="stable")
     y = x[order] - mean
@@ -273,10 +291,11 @@ def conditional_wasserstein(
         If the two measures do not give the same mass to every group (different position marginals).
     """
     X, Y, a, b = _two_measures(X, Y, p, weights)
-    if reduce not in ("mean", "sup"):
-        raise ValueError(f"reduce must be 'mean' or 'sup', got {reduce!r}")
-    sx = np.asarray(positions, dtype=float)
-    sy = sx if positions_Y is None else np.asarray(positions_Y, dtype=float)
+    p = float(p)
+    reduce = validate_choice(reduce, "reduce", ("mean", "sup"))
+    return_profile = validate_flag(return_profile, "return_profile")
+    sx = real_array(positions, "positions")
+    sy = sx if positions_Y is None else real_array(positions_Y, "positions_Y")
     if sx.shape != (X.shape[0],) or sy.shape != (Y.shape[0],):
         raise ValueError(
             f"positions must have one entry per token: got {sx.shape} for X {X.shape} and {sy.shape} for Y {Y.shape}"
@@ -290,9 +309,9 @@ def conditional_wasserstein(
     else:
         allpos = np.concatenate([sx, sy])
         edges = (
-            np.linspace(allpos.min(), allpos.max(), int(bins) + 1)
+            np.linspace(allpos.min(), allpos.max(), validate_count(bins, "bins") + 1)
             if np.isscalar(bins)
-            else np.asarray(bins, dtype=float)
+            else real_array(bins, "bins")
         )
         if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise ValueError("bins must be a positive integer or increasing bin edges")

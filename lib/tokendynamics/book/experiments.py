@@ -7,10 +7,23 @@ and identical between the book, the tests and a reader's own runs.
 
 from __future__ import annotations
 
+import ast
+import math
+import re
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EXPERIMENTS", "MODES", "settings"]
+__all__ = [
+    "EXPERIMENTS",
+    "MODES",
+    "settings",
+    "PARAMETER_RULES",
+    "ChapterParameter",
+    "parameters_cell",
+    "parameter_schema",
+    "check_parameters",
+]
 
 MODES = ("fast", "full")
 
@@ -673,4 +686,169 @@ def settings(name: str, mode: str = "fast", **overrides) -> dict[str, Any]:
     if unknown:
         raise KeyError(f"experiment {name!r} has no parameter(s) {sorted(unknown)}")
     out.update({k: v for k, v in overrides.items() if v is not None})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the chapters' own parameters (papermill's ``-p name value``), checked before a chapter runs
+# ---------------------------------------------------------------------------------------------
+
+#: Types and ranges of chapter parameters, by name. A chapter's parameters, their defaults and
+#: their descriptions come from its ``parameters`` cell (:func:`parameter_schema`); the type is
+#: ``"type"`` here if given, else that of the default (None is accepted iff the default is None);
+#: ``"min"``/``"max"`` bound numbers (``"strict"``: the bound itself is excluded), ``"choices"``
+#: lists the accepted values. A new chapter's parameter needs an entry here only if its default
+#: is None or its range is restricted.
+PARAMETER_RULES: dict[str, dict[str, Any]] = {
+    "mode": {"choices": MODES},
+    "n": {"type": int, "min": 1},
+    "seed": {"type": int, "min": 0},
+    "beta": {"type": float, "min": 0.0, "strict": True},
+    "T": {"type": float, "min": 0.0, "strict": True},
+}
+
+_TYPE_WORDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+
+
+@dataclass(frozen=True)
+class ChapterParameter:
+    """One parameter of a chapter: its name, default, description (the comment on its line) and rule."""
+
+    name: str
+    default: Any
+    comment: str
+    type: type
+    rule: dict
+
+    def expected(self) -> str:
+        """What a valid value is, in words (for error messages)."""
+        rule = self.rule
+        if "choices" in rule:
+            words = "one of " + ", ".join(repr(c) for c in rule["choices"])
+        else:
+            words = _TYPE_WORDS.get(self.type, self.type.__name__)
+            for key, op in (("min", ">"), ("max", "<")):
+                if key in rule:
+                    words += f" {op}{'' if rule.get('strict') else '='} {rule[key]:g}"
+        return words + (" or None" if self.default is None else "")
+
+    def check(self, value) -> Any:
+        """``value`` if it is valid; a ValueError naming the parameter and what is expected otherwise."""
+        if value is None and self.default is None:
+            return None
+        given = value
+        ok = value is not None
+        if ok and self.type is bool:
+            ok = isinstance(value, bool)
+        elif ok and self.type is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif ok and self.type is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            value = float(value) if ok else value
+        elif ok:
+            ok = isinstance(value, self.type)
+        rule = self.rule
+        if ok and "choices" in rule:
+            ok = value in rule["choices"]
+        if ok and "min" in rule:
+            ok = value > rule["min"] if rule.get("strict") else value >= rule["min"]
+        if ok and "max" in rule:
+            ok = value < rule["max"] if rule.get("strict") else value <= rule["max"]
+        if not ok:
+            hint = f" ({self.comment})" if self.comment else ""
+            raise ValueError(f"parameter {self.name} must be {self.expected()}, got {given!r}{hint}")
+        return value
+
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
+
+
+def parameters_cell(markdown: str) -> str | None:
+    """Source of the code cell tagged ``parameters`` in a MyST-markdown notebook (None if there is none).
+
+    Reads ``:tags: [parameters]`` option lines and ``---``-delimited YAML option blocks, the two
+    forms jupytext writes.
+    """
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence = m.group(1)
+        j = i + 1
+        options = []
+        if j < len(lines) and lines[j].strip() == "---":
+            j += 1
+            while j < len(lines) and lines[j].strip() != "---":
+                options.append(lines[j])
+                j += 1
+            j += 1
+        else:
+            while j < len(lines) and lines[j].startswith(":"):
+                options.append(lines[j])
+                j += 1
+        body = []
+        while j < len(lines) and not lines[j].startswith(fence):
+            body.append(lines[j])
+            j += 1
+        tagged = any(re.match(r"^:?tags:\s*\[[^\]]*\bparameters\b[^\]]*\]", o.strip()) for o in options)
+        if tagged:
+            return "\n".join(body).strip("\n")
+        i = j + 1
+    return None
+
+
+def parameter_schema(source: str) -> dict[str, ChapterParameter]:
+    """The parameters defined by a ``parameters`` cell: ``name = literal  # description`` lines.
+
+    Names and defaults come from the cell (parsed with ``ast``; defaults must be literals), the
+    description from the comment on each line, the type from the default (or from
+    :data:`PARAMETER_RULES` when the default is None) and the range from :data:`PARAMETER_RULES`.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    out: dict[str, ChapterParameter] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise ValueError(f"the parameters cell may only assign literals to names, found: {ast.unparse(node)}")
+        name = node.targets[0].id
+        try:
+            default = ast.literal_eval(node.value)
+        except ValueError:
+            raise ValueError(
+                f"the default of parameter {name} must be a literal, got {ast.unparse(node.value)}"
+            ) from None
+        line = lines[node.end_lineno - 1]
+        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset :] else ""
+        rule = dict(PARAMETER_RULES.get(name, {}))
+        typ = rule.pop("type", None) or (None if default is None else type(default))
+        if typ is None:
+            raise ValueError(
+                f"parameter {name} defaults to None and has no type in PARAMETER_RULES "
+                "(tokendynamics.book.experiments): add one"
+            )
+        param = ChapterParameter(name, default, comment, typ, rule)
+        try:
+            param.check(default)
+        except ValueError as exc:
+            raise ValueError(f"the default of parameter {name} breaks its own rule: {exc}") from None
+        out[name] = param
+    return out
+
+
+def check_parameters(schema: dict[str, ChapterParameter], given: dict[str, Any], chapter: str = "") -> dict[str, Any]:
+    """Check reader-given parameter values against a chapter's schema; return them (floats as floats).
+
+    Raises a one-line ValueError naming the first wrong parameter: an unknown name (listing the
+    chapter's parameters) or a value of the wrong type or out of range (saying what is expected).
+    """
+    where = f" of chapter {chapter}" if chapter else ""
+    out = {}
+    for name, value in given.items():
+        if name not in schema:
+            known = ", ".join(schema) or "none"
+            raise ValueError(f"unknown parameter {name!r}{where}; its parameters are: {known}")
+        out[name] = schema[name].check(value)
     return out

@@ -8,7 +8,6 @@ and against 2D particle runs, the clustering detector, the high-dimensional smok
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -478,25 +477,18 @@ def test_sweep_returns_results_in_grid_order_serially_and_in_parallel():
         sweep(hd.clustering_time, points, progress=False, beta=1.0)
 
 
-def test_widget_update_takes_well_under_0p2_seconds_and_its_loose_tolerance_is_invisible():
-    highdim_update("case2")  # warm-up (imports)
-    times, cpu = [], []
+def test_widget_update_runs_every_case_and_its_loose_tolerance_is_invisible():
+    """The explorer's library call (its speed is measured by `make bench`, not here)."""
     for case in hd.CASES:
-        start, start_cpu = time.perf_counter(), time.process_time()
         out = highdim_update(case, a=0.5, b=1.0)
-        times.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
         assert set(out) >= {"case", "prediction", "linear", "unnormalized_softmax"}
-    median = float(np.median(times))
-    print(f"median widget update: {median * 1e3:.0f} ms wall, {np.median(cpu) * 1e3:.0f} ms CPU")
-    assert median < 0.2
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2)
-    highdim_plots.plot_runs(axes, out, d=16)  # the widget's drawing: one R2 and one R1 curve per variant
+    highdim_plots.plot_runs(axes, out, d=16)  # one R2 and one R1 curve per variant
     assert [len(ax.get_lines()) for ax in axes] == [3, 2]  # + the dotted 1/d line
     assert axes[0].get_yscale() == "log" and axes[0].get_legend() is not None
     plt.close(fig)

@@ -52,6 +52,7 @@ __all__ = [
     "sample_gaussian",
     "circle_tokens",
     "angles",
+    "rotation_matrix",
     "rk4_step",
     "euler_step",
     "adaptive_solve",
@@ -111,6 +112,13 @@ def circle_tokens(theta) -> np.ndarray:
     r"""Tokens :math:`(\cos\theta_k, \sin\theta_k)` on the unit circle, shape (n, 2)."""
     theta = validate_finite_array(theta, "theta")
     return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+
+
+def rotation_matrix(theta: float) -> np.ndarray:
+    r"""The planar rotation by ``theta``,
+    :math:`R_\theta=\begin{pmatrix}\cos\theta&-\sin\theta\\\sin\theta&\cos\theta\end{pmatrix}`."""
+    c, s = math.cos(float(theta)), math.sin(float(theta))
+    return np.array([[c, -s], [s, c]])
 
 
 def angles(X) -> np.ndarray:

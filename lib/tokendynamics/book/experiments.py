@@ -275,9 +275,9 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "z0_abs": 0.3,
             "z0_arg": 0.6,
             "n_grid": 15,
-            "timing_repeats": 5,
+            "live_n_grid": 11,  # the live explorer's arrows: a coarser grid, lighter to redraw
         },
-        "full": {"frames": 45, "n": 200, "n_grid": 19, "timing_repeats": 9},
+        "full": {"frames": 45, "n": 200, "n_grid": 19},
     },
     # Chapter 5 (paper 2 §7, F11-F12, spec §7.5): d = 100, n = 200, linear vs unnormalised softmax
     # vs softmax attention on the matrix recipes of spec §7.5. Every run costs well under a second
@@ -534,7 +534,6 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "T": 6.0,
             "step": 0.01,
             "grid": [7, 7, -0.8, 0.8, -0.8, 0.8],
-            "timing_repeats": 5,
         },
         "full": {"frames": 60},
     },
@@ -599,11 +598,13 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
         "full": {"n_s": 121, "times": 61},
     },
-    # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2).
+    # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2); the live
+    # explorer evaluates the curves at live_n_times times (a third of the library call's cost).
     "gradient_flow_widget": {
         "fast": {
             "T": 3.0,
             "n_times": 121,
+            "live_n_times": 41,
             "frames": 30,
             "a1": -1.0,
             "a2_range": [-1.0, 1.5],

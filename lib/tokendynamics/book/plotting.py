@@ -29,6 +29,9 @@ __all__ = [
     "plot_token_paths",
     "animate_token_panels",
     "animation_html",
+    "smallest_text",
+    "COLUMN_PX",
+    "live_widgets",
 ]
 
 # Deliberately plain: float-friendly formatting, no usetex, no hard-coded fonts.
@@ -312,14 +315,55 @@ def animate_token_panels(
     return anim
 
 
-def animation_html(anim, *, dpi: int = 60, default_mode: str = "once") -> str:
-    """The self-contained HTML of an animation (``to_jshtml``) rendered at ``dpi``.
+#: Width of the book's text column in CSS pixels (the theme at a desktop window): animations are
+#: rendered at this width so that they are shown at their natural size, neither blurred nor shrunk.
+COLUMN_PX = 770
+#: Smallest legible text in a figure on screen, in CSS pixels (body text is 16 px).
+MIN_TEXT_PX = 9.0
 
-    ``to_jshtml`` renders frames at ``savefig.dpi``; the book style's print resolution would make
-    each frame several times larger than needed on screen.
+
+def smallest_text(fig) -> tuple[float, str]:
+    """The smallest font size (points) among the visible, non-empty texts of ``fig``, and that text."""
+    from matplotlib.text import Text
+
+    texts = [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and (t.axes is None or t.axes.get_visible())
+    ]
+    if not texts:
+        return float("inf"), ""
+    smallest = min(texts, key=lambda t: t.get_fontsize())
+    return float(smallest.get_fontsize()), smallest.get_text().strip()
+
+
+def animation_html(
+    anim, *, width: int = COLUMN_PX, min_text_px: float = MIN_TEXT_PX, default_mode: str = "once"
+) -> str:
+    """The self-contained HTML of an animation (``to_jshtml``), its frames rendered ``width`` pixels wide.
+
+    The dpi is chosen so that a frame is ``width`` pixels wide (the book's column: shown at its
+    natural size), without a tight bounding box (every frame the same size). Raises ``ValueError`` if
+    a text of the figure would be smaller than ``min_text_px`` pixels at that size, checked on the
+    first frame and on the last.
     """
+    fig = anim._fig
+    dpi = float(width) / fig.get_figwidth()
+
+    def check(when: str) -> None:
+        fig.canvas.draw()  # tick labels exist once drawn
+        pt, text = smallest_text(fig)
+        if pt * dpi / 72 < min_text_px:
+            raise ValueError(
+                f"animation text {text!r} ({when}) is {pt:g} pt = {pt * dpi / 72:.1f} px at {width} px wide "
+                f"(< {min_text_px:g} px): make it larger or the figure narrower"
+            )
+
+    check("first frame")
     with mpl.rc_context({"savefig.dpi": dpi, "savefig.bbox": "standard"}):
-        return anim.to_jshtml(default_mode=default_mode)
+        html = anim.to_jshtml(default_mode=default_mode)
+    check("last frame")
+    return html
 
 
 def live_widgets() -> bool:

@@ -1046,6 +1046,23 @@ CLAIMS: tuple[Claim, ...] = (
         ("oa_slope", ".2f"),
     ),
     _c(
+        "structural-stability-for-all-time",
+        2,
+        "S",
+        "04_kuramoto_reduction",
+        r"Structural stability for all time: for $V=I$ with $\operatorname{sym}A\succ0$ and for $A=I$ with "
+        r"$\lambda_{\max}(V)>0$, data close to the uniform law in the bounded-Lipschitz distance stay close to the "
+        r"Ott–Antonsen solution for all time (largest ratio $\sup_t d/d_0$ in those regions shown; $d=W_1$ on the "
+        r"circle of double angles, $\tfrac2\pi W_1\le d_{BL}\le W_1$).",
+        [
+            T
+            + "test_ott_antonsen.py::test_oa_stability_data_close_to_uniform_stay_close_for_all_time_in_the_summarys_regions",
+            T + "test_transport.py::test_circle_bounded_lipschitz_lies_between_two_over_pi_w1_and_w1",
+            T + "test_transport.py::test_circle_wasserstein1_equals_the_exact_transport_lp_with_the_arc_length_cost",
+        ],
+        r"ratio constant from $t=100$ to $200$ and below 4",
+    ),
+    _c(
         "equispaced-constants-make-oa-exact",
         2,
         "D",

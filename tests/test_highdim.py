@@ -5,6 +5,7 @@ runs; and of ``tokendynamics.sweeps`` on these runs.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -162,7 +163,27 @@ def test_predict_2d_regime_reproduces_the_planar_regime_table(case, params, regi
 
 def test_predict_2d_regime_case1_partial_quotes_the_interior_level():
     p = hd.predict_2d_regime("case1", A=np.diag([-1.0, -2.0]))
-    assert "0.333" in p.criterion and p.section == "§5.1"
+    assert "0.333" in p.criterion and p.family == "Case 1 (V = I)" and p.chapter == "04_kuramoto_regimes"
+
+
+INTERNAL_LABEL = re.compile(r"§|\bC\d+\b|\$|\\")  # section signs, claim labels, TeX
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"case": "case1", "spectrum": s} for s in ("positive", "mixed", "negative")]
+    + [{"case": "case2", "top": 2.0}, {"case": "case3"}, {"case": "case4", "a": 0.5, "b": 1.0}, {"case": "random"}],
+)
+def test_recipe_labels_and_predictions_are_reader_facing_plain_text(spec):
+    """What a reader sees (labels in figure titles and tables, the planar family of a prediction) names the case in
+    words: "Case 2, λ₁ = 2", "Case 1 (V = I)" — no section signs, internal claim labels or TeX."""
+    spec = dict(spec)
+    mc = hd.make_case(spec.pop("case"), 10, **spec)
+    pred = hd.predict_for_case(mc)
+    for text in (mc.label, mc.description, pred.family):
+        assert text and not INTERNAL_LABEL.search(text), text
+    assert mc.label.startswith("Case") or mc.label.startswith("Random")
+    assert pred.family in hd.FAMILIES.values()
 
 
 @pytest.mark.claim("planar-regimes-persist-in-high-dimension")

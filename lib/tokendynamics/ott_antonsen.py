@@ -583,7 +583,7 @@ def oa_stability(
     rtol: float = 1e-8,
     atol: float = 1e-10,
 ) -> OAStability:
-    r"""Do data close to the uniform law stay close to the Ott–Antonsen solution for all time? (paper 2, spec §6).
+    r"""Do data close to the uniform law stay close to the Ott–Antonsen solution for all time? (paper 2, structural stability).
 
     The perturbed data :math:`\mu_0` (:func:`perturbed_uniform`, one size per entry of ``epsilon``,
     n tokens) are run exactly, with the O(n) angle equations

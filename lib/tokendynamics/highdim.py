@@ -35,8 +35,17 @@ from scipy.stats import ortho_group
 
 from .attention import Attention
 from .kuramoto import complex_parts
-from .metrics import ClusterReport, axis_speed, detect_clusters, first_passage_times, order_parameters, top_direction
-from .particles import Trajectory, sample_sphere, simulate
+from .metrics import (
+    ClusterReport,
+    axis_speed,
+    coordinate_means,
+    detect_clusters,
+    first_passage_times,
+    order_parameters,
+    plane_order_parameters,
+    top_direction,
+)
+from .particles import Trajectory, normalize_rows, sample_sphere, simulate
 from .projective import projective_flow
 from .regimes import case1_region, predict_regime
 from .validation import validate_dimension, validate_finite
@@ -51,6 +60,7 @@ __all__ = [
     "case3",
     "case4",
     "random_case",
+    "near_plane_tokens",
     "matrix_case",
     "make_case",
     "CasePrediction",
@@ -260,26 +270,76 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
     )
 
 
-def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
+def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None, dominant: float = 1.0) -> MatrixCase:
     r"""Case 4 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
     :math:`\begin{pmatrix}a&b\\-b&-a\end{pmatrix}` (0 in the last slot if d is odd).
 
     In d = 2 this is the hidden-Hamiltonian family of the planar theory (chapter 4; :math:`v_{11}=a`, :math:`v_{12}=b`):
     oscillation for :math:`|a|<|b|`, clusters for :math:`|a|\ge|b|`. ``seed`` as in :func:`case3`.
+    ``dominant`` multiplies the first block (coordinates 0 and 1): a value above 1 makes one rotation
+    plane dominant (chapter 5, oscillations at d = 100); the spectrum stored is that of the other blocks.
     """
     d = validate_dimension(d)
     a, b = validate_finite(a, "a"), validate_finite(b, "b")
+    dominant = validate_finite(dominant, "dominant")
     block = np.array([[a, b], [-b, -a]])
-    V = _block_diag(d, block, 0.0, seed)
+    V = _block_diag(d, block, 0.0, None)
+    V[:2, :2] *= dominant
+    if seed is not None:
+        Q = _orthogonal(d, np.random.default_rng(seed))
+        V = Q @ V @ Q.T
+    params = {"d": d, "a": a, "b": b, "seed": seed}
+    label = f"Case 4, a = {a:g}, b = {b:g}"
+    words = f"A = I, V with {d // 2} traceless blocks [[a, b], [-b, -a]], a = {a:g}, b = {b:g}"
+    if dominant != 1.0:
+        params["dominant"] = dominant
+        label += f", first plane ×{dominant:g}"
+        words += f", the first block multiplied by {dominant:g}"
     return MatrixCase(
         "case4",
         _readonly(np.eye(d)),
         _readonly(V),
-        {"d": d, "a": a, "b": b, "seed": seed},
+        params,
         _readonly(np.linalg.eigvals(block.astype(complex))),
-        f"Case 4, a = {a:g}, b = {b:g}",
-        f"A = I, V with {d // 2} traceless blocks [[a, b], [-b, -a]], a = {a:g}, b = {b:g}",
+        label,
+        words,
     )
+
+
+def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndarray:
+    r"""n unit tokens close to the plane of the first two coordinates.
+
+    :math:`x_k=y_k/|y_k|` with :math:`y_k=(\cos\theta_k,\sin\theta_k,\ \text{spread}\cdot\xi_k)`,
+    :math:`\theta_k` uniform and :math:`\xi_k\sim N(0,I_{d-2})`: the planar data of chapter 4
+    embedded in :math:`\mathbb R^d`, thickened by ``spread`` (a fraction of about
+    :math:`(d-2)\,\text{spread}^2` of each token's squared length lies off the plane).
+
+    Parameters
+    ----------
+    n, d : int
+        Number of tokens, dimension (d >= 2).
+    spread : float
+        Standard deviation of the off-plane coordinates before normalisation.
+    rng : seed or Generator
+
+    Returns
+    -------
+    array (n, d)
+
+    References
+    ----------
+    This book, chapter 5 (oscillations at d = 100: data near a plane).
+    """
+    d = validate_dimension(d)
+    if d < 2 or int(n) != n or n < 1:
+        raise ValueError(f"need n >= 1 tokens in d >= 2 dimensions, got n = {n!r}, d = {d}")
+    spread = validate_finite(spread, "spread")
+    if spread < 0:
+        raise ValueError(f"spread must be non-negative, got {spread}")
+    rng = np.random.default_rng(rng)
+    theta = rng.uniform(0.0, 2 * np.pi, int(n))
+    Y = np.concatenate([np.c_[np.cos(theta), np.sin(theta)], spread * rng.standard_normal((int(n), d - 2))], axis=1)
+    return normalize_rows(Y)
 
 
 def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
@@ -502,6 +562,11 @@ class RunSummary:
         Top eigenvector of :math:`\Sigma(t)` (the cluster axis once clustered).
     X0, XT : arrays (n, d)
         Tokens at the first and the last stored time.
+    means : array (m, d)
+        Per-coordinate mean token value :math:`m_l(t)` (:func:`~tokendynamics.metrics.coordinate_means`).
+    planes : complex array (m, d // 2)
+        Order parameter of each coordinate plane :math:`(2p, 2p+1)`
+        (:func:`~tokendynamics.metrics.plane_order_parameters`): the rotation planes of the block recipes.
     nfev : int
     seconds : float
         Wall time of the integration.
@@ -519,6 +584,8 @@ class RunSummary:
     axis: np.ndarray
     X0: np.ndarray
     XT: np.ndarray
+    means: np.ndarray
+    planes: np.ndarray
     nfev: int
     seconds: float
     engine: str
@@ -557,6 +624,8 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
         axis=axis,
         X0=traj.X[0].copy(),
         XT=traj.X[-1].copy(),
+        means=coordinate_means(traj.X),
+        planes=plane_order_parameters(traj.X) if traj.X.shape[-1] >= 2 else np.zeros((len(traj.t), 0), complex),
         nfev=int(traj.info.get("nfev", -1)),
         seconds=float(seconds),
         engine=engine,

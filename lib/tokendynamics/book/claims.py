@@ -1336,13 +1336,41 @@ CLAIMS: tuple[Claim, ...] = (
     _c(
         "oscillation-is-damped-in-high-dimension",
         2,
-        "I",
+        "D",
         "05_high_dimensional",
-        r"Paper 2's summary says the oscillations persist in high dimension; the book's runs find them damped: the "
-        r"range of $\hat R_2$ shrinks along the run (an open disagreement; late range shown).",
-        [T + "test_highdim.py::test_run_variant_case4_oscillation_is_damped_in_high_dimension"],
+        r"Paper 2's summary says the oscillations persist at $d=100$; in $\hat R_2$ the book finds them damped for "
+        r"uniform data: the rotation planes of $V$ start in step and drift out of step, and $\hat R_2$ averages them "
+        r"(late range over early range of $\hat R_2$ shown).",
+        [
+            T + "test_highdim.py::test_run_variant_case4_oscillation_is_damped_in_high_dimension",
+            T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane",
+        ],
         "late range below 0.6 times the early range ($d=30$)",
-        ("hd_osc_late", ".4f"),
+    ),
+    _c(
+        "oscillations-persist-in-the-coordinate-means",
+        2,
+        "S",
+        "05_high_dimensional",
+        r"At $d=100$ the oscillations of Case 4 ($|a|<|b|$) persist for linear and softmax attention, in the "
+        r"authors' diagnostic: the per-coordinate mean token values keep oscillating with an undiminished range "
+        r"(late over early range shown, linear attention).",
+        [
+            T
+            + "test_highdim.py::test_case4_oscillation_persists_in_the_coordinate_means_for_linear_and_softmax_attention"
+        ],
+        "late range at least 0.7 times the early range ($d=30$)",
+    ),
+    _c(
+        "oscillation-persists-near-one-plane",
+        2,
+        "D",
+        "05_high_dimensional",
+        r"The oscillation of $\hat R_2$ persists at $d=100$ when the data lie near one rotation plane, and the "
+        r"order parameter of a dominant rotation plane keeps oscillating (late over early range of $\hat R_2$ "
+        r"shown, data near a plane).",
+        [T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane"],
+        "late range at least 0.7 times the early range ($d=30$)",
     ),
 )
 

@@ -298,6 +298,9 @@ def test_oa_stability_data_close_to_uniform_stay_close_for_all_time_in_the_summa
 def test_oa_stability_rejects_bad_input_and_starts_at_the_perturbation_size():
     res = oa_stability(I2, np.diag([1.0, -1.0]), 1.0, epsilon=(0.02,), n=400, T=2.0, n_times=5)
     assert res.distance.shape == res.distance_uniform.shape == (5, 1) and res.z_uniform.shape == (5,)
+    assert res.theta_final.shape == (1, 400)
+    ref = poisson_kernel_atoms(res.z[-1, 0], 4096)
+    assert circle_wasserstein1(2 * res.theta_final[0], ref) == pytest.approx(res.distance[-1, 0], abs=1e-12)
     assert 0 < res.distance[0, 0] < 0.02 and np.all(res.growth() >= 1 - 1e-12)
     with pytest.raises(ValueError, match="epsilon"):
         oa_stability(I2, I2, 1.0, epsilon=(0.0,), n=10, T=1.0)

@@ -549,6 +549,9 @@ class OAStability:
         The particles' :math:`R_2(t)`.
     z : complex array (m, k)
     z_uniform : complex array (m,)
+    theta_final : array (k, n)
+        The token angles at the last time (for other distances, e.g.
+        :func:`~tokendynamics.transport.circle_bounded_lipschitz`).
     params : dict
     """
 
@@ -559,6 +562,7 @@ class OAStability:
     R2: np.ndarray
     z: np.ndarray
     z_uniform: np.ndarray
+    theta_final: np.ndarray
     params: dict
 
     def growth(self, uniform: bool = False) -> np.ndarray:
@@ -665,4 +669,14 @@ def oa_stability(
         "atol": atol,
         "nfev": sol.params["nfev"],
     }
-    return OAStability(t=t_eval, epsilon=eps, distance=d, distance_uniform=du, R2=R2, z=z, z_uniform=zu, params=params)
+    return OAStability(
+        t=t_eval,
+        epsilon=eps,
+        distance=d,
+        distance_uniform=du,
+        R2=R2,
+        z=z,
+        z_uniform=zu,
+        theta_final=sol.theta[-1].copy(),
+        params=params,
+    )

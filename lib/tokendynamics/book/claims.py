@@ -65,6 +65,7 @@ CHAPTERS = {
     "02_gaussian_preservation": "Gaussian tokens: clustering and blow-up",
     "03_gradient_flow": "The gradient-flow structure",
     "04_kuramoto_reduction": "Linear attention on the circle: a Kuramoto model",
+    "04_kuramoto_regimes": "Linear attention on the circle: the regimes",
     "05_high_dimensional": "High dimension: do the planar regimes persist?",
 }
 
@@ -901,7 +902,7 @@ CLAIMS: tuple[Claim, ...] = (
         r"$10^{-8}$ relative",
         ("gf_nc_trace_long", ".1e"),
     ),
-    # ------------------------------------------------------------------ paper 2, chapter 04
+    # ------------------------------------------------------------------ paper 2, chapter 04 (the reduction, then the regimes)
     _c(
         "kuramoto-daido-form",
         2,
@@ -973,7 +974,7 @@ CLAIMS: tuple[Claim, ...] = (
         "four-regimes",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"Linear attention on the circle shows static antipodal clusters, rotating clusters, oscillations and "
         r"partial clustering, depending on $A$ and $V$.",
         [
@@ -1061,6 +1062,7 @@ CLAIMS: tuple[Claim, ...] = (
             T + "test_transport.py::test_circle_wasserstein1_equals_the_exact_transport_lp_with_the_arc_length_cost",
         ],
         r"ratio constant from $t=100$ to $200$ and below 4",
+        ("stab_growth_inside", ".1f"),
     ),
     _c(
         "equispaced-constants-make-oa-exact",
@@ -1087,7 +1089,7 @@ CLAIMS: tuple[Claim, ...] = (
         "regime-table",
         2,
         "D",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"A classifier of the Ott–Antonsen flow and the closed forms agree on every row of the table of example "
         r"regimes, bistable case included (rows that agree shown).",
         [
@@ -1102,7 +1104,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-closed-form",
         2,
         "D",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"With $V=I$ the Ott–Antonsen field factorises: $\dot z=\frac\beta2(1-|z|^2)(\bar a_+z+a_-)$.",
         [T + "test_ott_antonsen.py::test_ott_antonsen_rhs_with_V_identity_is_the_case1_closed_form"],
         "$10^{-13}$",
@@ -1111,7 +1113,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-regimes",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$V=I$: $\operatorname{tr}A>0$ or $\det A\le0$ give static clusters, $\operatorname{sym}A\prec0$ partial "
         r"clustering at $z^*=-a_-/\bar a_+$, and $\operatorname{tr}A<0<\det A$ with $\operatorname{sym}A$ indefinite "
         r"is bistable.",
@@ -1126,7 +1128,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-oscillation-period",
         2,
         "D",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"On $\operatorname{tr}A=0<\det A$ the orbits are circles around $z^*$, with period "
         r"$P=4\pi\big/\big(\beta|\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}\big)$.",
         [T + "test_regimes.py::test_case1_period_matches_the_measured_oscillation_period"],
@@ -1136,7 +1138,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case2-clusters-iff-the-top-eigenvalue-is-nonnegative",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$A=I$, $V$ symmetric: the tokens cluster on the top eigenvector if and only if $\lambda_{\max}(V)\ge0$; "
         r"otherwise $R_2\to\frac{\lambda_1-\lambda_2}{|\lambda_1+\lambda_2|}e^{2i\theta_1}$.",
         [T + "test_regimes.py::test_predict_regime_case2_limit_on_197_random_symmetric_V"],
@@ -1147,7 +1149,7 @@ CLAIMS: tuple[Claim, ...] = (
         "rotating-clusters",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"Non-commuting $A=\operatorname{diag}(\alpha_1,\alpha_2)\succ0$ and $V=cI+sJ$, $c>0$: the clusters rotate "
         r"for ever, with period $P=\pi/(\beta|s|\sqrt{\alpha_1\alpha_2})$.",
         [T + "test_regimes.py::test_rotation_period_of_rotating_clusters_is_pi_over_beta_s_sqrt_a1_a2"],
@@ -1158,7 +1160,7 @@ CLAIMS: tuple[Claim, ...] = (
         "hidden-hamiltonian",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$A=I$, $\operatorname{tr}V=0$: the Ott–Antonsen flow conserves $\mathcal E(z)$, with "
         r"$\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E$; $\det V>0$ gives closed orbits around a centre, "
         r"$\det V<0$ static clusters.",
@@ -1174,7 +1176,7 @@ CLAIMS: tuple[Claim, ...] = (
         "saddle-node-on-the-circle",
         2,
         "I",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$A=I$ and $V$ with diagonal $(c+a,c-a)$, off-diagonal $(b,-b)$, $c>0$: the clusters rotate with period "
         r"$\pi/(\beta\sqrt{b^2-a^2})$ for $|a|<|b|$, stop at a saddle-node on the circle at $|a|=|b|$, and are "
         r"static beyond.",

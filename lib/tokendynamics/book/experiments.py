@@ -213,16 +213,13 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "b": 1.0,
             "c": 0.3,
             "a": [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.85, 0.92, 0.96, 0.985, 1.03, 1.1, 1.25, 1.5],
-            "T": 160.0,
-            "transient": 80.0,
+            "T_min": 40.0,  # each period is measured over four closed-form periods, at least T_min
             "rtol": 1e-9,
         },
         # a = b = 1 itself is the degenerate saddle-node: left out of the grids
         "full": {
             "a": [round(0.025 * k, 3) for k in range(61) if k != 40] + [0.96, 0.985, 0.995, 0.999],
-            "T": 800.0,
-            "transient": 400.0,
-            "rtol": 1e-11,
+            "rtol": 1e-10,
         },
     },
     # F9 rotating clusters for non-commuting A, V (spec F9)
@@ -250,6 +247,42 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "cases": ["A=I, V=[[1,2],[-2,-1]]", "A=diag(2,1), V=[[1,-1],[1,1]]"],
         },
         "full": {"ns": [250, 1000, 4000, 16000], "seeds": 10},
+    },
+    # Long-time structural stability (chapter 04_kuramoto_reduction): perturbations of the uniform law
+    # (ott_antonsen.perturbed_uniform) against their Ott-Antonsen solution, for two (A, V) in each
+    # family of paper 2's summary (V = I with sym A > 0; A = I with lambda_max(V) > 0), the Kuramoto
+    # case A = V = I (in both) and two outside them.
+    "kuramoto_stability": {
+        "fast": {
+            "n": 800,
+            "T": 200.0,
+            "n_times": 121,
+            "epsilon": [0.01, 0.03, 0.1],
+            "seed": 3,
+            "cases": {
+                "V = I, sym A ≻ 0": {"A": [[1.0, 0.5], [-0.3, 2.0]], "V": [[1.0, 0.0], [0.0, 1.0]], "inside": True},
+                "A = I, V = diag(2, −1)": {
+                    "A": [[1.0, 0.0], [0.0, 1.0]],
+                    "V": [[2.0, 0.0], [0.0, -1.0]],
+                    "inside": True,
+                },
+                "A = V = I": {"A": [[1.0, 0.0], [0.0, 1.0]], "V": [[1.0, 0.0], [0.0, 1.0]], "inside": True},
+                "A = I, V traceless, det V > 0": {
+                    "A": [[1.0, 0.0], [0.0, 1.0]],
+                    "V": [[0.5, 1.0], [-1.0, -0.5]],
+                    "inside": False,
+                },
+                "A = I, V = diag(−1, −3)": {
+                    "A": [[1.0, 0.0], [0.0, 1.0]],
+                    "V": [[-1.0, 0.0], [0.0, -3.0]],
+                    "inside": False,
+                },
+            },
+            "oscillating": "A = I, V traceless, det V > 0",
+            "kuramoto": "A = V = I",
+            "case2": "A = I, V = diag(2, −1)",
+        },
+        "full": {"n": 2000, "T": 400.0, "n_times": 241, "epsilon": [0.005, 0.01, 0.03, 0.1]},
     },
     # live widget and its static stand-in: a path through the regimes in the SNIC family
     # A = I, V = [[c + a, 1], [-1, c - a]]: c from -0.3 to 0.3 at a = 0.5, then a from 0.5 to 1.5

@@ -394,6 +394,28 @@ def test_sweep_returns_results_in_grid_order_serially_and_in_parallel():
         sweep(hd.clustering_time, points, progress=False, beta=1.0)
 
 
+def test_clustering_time_through_particles_and_projective_flow_agree_and_stop_at_the_level():
+    """The particle path (an event on the tokens) and the d x d reduction locate the same clustering time."""
+    kw = dict(case="case2", kind="linear", d=8, n=40, T=60.0, top=2.0, seed=1)
+    proj = hd.clustering_time(engine="projective", **kw)
+    part = hd.clustering_time(engine="particles", **kw)
+    assert abs(proj["t_level"] - part["t_level"]) < 1e-4 * proj["t_level"]
+    assert proj["R2_final"] == pytest.approx(0.99, abs=1e-6) and part["R2_final"] == pytest.approx(0.99, abs=1e-6)
+    usa = hd.clustering_time(case="case2", kind="unnormalized_softmax", d=8, n=40, T=30.0, top=2.0)
+    assert usa["engine"] == "particles" and np.isfinite(usa["t_level"])
+    assert hd.clustering_time(case="case2", kind="linear", d=50, n=20, T=5.0)["engine"] == "particles"  # d > n
+
+
+def test_run_many_gives_the_same_runs_serially_and_in_parallel():
+    X0 = sample_sphere(20, 6, 0)
+    jobs = {("c2", k): (hd.case2(6, 2.0), k, 5.0) for k in ("linear", "unnormalized_softmax")}
+    serial = hd.run_many(jobs, X0, n_jobs=1, n_eval=11)
+    parallel = hd.run_many(jobs, X0, n_jobs=2, n_eval=11)
+    assert list(serial) == list(jobs)
+    for k in jobs:
+        np.testing.assert_array_equal(serial[k].R2, parallel[k].R2)
+
+
 def test_mean_by_averages_sweep_results_over_seeds_per_parameter_value():
     from tokendynamics.sweeps import mean_by
 

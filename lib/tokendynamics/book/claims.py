@@ -1348,6 +1348,7 @@ CLAIMS: tuple[Claim, ...] = (
             T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane",
         ],
         "late range below 0.6 times the early range ($d=30$)",
+        ("hd_osc_R2_ratio", ".2f"),
     ),
     _c(
         "oscillations-persist-in-the-coordinate-means",
@@ -1362,6 +1363,7 @@ CLAIMS: tuple[Claim, ...] = (
             + "test_highdim.py::test_case4_oscillation_persists_in_the_coordinate_means_for_linear_and_softmax_attention"
         ],
         "late range at least 0.7 times the early range ($d=30$)",
+        ("hd_osc_means_ratio", ".2f"),
     ),
     _c(
         "oscillation-persists-near-one-plane",
@@ -1373,6 +1375,7 @@ CLAIMS: tuple[Claim, ...] = (
         r"shown, data near a plane).",
         [T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane"],
         "late range at least 0.7 times the early range ($d=30$)",
+        ("hd_osc_near_ratio", ".2f"),
     ),
 )
 

@@ -269,6 +269,7 @@ def simulate(
     on_blowup: str = "raise",
     seed: int | None = None,
     backend: str = "auto",
+    stop_when=None,
 ) -> Trajectory:
     r"""Integrate the particle system :math:`\dot x_i = \Gamma_{\mu_t}(x_i)` (projected on the sphere if asked).
 
@@ -309,6 +310,13 @@ def simulate(
         Seed that generated ``X0``, recorded in the trajectory for reproducibility.
     backend : str
         Passed to :func:`~tokendynamics.attention.velocity`.
+    stop_when : callable, optional
+        ``method="adaptive"`` only: a function ``g(X)`` of the tokens (n, d); the integration stops
+        at the first time :math:`g` crosses zero upwards (a terminal event located by the solver,
+        e.g. ``lambda X: order_parameters(X)[1] - 0.99`` for a clustering level). The time is
+        ``info["event_time"]`` (``inf`` if never reached) and the output ends there, with the
+        state at the event as last frame. It spares a run the steps after what it measures (the
+        clustered state is mildly stiff for explicit solvers).
 
     Returns
     -------
@@ -385,6 +393,10 @@ def simulate(
         positions=positions,
         seed=seed,
     )
+    if stop_when is not None and method != "adaptive":
+        raise ValueError("stop_when needs method='adaptive' (the solver locates the event)")
+    if stop_when is not None and not callable(stop_when):
+        raise ValueError("stop_when must be a function of the tokens X (n, d)")
     if method == "adaptive":
         solver = validate_solver(solver, "solver")
         rtol = validate_positive(rtol, "rtol")
@@ -397,7 +409,9 @@ def simulate(
                 raise ValueError(f"storing {count} frames of {n} x {d} tokens is too much: raise dt or give t_eval")
             t_eval = np.linspace(t0, T, max(2, count))
         _, _, t_eval = time_grid((t0, T), t_eval)
-        return _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common)
+        return _adaptive(
+            rhs, X0, t0, T, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common, stop_when
+        )
     if t_eval is not None:
         raise ValueError(
             f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
@@ -582,6 +596,7 @@ def adaptive_solve(
     atol: float = 1e-11,
     size=None,
     threshold: float = math.inf,
+    event=None,
 ) -> AdaptiveRun:
     r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where it blows up.
 
@@ -595,6 +610,8 @@ def adaptive_solve(
 
     ``t_eval`` None stores every accepted step; otherwise increasing times inside ``t_span``.
     ``size`` maps a state to a number (e.g. its largest entry, or the trace of a covariance).
+    ``event`` maps a state to a number: the run stops (status ``"event"``) at the first time it
+    crosses zero upwards, located on the dense output like the threshold.
     """
     t0, T = parse_span(t_span)
     solver = validate_solver(solver, "solver")
@@ -626,6 +643,18 @@ def adaptive_solve(
             out_y.append(y0.copy())
             k += 1
     status, time, last_good, y_stop, reason = "completed", T, T, None, ""
+    event_before = -1.0 if event is None else event(y0)
+    if event is not None and not event_before < 0:  # reached at the start
+        return AdaptiveRun(
+            np.array(out_t),
+            np.array(out_y).reshape(len(out_t), y0.size),
+            "event",
+            t0,
+            t0,
+            y0,
+            "the event function is not negative at the start",
+            0,
+        )
     while ode.status == "running":
         message = ode.step()
         if ode.status == "failed":
@@ -646,9 +675,19 @@ def adaptive_solve(
                 crossing = t_old
             else:
                 crossing = brentq(excess, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
-        stop = t_new if crossing is None else crossing
+        hit = None
+        if event is not None and crossing is None and not event(ode.y) < 0 and event_before < 0:
+            dense = dense or ode.dense_output()
+
+            def rise(t, dense=dense):
+                return event(dense(t))
+
+            hit = brentq(rise, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
+        if event is not None:
+            event_before = event(ode.y)
+        stop = t_new if crossing is None and hit is None else (crossing if hit is None else hit)
         if t_eval is None:
-            if crossing is None:
+            if crossing is None and hit is None:
                 out_t.append(t_new)
                 out_y.append(ode.y.copy())
         else:
@@ -664,6 +703,10 @@ def adaptive_solve(
             status, time, last_good, y_stop = "threshold", crossing, t_old, dense(crossing)
             reason = f"the size of the state reached the threshold {threshold:.3g}"
             break
+        if hit is not None:
+            status, time, last_good, y_stop = "event", hit, t_old, dense(hit)
+            reason = "the event function crossed zero"
+            break
     if y_stop is None:
         y_stop = ode.y.copy()
     return AdaptiveRun(
@@ -678,7 +721,17 @@ def adaptive_solve(
     )
 
 
-def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, sphere, common):
+def _on_tokens(stop_when, n, d, sphere):
+    """``stop_when`` of the tokens (projected on the sphere if ``sphere``) as a function of the flat state."""
+
+    def event(y):
+        X = y.reshape(n, d)
+        return float(stop_when(X / np.linalg.norm(X, axis=1, keepdims=True) if sphere else X))
+
+    return event
+
+
+def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, sphere, common, stop_when=None):
     n, d = X0.shape
     run = adaptive_solve(
         lambda t, y: rhs(t, y.reshape(n, d)).ravel(),
@@ -690,8 +743,11 @@ def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, 
         atol=atol,
         size=_size,
         threshold=threshold,
+        event=None if stop_when is None else _on_tokens(stop_when, n, d, sphere),
     )
     t_out, Y = run.t, run.y.reshape(-1, n, d)
+    if run.status == "event" and (t_out.size == 0 or run.time > t_out[-1]):  # the output ends at the event
+        t_out, Y = np.append(t_out, run.time), np.concatenate([Y, run.y_stop.reshape(1, n, d)])
     if t_out.size == 0 or t_out[0] > t0:  # a trajectory starts at t0
         t_out, Y = np.concatenate([[t0], t_out]), np.concatenate([X0[None], Y])
     if sphere:
@@ -704,6 +760,8 @@ def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, 
         "blowup_threshold": threshold,
         "t_reached": run.time,
     }
+    if stop_when is not None:
+        info["event_time"] = run.time if run.status == "event" else math.inf
     blowup = None
     if run.status == "threshold":
         blowup = (run.time, run.last_good, f"max |x_i| reached blowup_threshold = {threshold:.3g}")

@@ -204,7 +204,7 @@ def test_the_pure_update_functions_return_the_library_results():
     assert isinstance(portrait, Portrait) and isinstance(phases, PhaseSolution) and portrait.grid.shape == (5, 5)
     out = E.highdim_update("case2", d=6, n=12, T=2.0, top=3.0, a=99.0)  # a is not a knob of case 2
     assert isinstance(out["linear"], RunSummary) and out["linear"].engine == "projective"
-    assert out["unnormalized_softmax"].engine == "particles" and out["case"].label.startswith("C2")
+    assert out["unnormalized_softmax"].engine == "particles" and out["case"].label.startswith("Case 2")
 
 
 def test_the_high_dimensional_explorer_shows_and_recomputes_only_the_knobs_of_the_case():
@@ -217,7 +217,7 @@ def test_the_high_dimensional_explorer_shows_and_recomputes_only_the_knobs_of_th
         assert ex.calls == calls, f"moving {knob} (not a knob of case 4) recomputed"
     ex.update(case="case2")
     assert sorted(ex.uses(ex.state)) == ["beta", "case", "top"] and ex.calls == calls + 1
-    assert "λ₁=3" in ex.status and "$" not in ex.status  # plain text in the status line
+    assert "λ₁ = 3" in ex.status and "$" not in ex.status  # plain text in the status line
 
 
 def test_every_explorer_is_built_only_in_a_live_session(monkeypatch):

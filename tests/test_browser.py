@@ -49,6 +49,7 @@ import functools
 import http.server
 import io
 import json
+import os
 import re
 import shutil
 import threading
@@ -69,7 +70,12 @@ REPORT = BUILD / "browser-report.json"
 # `book` too: it needs the built book, so the library-only run (-m "not book") leaves it out
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = (
+    shutil.which("chromium")
+    or os.environ.get("CHROME_BIN")
+    or shutil.which("chromium-browser")
+    or shutil.which("google-chrome")
+)
 if CHROMIUM is None:
     pytest.skip("chromium is not installed: apt-get install -y chromium", allow_module_level=True)
 

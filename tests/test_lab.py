@@ -88,7 +88,12 @@ def _missing(message: str):
 
 
 def _chromium() -> str | None:
-    return shutil.which("chromium") or os.environ.get("CHROME_BIN") or shutil.which("chromium-browser")
+    return (
+        shutil.which("chromium")
+        or os.environ.get("CHROME_BIN")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
 
 
 @pytest.fixture(scope="module")

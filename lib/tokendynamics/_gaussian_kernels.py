@@ -26,7 +26,7 @@ try:  # pragma: no cover - exercised on machines with and without numba
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover
-    numba = None
+    numba = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
 STATUS = ("converged", "blowup", "max_iter", "nonfinite")

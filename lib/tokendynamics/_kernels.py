@@ -32,7 +32,7 @@ try:  # pragma: no cover - exercised on machines with and without numba
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover
-    numba = None
+    numba = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
 # The fused kernel is used automatically when the score rank k is at most FUSED_MAX_RANK and

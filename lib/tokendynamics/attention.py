@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy.special import expit
@@ -157,11 +157,13 @@ class Attention:
     heads of each head's field (paper 1 §2.2). All arrays are copied and made read-only.
     """
 
-    kind: Kind
-    A: np.ndarray | None = None
-    V: np.ndarray | None = None
-    Q: np.ndarray | None = None
-    K: np.ndarray | None = None
+    # The matrices are taken as array-likes and stored as read-only float arrays (H, d, d) by
+    # __post_init__ (A is None for an L2 layer given by Q and K, and the reverse): typed Any.
+    kind: str
+    A: Any = None
+    V: Any = None
+    Q: Any = None
+    K: Any = None
     beta: float = 1.0
     causal: bool = False
     bias: float = 0.0
@@ -334,17 +336,18 @@ class LayerStack:
     :class:`Attention` is supported, with the same formulas (the same code) as :func:`velocity`.
     """
 
-    kind: Kind
-    A: np.ndarray | None = None
-    V: np.ndarray | None = None
-    Q: np.ndarray | None = None
-    K: np.ndarray | None = None
-    beta: np.ndarray | float = 1.0
+    # array-likes in, read-only float arrays (B, H, d, d) and beta (B,) after __post_init__
+    kind: str
+    A: Any = None
+    V: Any = None
+    Q: Any = None
+    K: Any = None
+    beta: Any = 1.0
     causal: bool = False
     bias: float = 0.0
     eps: float = 1.0
-    sinkhorn_iters: int = 10_000
-    sinkhorn_tol: float = 1e-12
+    sinkhorn_iters: int = SINKHORN_ITERS
+    sinkhorn_tol: float = SINKHORN_TOL
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)

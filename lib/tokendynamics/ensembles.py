@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -255,7 +256,7 @@ class BatchTrajectory:
         b = int(b)
         tb = self.blowup_time[b]
         keep = self.t < tb - 0.5 * self.dt if np.isfinite(tb) else np.ones(len(self.t), bool)
-        lay = self.layer
+        lay: Any = self.layer
         if isinstance(lay, LayerStack):
             lay = lay.layer(b)
         info = dict(self.info)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -372,7 +373,13 @@ def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
     )
 
 
-_RECIPES = {"case1": case1, "case2": case2, "case3": case3, "case4": case4, "random": random_case}
+_RECIPES: dict[str, Callable[..., MatrixCase]] = {
+    "case1": case1,
+    "case2": case2,
+    "case3": case3,
+    "case4": case4,
+    "random": random_case,
+}
 
 
 def matrix_case(name: str, d: int, **params) -> MatrixCase:
@@ -623,7 +630,7 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
     validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
     R1, R2 = order_parameters(traj.X)
     lam1, axis = top_direction(traj.X)
-    lay = traj.layer
+    lay = traj.layer if isinstance(traj.layer, Attention) else traj.layer(float(traj.t[0]))
     return RunSummary(
         case=case,
         kind=lay.kind,
@@ -889,7 +896,7 @@ def run_many(jobs, X0, *, n_jobs: int = 1, **kw) -> dict:
     """
     keys = list(jobs)
     if int(n_jobs) == 1:
-        return {k: run_variant(*jobs[k][:2], X0, jobs[k][2], **kw) for k in keys}
+        return {k: run_variant(jobs[k][0], jobs[k][1], X0, jobs[k][2], **kw) for k in keys}
     from joblib import Parallel, delayed
 
     out = Parallel(n_jobs=int(n_jobs))(delayed(run_variant)(jobs[k][0], jobs[k][1], X0, jobs[k][2], **kw) for k in keys)

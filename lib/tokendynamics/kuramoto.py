@@ -26,6 +26,7 @@ Convention: the score is :math:`\langle x, Ay\rangle` with :math:`A=Q^\top K`, a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -67,7 +68,7 @@ J.flags.writeable = False
 # ---------------------------------------------------------------------------------------------
 
 
-def complex_parts(M, name: str = "M") -> tuple[np.ndarray, np.ndarray]:
+def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
     r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2, spec §2.1).
 
     .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad

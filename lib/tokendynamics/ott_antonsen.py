@@ -92,9 +92,9 @@ class OAPolynomial:
             -c(ap) * c(vp),
             -c(am) * c(vm),
         )
-        ks = tuple(0.5 * b * k for k in ks)
+        ks = tuple(0.5 * b * k for k in ks)  # type: ignore[assignment]
         if all(np.ndim(k) == 0 for k in ks):
-            ks = tuple(complex(k) for k in ks)
+            ks = tuple(complex(k) for k in ks)  # type: ignore[assignment]
         return cls(ks)
 
     def __call__(self, z):
@@ -222,8 +222,8 @@ def solve_ott_antonsen(
             def ev(t, y, g=g):
                 return g(t, as_z(y))
 
-            ev.terminal = getattr(g, "terminal", False)
-            ev.direction = getattr(g, "direction", 0)
+            ev.terminal = getattr(g, "terminal", False)  # type: ignore[attr-defined]  # solve_ivp's event attribute
+            ev.direction = getattr(g, "direction", 0)  # type: ignore[attr-defined]  # solve_ivp's event attribute
             wrapped.append(ev)
     sol = solve_ivp(
         rhs,
@@ -257,7 +257,7 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
     h2, h6 = h / 2, h / 6
     for k in range(steps + 1):
         if k in want:
-            out.append(z if scalar else z.copy())
+            out.append(z if scalar else np.array(z, copy=True))
         if k == steps:
             break
         k1 = field(z)

@@ -700,10 +700,12 @@ def adaptive_solve(
                 out_y.extend(dense(tt) for tt in t_eval[k:j])
                 k = j
         if crossing is not None:
+            assert dense is not None  # made when the crossing was located
             status, time, last_good, y_stop = "threshold", crossing, t_old, dense(crossing)
             reason = f"the size of the state reached the threshold {threshold:.3g}"
             break
         if hit is not None:
+            assert dense is not None
             status, time, last_good, y_stop = "event", hit, t_old, dense(hit)
             reason = "the event function crossed zero"
             break

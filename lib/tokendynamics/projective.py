@@ -134,8 +134,8 @@ def projective_flow(
             X = tokens(y.reshape(d, d))
             return order_parameters(X)[1] - level
 
-        reached.terminal = True
-        reached.direction = 1
+        reached.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
+        reached.direction = 1  # type: ignore[attr-defined]  # solve_ivp's event attribute
         events = reached
     sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol, events=events)
     if sol.status == -1 or not np.all(np.isfinite(sol.y)):
@@ -192,7 +192,7 @@ def solve_projective(
     times.
     """
     X0 = validate_tokens(X0, name="X0")
-    layer = Attention("linear", A=A, V=V, beta=validate_beta(beta))
+    layer = Attention("linear", A=A, V=V, beta=float(validate_beta(beta)))
     t0, T, t_eval = time_grid(t_span, t_eval)
     method = validate_solver(method, "method")
     traj, Phi = projective_flow(X0, layer, (t0, T), t_eval=t_eval, solver=method, rtol=rtol, atol=atol, return_phi=True)

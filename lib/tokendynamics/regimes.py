@@ -176,7 +176,7 @@ def case1_period(A, z0, beta=1.0) -> float:
     if not r < 1 - abs(zs):
         raise ValueError("the orbit of z0 touches the circle: it is not an oscillation")
     disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
-    return 4 * math.pi / (validate_beta(beta) * abs(ap.imag) * math.sqrt(disc))
+    return float(4 * math.pi / (validate_beta(beta) * abs(ap.imag) * math.sqrt(disc)))
 
 
 def _one_complex(z, name: str) -> complex:
@@ -230,8 +230,9 @@ def _case1(A, beta, z0) -> Prediction:
         "sym_negative_definite": "sym(A) negative definite",
         "bistable": "tr A < 0 < det A, sym(A) indefinite",
     }
-    zs = -am / np.conj(ap) if ap != 0 else None
-    interior = zs is not None and abs(zs) < 1
+    # z* = -a_-/conj(a_+) (none when a_+ = 0, which happens only for det A = -|a_-|^2 <= 0)
+    zs = complex(-am / np.conj(ap)) if ap != 0 else math.inf
+    interior = abs(zs) < 1
     if region == "centre":
         r = abs(z0 - zs)
         if r < 1 - abs(zs):
@@ -545,7 +546,7 @@ def rotation_period(
     def crossing(t, z):
         return float(np.imag(z - centre))
 
-    crossing.direction = 1.0
+    crossing.direction = 1.0  # type: ignore[attr-defined]  # solve_ivp's event attribute
     sol = solve_ott_antonsen(z0, A, V, beta, (0.0, T), t_eval=[T], rtol=rtol, atol=atol, events=crossing)
     times = sol.t_events[0]
     times = times[times >= transient]

@@ -349,7 +349,7 @@ def conditional_wasserstein(
         ix[gx] = np.arange(X.shape[0])
         iy[gy] = np.arange(Y.shape[0])
         dist[single] = np.linalg.norm(X[ix[single]] - Y[iy[single]], axis=1)
-    for g in np.flatnonzero(~single & (mass_x > 0)):
+    for g in map(int, np.flatnonzero(~single & (mass_x > 0))):
         mx, my = gx == g, gy == g
         dist[g] = wasserstein(X[mx], Y[my], p=p, weights=(a[mx] / mass_x[g], b[my] / mass_y[g]), method="exact")
     used = mass_x > 0

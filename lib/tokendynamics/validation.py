@@ -245,8 +245,8 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     if isinstance(n, (numbers.Integral, np.integer)):
         k = int(n)
-    elif isinstance(n, (numbers.Real, np.floating)) and math.isfinite(float(n)) and float(n) == int(n):
-        k = int(n)
+    elif isinstance(n, (numbers.Real, np.floating)) and math.isfinite(float(n)) and float(n) == int(float(n)):
+        k = int(float(n))
     else:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     if k < minimum:

@@ -141,7 +141,8 @@ def _write_atomic(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+            payload: dict[str, Any] = {"__meta__": np.array(json.dumps(meta, sort_keys=True)), **arrays}
+            np.savez_compressed(fh, **payload)
             fh.flush()
             os.fsync(fh.fileno())
         umask = os.umask(0)

@@ -10,6 +10,9 @@ keep the chapter's plotting cells short.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .. import attention, ensembles, metrics, phase
@@ -139,7 +142,8 @@ def phase_points(p: dict) -> list[dict]:
 def cached_task(label: str, task: str, **params) -> dict:
     """One run of :func:`phase_points` (``task`` "statistics" or "planar"), cached with its parameters
     and a fingerprint of the code that computes it (recomputed when either changes)."""
-    fn = {"statistics": phase.cluster_statistics, "planar": phase.planar_linear_check}[task]
+    tasks: dict[str, Callable[..., Any]] = {"statistics": phase.cluster_statistics, "planar": phase.planar_linear_check}
+    fn = tasks[task]
     name = "phase_" + "".join(c if c.isalnum() else "_" for c in label) + f"_c{params['clouds']}"
     return cached(
         name,

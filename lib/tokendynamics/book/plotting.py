@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 # Deliberately plain: float-friendly formatting, no usetex, no hard-coded fonts.
-BOOK_STYLE = {
+BOOK_STYLE: dict[str, Any] = {
     "figure.dpi": 110,
     "savefig.dpi": 150,
     "savefig.bbox": "tight",
@@ -57,7 +58,7 @@ TOKEN_COLOR = "#1f5fa8"
 
 def use_book_style() -> None:
     """Apply the book's matplotlib style (call once at the top of a chapter)."""
-    mpl.rcParams.update(BOOK_STYLE)
+    mpl.rcParams.update(BOOK_STYLE)  # type: ignore[arg-type]  # keys checked by matplotlib at run time
 
 
 def figure_dir() -> Path:
@@ -242,7 +243,9 @@ def plot_token_paths(
     from matplotlib.collections import LineCollection
 
     c = np.arctan2(X[0, :, 1], X[0, :, 0]) if colors is None else np.asarray(colors)
-    ax.add_collection(LineCollection(np.transpose(X[:, ::every], (1, 0, 2)), colors="0.8", linewidths=lw, zorder=1))
+    ax.add_collection(
+        LineCollection(list(np.transpose(X[:, ::every], (1, 0, 2))), colors="0.8", linewidths=lw, zorder=1)
+    )
     ax.scatter(X[0, :, 0], X[0, :, 1], s=size * 0.6, color="0.65", zorder=2, edgecolor="none")
     ax.scatter(X[-1, :, 0], X[-1, :, 1], s=size, c=c, cmap=cmap, zorder=3, edgecolor="none")
     (x0, x1), (y0, y1) = _panel_limits([X[0], X[-1]])

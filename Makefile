@@ -16,17 +16,19 @@ LAB_PORT ?= 8888
 LAB_ARGS ?=
 LAB_STAMP := $(VENV)/.lab-installed
 BROWSER_STAMP := $(VENV)/.browser-installed
+LINT_STAMP := $(VENV)/.lint-installed
 # papermill runs this many chapters at once
 BOOK_JOBS ?= 2
 export BOOK_JOBS
 
-.PHONY: setup lab-setup browser-setup book lab test test-lib test-book test-lab test-browser chapter bench clean help
+.PHONY: setup lab-setup browser-setup lint-setup lint book lab test test-lib test-book test-lab test-browser chapter bench clean help
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
 	@echo "make book REPO=owner/name   the same, with a repository link and Binder/Colab launch buttons"
 	@echo "make lab      JupyterLab on chapters/ (installs the lab extra; MyST chapters open as notebooks, live widgets)"
-	@echo "make test     library tests, explorers in JupyterLab + Chromium, every chapter executed, checks on the HTML"
+	@echo "make test     lint and type checks, library tests, explorers in JupyterLab + Chromium, every chapter executed, checks on the HTML"
+	@echo "make lint     ruff (lint + format check) on the code and mypy on the library"
 	@echo "make test-lab       only the JupyterLab/Chromium test of the explorers (about 2 minutes)"
 	@echo "make test-browser   only the checks of the built book in Chromium (after make book)"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
@@ -56,6 +58,17 @@ $(BROWSER_STAMP): $(LAB_STAMP)
 
 lab-setup: $(LAB_STAMP)
 
+$(LINT_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lint]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+	@touch $(LINT_STAMP)
+
+lint-setup: $(LINT_STAMP)
+
+lint: lint-setup
+	$(BIN)/ruff check lib tests scripts benchmarks _ext
+	$(BIN)/ruff format --check lib tests scripts benchmarks _ext
+	$(BIN)/mypy
+
 browser-setup: $(BROWSER_STAMP)
 
 book: setup
@@ -81,7 +94,7 @@ test-lab: browser-setup
 test-browser: browser-setup
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
 
-test: setup browser-setup
+test: setup browser-setup lint
 	$(BIN)/python -m pytest -m "not book and not browser"
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book"
 	$(BIN)/python scripts/build_book.py all

@@ -2,7 +2,8 @@
 
 ``scripts/build_book.py`` installs this file in ``$IPYTHONDIR/profile_default/startup/`` for the
 kernels that execute the chapters (``IPYTHONDIR=_build/ipython``: the book build and
-``make chapter``); a reader's own Jupyter never loads it. It wraps matplotlib's ``FigureCanvasBase.print_figure`` so that every PNG (the inline
+``make chapter``); a reader's own Jupyter never loads it. It wraps matplotlib's
+``FigureCanvasBase.print_figure`` so that every PNG (the inline
 figures the book shows and the files ``plotting.savefig`` writes) carries a PNG text chunk
 
     tokendynamics:text = {"min_pt": 8.33, "min_text": "legend entry", "dpi": 110, "n_texts": 37}

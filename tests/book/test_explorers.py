@@ -127,7 +127,8 @@ def test_sinkhorn_non_convergence_is_reported_cached_and_the_explorer_recovers(m
     assert ex.update().startswith("softmax")
     fig = ex.fig
     status = ex.update(variant="sinkhorn", a11=2.0, a12=2.0, a21=2.0, a22=2.0)
-    assert isinstance(ex.error, ConvergenceError) and status.startswith("no convergence: Sinkhorn attention did not reach")
+    assert isinstance(ex.error, ConvergenceError)
+    assert status.startswith("no convergence: Sinkhorn attention did not reach")
     assert ex._message.get_visible() and status in ex._message.get_text()
     assert not any(ax.get_visible() for ax in fig.axes)
     calls = ex.calls

@@ -393,7 +393,7 @@ class LayerStack:
     Parameters
     ----------
     kind : str
-        One of :data:`KINDS`, shared by every layer.
+        One of the kinds of :class:`Attention` (``KINDS``), shared by every layer.
     A, V : array (B, d, d) or (B, H, d, d)
         Score and value matrices of the B layers (``A`` may be replaced by ``Q`` and ``K``).
     Q, K : array (B, k, d) or (B, H, k, d), optional

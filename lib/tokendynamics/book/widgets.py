@@ -285,14 +285,14 @@ class _Failed:
 class Explorer:
     """Base class of the chapters' explorers (see the module doc).
 
-    Subclasses set :attr:`controls` (and may set :attr:`figsize`, :attr:`dpi`, :attr:`rows`) and
+    Subclasses set ``controls`` (and may set ``figsize``, ``dpi``, ``rows``) and
     implement :meth:`compute`, :meth:`setup`, :meth:`draw`, :meth:`describe` (and :meth:`uses` if
     some controls matter only in some states). ``Explorer(**values)`` starts from the controls'
     values, overridden by ``values``; nothing is computed until :meth:`update` or :meth:`show`.
 
-    Attributes after an update: :attr:`state` (control values), :attr:`result` (what ``compute``
-    returned, or None after an error), :attr:`error` (the exception, or None), :attr:`status` (the
-    status line), :attr:`png` (the last rendered image), :attr:`fig`, and :attr:`timings` (seconds
+    Attributes after an update: ``state`` (control values), ``result`` (what ``compute``
+    returned, or None after an error), ``error`` (the exception, or None), ``status`` (the
+    status line), ``png`` (the last rendered image), ``fig``, and ``timings`` (seconds
     of the last update: ``library``, ``draw``, ``image``, ``total`` in wall-clock time and the same
     with a ``cpu_`` prefix in CPU time; ``cached`` is 1.0 if the library call was skipped).
     """

@@ -81,6 +81,10 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
     Returns
     -------
     array (size, n, d)
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     size = validate_count(size, "size")
     n = validate_count(n, "n")
@@ -223,6 +227,11 @@ class Schedule:
         Duration :math:`\tau` of a piece.
     t0 : float
         Start of the first piece.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), parameters depending on depth; book:
+    ``chapters/06_phase_diagrams.md``.
     """
 
     layers: tuple
@@ -317,6 +326,10 @@ class BatchTrajectory:
         Seeds of the initial clouds, when the caller recorded them.
     info : dict
         ``steps``, ``nfev`` (batched evaluations), ``save_every``, ``blowup_threshold``.
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
 
     t: np.ndarray

@@ -425,6 +425,10 @@ class PhaseSolution:
         Angles, unwrapped in time (continuous), so each token keeps its branch.
     params : dict
         A, V, beta, tolerances, solver, nfev.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
 
     t: np.ndarray

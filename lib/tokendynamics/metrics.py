@@ -268,6 +268,11 @@ class ClusterReport:
         histograms of :math:`\\langle x_i,x_j\\rangle^2` in paper 2's high-dimensional figures).
     threshold : float
         The threshold used.
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, NeurIPS 2023 (arXiv:2305.05465), for the
+    threshold 0.999; paper 2 (Li et al., 2026), antipodal clusters.
     """
 
     n_clusters: int

@@ -205,6 +205,11 @@ class OASolution:
         Event times (when events were requested).
     params : dict
         beta, tolerances, solver, nfev.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
 
     t: np.ndarray
@@ -542,6 +547,11 @@ class OAAccuracy:
         Least-squares fit :math:`\log\text{error}=\text{slope}\log n+\text{intercept}` over all points.
     params : dict
         The parameters of the study.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
 
     ns: np.ndarray
@@ -774,6 +784,11 @@ class OAStability:
         :func:`~tokendynamics.transport.circle_bounded_lipschitz`).
     params : dict
         The parameters of the run.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), structural stability; book: ``chapters/04_kuramoto_reduction.md``, equation
+    (eq-dbl).
     """
 
     t: np.ndarray

@@ -139,6 +139,10 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
     -------
     array (n, d)
         Unit rows.
+
+    References
+    ----------
+    Book: ``chapters/index.md``, equation (eq-intro-sa) (tokens on the sphere).
     """
     n = validate_count(n, "n")
     d = validate_dimension(d, "d", minimum=1)
@@ -191,6 +195,10 @@ def circle_tokens(theta) -> np.ndarray:
     -------
     array (..., 2)
         The tokens.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
     """
     theta = validate_finite_array(theta, "theta")
     return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
@@ -225,6 +233,10 @@ def angles(X) -> np.ndarray:
     -------
     array (...,)
         Angles in :math:`(-\pi, \pi]`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
     """
     X = validate_finite_array(X, "X", min_ndim=1)
     if X.shape[-1] != 2:
@@ -320,6 +332,11 @@ class Trajectory:
         Time at which a blow-up was detected (``on_blowup="stop"``); the trajectory ends there.
     info : dict
         Solver details (``nfev``, tolerances, solver name, thresholds).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the particle system of attention; book:
+    ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
     t: np.ndarray
@@ -369,7 +386,12 @@ class Trajectory:
         return self.X[int(np.argmin(np.abs(self.t - time)))]
 
     def angles(self) -> np.ndarray:
-        """Angles of planar tokens, shape (m, n) (d = 2 only)."""
+        """Angles of planar tokens, shape (m, n) (d = 2 only).
+
+        References
+        ----------
+        Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+        """
         return angles(self.X)
 
     def params(self) -> dict:
@@ -633,6 +655,11 @@ def euler_step(rhs, t, X, h):
     -------
     (array, int)
         The new state and the number of evaluations of ``rhs`` (1).
+
+    References
+    ----------
+    A residual layer :math:`x+h\,\Gamma(x)` is an explicit Euler step: paper 1 (Castin et al.,
+    arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
     return X + h * rhs(t, X), 1
 
@@ -721,6 +748,10 @@ class AdaptiveRun:
     reason : str
         What stopped the run (empty if completed).
     nfev : int
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
     """
 
     t: np.ndarray

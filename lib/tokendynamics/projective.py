@@ -183,6 +183,10 @@ class ProjectiveSolution:
         :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`.
     params : dict
         Parameters and solver details.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma).
     """
 
     t: np.ndarray

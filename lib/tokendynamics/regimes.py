@@ -88,6 +88,10 @@ class Prediction:
         Predicted period of :math:`R_2` (rotation of :math:`\\arg R_2` or oscillation) when known.
     detail : str
         The sub-case (e.g. ``"tr A > 0"``, ``"bistable"``) in words.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
 
     case: str
@@ -510,6 +514,10 @@ class RegimeClassification:
         The closed form of :func:`predict_regime` (single layers only).
     params : dict
         The parameters of the run.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
 
     regime: object
@@ -744,6 +752,10 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
     -------
     float
         The period (``math.inf`` with fewer than two crossings).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
     t = validate_finite_array(t, "t")
     y = np.imag(validate_complex(R, "R") - _one_complex(centre, "centre"))
@@ -879,6 +891,10 @@ class Portrait:
         :func:`predict_regime`.
     params : dict
         The parameters.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
 
     grid: np.ndarray

@@ -230,6 +230,10 @@ def psd_sqrt(S, *, pinv_rtol: float | None = None):
         :math:`S^{1/2}`.
     pinv : array (..., d, d)
         :math:`(S^{1/2})^+` (only with ``pinv_rtol``).
+
+    References
+    ----------
+    R. Bhatia, *Positive Definite Matrices*, Princeton University Press (2007).
     """
     S = validate_finite_array(S, "S", min_ndim=2)
     if S.shape[-1] != S.shape[-2]:
@@ -360,6 +364,11 @@ class ConditionalProfile:
         Order.
     reduce : str
         ``"mean"`` or ``"sup"``.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), masked attention; book: ``chapters/01_well_posedness.md``,
+    equation (eq-p1-conditional).
     """
 
     value: float

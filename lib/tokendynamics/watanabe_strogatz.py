@@ -218,6 +218,11 @@ class WSSolution:
         Initial angles (they fix each token's branch).
     params : dict
         Matrices, tolerances, solver and evaluation counts.
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, Physica D 74 (1994); paper 2 (Li et al., 2026); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
     """
 
     t: np.ndarray

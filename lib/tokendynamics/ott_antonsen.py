@@ -886,9 +886,9 @@ def oa_stability(
 
     References
     ----------
-    Paper 2 (Li et al. 2026), structural stability near the Ott–Antonsen manifold, stated for
-    :math:`V=I`, :math:`\mathrm{sym}(A)\succ0` and for :math:`A=I`, :math:`\lambda_{\max}(V)>0`
-    (this book, chapter 4).
+    Paper 2 (Li et al., 2026), structural stability near the Ott–Antonsen manifold, stated for
+    :math:`V=I`, :math:`\mathrm{sym}(A)\succ0` and for :math:`A=I`, :math:`\lambda_{\max}(V)>0`; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl).
     """
     eps = np.atleast_1d(np.asarray(epsilon, dtype=float))
     if eps.ndim != 1 or np.any(eps <= 0):

@@ -295,6 +295,11 @@ class Explorer:
     status line), ``png`` (the last rendered image), ``fig``, and ``timings`` (seconds
     of the last update: ``library``, ``draw``, ``image``, ``total`` in wall-clock time and the same
     with a ``cpu_`` prefix in CPU time; ``cached`` is 1.0 if the library call was skipped).
+
+    Parameters
+    ----------
+    **values
+        Initial values of some controls (the others start at their ``value``).
     """
 
     controls: tuple[Control, ...] = ()

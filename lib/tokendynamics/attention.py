@@ -713,8 +713,8 @@ def sinkhorn_potentials(
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
     G. Peyré, *Sinkformers: Transformers with Doubly Stochastic Attention*, AISTATS 2022; D. G. Anderson,
-    J. ACM 12 (1965); L. Chizat, *Faster Wasserstein distance estimation with the Sinkhorn divergence*,
-    NeurIPS 2020. Book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
+    *Iterative procedures for nonlinear integral equations*, J. ACM 12 (1965), and Chizat (2020) for its use
+    with Sinkhorn. Book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
     """
     n = logK.shape[-1]
     batch = logK.shape[:-2]

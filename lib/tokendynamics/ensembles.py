@@ -166,6 +166,10 @@ def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
     Returns
     -------
     LayerStack
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     if kind == "l2":
         return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
@@ -291,6 +295,10 @@ def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: f
     Returns
     -------
     Schedule
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     pieces = max(1, int(math.ceil(T / every - 1e-9)))
     seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)

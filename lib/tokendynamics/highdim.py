@@ -1075,6 +1075,10 @@ def agreement(predicted: str, observed: str) -> str:
         ``"agrees"``, ``"differs"``, ``"undecided"`` (the run has not settled) or ``"no prediction"``
         (undetermined or bistable).
 
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
+
     Examples
     --------
     >>> agreement("oscillation", "partial")
@@ -1113,6 +1117,10 @@ def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     Returns
     -------
     MatrixCase
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
 
     Examples
     --------
@@ -1301,6 +1309,10 @@ def case_parameters(
     -------
     dict
         The keyword arguments of the recipe.
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
 
     Examples
     --------

@@ -87,6 +87,11 @@ def normalize_rows(X) -> np.ndarray:
     ------
     ValueError
         A zero or non-finite row.
+
+    References
+    ----------
+    The retraction to the sphere of paper 2 (Li et al., 2026); book: ``chapters/index.md``, equation
+    (eq-intro-sa).
     """
     X = validate_finite_array(X, "X", min_ndim=1)
     r = np.linalg.norm(X, axis=-1, keepdims=True)

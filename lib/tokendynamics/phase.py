@@ -116,6 +116,10 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
     float or array
         The crossing(s).
 
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md`` (transition points).
+
     Examples
     --------
     >>> float(crossing([1.0, 2.0], [0.0, 1.0], log=False))

@@ -197,6 +197,10 @@ def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_leve
         The mean of ``value`` for each (``inf`` if any member of a group is ``inf``, e.g. a level never
         reached).
 
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md`` (clustering-time scaling).
+
     Examples
     --------
     >>> mean_by([{"d": 2, "t": 1.0}, {"d": 1, "t": 3.0}, {"d": 2, "t": 2.0}], "d", "t")

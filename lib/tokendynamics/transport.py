@@ -79,6 +79,10 @@ class Distance:
         ``"exact"``, ``"quantile"`` or ``"sliced"``.
     p : float
         The order :math:`p`.
+
+    References
+    ----------
+    G. Peyré, M. Cuturi, *Computational Optimal Transport* (2019).
     """
 
     value: float

@@ -166,7 +166,7 @@ def test_predict_2d_regime_case1_partial_quotes_the_interior_level():
     assert "0.333" in p.criterion and p.family == "Case 1 (V = I)" and p.chapter == "04_kuramoto_regimes"
 
 
-INTERNAL_LABEL = re.compile(r"§|\bC\d+\b|\$|\\")  # section signs, claim labels, TeX
+INTERNAL_LABEL = re.compile(r"\u00a7|\bC\d+\b|\$|\\")  # section signs (U+00A7), claim labels, TeX
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,19 @@ FUSED_MIN_TOKENS: int | None = None
 
 
 def prefer_fused(n: int, layer) -> bool:
-    """Whether ``velocity(backend="auto")`` should use the fused numba kernel."""
+    """Whether ``velocity(backend="auto")`` should use the fused numba kernel.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens.
+    layer : Attention
+        The layer (its score rank is compared with ``FUSED_MAX_RANK``).
+
+    Returns
+    -------
+    bool
+    """
     if not HAVE_NUMBA or FUSED_MIN_TOKENS is None:
         return False
     k = layer.d if layer.Q is None else layer.Q.shape[1]
@@ -118,7 +130,33 @@ if HAVE_NUMBA:
 
 
 def fused_head(X, layer, w, h, *, require_numba: bool = False) -> np.ndarray:
-    """Field of head h of a softmax or L2 layer without forming the n x n matrix (if numba is present)."""
+    r"""Field of head h of a softmax or L2 layer without forming the n x n matrix (if numba is present).
+
+    Computes :math:`\Gamma_i=\sum_j e^{S_{ij}}u_j/\sum_j e^{S_{ij}}` with the factors of the module
+    docstring, by an online log-sum-exp over j.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    layer : Attention
+        A softmax or L2 layer.
+    w : array (n,) or None
+        Masses (None: uniform).
+    h : int
+        Head.
+    require_numba : bool
+        Raise ImportError instead of falling back to numpy when numba is missing.
+
+    Returns
+    -------
+    array (n, d)
+        The field of head h.
+
+    References
+    ----------
+    M. Milakov, N. Gimelshein, *Online normalizer calculation for softmax* (arXiv:1805.02867).
+    """
     left, right, col, values = _factors(X, layer, w, h)
     if HAVE_NUMBA:
         return _fused_numba(left, right, col, values)

@@ -3,8 +3,8 @@ r"""One description of a self-attention layer and the one velocity field all var
 Convention (both papers, library-wide): the score of query token :math:`x` on key token
 :math:`y` is :math:`\langle Qx, Ky\rangle = \langle x, A y\rangle` with :math:`A = Q^\top K`,
 multiplied by the inverse temperature :math:`\beta`; the value map sends :math:`y` to :math:`Vy`.
-Paper 1's spec writes :math:`\langle A_1 x, y\rangle`, i.e. :math:`A_1 = A^\top`
-(``../shared/spec/README.md``).
+Paper 1's official code writes the score as :math:`\langle A_1 x, y\rangle`, i.e. :math:`A_1 = A^\top`
+in the library's convention.
 
 For a weighted empirical measure :math:`\mu = \sum_j w_j \delta_{x_j}` every variant has the form
 
@@ -17,7 +17,13 @@ plan of :math:`\mu` onto itself (Sinkhorn). :func:`velocity` then applies the va
 attention never forms the :math:`n\times n` matrix: :math:`\sum_j w_j\langle x_i,Ax_j\rangle Vx_j
 = V\,M_2\,A^\top x_i` with :math:`M_2=\sum_j w_j x_jx_j^\top`.
 
-References: Castin, Ablin, Carrillo, Peyré (paper 1) §2; Li et al. (paper 2) §1.
+References
+----------
+Paper 1: V. Castin, P. Ablin, J. A. Carrillo, G. Peyré, *A Unified Perspective on the Dynamics of Deep
+Transformers*, arXiv:2501.18322 (the velocity fields of the attention variants and the Transformer PDE).
+Paper 2: S. Li et al., *On the Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026)
+(linear self-attention). Book: ``chapters/index.md``, equation (eq-intro-sa); ``chapters/01_well_posedness.md``,
+equations (eq-p1-ips) and (eq-p1-tpde).
 """
 
 from __future__ import annotations
@@ -113,7 +119,8 @@ class Attention:
     Parameters
     ----------
     kind : {"softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid"}
-        How tokens are weighed (paper 1 §2, paper 2 §1):
+        How tokens are weighed (paper 1, arXiv:2501.18322, the attention variants; paper 2, Li et al. 2026,
+        linear attention):
 
         * ``softmax``: :math:`P_{ij} \propto w_j e^{\beta\langle x_i, A x_j\rangle}`, rows sum to one;
         * ``unnormalized_softmax``: :math:`P_{ij} = w_j e^{\beta\langle x_i, A x_j\rangle}`;
@@ -154,7 +161,14 @@ class Attention:
         raise a :class:`~tokendynamics.errors.ConvergenceError` saying what to change.
 
     Several heads are given by stacking matrices along a first axis: the field is the sum over
-    heads of each head's field (paper 1 §2.2). All arrays are copied and made read-only.
+    heads of each head's field (paper 1's multi-head attention). All arrays are copied and made read-only.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the velocity fields of softmax, multi-head, L2, Sinkhorn,
+    sigmoid and masked attention; paper 2 (Li et al., 2026), linear attention; Sander et al., *Sinkformers*
+    (AISTATS 2022); Kim, Papamakarios, Mnih, *The Lipschitz constant of self-attention* (ICML 2021) for L2
+    attention. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
     # The matrices are taken as array-likes and stored as read-only float arrays (H, d, d) by
@@ -284,15 +298,58 @@ LayerLike = Attention | Callable[[float], Attention]
 
 
 def require_layer(layer, name: str = "layer") -> Attention:
-    """``layer`` itself if it is an :class:`Attention`; a TypeError naming ``name`` otherwise."""
+    """``layer`` itself if it is an :class:`Attention`; a TypeError naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    layer : object
+        The value to check.
+    name : str
+        The argument's name, used in the error message.
+
+    Returns
+    -------
+    Attention
+        ``layer`` unchanged.
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is not an :class:`Attention`.
+    """
     return validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
 
 
 def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
-    """The layer acting at depth ``t``: ``layer`` itself, or ``layer(t)`` for a depth-dependent one.
+    r"""The layer acting at depth ``t``: ``layer`` itself, or ``layer(t)`` for a depth-dependent one.
 
-    Raises a TypeError if the callable does not return an :class:`Attention`, and a ValueError if
-    the layer's dimension is not ``d``.
+    Both papers allow depth-dependent parameters :math:`t\mapsto(A_t, V_t)`; all their figures use
+    constant ones.
+
+    Parameters
+    ----------
+    layer : Attention or callable
+        A layer, or a function ``t -> Attention``.
+    t : float
+        Depth (time).
+    d : int
+        Expected token dimension.
+
+    Returns
+    -------
+    Attention
+        The layer at depth ``t``.
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is neither, or the callable does not return an :class:`Attention`.
+    ValueError
+        The layer's dimension is not ``d``.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the Transformer PDE with parameters depending on depth.
     """
     if isinstance(layer, Attention):
         lay = layer
@@ -334,6 +391,24 @@ class LayerStack:
 
     :func:`velocity_batch` evaluates the field of system b with layer b; every kind of
     :class:`Attention` is supported, with the same formulas (the same code) as :func:`velocity`.
+
+    Parameters
+    ----------
+    kind : str
+        One of the kinds of :class:`Attention` (``KINDS``), shared by every layer.
+    A, V : array (B, d, d) or (B, H, d, d)
+        Score and value matrices of the B layers (``A`` may be replaced by ``Q`` and ``K``).
+    Q, K : array (B, k, d) or (B, H, k, d), optional
+        Query and key matrices; then :math:`A_b = Q_b^\top K_b` per head.
+    beta : float or array (B,)
+        Inverse temperature of each layer (one number: the same for all).
+    causal, bias, eps, sinkhorn_iters, sinkhorn_tol
+        Shared parameters, as in :class:`Attention`.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book:
+    ``chapters/06_phase_diagrams.md`` (many systems at once).
     """
 
     # array-likes in, read-only float arrays (B, H, d, d) and beta (B,) after __post_init__
@@ -401,7 +476,17 @@ class LayerStack:
 
     @classmethod
     def of(cls, layers) -> LayerStack:
-        """Stack a sequence of :class:`Attention` layers of one kind and shape (and equal shared parameters)."""
+        """Stack a sequence of :class:`Attention` layers of one kind and shape (and equal shared parameters).
+
+        Parameters
+        ----------
+        layers : sequence of Attention
+            Non-empty; all of one kind, shape and shared parameters.
+
+        Returns
+        -------
+        LayerStack
+        """
         layers = list(layers)
         if not layers or not all(isinstance(lay, Attention) for lay in layers):
             raise TypeError("LayerStack.of needs a non-empty sequence of Attention layers")
@@ -458,7 +543,17 @@ class LayerStack:
         )
 
     def layer(self, b: int) -> Attention:
-        """The :class:`Attention` of system b."""
+        """The :class:`Attention` of system b.
+
+        Parameters
+        ----------
+        b : int
+            Index of the system.
+
+        Returns
+        -------
+        Attention
+        """
         if self.Q is not None:
             return Attention(
                 self.kind, V=self.V[b], Q=self.Q[b], K=self.K[b], beta=float(self.beta[b]), **self._shared()
@@ -466,7 +561,17 @@ class LayerStack:
         return Attention(self.kind, A=self.A[b], V=self.V[b], beta=float(self.beta[b]), **self._shared())
 
     def take(self, index) -> LayerStack:
-        """The stack of the layers ``index`` (an integer array or a boolean mask over the B layers)."""
+        """The stack of the layers ``index`` (an integer array or a boolean mask over the B layers).
+
+        Parameters
+        ----------
+        index : array of int or bool
+            Which layers to keep.
+
+        Returns
+        -------
+        LayerStack
+        """
         idx = np.arange(self.size)[index]
         qk = self.Q is not None
         return LayerStack(
@@ -481,7 +586,8 @@ class LayerStack:
 
     def __repr__(self) -> str:
         heads = f", heads={self.n_heads}" if self.n_heads > 1 else ""
-        return f"LayerStack({self.kind!r}, B={self.size}, d={self.d}{heads}, beta in [{self.beta.min():g}, {self.beta.max():g}])"
+        betas = f"beta in [{self.beta.min():g}, {self.beta.max():g}]"
+        return f"LayerStack({self.kind!r}, B={self.size}, d={self.d}{heads}, {betas})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,8 +686,38 @@ def sinkhorn_potentials(
     raises the error tenfold above the best one so far is discarded (history cleared, plain step
     from the best iterate), so the iteration never does worse than restarting plain Sinkhorn.
 
-    Returns ``(f, g, iterations, error)`` (arrays over the batch axes for a batch). Paper 1, Section 2
-    (Sinkformers, Sander et al. 2022).
+    Parameters
+    ----------
+    logK : array (..., n, n)
+        :math:`c_{ij}/\varepsilon`, the scores divided by :math:`\varepsilon` (batch axes allowed).
+    logw : array (n,) or (..., n)
+        Logarithms of the masses :math:`w_j`.
+    eps : float
+        Entropic regularisation :math:`\varepsilon > 0`.
+    max_iter : int
+        Cap on the iterations.
+    tol : float
+        Stopping tolerance on :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
+    g0 : array (n,) or (..., n), optional
+        Warm start of the column potential (default zero).
+    memory : int
+        Anderson memory (0: plain Sinkhorn).
+
+    Returns
+    -------
+    f, g : array (..., n)
+        Row and column potentials.
+    iterations : int or array of int
+        Iterations used (per system for a batch).
+    error : float or array
+        Column-marginal relative error reached.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
+    G. Peyré, *Sinkformers: Transformers with Doubly Stochastic Attention*, AISTATS 2022; D. G. Anderson,
+    *Iterative procedures for nonlinear integral equations*, J. ACM 12 (1965), and Chizat (2020) for its use
+    with Sinkhorn. Book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
     """
     n = logK.shape[-1]
     batch = logK.shape[:-2]
@@ -710,7 +846,35 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     entries with :math:`s_j > s_i` are zero. Use :func:`velocity` for the field: it avoids the
     n x n matrix where a closed form exists (linear attention).
 
-    With ``return_info=True`` also returns a dict (Sinkhorn: iterations and marginal error).
+    For head :math:`h`, with scores :math:`S_{ij}=\beta\langle x_i, A_h x_j\rangle`, softmax gives
+    :math:`P_{ij}=w_je^{S_{ij}}/\sum_l w_le^{S_{il}}`; the other kinds are listed in :class:`Attention`.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens (rows).
+    layer : Attention
+        The layer.
+    weights : array (n,), optional
+        Masses :math:`w_j` summing to one (uniform if omitted).
+    positions : array (n,), optional
+        Token positions :math:`s_j` of a causal layer (default: the index order).
+    head : int
+        Which head :math:`h`.
+    return_info : bool
+        Also return a dict of solver information (Sinkhorn: iterations and marginal error).
+
+    Returns
+    -------
+    P : array (n, n)
+        The attention matrix of head ``head``.
+    info : dict
+        Only with ``return_info=True``.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants. Book: ``chapters/index.md``,
+    equation (eq-intro-sa).
     """
     layer = require_layer(layer)
     X = validate_tokens(X, layer.d)
@@ -844,7 +1008,7 @@ def velocity(
     with :math:`P^{(h)}` given by :func:`attention_matrix` (softmax:
     :math:`P_{ij}=w_je^{\beta\langle x_i,Ax_j\rangle}/\sum_l w_le^{\beta\langle x_i,Ax_l\rangle}`,
     log-sum-exp stabilised). Particle systems use uniform weights; the mean-field (Transformer)
-    PDE uses quadrature weights: paper 1 §1–2, paper 2 §1.
+    PDE uses quadrature weights.
 
     Parameters
     ----------
@@ -866,6 +1030,7 @@ def velocity(
     Returns
     -------
     array (n, d)
+        :math:`\Gamma_\mu(x_i)` for every token (row ``i``).
 
     Raises
     ------
@@ -877,6 +1042,21 @@ def velocity(
         The field overflowed (e.g. unnormalised softmax with large scores).
     ConvergenceError
         Sinkhorn did not reach ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the in-context velocity field and the Transformer PDE;
+    paper 2 (Li et al., 2026), linear attention. Book: ``chapters/01_well_posedness.md``, equations
+    (eq-p1-ips) and (eq-p1-tpde).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tokendynamics.attention import Attention, velocity
+    >>> layer = Attention("linear", A=np.eye(2), V=np.eye(2))
+    >>> velocity(np.array([[1.0, 0.0], [0.0, 1.0]]), layer)
+    array([[0.5, 0. ],
+           [0. , 0.5]])
     """
     layer = require_layer(layer)
     X = validate_tokens(X, layer.d)
@@ -892,9 +1072,32 @@ def velocity(
 def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sinkhorn_state: dict | None = None):
     r"""The field of :func:`velocity` without validating its inputs, for integrators that validated them once.
 
-    ``X`` (n, d) float64 tokens, ``w`` the masses (None: uniform), ``s`` the positions (causal
-    layers; ``numpy.arange(n)`` otherwise). The result is still checked: a non-finite field (an
-    overflow, or non-finite tokens) raises :class:`~tokendynamics.errors.NonFiniteError`.
+    The result is still checked: a non-finite field (an overflow, or non-finite tokens) raises
+    :class:`~tokendynamics.errors.NonFiniteError`.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        float64 tokens.
+    layer : Attention
+        The layer.
+    w : array (n,) or None
+        Masses (None: uniform).
+    s : array (n,)
+        Token positions (causal layers; ``numpy.arange(n)`` otherwise).
+    backend : str
+        As in :func:`velocity`.
+    sinkhorn_state : dict, optional
+        As in :func:`velocity`.
+
+    Returns
+    -------
+    array (n, d)
+        :math:`\Gamma_\mu(x_i)`.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
     # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked
     # by _check_finite, which raises NonFiniteError, and integrators report it as a blow-up.
@@ -917,11 +1120,31 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     every kind are formed by the same function, with the batch as leading axes: one evaluation for
     the whole batch instead of a Python loop); linear attention goes through the second moment.
 
-    ``weights`` (n,) are shared masses (uniform by default). Returns ``(U, status)``: the fields
-    (B, n, d) and an int array (B,) with :data:`FIELD_OK`, :data:`FIELD_NONFINITE` (the field of that
-    system overflowed; its rows of ``U`` are set to zero) or :data:`FIELD_NOT_CONVERGED` (Sinkhorn
-    missed ``sinkhorn_tol``; rows set to zero). Nothing is raised for one bad system: batched
-    integrators flag and freeze it, and the others go on.
+    Nothing is raised for one bad system: batched integrators flag and freeze it, and the others go on.
+
+    Parameters
+    ----------
+    X : array (B, n, d)
+        B token clouds.
+    layer : Attention or LayerStack
+        One layer for all systems, or B layers.
+    weights : array (n,), optional
+        Masses shared by all systems (uniform by default).
+    sinkhorn_state : dict, optional
+        Warm-start store of Sinkhorn potentials.
+
+    Returns
+    -------
+    U : array (B, n, d)
+        The fields :math:`\Gamma_{\mu_b}(x_{b,i})`.
+    status : array of int (B,)
+        :data:`FIELD_OK`, :data:`FIELD_NONFINITE` (the field of that system overflowed; its rows of ``U``
+        are set to zero) or :data:`FIELD_NOT_CONVERGED` (Sinkhorn missed ``sinkhorn_tol``; rows set to zero).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips),
+    and ``chapters/06_phase_diagrams.md``.
     """
     X = real_array(X, "X")
     if X.ndim != 3 or X.shape[1] == 0:
@@ -991,7 +1214,21 @@ def _velocity(X, layer, w, s, backend, sinkhorn_state, failed=None):
 
 
 def sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
-    """The message of a Sinkhorn :class:`~tokendynamics.errors.ConvergenceError`: what was reached, and what to change."""
+    """The message of a Sinkhorn :class:`~tokendynamics.errors.ConvergenceError`: what was reached, and what to change.
+
+    Parameters
+    ----------
+    iterations : int
+        Iterations done.
+    error : float
+        Column-marginal relative error reached.
+    layer : Attention
+        The Sinkhorn layer (its ``eps``, ``sinkhorn_tol`` and ``sinkhorn_iters`` are quoted).
+
+    Returns
+    -------
+    str
+    """
     return (
         f"Sinkhorn attention did not reach sinkhorn_tol = {layer.sinkhorn_tol:.3g} in {iterations} iterations: "
         f"the column-marginal error reached is {error:.3g} (eps = {layer.eps:g}). Raise sinkhorn_iters "

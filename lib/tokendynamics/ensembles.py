@@ -21,10 +21,16 @@ per-system freezing, layer stacks and the random weight recipes of the phase dia
 that the batch is tested against.
 
 The recipes draw the matrices of random layers: ``identity`` (:math:`Q=K=V=I`, the model of
-Geshkovski, Letrouit, Polyanskiy and Rigollet, arXiv 2312.10794), ``gaussian`` (:math:`Q, K` with
+Geshkovski, Letrouit, Polyanskiy and Rigollet, arXiv:2312.10794), ``gaussian`` (:math:`Q, K` with
 i.i.d. :math:`N(0,1/d)` entries, :math:`A=Q^\top K`, :math:`V=I`), ``goe`` (:math:`A` from the
 Gaussian orthogonal ensemble scaled to spectrum :math:`[-2,2]`, :math:`V=I`), ``minus_identity``
 (:math:`Q=K=I`, :math:`V=-I`: repulsion).
+
+References
+----------
+Paper 1 (Castin et al., arXiv:2501.18322), the particle systems of the attention variants;
+B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
+(arXiv:2312.10794). Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
 """
 
 from __future__ import annotations
@@ -65,6 +71,21 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
 
     Normalised Gaussians from ``numpy.random.default_rng(rng)``; cloud b is the b-th block of the
     stream, so the first k clouds of a larger draw are the clouds of a draw of size k.
+
+    Parameters
+    ----------
+    size, n, d : int
+        Number of clouds, tokens per cloud, dimension.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+
+    Returns
+    -------
+    array (size, n, d)
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     size = validate_count(size, "size")
     n = validate_count(n, "n")
@@ -86,6 +107,27 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
     (the Gaussian orthogonal ensemble, spectrum filling :math:`[-2,2]` as d grows), written as
     :math:`Q=I`, :math:`K=A`; :math:`V=I`. ``minus_identity``: :math:`Q=K=I`, :math:`V=-I`.
     Layers with a score matrix only (not L2 attention) use :math:`A=Q^\top K`.
+
+    Parameters
+    ----------
+    recipe : str
+        One of :data:`RECIPES`.
+    d : int
+        Dimension.
+    size : int
+        Number of layers.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+
+    Returns
+    -------
+    dict
+        ``Q``, ``K``, ``V``, each of shape (size, d, d).
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
+    (arXiv:2312.10794); book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     if recipe not in RECIPES:
         raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
@@ -107,9 +149,29 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
 
 def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
-    r"""A :class:`~tokendynamics.attention.LayerStack` from stacked ``Q``, ``K``, ``V`` (a dict as
-    :func:`recipe_matrices` returns): L2 attention keeps ``Q`` and ``K``, the other kinds use
-    :math:`A=Q^\top K`. ``beta``: one number or one per layer; ``shared`` goes to the stack."""
+    r"""A :class:`~tokendynamics.attention.LayerStack` from stacked ``Q``, ``K``, ``V``.
+
+    L2 attention keeps ``Q`` and ``K``, the other kinds use :math:`A=Q^\top K`.
+
+    Parameters
+    ----------
+    kind : str
+        Attention kind.
+    M : dict
+        ``Q``, ``K``, ``V`` stacks, as :func:`recipe_matrices` returns.
+    beta : float or array
+        One number or one per layer.
+    **shared
+        Passed to the stack (``eps``, ``bias``, ...).
+
+    Returns
+    -------
+    LayerStack
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    """
     if kind == "l2":
         return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
     A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
@@ -119,8 +181,31 @@ def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
 def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> LayerStack:
     """A :class:`~tokendynamics.attention.LayerStack` of ``size`` random layers of one kind from a named recipe.
 
-    ``beta`` is one number or one per layer (then ``size`` defaults to its length); see
-    :func:`stack_from_matrices`. ``shared`` goes to the stack (``eps``, ``bias``, ...).
+    Parameters
+    ----------
+    kind : str
+        Attention kind.
+    recipe : str
+        One of :data:`RECIPES`.
+    d : int
+        Dimension.
+    beta : float or array
+        One number or one per layer (then ``size`` defaults to its length).
+    size : int, optional
+        Number of layers.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+    **shared
+        Passed to the stack (``eps``, ``bias``, ...).
+
+    Returns
+    -------
+    LayerStack
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
+    (arXiv:2312.10794); book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     beta = np.atleast_1d(real_array(beta, "beta"))
     if size is None:
@@ -138,6 +223,20 @@ class Schedule:
     :func:`simulate_batch` picks the layer of a step from the step's start (every stage of an RK4
     step uses it), so a step never mixes two layers; the step must divide :math:`\tau`. After the
     last piece the last layer goes on.
+
+    Attributes
+    ----------
+    layers : tuple of Attention or LayerStack
+        One layer (or stack) per piece.
+    every : float
+        Duration :math:`\tau` of a piece.
+    t0 : float
+        Start of the first piece.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), parameters depending on depth; book:
+    ``chapters/06_phase_diagrams.md``.
     """
 
     layers: tuple
@@ -157,7 +256,17 @@ class Schedule:
         object.__setattr__(self, "every", float(self.every))
 
     def index(self, t: float) -> int:
-        """Index of the piece that starts a step at time ``t``."""
+        """Index of the piece that starts a step at time ``t``.
+
+        Parameters
+        ----------
+        t : float
+            Time.
+
+        Returns
+        -------
+        int
+        """
         k = int(math.floor((t - self.t0) / self.every + 1e-9))
         return min(max(k, 0), len(self.layers) - 1)
 
@@ -170,6 +279,27 @@ def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: f
 
     Piece k draws its matrices from its own child seed (``numpy.random.SeedSequence.spawn``), so a
     schedule is reproducible from ``rng`` (an integer seed).
+
+    Parameters
+    ----------
+    kind, recipe, d, beta, size
+        As in :func:`recipe_stack`.
+    every : float
+        Duration of a piece.
+    T : float
+        Horizon.
+    rng : int or numpy.random.SeedSequence, optional
+        Seed.
+    **shared
+        Passed to the stacks.
+
+    Returns
+    -------
+    Schedule
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     pieces = max(1, int(math.ceil(T / every - 1e-9)))
     seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
@@ -205,6 +335,10 @@ class BatchTrajectory:
         Seeds of the initial clouds, when the caller recorded them.
     info : dict
         ``steps``, ``nfev`` (batched evaluations), ``save_every``, ``blowup_threshold``.
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
 
     t: np.ndarray
@@ -245,13 +379,32 @@ class BatchTrajectory:
         return np.isfinite(self.blowup_time)
 
     def at(self, time: float) -> np.ndarray:
-        """Tokens (B, n, d) at the stored time closest to ``time``."""
+        """Tokens (B, n, d) at the stored time closest to ``time``.
+
+        Parameters
+        ----------
+        time : float
+            A time in the stored range.
+
+        Returns
+        -------
+        array (B, n, d)
+        """
         return self.X[int(np.argmin(np.abs(self.t - time)))]
 
     def system(self, b: int) -> Trajectory:
-        """System b as a :class:`~tokendynamics.particles.Trajectory`, as ``simulate(..., on_blowup="stop")`` returns it.
+        """System b as a :class:`~tokendynamics.particles.Trajectory`, as ``simulate(..., on_blowup="stop")`` gives it.
 
         A flagged system's frames stop before its blow-up time, and ``blowup_time`` is set.
+
+        Parameters
+        ----------
+        b : int
+            Index of the system.
+
+        Returns
+        -------
+        Trajectory
         """
         b = int(b)
         tb = self.blowup_time[b]
@@ -356,6 +509,12 @@ def simulate_batch(
     -------
     BatchTrajectory
         ``system(b)`` is the trajectory ``simulate(X0[b], layer_b, ..., on_blowup="stop")`` returns.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the particle system of attention; book:
+    ``chapters/01_well_posedness.md``, equation (eq-p1-ips), and ``chapters/06_phase_diagrams.md``,
+    equation (eq-phase-model).
     """
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler' (the fixed-step methods), got {method!r}")

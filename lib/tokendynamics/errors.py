@@ -8,15 +8,33 @@ from __future__ import annotations
 
 
 class TokenDynamicsError(Exception):
-    """Base class of the library's own errors."""
+    """Base class of the library's own errors.
+
+    Parameters
+    ----------
+    message : str
+        What happened, and what to change.
+    """
 
 
 class NonFiniteError(TokenDynamicsError, FloatingPointError):
-    """A velocity field or right-hand side produced inf or NaN values."""
+    """A velocity field or right-hand side produced inf or NaN values.
+
+    Parameters
+    ----------
+    message : str
+        What happened, and what to change.
+    """
 
 
 class ConvergenceError(TokenDynamicsError, RuntimeError):
-    """An inner iterative solver (e.g. Sinkhorn) did not reach its tolerance."""
+    """An inner iterative solver (e.g. Sinkhorn) did not reach its tolerance.
+
+    Parameters
+    ----------
+    message : str
+        What happened, and what to change.
+    """
 
 
 class BlowUpError(TokenDynamicsError, RuntimeError):

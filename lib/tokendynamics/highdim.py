@@ -1,7 +1,8 @@
 r"""High-dimensional experiments of paper 2: do the two-dimensional regimes persist at d = 100?
 
 Tokens :math:`x_1,\dots,x_n\in\mathbb S^{d-1}` move by linear attention (LA), unnormalised softmax
-attention (USA) or softmax attention (SA) (paper 2, Li et al. 2026; this book, chapter 5):
+attention (USA) or softmax attention (SA) (paper 2, Li et al. 2026; book: ``chapters/05_high_dimensional.md``,
+equation (eq-hd-model)):
 
 .. math::
    \dot x_k = P^\perp_{x_k}\Big(\frac1{Z_k}\sum_j h(\beta\langle x_k, Ax_j\rangle)\,Vx_j\Big),
@@ -13,12 +14,13 @@ e^{\beta\langle x_k,Ax_l\rangle}` (SA). Runs go through the shared core
 
 This module provides
 
-* the **matrix recipes** of the authors' high-dimensional app [R] (:func:`case1` … :func:`case4`, :func:`random_case`), each a
-  :class:`MatrixCase` with a seed and the spectrum it promises;
+* the **matrix recipes** of the authors' high-dimensional app [R] (:func:`case1` … :func:`case4`,
+  :func:`random_case`), each a :class:`MatrixCase` with a seed and the spectrum it promises;
 * runs through the order parameters of :mod:`tokendynamics.metrics` and, for LA, the exact
   projective reduction of :mod:`tokendynamics.projective`;
-* the **2D prediction** of the planar theory (this book, chapter 4) from a case's parameters, :func:`predict_2d_regime`,
-  :func:`predict_for_case`, and the regime observed in a run, :func:`observed_regime`;
+* the **2D prediction** of the planar theory (book: ``chapters/04_kuramoto_regimes.md``) from a case's
+  parameters, :func:`predict_2d_regime`, :func:`predict_for_case`, and the regime observed in a run,
+  :func:`observed_regime`;
 * runs and sweeps: :func:`run_variant`, :func:`clustering_time` (for
   :func:`tokendynamics.sweeps.sweep`).
 """
@@ -130,6 +132,12 @@ class MatrixCase:
     description : str
         What the recipe draws, in words (plain text), e.g. ``"A = I, V symmetric with top
         eigenvalue 2"``.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
     """
 
     name: str
@@ -146,7 +154,19 @@ class MatrixCase:
         return self.A.shape[0]
 
     def layer(self, kind: str, beta: float = 1.0) -> Attention:
-        """The attention layer of this case: ``Attention(kind, A=A, V=V, beta=beta)``."""
+        """The attention layer of this case: ``Attention(kind, A=A, V=V, beta=beta)``.
+
+        Parameters
+        ----------
+        kind : str
+            One of :data:`VARIANTS`.
+        beta : float
+            Inverse temperature.
+
+        Returns
+        -------
+        Attention
+        """
         return Attention(kind, A=self.A, V=self.V, beta=beta)
 
 
@@ -168,6 +188,27 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
       :math:`-U(p/(d-1.5),\,1.5p/(d-1.5))`, so tr A :math:`\le 0` (the app's "tr ≤ 0, det ≤ 0" regime);
     * ``"negative"``: :math:`\lambda_i\sim -U(0.5,2)`, :math:`\mathrm{sym}(A)\prec0`;
     * an array of d numbers: those eigenvalues.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    spectrum : str or array (d,)
+        As above.
+    skew_scale : float
+        :math:`s`.
+    seed : int
+        Seed of :math:`Q` and :math:`P`.
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
     """
     d = validate_dimension(d)
     s = validate_finite(skew_scale, "skew_scale")
@@ -219,6 +260,27 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     :math:`\lambda_1-g-|N(0,\mathrm{spread}^2)|` with gap :math:`g=0.1\max(|\lambda_1|,0.1)`, so
     :math:`V` is negative definite (semi-definite if :math:`\lambda_1=0`) and :math:`\lambda_1` stays
     on top.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    top : float
+        :math:`\lambda_1`.
+    spread : float
+        Standard deviation of the other eigenvalues.
+    seed : int
+        Seed of :math:`Q` and the eigenvalues.
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
     """
     d = validate_dimension(d)
     top = validate_finite(top, "top")
@@ -262,9 +324,29 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
     r"""Case 3 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with blocks
     :math:`\begin{pmatrix}a&b\\-b&a\end{pmatrix}` (:math:`a` in the last slot if d is odd).
 
-    In d = 2 this is the conformal case of the planar theory (chapter 4): :math:`a>0` gives clusters, rotating if
-    :math:`b\ne0`. With a ``seed`` the blocks are conjugated by a Haar-orthogonal matrix (same
-    spectrum, generic orientation); without one (default) V is block-diagonal as in the app.
+    In d = 2 this is the conformal case of the planar theory (``chapters/04_kuramoto_regimes.md``):
+    :math:`a>0` gives clusters, rotating if :math:`b\ne0`. With a ``seed`` the blocks are conjugated by a
+    Haar-orthogonal matrix (same spectrum, generic orientation); without one (default) V is
+    block-diagonal as in the app.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    a, b : float
+        Block entries.
+    seed : int, optional
+        Seed of the orthogonal conjugation.
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
     """
     d = validate_dimension(d)
     a, b = validate_finite(a, "a"), validate_finite(b, "b")
@@ -285,10 +367,31 @@ def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None, do
     r"""Case 4 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
     :math:`\begin{pmatrix}a&b\\-b&-a\end{pmatrix}` (0 in the last slot if d is odd).
 
-    In d = 2 this is the hidden-Hamiltonian family of the planar theory (chapter 4; :math:`v_{11}=a`, :math:`v_{12}=b`):
-    oscillation for :math:`|a|<|b|`, clusters for :math:`|a|\ge|b|`. ``seed`` as in :func:`case3`.
-    ``dominant`` multiplies the first block (coordinates 0 and 1): a value above 1 makes one rotation
-    plane dominant (chapter 5, oscillations at d = 100); the spectrum stored is that of the other blocks.
+    In d = 2 this is the hidden-Hamiltonian family of the planar theory (``chapters/04_kuramoto_regimes.md``,
+    equation (eq-hamiltonian); :math:`v_{11}=a`, :math:`v_{12}=b`): oscillation for :math:`|a|<|b|`,
+    clusters for :math:`|a|\ge|b|`.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    a, b : float
+        Block entries.
+    seed : int, optional
+        As in :func:`case3`.
+    dominant : float
+        Multiplies the first block (coordinates 0 and 1): a value above 1 makes one rotation plane
+        dominant (oscillations at d = 100); the spectrum stored is that of the other blocks.
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
     """
     d = validate_dimension(d)
     a, b = validate_finite(a, "a"), validate_finite(b, "b")
@@ -332,6 +435,7 @@ def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndar
     spread : float
         Standard deviation of the off-plane coordinates before normalisation.
     rng : seed or Generator
+        Random source.
 
     Returns
     -------
@@ -339,7 +443,7 @@ def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndar
 
     References
     ----------
-    This book, chapter 5 (oscillations at d = 100: data near a plane).
+    Book: ``chapters/05_high_dimensional.md`` (oscillations at d = 100: data near a plane).
     """
     d = validate_dimension(d)
     if d < 2 or int(n) != n or n < 1:
@@ -354,7 +458,27 @@ def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndar
 
 
 def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
-    r"""Random case (after the authors' app [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d."""
+    r"""Random case (after the authors' app [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    sigma : float
+        :math:`\sigma > 0`.
+    seed : int
+        Seed.
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
+    """
     d = validate_dimension(d)
     sigma = validate_finite(sigma, "sigma")
     if sigma <= 0:
@@ -385,6 +509,27 @@ _RECIPES: dict[str, Callable[..., MatrixCase]] = {
 def matrix_case(name: str, d: int, **params) -> MatrixCase:
     """The recipe called ``name`` (one of :data:`CASES`) in dimension d with its parameters.
 
+    Parameters
+    ----------
+    name : str
+        One of :data:`CASES`.
+    d : int
+        Dimension.
+    **params
+        Passed to the recipe (:func:`case1`, ..., :func:`random_case`).
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+    ``chapters/05_high_dimensional.md``.
+
+    Examples
+    --------
     >>> matrix_case("case4", 4, a=0.5, b=1.0).V[0]
     array([0.5, 1. , 0. , 0. ])
     """
@@ -424,6 +569,11 @@ class CasePrediction:
         The criterion and the numbers it was applied to, in words.
     chapter : str
         The book chapter that derives the closed form (a document name, for ``{doc}`` links).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
+    and ``chapters/05_high_dimensional.md``.
     """
 
     regime: str
@@ -459,7 +609,10 @@ def _predict_case1(A):
 
 
 def _predict_identity_A(c, a, b, family):
-    r"""A = I, V = [[c + a, b], [-b, c - a]] (Cases 3, 4 and the saddle-node family; Case 2 at b = 0) via ``regimes.predict_regime``."""
+    r"""A = I, V = [[c + a, b], [-b, c - a]] via ``regimes.predict_regime``.
+
+    Cases 3, 4 and the saddle-node family; Case 2 at b = 0.
+    """
 
     if a == 0 and b == 0 and c == 0:
         raise ValueError("V = 0: nothing moves, there is no regime to predict")
@@ -479,7 +632,7 @@ def predict_2d_regime(
     c: float = 0.0,
     tol: float = 1e-12,
 ) -> CasePrediction:
-    r"""The regime that the d = 2 theory (this book, chapter 4) predicts for linear attention, in closed form.
+    r"""The regime that the d = 2 theory predicts for linear attention, in closed form.
 
     Regimes: ``static_clusters`` (Type 1), ``rotating_clusters`` (Type 2), ``oscillation``
     (Type 3), ``partial`` (Type P), ``bistable`` (depends on the data), ``undetermined``.
@@ -499,13 +652,41 @@ def predict_2d_regime(
       clusters / oscillation / partial; for :math:`|a|\ge|b|` clusters sit on an eigenvector of V
       when the largest eigenvalue :math:`c+\sqrt{a^2-b^2}` of V is :math:`\ge0`, else partial.
       (This last criterion is our derivation: transverse exponent
-      :math:`-\beta(c+\sqrt{a^2-b^2})` at the boundary equilibrium (chapter 4); it reduces to Case 2 at b = 0
-      and is tested against 2D particle runs.)
+      :math:`-\beta(c+\sqrt{a^2-b^2})` at the boundary equilibrium,
+      :func:`~tokendynamics.kuramoto.transverse_exponent`; it reduces to Case 2 at b = 0 and is
+      tested against 2D particle runs.)
     * ``case="random"`` → undetermined (the planar theory gives only a necessary condition for rotation).
 
     This is a thin, data-independent layer over the planar theory of
     :mod:`tokendynamics.regimes` (:func:`~tokendynamics.regimes.case1_region` and
     :func:`~tokendynamics.regimes.predict_regime`), so the two chapters share one implementation.
+
+    Parameters
+    ----------
+    case : str
+        ``"case1"``, ``"case2"``, ``"case3"``, ``"case4"``, ``"identity_A"`` or ``"random"``.
+    A : array (2, 2), optional
+        Case 1's score matrix.
+    lambda_max : float, optional
+        Case 2's top eigenvalue of V.
+    a, b, c : float
+        Block parameters (Cases 3, 4 and ``identity_A``).
+    tol : float
+        Values of ``lambda_max`` within ``tol`` of 0 count as 0.
+
+    Returns
+    -------
+    CasePrediction
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
+    and ``chapters/05_high_dimensional.md``.
+
+    Examples
+    --------
+    >>> predict_2d_regime("case4", a=0.2, b=1.0).regime
+    'oscillation'
     """
     if case == "case1":
         if A is None:
@@ -542,6 +723,20 @@ def predict_for_case(mc: MatrixCase) -> CasePrediction:
       eigenvalues of :math:`\mathrm{sym}(A)` and the definiteness tests agree). This choice of plane
       is ours [I]: the authors' recipes name their 2D regime by the same definiteness tests.
     * random: undetermined.
+
+    Parameters
+    ----------
+    mc : MatrixCase
+        A recipe.
+
+    Returns
+    -------
+    CasePrediction
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
+    and ``chapters/05_high_dimensional.md``.
     """
     if mc.name == "case1":
         w, U = np.linalg.eigh(0.5 * (mc.A + mc.A.T))
@@ -570,7 +765,9 @@ class RunSummary:
     kind : str
         Attention variant.
     beta : float
+        Inverse temperature.
     t : array (m,)
+        Stored times.
     R1, R2 : arrays (m,)
         :math:`\hat R_1(t)`, :math:`\hat R_2(t)` (pair averages of the authors' app [R]).
     lam1 : array (m,)
@@ -585,10 +782,17 @@ class RunSummary:
         Order parameter of each coordinate plane :math:`(2p, 2p+1)`
         (:func:`~tokendynamics.metrics.plane_order_parameters`): the rotation planes of the block recipes.
     nfev : int
+        Evaluations of the field.
     seconds : float
         Wall time of the integration.
     engine : str
-        ``"particles"`` (the shared core) or ``"projective"`` (:func:`~tokendynamics.projective.projective_flow`).
+        ``"particles"`` (the shared core) or ``"projective"``
+        (:func:`~tokendynamics.projective.projective_flow`).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+    equation (eq-hd-model).
     """
 
     case: str
@@ -613,20 +817,70 @@ class RunSummary:
         return float(self.t[-1])
 
     def passage(self, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
-        """First-passage times of :math:`\\hat R_2` (:func:`~tokendynamics.metrics.first_passage_times`)."""
+        """First-passage times of :math:`\\hat R_2` (:func:`~tokendynamics.metrics.first_passage_times`).
+
+        Parameters
+        ----------
+        levels : sequence of float
+            Levels.
+
+        Returns
+        -------
+        array
+        """
         return first_passage_times(self.t, self.R2, levels)
 
     def clusters(self, threshold: float = 0.999) -> ClusterReport:
-        """:func:`~tokendynamics.metrics.detect_clusters` at the final time."""
+        """:func:`~tokendynamics.metrics.detect_clusters` at the final time.
+
+        Parameters
+        ----------
+        threshold : float
+            Link threshold.
+
+        Returns
+        -------
+        ClusterReport
+        """
         return detect_clusters(self.XT, threshold)
 
     def regime(self, **kw) -> str:
-        """:func:`observed_regime` of this run."""
+        """:func:`observed_regime` of this run.
+
+        Parameters
+        ----------
+        **kw
+            Passed to :func:`observed_regime`.
+
+        Returns
+        -------
+        str
+        """
         return observed_regime(self.t, self.R2, self.axis, **kw)
 
 
 def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engine: str = "particles") -> RunSummary:
-    """Metrics of a trajectory along time: :math:`\\hat R_1,\\hat R_2`, top eigenpair of :math:`\\Sigma`."""
+    """Metrics of a trajectory along time: :math:`\\hat R_1,\\hat R_2`, top eigenpair of :math:`\\Sigma`.
+
+    Parameters
+    ----------
+    traj : Trajectory
+        A run of :func:`~tokendynamics.particles.simulate` (or of the projective flow).
+    case : str
+        The recipe's label.
+    seconds : float
+        Wall time of the run.
+    engine : str
+        ``"particles"`` or ``"projective"``.
+
+    Returns
+    -------
+    RunSummary
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``, equation (eq-hd-R).
+    """
     validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
     R1, R2 = order_parameters(traj.X)
     lam1, axis = top_direction(traj.X)
@@ -668,8 +922,38 @@ def run_variant(
     ``engine="particles"`` integrates the particle system with the shared core
     (``simulate(X0, mc.layer(kind, beta), T, method="adaptive", sphere=True, ...)``; LA through
     :math:`\Sigma`, USA/SA through the n x n score matrix). ``engine="projective"`` (LA only) uses
-    :func:`~tokendynamics.projective.projective_flow`. Default tolerances are those of the authors' app (RK45, rtol 1e-6,
-    atol 1e-8). Output at ``n_eval`` equispaced times.
+    :func:`~tokendynamics.projective.projective_flow`. Default tolerances are those of the authors'
+    app (RK45, rtol 1e-6, atol 1e-8).
+
+    Parameters
+    ----------
+    mc : MatrixCase
+        The matrices.
+    kind : str
+        One of :data:`VARIANTS`.
+    X0 : array (n, d)
+        Initial unit tokens.
+    T : float
+        Horizon.
+    beta : float
+        Inverse temperature.
+    n_eval : int
+        Equispaced output times.
+    engine : {"particles", "projective"}
+        How to integrate.
+    solver : str
+        ``scipy.integrate`` solver.
+    rtol, atol : float
+        Tolerances.
+
+    Returns
+    -------
+    RunSummary
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+    equation (eq-hd-model).
     """
     validate_instance(mc, MatrixCase, "mc", "a MatrixCase (e.g. matrix_case('case2', d))")
     validate_choice(kind, "kind", VARIANTS)
@@ -716,6 +1000,27 @@ def observed_regime(
 
     In d = 100 an "oscillation" is usually damped: this names what the run shows, the 2D prediction
     is in :func:`predict_for_case`.
+
+    Parameters
+    ----------
+    t : array (m,)
+        Stored times.
+    R2 : array (m,)
+        :math:`\hat R_2(t)`.
+    axis : array (m, d)
+        Top eigenvector of :math:`\Sigma(t)`.
+    level, window, rotation_tol, settle_tol, wiggle : float
+        Thresholds of the rules above.
+
+    Returns
+    -------
+    str
+        One of ``static_clusters``, ``rotating_clusters``, ``oscillation``, ``partial``, ``not_settled``.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+    equation (eq-hd-model).
     """
     t = validate_finite_array(t, "t")
     R2 = validate_finite_array(R2, "R2")
@@ -762,8 +1067,30 @@ def observed_regime(
 
 
 def agreement(predicted: str, observed: str) -> str:
-    """Compare a 2D prediction with what a run showed: ``"agrees"``, ``"differs"``,
-    ``"undecided"`` (the run has not settled) or ``"no prediction"`` (undetermined or bistable)."""
+    """Compare a 2D prediction with what a run showed.
+
+    Parameters
+    ----------
+    predicted : str
+        One of :data:`CASE_REGIMES`.
+    observed : str
+        One of :data:`CASE_REGIMES` or ``"not_settled"``.
+
+    Returns
+    -------
+    str
+        ``"agrees"``, ``"differs"``, ``"undecided"`` (the run has not settled) or ``"no prediction"``
+        (undetermined or bistable).
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
+
+    Examples
+    --------
+    >>> agreement("oscillation", "partial")
+    'differs'
+    """
     for name, value in (("predicted", predicted), ("observed", observed)):
         if value not in CASE_REGIMES + ("not_settled",):
             raise ValueError(f"{name} regime {value!r} is not one of {CASE_REGIMES + ('not_settled',)}")
@@ -782,6 +1109,28 @@ def agreement(predicted: str, observed: str) -> str:
 def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     """:func:`matrix_case` with one seed for every recipe: Cases 3 and 4 are deterministic
     (block-diagonal, ``matrix_seed`` is not used), the other recipes draw with ``matrix_seed``.
+
+    Parameters
+    ----------
+    case : str
+        One of :data:`CASES`.
+    d : int
+        Dimension.
+    matrix_seed : int
+        Seed of the random recipes.
+    **params
+        The recipe's parameters.
+
+    Returns
+    -------
+    MatrixCase
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
+
+    Examples
+    --------
 
     >>> make_case("case2", 10, top=1.5).spectrum[0]
     np.float64(1.5)
@@ -815,10 +1164,44 @@ def clustering_time(
     attention through :func:`~tokendynamics.projective.projective_flow` when :math:`d\le n` (the
     exact d x d reduction), otherwise, and for the other variants, the particle system
     (:func:`~tokendynamics.particles.simulate` with ``stop_when``; RK45, rtol 1e-6 for the softmax
-    variants as in the authors' app). Returns a dict with the parameters, ``t_level`` (``inf`` if
-    not reached by T), the last :math:`\hat R_1,\hat R_2` and the wall time. A module-level
-    function of plain arguments, so :func:`tokendynamics.sweeps.sweep` can ship it to other
-    processes. ``n_eval`` is kept for compatibility (the event needs no stored times).
+    variants as in the authors' app). A module-level function of plain arguments, so
+    :func:`tokendynamics.sweeps.sweep` can ship it to other processes.
+
+    Parameters
+    ----------
+    case : str
+        One of :data:`CASES`.
+    kind : str
+        One of :data:`VARIANTS`.
+    d, n : int
+        Dimension and number of tokens.
+    beta : float
+        Inverse temperature.
+    T : float
+        Horizon.
+    level : float
+        The level of :math:`\hat R_2`.
+    seed : int
+        Seed of the tokens.
+    matrix_seed : int
+        Seed of the random recipes.
+    n_eval : int
+        Kept for compatibility (the event needs no stored times).
+    engine : {"auto", "particles", "projective"}
+        How to integrate.
+    **case_params
+        The recipe's parameters.
+
+    Returns
+    -------
+    dict
+        The parameters, ``t_level`` (``inf`` if not reached by T), the last :math:`\hat R_1,\hat R_2`
+        (``R1_final``, ``R2_final``), the engine and the wall time.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+    equation (eq-hd-model).
     """
     validate_choice(kind, "kind", VARIANTS)
     validate_choice(engine, "engine", ("auto", "particles", "projective"))
@@ -879,6 +1262,7 @@ def run_many(jobs, X0, *, n_jobs: int = 1, **kw) -> dict:
     jobs : mapping key -> (MatrixCase, kind, T)
         One run per entry, from the same tokens ``X0``.
     X0 : array (n, d)
+        Initial unit tokens.
     n_jobs : int
         1: in this process; otherwise joblib workers (``-1``: every core). The runs are independent,
         so the results do not depend on ``n_jobs``.
@@ -892,7 +1276,7 @@ def run_many(jobs, X0, *, n_jobs: int = 1, **kw) -> dict:
 
     References
     ----------
-    Paper 2 (Li et al. 2026), its high-dimensional experiments (this book, chapter 5).
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``.
     """
     keys = list(jobs)
     if int(n_jobs) == 1:
@@ -913,7 +1297,35 @@ def case_parameters(
     skew_scale: float = 0.5,
     sigma: float = 1.0,
 ) -> dict[str, Any]:
-    """The parameters that recipe ``case`` uses, picked from one flat set of knobs (for widgets)."""
+    """The parameters that recipe ``case`` uses, picked from one flat set of knobs (for widgets).
+
+    Parameters
+    ----------
+    case : str
+        One of :data:`CASES`.
+    spectrum, skew_scale : str or array, float
+        Case 1's knobs.
+    top : float
+        Case 2's top eigenvalue.
+    a, b : float
+        Cases 3 and 4's block entries.
+    sigma : float
+        The random case's scale.
+
+    Returns
+    -------
+    dict
+        The keyword arguments of the recipe.
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
+
+    Examples
+    --------
+    >>> case_parameters("case3", a=0.5)
+    {'a': 0.5, 'b': 0.5}
+    """
     table = {
         "case1": {"spectrum": spectrum, "skew_scale": skew_scale},
         "case2": {"top": top},

@@ -1,10 +1,11 @@
-r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2, spec §2).
+r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2).
 
 Tokens :math:`x_k=(\cos\theta_k,\sin\theta_k)` moved by linear attention on the circle,
 
 .. math:: \dot x_k = P^\perp_{x_k}\Big(\frac\beta n\sum_j\langle x_k,Ax_j\rangle Vx_j\Big),
 
-obey exactly (any n, paper 2, spec §2.3)
+obey exactly (any n; paper 2, Li et al. 2026; book: ``chapters/04_kuramoto_reduction.md``, equations
+(eq-la) and (eq-kd))
 
 .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)\,e^{-2i\theta_k}\big),\qquad
           R_2=\frac1n\sum_j e^{2i\theta_j},
@@ -21,6 +22,13 @@ and the dynamics of clustered states. The reductions live in
 
 Convention: the score is :math:`\langle x, Ay\rangle` with :math:`A=Q^\top K`, as everywhere in the library
 (:class:`~tokendynamics.attention.Attention`).
+
+References
+----------
+S. Li, T. J. Maranzatto, J. Peszek, T. Teolis, S. Akkoc, K. Riedl, S. Ulukus, N. García Trillos, *On the
+Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026) (paper 2); Y. Kuramoto (1975);
+H. Daido, *Order function and macroscopic mutual entrainment in uniformly coupled limit-cycle oscillators*,
+Prog. Theor. Phys. 88 (1992). Book: ``chapters/04_kuramoto_reduction.md``, equations (eq-la), (eq-r2), (eq-kd).
 """
 
 from __future__ import annotations
@@ -64,19 +72,40 @@ J = np.array([[0.0, -1.0], [1.0, 0.0]])
 J.flags.writeable = False
 
 # ---------------------------------------------------------------------------------------------
-# complex encoding of 2 x 2 matrices (paper 2, spec §2.1)
+# complex encoding of 2 x 2 matrices (paper 2; book chapter 04_kuramoto_reduction)
 # ---------------------------------------------------------------------------------------------
 
 
 def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
-    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2, spec §2.1).
+    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix.
 
     .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad
               m_-=\tfrac12[(m_{11}-m_{22})+i(m_{21}+m_{12})].
 
     Identities: :math:`\operatorname{tr}M=2\operatorname{Re}m_+`, :math:`\det M=|m_+|^2-|m_-|^2`,
-    singular values :math:`|m_+|\pm|m_-|`. Works on stacks (..., 2, 2) and returns complex
-    arrays of shape (...) (complex scalars for one matrix). ``name`` names ``M`` in error messages.
+    singular values :math:`|m_+|\pm|m_-|`.
+
+    Parameters
+    ----------
+    M : array (2, 2) or (..., 2, 2)
+        Real matrix or stack.
+    name : str
+        Names ``M`` in error messages.
+
+    Returns
+    -------
+    m_plus, m_minus : complex or complex array (...)
+        The complex parts (complex scalars for one matrix).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the complex encoding of 2 x 2 matrices; book:
+    ``chapters/04_kuramoto_reduction.md`` (before equation (eq-kd)).
+
+    Examples
+    --------
+    >>> complex_parts([[0.0, -1.0], [1.0, 0.0]])  # the rotation J acts as z -> i z
+    (1j, 0j)
     """
     M = validate_matrix2(M, name)
     m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
@@ -88,7 +117,24 @@ def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
 
 
 def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
-    r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`)."""
+    r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`).
+
+    .. math:: M=\begin{pmatrix}\operatorname{Re}(m_++m_-)&\operatorname{Im}(m_--m_+)\\
+              \operatorname{Im}(m_++m_-)&\operatorname{Re}(m_+-m_-)\end{pmatrix}.
+
+    Parameters
+    ----------
+    m_plus, m_minus : complex or complex array
+        The complex parts (broadcast together).
+
+    Returns
+    -------
+    array (..., 2, 2)
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``.
+    """
     p = np.asarray(m_plus)
     q = np.asarray(m_minus)
     for arr, nm in ((p, "m_plus"), (q, "m_minus")):
@@ -104,7 +150,7 @@ def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# the Kuramoto–Daido coefficients (paper 2, spec §2.3)
+# the Kuramoto–Daido coefficients (paper 2; book equation (eq-kd))
 # ---------------------------------------------------------------------------------------------
 
 
@@ -114,7 +160,21 @@ class KuramotoCoefficients:
 
     Fields may be complex arrays of a common batch shape (stacks of layers). Methods evaluate
     :math:`\omega(R)` (:meth:`omega`), :math:`H(R)` (:meth:`forcing`) and the angle velocity
-    (:meth:`phase_velocity`); paper 2, spec §2.3.
+    (:meth:`phase_velocity`).
+
+    Attributes
+    ----------
+    a_plus, a_minus : complex or complex array
+        Complex parts of :math:`A` (:func:`complex_parts`).
+    v_plus, v_minus : complex or complex array
+        Complex parts of :math:`V`.
+    beta : float or array
+        Inverse temperature.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
+    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
 
     a_plus: complex | np.ndarray
@@ -124,7 +184,20 @@ class KuramotoCoefficients:
     beta: float | np.ndarray = 1.0
 
     def omega(self, R):
-        r""":math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]` (real)."""
+        r"""The frequency :math:`\omega(R)` of the Kuramoto–Daido form.
+
+        .. math:: \omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R].
+
+        Parameters
+        ----------
+        R : complex or complex array
+            Order parameter :math:`R_2`.
+
+        Returns
+        -------
+        float or array
+            :math:`\omega(R)` (real).
+        """
         ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
         R = np.asarray(R)
         return (
@@ -134,13 +207,36 @@ class KuramotoCoefficients:
         )
 
     def forcing(self, R):
-        r""":math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]` (complex)."""
+        r"""The forcing :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`.
+
+        Parameters
+        ----------
+        R : complex or complex array
+            Order parameter :math:`R_2`.
+
+        Returns
+        -------
+        complex or complex array
+            :math:`H(R)`.
+        """
         ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
         R = np.asarray(R)
         return 0.5 * self.beta * (ap * vp * R + am * vm * np.conj(R) + ap * vm + am * vp)
 
     def phase_velocity(self, theta, R=None):
-        r""":math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`, with :math:`R_2` of ``theta`` unless given."""
+        r"""Angle velocities :math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`.
+
+        Parameters
+        ----------
+        theta : array (..., n)
+            Angles.
+        R : complex or complex array, optional
+            :math:`R_2` to use (default: the order parameter of ``theta``).
+
+        Returns
+        -------
+        array (..., n)
+        """
         e = np.exp(2j * theta)
         if R is None:
             R = e.mean(axis=-1)
@@ -152,6 +248,22 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     r"""The :class:`KuramotoCoefficients` of linear attention with matrices ``A``, ``V`` (stacks allowed).
 
     ``A`` is the score matrix of the library convention :math:`\langle x, Ay\rangle`.
+
+    Parameters
+    ----------
+    A, V : array (2, 2) or (..., 2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    KuramotoCoefficients
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
+    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
     ap, am = complex_parts(A, "A")
     vp, vm = complex_parts(V, "V")
@@ -159,24 +271,60 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
 
 
 def frequency_and_forcing(A, V, beta=1.0, R=0.0):
-    r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form (paper 2, spec §2.3).
+    r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form.
 
     .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
 
-    ``R`` may be an array (vectorised). Use :func:`coefficients` to evaluate them repeatedly.
+    Use :func:`coefficients` to evaluate them repeatedly.
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    R : complex or complex array
+        Order parameter :math:`R_2` (vectorised).
+
+    Returns
+    -------
+    omega : float or array
+        :math:`\omega(R)`.
+    H : complex or complex array
+        :math:`H(R)`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
+    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
     c = coefficients(A, V, beta)
     return c.omega(R), c.forcing(R)
 
 
 def daido_coefficients(A, V) -> dict[str, complex]:
-    r"""The "paper/repo" coefficients :math:`b_1,b_2,b_3,c_1,c_2` (paper 2, spec §2.3), without :math:`\beta`.
+    r"""The coefficients :math:`b_1,b_2,b_3,c_1,c_2` of the authors' code for paper 2, without :math:`\beta`.
 
     :math:`\dot\theta=\beta[C(R)+2\operatorname{Re}(B(R)e^{2i\theta})]`, :math:`B=b_1R+b_2\bar R+b_3`,
     :math:`C=c_1R+\bar c_1\bar R+c_2`, with :math:`b_1=\tfrac i4\bar a_-\bar v_-`,
     :math:`b_2=\tfrac i4\bar a_+\bar v_+`, :math:`b_3=\tfrac i4(\bar a_+\bar v_-+\bar a_-\bar v_+)`,
     :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`, :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`.
     So :math:`\omega=\beta C` and :math:`H=2i\beta\bar B`.
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+
+    Returns
+    -------
+    dict
+        ``{"b1", "b2", "b3", "c1", "c2"}`` (complex; ``c2`` real).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026) and its authors' code, https://github.com/TMaranzatto/attention_dynamics
+    (provenance [R]); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
     ap, am = complex_parts(A, "A")
     vp, vm = complex_parts(V, "V")
@@ -201,6 +349,28 @@ def order_parameter(theta, m: int = 2):
     :math:`m=2` is the natural one for linear attention (antipodal tokens count as one cluster;
     :math:`|R_2|=1` iff the tokens sit in one antipodal pair); :math:`m=1` is a diagnostic
     (:math:`|R_1|\approx 0` for two balanced antipodal clusters).
+
+    Parameters
+    ----------
+    theta : array (..., n)
+        Angles.
+    m : int
+        Harmonic (>= 1).
+
+    Returns
+    -------
+    complex or complex array (...)
+        :math:`R_m`.
+
+    References
+    ----------
+    H. Daido (1992); paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-r2).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(abs(order_parameter(np.array([0.3, 0.3 + np.pi])))), 12)  # one antipodal pair
+    1.0
     """
     m = validate_count(m, "m")
     th = validate_angles(theta)
@@ -208,7 +378,7 @@ def order_parameter(theta, m: int = 2):
 
 
 def phase_velocity(theta, A, V, beta=1.0):
-    r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2` (paper 2, spec §2.2–2.3).
+    r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2`.
 
     .. math:: \dot\theta_k=\frac\beta n\sum_j\langle x_k,Ax_j\rangle\langle Vx_j,Jx_k\rangle
               =\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
@@ -216,6 +386,25 @@ def phase_velocity(theta, A, V, beta=1.0):
     ``theta`` has shape (n,) or (..., n) (a batch of configurations sharing ``A``, ``V``).
     Equals the tangent field of ``Attention("linear", A=A, V=V, beta=beta)`` on the circle,
     :math:`\langle\dot x_k,Jx_k\rangle`, to round-off.
+
+    Parameters
+    ----------
+    theta : array (n,) or (..., n)
+        Angles.
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    array like ``theta``
+        :math:`\dot\theta_k`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
+    book: ``chapters/04_kuramoto_reduction.md``, equations (eq-la) and (eq-kd).
     """
     th = validate_angles(theta)
     A = validate_matrix2(A, "A")
@@ -232,10 +421,15 @@ class PhaseSolution:
     Attributes
     ----------
     t : array (m,)
+        Output times.
     theta : array (m, n) or (m, ..., n)
         Angles, unwrapped in time (continuous), so each token keeps its branch.
     params : dict
         A, V, beta, tolerances, solver, nfev.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
 
     t: np.ndarray
@@ -243,7 +437,17 @@ class PhaseSolution:
     params: dict
 
     def order_parameter(self, m: int = 2) -> np.ndarray:
-        """:math:`R_m(t)` along the run."""
+        """:math:`R_m(t)` along the run.
+
+        Parameters
+        ----------
+        m : int
+            Harmonic.
+
+        Returns
+        -------
+        complex array (m_times, ...)
+        """
         return order_parameter(self.theta, m)
 
     def tokens(self) -> np.ndarray:
@@ -263,13 +467,44 @@ def solve_phases(
     rtol: float = 1e-10,
     atol: float = 1e-12,
 ) -> PhaseSolution:
-    r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp`` (paper 2, spec §2.3).
+    r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp``.
 
     The same particle system as ``simulate(circle_tokens(theta0), Attention("linear", A=A, V=V,
     beta=beta), ..., sphere=True)``, written in the O(n) Kuramoto–Daido form: use it for large n
     (e.g. the Ott–Antonsen accuracy study). Angles are integrated unwrapped. ``theta0`` of shape
     (..., n) integrates independent configurations (e.g. seeds) at once; ``theta`` then has shape
     (m, ..., n).
+
+    Parameters
+    ----------
+    theta0 : array (n,) or (..., n)
+        Initial angles.
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    t_span : float or (t0, T)
+        Integration interval.
+    t_eval : array or int, optional
+        Output times (or their number).
+    method : str
+        ``scipy.integrate.solve_ivp`` method.
+    rtol, atol : float
+        Tolerances.
+
+    Returns
+    -------
+    PhaseSolution
+
+    Raises
+    ------
+    NonFiniteError
+        The solver failed or the angles became non-finite.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
+    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
     th0 = validate_angles(theta0, "theta0")
     shape = th0.shape
@@ -300,18 +535,37 @@ def solve_phases(
 
 
 # ---------------------------------------------------------------------------------------------
-# clustered states (paper 2, spec §2.5)
+# clustered states (paper 2; book chapter 04_kuramoto_reduction)
 # ---------------------------------------------------------------------------------------------
 
 
 def cluster_velocity(theta, A, V, beta=1.0):
-    r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta` (paper 2, spec §2.5).
+    r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta`.
 
     .. math:: \dot\theta_c=\beta\,q_A(\theta)\,s_V(\theta),\quad q_A=x_\theta^\top Ax_\theta,\quad
               s_V=\langle Vx_\theta,Jx_\theta\rangle .
 
     Zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real
     eigenvectors of :math:`V`.
+
+    Parameters
+    ----------
+    theta : float or array
+        Angle :math:`\theta` of the cluster.
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    float or array
+        :math:`\dot\theta_c`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), cluster dynamics in d = 2 (provenance [D✓]); book:
+    ``chapters/04_kuramoto_reduction.md``.
     """
     th = validate_finite_array(theta, "theta")
     ap, am = complex_parts(A, "A")
@@ -323,10 +577,31 @@ def cluster_velocity(theta, A, V, beta=1.0):
 
 
 def transverse_exponent(theta, A, V, beta=1.0):
-    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta` (paper 2, spec §2.5).
+    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta`.
 
     .. math:: \lambda_\perp(\theta)=\beta\big[\langle Jx,Ax\rangle s_V(\theta)-q_A(\theta)\,x^\top Vx\big]
               =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big).
+
+    A negative exponent means the cluster pair attracts nearby tokens (transverse stability).
+
+    Parameters
+    ----------
+    theta : float or array
+        Angle :math:`\theta` of the cluster.
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    float or array
+        :math:`\lambda_\perp(\theta)`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), cluster dynamics and transverse stability in d = 2 (provenance [D✓]); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
     th = validate_finite_array(theta, "theta")
     coef = coefficients(A, V, beta)

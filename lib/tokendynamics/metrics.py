@@ -12,9 +12,12 @@ Oscillations in high dimension: :func:`coordinate_means` (the authors' diagnosti
 :func:`plane_order_parameters` (the order parameter :math:`R_2` of each coordinate plane) and
 :func:`window_ranges` (how much a signal still moves, window by window).
 
-References: paper 2 (Li et al., arXiv 2026), its high-dimensional experiments (this book, chapter 5);
-B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
-dynamics*, NeurIPS 2023 (arXiv 2305.05465), for the 0.999 threshold of :func:`detect_clusters`.
+References
+----------
+Paper 2 (Li et al., 2026), its high-dimensional experiments (book: ``chapters/05_high_dimensional.md``,
+equation (eq-hd-R)); B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters
+in self-attention dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the 0.999 threshold of
+:func:`detect_clusters`.
 """
 
 from __future__ import annotations
@@ -60,15 +63,32 @@ def _tokens(X) -> np.ndarray:
 
 
 def second_moment(X) -> np.ndarray:
-    r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens X (n, d), or of each frame of
-    a stack (m, n, d); returns (d, d) or (m, d, d)."""
+    r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens, or of each frame of a stack.
+
+    Parameters
+    ----------
+    X : array (n, d) or (m, n, d)
+        Tokens.
+
+    Returns
+    -------
+    array (d, d) or (m, d, d)
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma).
+    """
     X = _tokens(X)
     return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
 
 
 def order_parameters(X):
-    r""":math:`\hat R_1=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle` and
-    :math:`\hat R_2=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle^2` (spec §7.5), without the Gram matrix.
+    r"""The order parameters :math:`\hat R_1,\hat R_2` of a cloud of tokens, without the Gram matrix.
+
+    :math:`\hat R_1=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle` and
+    :math:`\hat R_2=\mathrm{mean}_{i<j}\langle x_i,x_j\rangle^2` (the pair averages of paper 2's
+    high-dimensional experiments).
 
     Closed forms: :math:`\sum_{i,j}\langle x_i,x_j\rangle^2=n^2\operatorname{tr}\Sigma^2` and
     :math:`\sum_{i,j}\langle x_i,x_j\rangle=n^2|\bar x|^2`; removing the diagonal,
@@ -82,7 +102,26 @@ def order_parameters(X):
     :math:`\hat R_2\approx1/d`, :math:`\hat R_1\approx0`; two antipodal clusters
     :math:`\hat R_2=1,\ \hat R_1\approx0`; one cluster both 1.
 
-    X : (n, d) or (m, n, d). Returns ``(R1, R2)`` (floats or arrays of length m).
+    Parameters
+    ----------
+    X : array (n, d) or (m, n, d)
+        Tokens (one cloud or m frames).
+
+    Returns
+    -------
+    R1, R2 : float or array (m,)
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md``, equation (eq-hd-R).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> R1, R2 = order_parameters(np.array([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0]]))  # antipodal clusters
+    >>> round(float(R1), 12), round(float(R2), 12)
+    (-0.333333333333, 1.0)
     """
     X = _tokens(X)
     n, d = X.shape[-2], X.shape[-1]
@@ -102,8 +141,24 @@ def top_direction(X):
 
     :math:`\lambda_1\to1` for one cluster or two antipodal clusters, and :math:`u_1` is the cluster
     axis (the top right-singular vector of X). The sign of :math:`u_1` is fixed so that its largest
-    entry in absolute value is positive. Returns ``(lam1, u1)`` with shapes () and (d,) or (m,)
-    and (m, d).
+    entry in absolute value is positive.
+
+    Parameters
+    ----------
+    X : array (n, d) or (m, n, d)
+        Tokens.
+
+    Returns
+    -------
+    lam1 : float or array (m,)
+        :math:`\lambda_1(\Sigma)`.
+    u1 : array (d,) or (m, d)
+        Unit top eigenvector.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md``.
     """
     return _top_eigenpair(second_moment(X))
 
@@ -128,7 +183,22 @@ def _top_eigenpair(S: np.ndarray):
 
 
 def pair_overlaps(X) -> np.ndarray:
-    r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j` (a vector of length n(n-1)/2): for histograms."""
+    r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j`, for histograms.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+
+    Returns
+    -------
+    array (n(n-1)/2,)
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md``.
+    """
     X = validate_tokens(_tokens(X))
     i, j = np.triu_indices(X.shape[0], k=1)
     return (X @ X.T)[i, j]
@@ -136,12 +206,33 @@ def pair_overlaps(X) -> np.ndarray:
 
 def sorted_gram(X, axis=None):
     r"""Gram matrix :math:`\langle x_i,x_j\rangle` with tokens ordered by the sign of their projection
-    on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), spec F12.
+    on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), as in paper 2's high-dimensional
+    figures.
 
     Two antipodal clusters give two diagonal blocks of +1 and off-diagonal blocks of -1; one
     cluster gives all ones. To draw an earlier state in the order of the final one, index it
-    with the returned ``order``. Returns ``(G, order, split)``: the sorted Gram matrix, the
-    permutation, and the number of tokens with a non-negative projection (the block border).
+    with the returned ``order``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    axis : array (d,), optional
+        Direction of the split.
+
+    Returns
+    -------
+    G : array (n, n)
+        The sorted Gram matrix.
+    order : array of int (n,)
+        The permutation.
+    split : int
+        Number of tokens with a non-negative projection (the block border).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md``.
     """
     X = validate_tokens(_tokens(X))
     u = top_direction(X)[1] if axis is None else validate_finite_array(axis, "axis")
@@ -173,8 +264,15 @@ class ClusterReport:
     labels : array (n,)
         Cluster index of every token (clusters numbered by decreasing size).
     clustered_pairs : float
-        Fraction of pairs with :math:`\\langle x_i,x_j\\rangle^2 >` threshold (spec F12's bar at 1).
+        Fraction of pairs with :math:`\\langle x_i,x_j\\rangle^2 >` threshold (the bar at 1 of the
+        histograms of :math:`\\langle x_i,x_j\\rangle^2` in paper 2's high-dimensional figures).
     threshold : float
+        The threshold used.
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, NeurIPS 2023 (arXiv:2305.05465), for the
+    threshold 0.999; paper 2 (Li et al., 2026), antipodal clusters.
     """
 
     n_clusters: int
@@ -198,11 +296,27 @@ class ClusterReport:
 
 
 def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
-    r"""Clusters of tokens by thresholding the Gram matrix (GLPR use entries > 0.999; spec §9).
+    r"""Clusters of tokens by thresholding the Gram matrix (Geshkovski et al. use entries > 0.999).
 
     Two tokens are in the same cluster if they are joined by a chain of pairs with
     :math:`\langle x_i,x_j\rangle >` ``threshold``. Forms the n x n Gram matrix once (this is a
     diagnostic of one state, not a step of a trajectory).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    threshold : float
+        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+
+    Returns
+    -------
+    ClusterReport
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
+    dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
     """
     X = validate_tokens(_tokens(X))
     threshold = validate_finite(threshold, "threshold")
@@ -230,8 +344,27 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
 
 
 def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
-    r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (spec §7.5), by linear
-    interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
+    r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (clustering times).
+
+    Linear interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
+
+    Parameters
+    ----------
+    t : array (m,)
+        Increasing times.
+    R : array (m,)
+        The signal (e.g. :math:`\hat R_2(t)`).
+    levels : sequence of float
+        Levels x.
+
+    Returns
+    -------
+    array (len(levels),)
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md`` (clustering-time scaling).
     """
     t = validate_finite_array(t, "t")
     R = validate_finite_array(R, "R")
@@ -262,6 +395,23 @@ def axis_speed(t, axis) -> np.ndarray:
     of :math:`\Sigma`, whose sign is arbitrary), returns
     :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
     at least as fine as the sampling (it cannot see more than a quarter turn between samples).
+
+    Parameters
+    ----------
+    t : array (m,)
+        Increasing times.
+    axis : array (m, d)
+        Unit vectors (sign arbitrary).
+
+    Returns
+    -------
+    array (m-1,)
+        Radians per unit time.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md`` (rotating clusters).
     """
     t = validate_finite_array(t, "t")
     U = validate_finite_array(axis, "axis")
@@ -329,9 +479,33 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
       two methods differ exactly when links do not close into cliques (chains), which is a sign
       that the threshold cuts through a spread cloud.
 
-    Returns an int (one cloud) or an int array of the batch shape. Tested on two separated
-    clusters, antipodal pairs, a uniform spread and ties at the threshold; compare with
-    :func:`ward_clusters`.
+    Tested on two separated clusters, antipodal pairs, a uniform spread and ties at the threshold;
+    compare with :func:`ward_clusters`.
+
+    Parameters
+    ----------
+    X : array (n, d) or (..., n, d)
+        Unit tokens.
+    threshold : float
+        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+    method : {"components", "graph", "rank"}
+        How to count.
+
+    Returns
+    -------
+    int or int array
+        One count per cloud (batch shape).
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
+    dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> count_clusters(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
+    2
     """
     G = _unit_gram(X, threshold)
     out = _count_from_gram(G, threshold, method)
@@ -360,10 +534,27 @@ def _count_from_gram(G, threshold, method):
 
 
 def cluster_outcomes(X, threshold: float = 0.999) -> dict:
-    """:func:`is_single_cluster`, :func:`is_two_antipodal_clusters` and :func:`count_clusters` of
-    every cloud of X (..., n, d) from one Gram matrix per cloud; a dict of arrays ``single``,
-    ``antipodal``, ``clusters`` of the batch shape. (Clouds that are one cluster are counted
-    without a graph; only clouds with a pair below ``-threshold`` can be antipodal.)"""
+    """:func:`is_single_cluster`, :func:`is_two_antipodal_clusters` and :func:`count_clusters` at once.
+
+    From one Gram matrix per cloud. (Clouds that are one cluster are counted without a graph; only
+    clouds with a pair below ``-threshold`` can be antipodal.)
+
+    Parameters
+    ----------
+    X : array (..., n, d)
+        Unit tokens.
+    threshold : float
+        Link threshold, in (0, 1).
+
+    Returns
+    -------
+    dict
+        Arrays ``single``, ``antipodal``, ``clusters`` of the batch shape.
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``.
+    """
     G = _unit_gram(X, threshold)
     n = G.shape[-1]
     flat = G.reshape(-1, n, n)
@@ -392,6 +583,21 @@ def ward_clusters(X, threshold: float = 0.999):
     that are well separated get the same count as :func:`count_clusters`; a spread cloud does not
     (Ward does not chain). An independent check of the counting, one linkage per cloud (a Python
     loop: use it on samples, not on a whole ensemble).
+
+    Parameters
+    ----------
+    X : array (n, d) or (..., n, d)
+        Unit tokens.
+    threshold : float
+        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+
+    Returns
+    -------
+    int or int array
+
+    References
+    ----------
+    J. H. Ward, *Hierarchical grouping to optimize an objective function*, J. Amer. Statist. Assoc. 58 (1963).
     """
     G = _unit_gram(X, threshold)  # validates the threshold and the tokens
     X = np.asarray(X, dtype=float)
@@ -407,8 +613,26 @@ def ward_clusters(X, threshold: float = 0.999):
 
 
 def is_single_cluster(X, threshold: float = 0.999):
-    r"""Whether every pair of tokens of a cloud has :math:`\langle x_i,x_j\rangle >` ``threshold`` (one
-    cluster, without chaining), for X (n, d) or (..., n, d); a bool or a bool array."""
+    r"""Whether every pair of tokens of a cloud has :math:`\langle x_i,x_j\rangle >` ``threshold``.
+
+    One cluster, without chaining.
+
+    Parameters
+    ----------
+    X : array (n, d) or (..., n, d)
+        Unit tokens.
+    threshold : float
+        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+
+    Returns
+    -------
+    bool or bool array
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
+    dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+    """
     G = _unit_gram(X, threshold)
     out = G.min(axis=(-1, -2)) > threshold
     return bool(out) if out.ndim == 0 else out
@@ -417,8 +641,24 @@ def is_single_cluster(X, threshold: float = 0.999):
 def is_two_antipodal_clusters(X, threshold: float = 0.999):
     r"""Whether a cloud is two antipodal clusters: every pair has :math:`|\langle x_i,x_j\rangle| >`
     ``threshold`` and some pair has :math:`\langle x_i,x_j\rangle <` ``-threshold`` (so both groups
-    are occupied). The natural limit of linear attention, which is odd in each token. X (n, d) or
-    (..., n, d); a bool or a bool array."""
+    are occupied). The natural limit of linear attention, which is odd in each token.
+
+    Parameters
+    ----------
+    X : array (n, d) or (..., n, d)
+        Unit tokens.
+    threshold : float
+        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+
+    Returns
+    -------
+    bool or bool array
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), antipodal clusters of linear attention; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-r2).
+    """
     G = _unit_gram(X, threshold)
     out = (np.abs(G).min(axis=(-1, -2)) > threshold) & (G.min(axis=(-1, -2)) < -threshold)
     return bool(out) if out.ndim == 0 else out
@@ -439,6 +679,7 @@ def coordinate_means(X) -> np.ndarray:
     Parameters
     ----------
     X : array (n, d) or (m, n, d)
+        Tokens.
 
     Returns
     -------
@@ -446,7 +687,8 @@ def coordinate_means(X) -> np.ndarray:
 
     References
     ----------
-    Paper 2 (Li et al. 2026), its high-dimensional diagnostics (this book, chapter 5).
+    Paper 2 (Li et al., 2026), its high-dimensional diagnostics and the authors' code; book:
+    ``chapters/05_high_dimensional.md``.
     """
     return _tokens(X).mean(axis=-2)
 
@@ -467,6 +709,7 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
     Parameters
     ----------
     X : array (n, d) or (m, n, d)
+        Tokens.
     planes : sequence of pairs (i, j), optional
         Default: :math:`(0,1),(2,3),\dots`, the :math:`\lfloor d/2\rfloor` consecutive pairs.
 
@@ -476,7 +719,8 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
 
     References
     ----------
-    Paper 2 (Li et al. 2026), the order parameter :math:`R_2` (this book, chapters 4 and 5).
+    Paper 2 (Li et al., 2026), the order parameter :math:`R_2`; book: ``chapters/04_kuramoto_reduction.md``,
+    equation (eq-r2), and ``chapters/05_high_dimensional.md``.
     """
     X = _tokens(X)
     d = X.shape[-1]
@@ -501,17 +745,20 @@ def window_ranges(t, y, window: float) -> tuple[np.ndarray, np.ndarray]:
     t : array (m,)
         Increasing times.
     y : array (m, ...)
+        The signal.
     window : float
+        Window length.
 
     Returns
     -------
     starts : array (w,)
         Start of each complete window.
     ranges : array (w, ...)
+        :math:`\max-\min` over each window.
 
     References
     ----------
-    This book, chapter 5 (oscillations at d = 100).
+    Book: ``chapters/05_high_dimensional.md`` (oscillations at d = 100).
     """
     t = np.asarray(t, dtype=float)
     y = np.asarray(y)

@@ -1,4 +1,4 @@
-r"""The Ott–Antonsen reduction of linear attention on the circle: one complex ODE (paper 2, spec §4–5).
+r"""The Ott–Antonsen reduction of linear attention on the circle: one complex ODE (paper 2).
 
 If the double angles :math:`\psi=2\theta` are distributed by a wrapped Cauchy (Poisson kernel)
 law with centre :math:`z` (:math:`|z|<1`), they stay so, with :math:`R_2=z` and
@@ -6,13 +6,14 @@ law with centre :math:`z` (:math:`|z|<1`), they stay so, with :math:`R_2=z` and
 .. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2
           \;=\;2i\beta\,(Bz^2+Cz+\bar B)
 
-(paper 2, spec §4, :math:`\omega, H` of :mod:`tokendynamics.kuramoto`). The unit circle (clustered
+(:math:`\omega, H` of :mod:`tokendynamics.kuramoto`; book: ``chapters/04_kuramoto_reduction.md``, equation
+(eq-oa)). The unit circle (clustered
 states) is invariant, and so is the open disk. For a finite sample of n tokens the error
-:math:`|R_2(t)-z(t)|` is :math:`O(n^{-1/2})` on bounded time intervals (paper 2, spec §6; the exact
-constants of the paper: [I]).
+:math:`|R_2(t)-z(t)|` is :math:`O(n^{-1/2})` on bounded time intervals (paper 2's structural
+stability; the exact constants of the paper: [I]).
 
 For :math:`A=I` and :math:`\operatorname{tr}V=0` the flow is Hamiltonian up to a factor
-(:func:`hamiltonian`, paper 2, spec §5.5).
+(:func:`hamiltonian`; book: ``chapters/04_kuramoto_regimes.md``, equation (eq-hamiltonian)).
 
 Structural stability over long times (:func:`oa_stability`): perturbations of the uniform law are
 run with the particle system and compared, in :math:`W_1` on the circle of double angles
@@ -64,7 +65,7 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False)
 class OAPolynomial:
-    r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z` (paper 2, spec §4, expanded form).
+    r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z` (expanded form).
 
     .. math:: \dot z=k_0+k_1z+k_2\bar z+k_3|z|^2+k_4z^2+k_5|z|^2z+k_6z^3,
 
@@ -75,12 +76,34 @@ class OAPolynomial:
     :math:`\frac2\beta k_5=-\bar a_+\bar v_+`, :math:`\frac2\beta k_6=-\bar a_-\bar v_-`;
     identical to :math:`2i\omega(z)z+H(z)-\overline{H(z)}z^2`. Calling it evaluates the field on
     numpy arrays (coefficients broadcast) or, fast, on Python complex numbers.
+
+    Attributes
+    ----------
+    k : tuple of complex
+        :math:`(k_0,\dots,k_6)`; build it with :meth:`of`.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
     """
 
     k: tuple
 
     @classmethod
     def of(cls, coef: KuramotoCoefficients) -> OAPolynomial:
+        """The polynomial of the Kuramoto–Daido coefficients ``coef``.
+
+        Parameters
+        ----------
+        coef : KuramotoCoefficients
+            From :func:`~tokendynamics.kuramoto.coefficients`.
+
+        Returns
+        -------
+        OAPolynomial
+        """
         ap, am, vp, vm, b = coef.a_plus, coef.a_minus, coef.v_plus, coef.v_minus, coef.beta
         c = np.conj
         ks = (
@@ -106,17 +129,62 @@ class OAPolynomial:
 
 
 def oa_field(z, coef: KuramotoCoefficients):
-    r""":math:`\dot z=2i\omega(z)z+H(z)-\overline{H(z)}z^2` for precomputed coefficients (broadcasts)."""
+    r"""The Ott–Antonsen field :math:`\dot z=2i\omega(z)z+H(z)-\overline{H(z)}z^2` for precomputed coefficients.
+
+    Parameters
+    ----------
+    z : complex or complex array
+        Centres (broadcast with the coefficients).
+    coef : KuramotoCoefficients
+        From :func:`~tokendynamics.kuramoto.coefficients`.
+
+    Returns
+    -------
+    complex or complex array
+        :math:`\dot z`.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    """
     return OAPolynomial.of(coef)(validate_complex(z, "z"))
 
 
 def ott_antonsen_rhs(z, A, V, beta=1.0):
-    r"""Velocity of the Ott–Antonsen centre :math:`z` (paper 2, spec §4), vectorised.
+    r"""Velocity of the Ott–Antonsen centre :math:`z`, vectorised.
 
     .. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2 .
 
     ``z`` is a complex number or array; ``A`` and ``V`` are 2 x 2 matrices or stacks (..., 2, 2)
     whose batch shape broadcasts with ``z`` (many centres, or many layers, at once).
+
+    Parameters
+    ----------
+    z : complex or complex array
+        Centres in the closed unit disk.
+    A, V : array (2, 2) or (..., 2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    complex or complex array
+        :math:`\dot z`.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ott_antonsen_rhs(0.5, np.eye(2), np.eye(2))  # V = I: (beta/2)(1-|z|^2)(z + a_-) with a_- = 0
+    (0.1875+0j)
     """
     z = validate_complex(z, "z")
     out = oa_field(z, coefficients(A, V, beta))
@@ -130,12 +198,18 @@ class OASolution:
     Attributes
     ----------
     t : array (m,)
+        Output times.
     z : complex array (m, ...)
         The centre at the stored times (batch axes after the time axis).
     t_events : list of arrays
         Event times (when events were requested).
     params : dict
         beta, tolerances, solver, nfev.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
 
     t: np.ndarray
@@ -171,7 +245,7 @@ def solve_ott_antonsen(
     events=None,
     max_step: float = np.inf,
 ) -> OASolution:
-    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (paper 2, spec §4).
+    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0``.
 
     ``z0`` (complex, :math:`|z_0|\le1`) and the stacks ``A``, ``V`` broadcast together, so one
     call integrates many centres or many layers at once.
@@ -185,7 +259,43 @@ def solve_ott_antonsen(
       (``OASolution.t`` holds the grid times used). For one centre the loop runs on Python
       complex numbers: a few microseconds per step (used by the live widget).
 
-    Raises :class:`~tokendynamics.errors.NonFiniteError` if the integration fails.
+    Parameters
+    ----------
+    z0 : complex or complex array
+        Initial centre(s), :math:`|z_0|\le1`.
+    A, V : array (2, 2) or (..., 2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    t_span : float or (t0, T)
+        Integration interval.
+    t_eval : array or int, optional
+        Output times.
+    method : str
+        ``"rk4"`` or a ``solve_ivp`` method.
+    rtol, atol : float
+        Tolerances (adaptive methods).
+    dt : float
+        Step of ``"rk4"``.
+    events : callable or list of callables, optional
+        Functions ``g(t, z)`` (adaptive methods).
+    max_step : float
+        Largest step of the adaptive methods.
+
+    Returns
+    -------
+    OASolution
+
+    Raises
+    ------
+    NonFiniteError
+        The integration failed.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
     """
     z0 = _check_centre(z0)
     coef = coefficients(A, V, beta)
@@ -277,13 +387,36 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
 
 
 def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
-    r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0`` (paper 2, spec §4).
+    r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0``.
 
     :math:`c_k\sim U[0,2\pi)` i.i.d. (or :math:`c_k=2\pi k/n+c` with ``equispaced=True``, for
     which :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\psi_k=\arg\frac{e^{ic_k}+z_0}{1+\bar z_0e^{ic_k}}`,
     :math:`\theta_k=\psi_k/2+\pi s_k` with :math:`s_k\sim` Bernoulli(1/2) (``branches=False``:
-    :math:`s_k=0`). ``z0 = 0`` gives uniform angles. Returns the angles, shape (n,); tokens are
-    ``circle_tokens(theta)``.
+    :math:`s_k=0`). ``z0 = 0`` gives uniform angles. Tokens are ``circle_tokens(theta)``.
+
+    Parameters
+    ----------
+    z0 : complex
+        Centre, :math:`|z_0|<1`.
+    n : int
+        Number of tokens.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+    equispaced : bool
+        Equispaced constants :math:`c_k` instead of i.i.d. uniform ones.
+    branches : bool
+        Draw the branch :math:`s_k` of each token at random.
+
+    Returns
+    -------
+    array (n,)
+        Token angles :math:`\theta_k`.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
     """
     z0 = _check_centre(z0)
     if z0.ndim != 0:
@@ -305,7 +438,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
 
 
 # ---------------------------------------------------------------------------------------------
-# the hidden Hamiltonian (paper 2, spec §5.5)
+# the hidden Hamiltonian (paper 2; book equation (eq-hamiltonian))
 # ---------------------------------------------------------------------------------------------
 
 
@@ -321,13 +454,32 @@ def _traceless_parts(V):
 
 
 def hamiltonian(z, V, beta=1.0):
-    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0` (paper 2, spec §5.5).
+    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0`.
 
     .. math:: \mathcal E(z)=\frac\beta4\,\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}{(1-|z|^2)^2},
               \qquad \kappa=\tfrac12(v_{21}-v_{12}),
 
     and :math:`\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E`: the OA field divided by
     :math:`(1-|z|^2)^3` is divergence-free. Defined in the open disk. ``A = I`` is implied.
+
+    Parameters
+    ----------
+    z : complex or complex array
+        Points of the open unit disk.
+    V : array (2, 2)
+        Traceless value matrix.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    float or array
+        :math:`\mathcal E(z)`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the hidden Hamiltonian structure for :math:`A=I` and traceless :math:`V`;
+    book: ``chapters/04_kuramoto_regimes.md``, equation (eq-hamiltonian).
     """
     kappa, vm = _traceless_parts(V)
     b = validate_beta(beta)
@@ -340,13 +492,30 @@ def hamiltonian(z, V, beta=1.0):
 
 
 def hamiltonian_centre(V, beta=1.0):
-    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (:math:`A=I`, :math:`\operatorname{tr}V=0`, :math:`\det V>0`).
+    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (:math:`A=I`, traceless :math:`V`, :math:`\det V>0`).
 
-    Paper 2 §5.5: for :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`,
+    For :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`,
     :math:`z_c=iy_c` with :math:`\big(\frac{1+y_c}{1-y_c}\big)^3=\frac{v_{12}-v_{11}}{v_{12}+v_{11}}`;
     a general traceless :math:`V` is a rotation of this family (:math:`v_-=|v_-|e^{i\varphi}`,
     :math:`z_c\mapsto e^{i\varphi}z_c`). Returns None when :math:`\det V\le0` (no interior centre).
     ``beta`` does not move the centre.
+
+    Parameters
+    ----------
+    V : array (2, 2)
+        Traceless value matrix.
+    beta : float
+        Inverse temperature (checked, unused).
+
+    Returns
+    -------
+    complex or None
+        :math:`z_c`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the hidden Hamiltonian structure for :math:`A=I` and traceless :math:`V`;
+    book: ``chapters/04_kuramoto_regimes.md``, equation (eq-hamiltonian).
     """
     kappa, vm = _traceless_parts(V)
     validate_beta(beta)
@@ -360,7 +529,7 @@ def hamiltonian_centre(V, beta=1.0):
 
 
 # ---------------------------------------------------------------------------------------------
-# accuracy of the reduction for finite n (paper 2, spec §4, §6)
+# accuracy of the reduction for finite n (paper 2; book chapter 04_kuramoto_reduction)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -371,11 +540,18 @@ class OAAccuracy:
     Attributes
     ----------
     ns : array (k,)
+        Sample sizes.
     errors : array (k, seeds)
         :math:`\sup_{t\le T}|R_2(t)-z(t)|` per n and seed.
     slope, intercept : float
         Least-squares fit :math:`\log\text{error}=\text{slope}\log n+\text{intercept}` over all points.
     params : dict
+        The parameters of the study.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
 
     ns: np.ndarray
@@ -404,13 +580,46 @@ def oa_accuracy(
     rtol: float = 1e-8,
     atol: float = 1e-10,
 ) -> OAAccuracy:
-    r"""How far n particles sampled on the OA manifold drift from it: :math:`\sup_{t\le T}|R_2-z_{OA}|` vs n (paper 2, spec §4, §6).
+    r"""How far n particles sampled on the OA manifold drift from it: :math:`\sup_{t\le T}|R_2-z_{OA}|` vs n.
 
     For each n, ``seeds`` samples of :func:`sample_ott_antonsen` (centre ``z0``) are integrated
     together with the O(n) angle equations (:func:`~tokendynamics.kuramoto.solve_phases`), and
     compared with the OA solution on ``n_times`` equally spaced times. The expected law is
     :math:`C/\sqrt n` (slope :math:`-1/2`) from the initial sampling error, propagated by a
-    Grönwall bound (paper 2, spec §6; constants [I]).
+    Grönwall bound (paper 2's structural stability; constants [I]).
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    z0 : complex
+        Centre of the sampled Poisson kernel.
+    ns : sequence of int
+        Sample sizes n.
+    seeds : int
+        Samples per n.
+    T : float
+        Horizon.
+    rng : int or numpy.random.Generator
+        Seed or generator.
+    equispaced : bool
+        Equispaced constants (see :func:`sample_ott_antonsen`).
+    n_times : int
+        Comparison times.
+    rtol, atol : float
+        Tolerances.
+
+    Returns
+    -------
+    OAAccuracy
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
     """
     if np.ndim(ns) != 1 or len(ns) < 1:
         raise ValueError(f"ns must list positive sample sizes, got {ns!r}")
@@ -443,7 +652,7 @@ def oa_accuracy(
 
 
 # ---------------------------------------------------------------------------------------------
-# structural stability over long times (paper 2, spec §6)
+# structural stability over long times (paper 2; book equation (eq-dbl))
 # ---------------------------------------------------------------------------------------------
 
 
@@ -475,8 +684,8 @@ def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
 
     References
     ----------
-    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al. 2026), the Ott–Antonsen manifold
-    (this book, chapter 4).
+    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen manifold; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-poisson).
     """
     z = np.asarray(z, dtype=complex)
     if not np.all(np.isfinite(z)) or np.any(np.abs(z) > 1 + 1e-9):
@@ -526,7 +735,8 @@ def perturbed_uniform(n: int, epsilon, *, modes: int = 3, rng=None) -> np.ndarra
 
     References
     ----------
-    Paper 2 (Li et al. 2026), structural stability for data close to uniform (this book, chapter 4).
+    Paper 2 (Li et al., 2026), structural stability for data close to uniform; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl).
     """
     if int(n) != n or n < 2:
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
@@ -554,6 +764,7 @@ class OAStability:
     Attributes
     ----------
     t : array (m,)
+        Comparison times.
     epsilon : array (k,)
         Sizes of the perturbations of the uniform law.
     distance : array (m, k)
@@ -565,11 +776,19 @@ class OAStability:
     R2 : complex array (m, k)
         The particles' :math:`R_2(t)`.
     z : complex array (m, k)
+        OA solutions from :math:`R_2(\mu_0)`.
     z_uniform : complex array (m,)
+        OA solution from 0.
     theta_final : array (k, n)
         The token angles at the last time (for other distances, e.g.
         :func:`~tokendynamics.transport.circle_bounded_lipschitz`).
     params : dict
+        The parameters of the run.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), structural stability; book: ``chapters/04_kuramoto_reduction.md``, equation
+    (eq-dbl).
     """
 
     t: np.ndarray
@@ -583,8 +802,20 @@ class OAStability:
     params: dict
 
     def growth(self, uniform: bool = False) -> np.ndarray:
-        r""":math:`\sup_{s\le t}d(s)/d(0)` for every perturbation, shape (m, k): bounded in t iff the
-        perturbed data stay within a constant times their initial distance for all time."""
+        r"""The growth ratio :math:`\sup_{s\le t}d(s)/d(0)` for every perturbation.
+
+        It stays bounded in t iff the perturbed data stay within a constant times their initial
+        distance for all time.
+
+        Parameters
+        ----------
+        uniform : bool
+            Use ``distance_uniform`` instead of ``distance``.
+
+        Returns
+        -------
+        array (m, k)
+        """
         d = self.distance_uniform if uniform else self.distance
         return np.maximum.accumulate(d, axis=0) / d[0]
 
@@ -604,7 +835,7 @@ def oa_stability(
     rtol: float = 1e-8,
     atol: float = 1e-10,
 ) -> OAStability:
-    r"""Do data close to the uniform law stay close to the Ott–Antonsen solution for all time? (paper 2, structural stability).
+    r"""Do data close to the uniform law stay close to the Ott–Antonsen solution for all time?
 
     The perturbed data :math:`\mu_0` (:func:`perturbed_uniform`, one size per entry of ``epsilon``,
     n tokens) are run exactly, with the O(n) angle equations
@@ -628,17 +859,24 @@ def oa_stability(
     Parameters
     ----------
     A, V : arrays (2, 2)
+        Score and value matrices.
     beta : float
+        Inverse temperature.
     epsilon : sequence of floats in (0, 1)
+        Sizes of the perturbations.
     n : int
         Tokens per perturbed law (the equispaced grid is at distance :math:`\pi/(2n)` from uniform:
         keep it well below the smallest epsilon).
     T : float
+        Horizon.
     n_times : int
+        Comparison times.
     modes : int
         Harmonics of the perturbation.
     rng : seed or Generator
+        Draws the perturbation.
     atoms : int
+        Atoms of each Poisson kernel (:func:`poisson_kernel_atoms`).
     rtol, atol : float
         Tolerances of the particle integration (DOP853).
 
@@ -648,9 +886,9 @@ def oa_stability(
 
     References
     ----------
-    Paper 2 (Li et al. 2026), structural stability near the Ott–Antonsen manifold, stated for
-    :math:`V=I`, :math:`\mathrm{sym}(A)\succ0` and for :math:`A=I`, :math:`\lambda_{\max}(V)>0`
-    (this book, chapter 4).
+    Paper 2 (Li et al., 2026), structural stability near the Ott–Antonsen manifold, stated for
+    :math:`V=I`, :math:`\mathrm{sym}(A)\succ0` and for :math:`A=I`, :math:`\lambda_{\max}(V)>0`; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl).
     """
     eps = np.atleast_1d(np.asarray(epsilon, dtype=float))
     if eps.ndim != 1 or np.any(eps <= 0):

@@ -4,11 +4,13 @@ The particle system of a (continuous-depth) attention-only transformer is
 
 .. math:: \dot x_i(t) = \Gamma_{\mu_t}(x_i(t)),\qquad \mu_t = \sum_j w_j\,\delta_{x_j(t)},
 
-(paper 1 §1.1, eq. (IPS)); on the sphere the field is projected on the tangent space,
+(paper 1, Castin et al., arXiv:2501.18322; book: ``chapters/01_well_posedness.md``, equation
+(eq-p1-ips)); on the sphere the field is projected on the tangent space,
 :math:`\dot x_i = P^\perp_{x_i}\Gamma_{\mu_t}(x_i)` with :math:`P^\perp_x y = y - \langle x,y\rangle x`
-(paper 2 §1). A residual network with L layers of step T/L is the explicit Euler scheme of this
-ODE. The integrators below are generic over the velocity: fixed-step Euler and RK4 and an adaptive
-path through ``scipy.integrate.solve_ivp``. On the sphere each step is followed by the
+(paper 2, Li et al. 2026; book: ``chapters/index.md``, equation (eq-intro-sa)). A residual network
+with L layers of step T/L is the explicit Euler scheme of this ODE. The integrators below are
+generic over the velocity: fixed-step Euler and RK4 and an adaptive path through
+``scipy.integrate.solve_ivp``. On the sphere each step is followed by the
 retraction :math:`x\mapsto x/|x|`; since the exact flow stays on the sphere, the retraction does
 not lower the order of the step (Euler stays order 1, RK4 order 4; tested).
 """
@@ -69,7 +71,28 @@ MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_ev
 
 
 def normalize_rows(X) -> np.ndarray:
-    """Rows of X divided by their Euclidean norms (raises on a zero or non-finite row)."""
+    r"""Rows of X divided by their Euclidean norms: :math:`x_i\mapsto x_i/|x_i|` (the retraction to the sphere).
+
+    Parameters
+    ----------
+    X : array (..., d)
+        Tokens (rows along the last axis).
+
+    Returns
+    -------
+    array (..., d)
+        Unit rows.
+
+    Raises
+    ------
+    ValueError
+        A zero or non-finite row.
+
+    References
+    ----------
+    The retraction to the sphere of paper 2 (Li et al., 2026); book: ``chapters/index.md``, equation
+    (eq-intro-sa).
+    """
     X = validate_finite_array(X, "X", min_ndim=1)
     r = np.linalg.norm(X, axis=-1, keepdims=True)
     if np.any(r == 0):
@@ -78,7 +101,26 @@ def normalize_rows(X) -> np.ndarray:
 
 
 def project_tangent(X, U) -> np.ndarray:
-    r"""Project each row :math:`u_i` of U on the tangent space of the sphere at :math:`x_i`: :math:`u_i - \langle x_i,u_i\rangle x_i`."""
+    r"""Project each row :math:`u_i` of U on the tangent space of the sphere at :math:`x_i`.
+
+    .. math:: P^\perp_{x_i}u_i = u_i - \langle x_i,u_i\rangle x_i .
+
+    Parameters
+    ----------
+    X : array (..., d)
+        Unit tokens.
+    U : array (..., d)
+        Vectors at the tokens (same shape as ``X``).
+
+    Returns
+    -------
+    array (..., d)
+        The tangent components.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), tokens on the sphere; book: ``chapters/index.md``, equation (eq-intro-sa).
+    """
     X = validate_finite_array(X, "X", min_ndim=1)
     U = validate_finite_array(U, "U", min_ndim=1)
     if U.shape != X.shape:
@@ -87,7 +129,26 @@ def project_tangent(X, U) -> np.ndarray:
 
 
 def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
-    """n i.i.d. tokens uniform on the unit sphere of R^d (normalised Gaussians); ``rng``: seed or Generator."""
+    """n i.i.d. tokens uniform on the unit sphere of R^d (normalised Gaussians).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens (>= 1).
+    d : int
+        Dimension (>= 1).
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+
+    Returns
+    -------
+    array (n, d)
+        Unit rows.
+
+    References
+    ----------
+    Book: ``chapters/index.md``, equation (eq-intro-sa) (tokens on the sphere).
+    """
     n = validate_count(n, "n")
     d = validate_dimension(d, "d", minimum=1)
     rng = np.random.default_rng(rng)
@@ -99,8 +160,27 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
 
     ``n`` is an integer >= 1 (2.7 or -1 are refused). ``cov`` must be symmetric positive
     semi-definite (singular allowed; checked by :func:`~tokendynamics.validation.validate_gaussian`);
-    :math:`\Sigma^{1/2}` is the symmetric root (:func:`~tokendynamics.transport.psd_sqrt`). ``rng``:
-    a seed or a ``numpy.random.Generator``.
+    :math:`\Sigma^{1/2}` is the symmetric root (:func:`~tokendynamics.transport.psd_sqrt`).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens.
+    mean : array (d,)
+        :math:`\alpha`.
+    cov : array (d, d)
+        :math:`\Sigma`, symmetric positive semi-definite.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+
+    Returns
+    -------
+    array (n, d)
+        The samples.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book: ``chapters/02_gaussian_preservation.md``.
     """
     n = validate_count(n, "n")
     mean, cov = validate_gaussian(mean, cov)
@@ -109,20 +189,60 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
 
 
 def circle_tokens(theta) -> np.ndarray:
-    r"""Tokens :math:`(\cos\theta_k, \sin\theta_k)` on the unit circle, shape (n, 2)."""
+    r"""Tokens :math:`x_{\theta_k}=(\cos\theta_k, \sin\theta_k)` on the unit circle.
+
+    Parameters
+    ----------
+    theta : array (...,)
+        Angles.
+
+    Returns
+    -------
+    array (..., 2)
+        The tokens.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+    """
     theta = validate_finite_array(theta, "theta")
     return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
 
 
 def rotation_matrix(theta: float) -> np.ndarray:
     r"""The planar rotation by ``theta``,
-    :math:`R_\theta=\begin{pmatrix}\cos\theta&-\sin\theta\\\sin\theta&\cos\theta\end{pmatrix}`."""
+    :math:`R_\theta=\begin{pmatrix}\cos\theta&-\sin\theta\\\sin\theta&\cos\theta\end{pmatrix}`.
+
+    Parameters
+    ----------
+    theta : float
+        Angle.
+
+    Returns
+    -------
+    array (2, 2)
+    """
     c, s = math.cos(float(theta)), math.sin(float(theta))
     return np.array([[c, -s], [s, c]])
 
 
 def angles(X) -> np.ndarray:
-    r"""Angles :math:`\theta = \operatorname{atan2}(x_2, x_1)` of planar tokens (any leading shape)."""
+    r"""Angles :math:`\theta = \operatorname{atan2}(x_2, x_1)` of planar tokens (any leading shape).
+
+    Parameters
+    ----------
+    X : array (..., 2)
+        Planar tokens.
+
+    Returns
+    -------
+    array (...,)
+        Angles in :math:`(-\pi, \pi]`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+    """
     X = validate_finite_array(X, "X", min_ndim=1)
     if X.shape[-1] != 2:
         raise ValueError(f"X must hold planar tokens (d = 2) for angles, got d = {X.shape[-1]}")
@@ -145,11 +265,38 @@ def particle_field(
     sinkhorn_state: dict | None = None,
     backend: str = "auto",
 ) -> np.ndarray:
-    r"""Right-hand side of the particle system at time t: :math:`\Gamma_{\mu}(x_i)`, or its tangent projection on the sphere.
+    r"""Right-hand side of the particle system at time t: :math:`\Gamma_{\mu}(x_i)`, or its tangent projection.
 
-    ``layer`` is an :class:`~tokendynamics.attention.Attention` or a callable ``t -> Attention``
-    (depth-dependent parameters, paper 1 §0.3). On the sphere the field is evaluated at the
-    normalised tokens and projected: :math:`P^\perp_{x_i}\Gamma_\mu(x_i)` (paper 2 §1).
+    On the sphere the field is evaluated at the normalised tokens and projected:
+    :math:`P^\perp_{x_i}\Gamma_\mu(x_i)`.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    layer : Attention or callable
+        A layer, or a callable ``t -> Attention`` (depth-dependent parameters :math:`(A_t, V_t)`).
+    t : float
+        Time (depth).
+    weights, positions : array (n,), optional
+        Token masses (uniform by default) and positions (causal layers).
+    sphere : bool
+        Project on the tangent space of the unit sphere.
+    sinkhorn_state : dict, optional
+        Warm-start store of Sinkhorn potentials.
+    backend : str
+        Passed to :func:`~tokendynamics.attention.velocity`.
+
+    Returns
+    -------
+    array (n, d)
+        The velocities of the tokens.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the particle system; paper 2 (Li et al., 2026), tokens on
+    the sphere. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips); ``chapters/index.md``,
+    equation (eq-intro-sa).
     """
     X = validate_tokens(X)
     lay = layer_at(layer, t, X.shape[1])
@@ -190,6 +337,11 @@ class Trajectory:
         Time at which a blow-up was detected (``on_blowup="stop"``); the trajectory ends there.
     info : dict
         Solver details (``nfev``, tolerances, solver name, thresholds).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the particle system of attention; book:
+    ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
     t: np.ndarray
@@ -225,11 +377,26 @@ class Trajectory:
         return self.blowup_time is not None
 
     def at(self, time: float) -> np.ndarray:
-        """Tokens at the stored time closest to ``time``."""
+        """Tokens at the stored time closest to ``time``.
+
+        Parameters
+        ----------
+        time : float
+            A time in the stored range.
+
+        Returns
+        -------
+        array (n, d)
+        """
         return self.X[int(np.argmin(np.abs(self.t - time)))]
 
     def angles(self) -> np.ndarray:
-        """Angles of planar tokens, shape (m, n) (d = 2 only)."""
+        """Angles of planar tokens, shape (m, n) (d = 2 only).
+
+        References
+        ----------
+        Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+        """
         return angles(self.X)
 
     def params(self) -> dict:
@@ -321,6 +488,7 @@ def simulate(
     Returns
     -------
     Trajectory
+        Times, tokens, the layer, the method and, on ``on_blowup="stop"``, the blow-up time.
 
     Notes
     -----
@@ -344,6 +512,13 @@ def simulate(
       step and wanders off to :math:`|x|\approx7\cdot10^3` without ever crossing the absolute
       threshold). The reported time is the end of the offending step, the last good time its
       start; lower ``dt`` (or raise ``max_step_growth``) if the growth is genuine.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the interacting particle system of attention; paper 2
+    (Li et al., 2026), tokens on the sphere. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips);
+    ``chapters/index.md``, equation (eq-intro-sa). E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary
+    Differential Equations I*, Springer (1993), for the Runge–Kutta methods.
     """
     method = validate_choice(method, "method", METHODS)
     on_blowup = validate_choice(on_blowup, "on_blowup", ("raise", "stop"))
@@ -485,6 +660,11 @@ def euler_step(rhs, t, X, h):
     -------
     (array, int)
         The new state and the number of evaluations of ``rhs`` (1).
+
+    References
+    ----------
+    A residual layer :math:`x+h\,\Gamma(x)` is an explicit Euler step: paper 1 (Castin et al.,
+    arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
     return X + h * rhs(t, X), 1
 
@@ -513,7 +693,7 @@ def rk4_step(rhs, t, X, h):
 
     References
     ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), §II.1.
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), Section II.1.
     """
     k1 = rhs(t, X)
     k2 = rhs(t + h / 2, X + (h / 2) * k1)
@@ -573,6 +753,10 @@ class AdaptiveRun:
     reason : str
         What stopped the run (empty if completed).
     nfev : int
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
     """
 
     t: np.ndarray
@@ -608,10 +792,37 @@ def adaptive_solve(
     :class:`~tokendynamics.errors.NonFiniteError` at every trial step: such evaluations are turned
     into NaNs, which make the solver reject the step and try a smaller one).
 
-    ``t_eval`` None stores every accepted step; otherwise increasing times inside ``t_span``.
-    ``size`` maps a state to a number (e.g. its largest entry, or the trace of a covariance).
-    ``event`` maps a state to a number: the run stops (status ``"event"``) at the first time it
-    crosses zero upwards, located on the dense output like the threshold.
+    Parameters
+    ----------
+    fun : callable ``(t, y) -> array``
+        The right-hand side :math:`f` (flat state).
+    t_span : float or (t0, T)
+        Integration interval.
+    y0 : array
+        Initial state (flattened).
+    t_eval : array, optional
+        Increasing output times inside ``t_span``; None stores every accepted step.
+    solver : str
+        A ``scipy.integrate`` solver class name (e.g. ``"DOP853"``, ``"RK45"``, ``"Radau"``).
+    rtol, atol : float
+        Tolerances.
+    size : callable, optional
+        Maps a state to a number (e.g. its largest entry, or the trace of a covariance).
+    threshold : float
+        Stop when ``size(y)`` crosses it.
+    event : callable, optional
+        Maps a state to a number: the run stops (status ``"event"``) at the first time it crosses zero
+        upwards, located on the dense output like the threshold.
+
+    Returns
+    -------
+    AdaptiveRun
+        Output times and states, how the run ended and when.
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993)
+    (embedded Runge–Kutta pairs and dense output).
     """
     t0, T = parse_span(t_span)
     solver = validate_solver(solver, "solver")

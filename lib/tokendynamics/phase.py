@@ -14,9 +14,12 @@ Statistics: a frequency :math:`k/N` is reported with the Wilson score interval
 (:func:`bootstrap_crossing`) and with the band obtained by inverting the Wilson intervals
 (:func:`inversion_band`: the :math:`\beta` at which :math:`\tfrac12` is still inside the interval).
 
-References: E. B. Wilson, *Probable inference, the law of succession, and statistical inference*,
-J. Amer. Statist. Assoc. 22 (1927); B. Efron, R. Tibshirani, *An Introduction to the Bootstrap*
-(1993). The clustering model: Geshkovski, Letrouit, Polyanskiy, Rigollet (arXiv 2312.10794).
+References
+----------
+E. B. Wilson, *Probable inference, the law of succession, and statistical inference*, J. Amer. Statist.
+Assoc. 22 (1927); B. Efron, R. Tibshirani, *An Introduction to the Bootstrap* (1993). The clustering
+model: Geshkovski, Letrouit, Polyanskiy, Rigollet (arXiv:2312.10794). Book: ``chapters/06_phase_diagrams.md``,
+equation (eq-phase-model).
 """
 
 from __future__ import annotations
@@ -51,7 +54,29 @@ def wilson_interval(k, n, confidence: float = 0.95):
 
     Unlike :math:`\hat p\pm z\sqrt{\hat p(1-\hat p)/n}`, it never leaves [0, 1] and does not
     collapse to a point at :math:`k=0` or :math:`k=n` (at :math:`k=0`, the upper end is about
-    :math:`z^2/n`). Vectorised over ``k`` and ``n``; returns ``(lo, hi)``.
+    :math:`z^2/n`).
+
+    Parameters
+    ----------
+    k, n : int or array
+        Successes and trials (vectorised, broadcast together).
+    confidence : float
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    lo, hi : float or array
+        The interval's ends.
+
+    References
+    ----------
+    E. B. Wilson, J. Amer. Statist. Assoc. 22 (1927).
+
+    Examples
+    --------
+    >>> lo, hi = wilson_interval(0, 10)
+    >>> float(lo), round(float(hi), 4)
+    (0.0, 0.2775)
     """
     k = real_array(k, "k")
     n = real_array(n, "n")
@@ -73,8 +98,32 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
 
     Linear interpolation between the two grid points that bracket the first sign change of
     :math:`p-\text{level}` (in :math:`\log x` when ``log``); a grid point exactly at the level is
-    returned as is. NaN if :math:`p` stays on one side. ``p`` may hold several curves (..., len(x)):
-    then an array of crossings is returned.
+    returned as is. NaN if :math:`p` stays on one side.
+
+    Parameters
+    ----------
+    x : array (m,)
+        Increasing grid (positive if ``log``).
+    p : array (m,) or (..., m)
+        One or several sampled curves.
+    level : float
+        The level.
+    log : bool
+        Interpolate in :math:`\log x`.
+
+    Returns
+    -------
+    float or array
+        The crossing(s).
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md`` (transition points).
+
+    Examples
+    --------
+    >>> float(crossing([1.0, 2.0], [0.0, 1.0], log=False))
+    1.5
     """
     x = real_array(x, "x")
     p = real_array(p, "p")
@@ -105,9 +154,35 @@ def bootstrap_crossing(x, outcomes, level: float = 0.5, *, reps: int = 1000, con
     ``outcomes`` is a boolean array (len(x), N): outcome of cloud j at grid point i, the same N
     clouds at every grid point (common random numbers). Each replicate resamples the N clouds with
     replacement — the same resample at every :math:`x` — and recomputes the crossing
-    (:func:`crossing`). Returns ``(estimate, lo, hi, found)``: the crossing of the observed
-    frequencies, the percentile interval of the replicates, and the fraction of replicates that
-    cross at all (below 1, the interval only describes those that do).
+    (:func:`crossing`).
+
+    Parameters
+    ----------
+    x : array (m,)
+        Increasing grid.
+    outcomes : bool array (m, N)
+        Outcome of cloud j at grid point i.
+    level : float
+        The level.
+    reps : int
+        Bootstrap replicates.
+    confidence : float
+        Level of the percentile interval.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator.
+
+    Returns
+    -------
+    estimate : float
+        The crossing of the observed frequencies.
+    lo, hi : float
+        The percentile interval of the replicates.
+    found : float
+        The fraction of replicates that cross at all (below 1, the interval only describes those that do).
+
+    References
+    ----------
+    B. Efron, R. Tibshirani, *An Introduction to the Bootstrap* (1993).
     """
     x = real_array(x, "x")
     Y = np.asarray(outcomes, dtype=bool)
@@ -134,7 +209,25 @@ def inversion_band(x, k, n, level: float = 0.5, confidence: float = 0.95):
     With :math:`[\ell(x), u(x)]` the Wilson intervals (:func:`wilson_interval`), the band runs
     from the crossing of ``level`` by :math:`\ell` to its crossing by :math:`u` (:func:`crossing`,
     sorted): the values of :math:`x` at which the data cannot tell the probability from ``level``.
-    Returns ``(lo, hi)``; an edge is NaN when that bound never crosses inside the grid.
+    Parameters
+    ----------
+    x : array (m,)
+        Increasing grid.
+    k, n : array (m,)
+        Successes and trials at each grid point.
+    level : float
+        The level.
+    confidence : float
+        Level of the Wilson intervals.
+
+    Returns
+    -------
+    lo, hi : float
+        The band; an edge is NaN when that bound never crosses inside the grid.
+
+    References
+    ----------
+    E. B. Wilson, J. Amer. Statist. Assoc. 22 (1927).
     """
     lo_p, hi_p = wilson_interval(k, n, confidence)
     a, b = crossing(x, lo_p, level), crossing(x, hi_p, level)
@@ -184,6 +277,42 @@ def cluster_statistics(
     threshold ``threshold`` of :func:`~tokendynamics.metrics.is_single_cluster`), ``clusters``
     (ints, :func:`~tokendynamics.metrics.count_clusters`), ``blowup`` (booleans (len(betas),
     clouds): the system was frozen), ``betas``, ``depths``, ``seconds`` (wall time of the run).
+
+    Parameters
+    ----------
+    kind : str
+        Attention kind.
+    recipe : str
+        One of :data:`~tokendynamics.ensembles.RECIPES`.
+    betas, depths : sequence of float
+        Inverse temperatures and examined depths.
+    n, d, clouds : int
+        Tokens per cloud, dimension, clouds per :math:`\beta`.
+    seed, layer_seed : int
+        Seeds of the clouds and of the layers.
+    dt : float
+        Step.
+    method : {"rk4", "euler"}
+        Integrator.
+    threshold : float
+        Cluster threshold.
+    resample_every : float, optional
+        Depth between fresh layers.
+    sphere : bool
+        Tokens on the unit sphere.
+    **shared
+        Passed to the layer stacks (``eps``, ``bias``, ...).
+
+    Returns
+    -------
+    dict
+        As above (also ``cpu_seconds``).
+
+    References
+    ----------
+    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
+    (arXiv:2312.10794), the clustering model; book: ``chapters/06_phase_diagrams.md``, equation
+    (eq-phase-model).
     """
     betas = np.atleast_1d(real_array(betas, "betas"))
     depths = np.atleast_1d(real_array(depths, "depths"))
@@ -228,7 +357,8 @@ def planar_linear_check(
 ) -> dict[str, np.ndarray]:
     r"""Linear attention on the circle (d = 2): the regime paper 2's closed forms predict, and what happens.
 
-    In d = 2 linear attention is the second-harmonic Kuramoto model (chapter 4 of this book), and
+    In d = 2 linear attention is the second-harmonic Kuramoto model (book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-kd)), and
     :func:`~tokendynamics.regimes.predict_regime` gives its regime from :math:`(A, V, \beta)` and the
     order parameter :math:`z_0=R_2(0)=\frac1n\sum_j e^{2i\theta_j(0)}` of the cloud (the closed
     forms are those of the Ott–Antonsen flow; a finite cloud is not on that manifold, which is
@@ -238,6 +368,33 @@ def planar_linear_check(
     ``depths``, ``z0``, ``det`` (:math:`\det A` of each layer) and ``seconds``. (Near degenerate
     parameters, e.g. :math:`\det A=0`, the approach to the clusters is algebraic, not exponential:
     hence several depths.)
+
+    Parameters
+    ----------
+    recipe : str
+        One of :data:`~tokendynamics.ensembles.RECIPES`.
+    n, clouds : int
+        Tokens per cloud, clouds.
+    seed, layer_seed : int
+        Seeds of the clouds and of the layers.
+    beta : float
+        Inverse temperature.
+    depths : sequence of float
+        Examined depths.
+    dt : float
+        Step.
+    threshold : float
+        Cluster threshold.
+
+    Returns
+    -------
+    dict
+        As above (also ``cpu_seconds``).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md`` and
+    ``chapters/06_phase_diagrams.md``.
     """
     clouds = validate_count(clouds, "clouds")
     stats = cluster_statistics(

@@ -4,8 +4,11 @@ Every token moved by linear attention feels the same linear field :math:`M(t)=\b
 so the tokens are carried by one matrix: :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`. In d = 2
 this is the Möbius action of the Watanabe–Strogatz reduction (:mod:`tokendynamics.watanabe_strogatz`).
 
-References: paper 2 (Li et al., arXiv 2026), the exact low-dimensional form of linear attention
-(this book, chapters 4 and 5).
+References
+----------
+Paper 2 (Li et al., 2026), the exact low-dimensional form of linear attention. Book:
+``chapters/05_high_dimensional.md``, equation (eq-hd-sigma); ``chapters/04_kuramoto_reduction.md``,
+equation (eq-ws).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def _linear_layer(layer: Attention) -> tuple[np.ndarray, np.ndarray, float]:
     require_layer(layer)
     if layer.kind != "linear":
         raise ValueError(
-            f"layer must be a linear-attention layer (the projective reduction holds for linear attention), got {layer!r}"
+            "layer must be a linear-attention layer (the projective reduction holds for linear attention), "
+            f"got {layer!r}"
         )
     if layer.n_heads != 1 or layer.causal:
         raise ValueError("layer must have one non-causal head: the projective reduction is implemented for that case")
@@ -57,7 +61,7 @@ def projective_flow(
     until: float | None = None,
     return_phi: bool = False,
 ):
-    r"""Linear attention on the sphere in any d through its exact projective reduction (spec §1.1).
+    r"""Linear attention on the sphere in any d through its exact projective reduction.
 
     Every token feels the same linear field :math:`M(t)=\beta V\Sigma(t)A^\top`, so
     :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|` with
@@ -81,6 +85,7 @@ def projective_flow(
     layer : Attention
         A linear-attention layer (one head, not causal).
     t_span : float or (0, T)
+        Integration interval.
     t_eval : array, optional
         Output times (default 201 points).
     solver, rtol, atol
@@ -99,6 +104,12 @@ def projective_flow(
 
     This is the library's one implementation of the reduction;
     :func:`tokendynamics.projective.solve_projective` calls it with the matrices A, V.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), linear attention on the sphere and its exact low-dimensional form; book:
+    ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma); in d = 2, ``chapters/04_kuramoto_reduction.md``,
+    equation (eq-ws).
     """
     A, V, beta = _linear_layer(layer)
     X0 = validate_tokens(X0, layer.d, name="X0")
@@ -164,12 +175,18 @@ class ProjectiveSolution:
     Attributes
     ----------
     t : array (m,)
+        Output times.
     Phi : array (m, d, d)
         Normalised to :math:`|\Phi|_F=\sqrt d` (a scalar factor, which the tokens do not see; see
         :func:`tokendynamics.projective.projective_flow`).
     X : array (m, n, d)
         :math:`x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|`.
     params : dict
+        Parameters and solver details.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma).
     """
 
     t: np.ndarray
@@ -181,15 +198,41 @@ class ProjectiveSolution:
 def solve_projective(
     X0, A, V, beta=1.0, t_span=3.0, *, t_eval=None, method: str = "DOP853", rtol: float = 1e-11, atol: float = 1e-13
 ) -> ProjectiveSolution:
-    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2` (paper 2, spec §1.1).
+    r"""Exact reduction of linear attention on :math:`\mathbb S^{d-1}` to a matrix ODE of size :math:`d^2`.
 
     .. math:: x_k(t)=\frac{\Phi(t)x_k(0)}{|\Phi(t)x_k(0)|},\qquad \dot\Phi=\beta V\Sigma(t)A^\top\Phi
               \ (\text{up to a scalar factor}),\qquad \Sigma=\frac1n\sum_kx_kx_k^\top .
 
     Any n, any d; in d = 2 it is the Möbius (WS) action. A convenience form taking the matrices:
     the integration is :func:`tokendynamics.projective.projective_flow` (one implementation), called
-    with ``Attention("linear", A=A, V=V, beta=beta)``; ``t_eval`` defaults to 401 equally spaced
-    times.
+    with ``Attention("linear", A=A, V=V, beta=beta)``.
+
+    Parameters
+    ----------
+    X0 : array (n, d)
+        Initial unit tokens.
+    A, V : array (d, d)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    t_span : float or (t0, T)
+        Integration interval.
+    t_eval : array or int, optional
+        Output times (default 401 equally spaced times).
+    method : str
+        ``scipy.integrate.solve_ivp`` method.
+    rtol, atol : float
+        Tolerances.
+
+    Returns
+    -------
+    ProjectiveSolution
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), linear attention on the sphere and its exact low-dimensional form; book:
+    ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma); in d = 2, ``chapters/04_kuramoto_reduction.md``,
+    equation (eq-ws).
     """
     X0 = validate_tokens(X0, name="X0")
     layer = Attention("linear", A=A, V=V, beta=float(validate_beta(beta)))

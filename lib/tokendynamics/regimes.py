@@ -1,6 +1,6 @@
-r"""Regimes of linear attention on the circle: closed-form predictions and an Ott–Antonsen classifier (paper 2, spec §5).
+r"""Regimes of linear attention on the circle: closed-form predictions and an Ott–Antonsen classifier (paper 2).
 
-Names (paper 2, spec §5; the summary's "Types"):
+Names (paper 2, Li et al. 2026; the "Types" of its published summary):
 
 =========================  ========  ==============================================================
 name                       Type      long-time behaviour of :math:`R_2` (OA centre :math:`z`)
@@ -11,12 +11,18 @@ name                       Type      long-time behaviour of :math:`R_2` (OA cent
 ``"partial"``              P         :math:`z\to z^*`, :math:`|z^*|<1`: partial clustering
 =========================  ========  ==============================================================
 
-:func:`predict_regime` gives the closed forms of paper 2, spec §5 where a case applies (Case 1
+:func:`predict_regime` gives the closed forms of paper 2's cases where a case applies (Case 1
 :math:`V=I`; Case 2 :math:`A=I`, :math:`V` symmetric; the rotating family
 :math:`A\succ0`, :math:`V=cI+sJ`; the hidden Hamiltonian :math:`A=I`, :math:`\operatorname{tr}V=0`;
 the SNIC family :math:`A=I`), :func:`classify_regime` decides from a long Ott–Antonsen run.
-The statements are the spec's derivations made to match the paper's claims; the paper's exact
+The statements are our derivations made to match the paper's claims; the paper's exact
 theorem hypotheses are [I].
+
+References
+----------
+Paper 2: S. Li et al., *On the Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026),
+the cases and regimes. Book: ``chapters/04_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit),
+(eq-rot-period) and (eq-hamiltonian).
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ TYPES = {"static_clusters": "Type 1", "rotating_clusters": "Type 2", "oscillatio
 
 @dataclass(frozen=True)
 class Prediction:
-    """A closed-form prediction of paper 2, spec §5.
+    """A closed-form prediction for one of paper 2's cases (:func:`predict_regime`).
 
     Attributes
     ----------
@@ -82,6 +88,10 @@ class Prediction:
         Predicted period of :math:`R_2` (rotation of :math:`\\arg R_2` or oscillation) when known.
     detail : str
         The sub-case (e.g. ``"tr A > 0"``, ``"bistable"``) in words.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
 
     case: str
@@ -100,17 +110,32 @@ def _is_multiple_of_identity(M, tol):
 
 
 # ---------------------------------------------------------------------------------------------
-# Case 1: V = I (paper 2, spec §5.1)
+# Case 1: V = I (paper 2; book equation (eq-case1))
 # ---------------------------------------------------------------------------------------------
 
 
 def case1_region(A) -> str:
-    r"""Which row of the Case 1 table (paper 2, spec §5.1) the matrix :math:`A` falls in (:math:`V=I`).
+    r"""Which row of the Case 1 table the matrix :math:`A` falls in (:math:`V=I`).
 
     ``"det<=0"`` (Type 1), ``"tr>0"`` (Type 1), ``"sym_negative_definite"``
     (:math:`\frac12\operatorname{tr}A+|a_-|<0`: Type P), ``"bistable"``
     (:math:`\operatorname{tr}A<0<\det A`, :math:`\operatorname{sym}A` indefinite),
     ``"centre"`` (:math:`\operatorname{tr}A=0<\det A`).
+
+    Parameters
+    ----------
+    A : array (2, 2)
+        Score matrix.
+
+    Returns
+    -------
+    str
+        The row's name.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``, equation (eq-case1).
     """
     A = validate_matrix2(A, "A")
     ap, am = complex_parts(A, "A")
@@ -128,12 +153,32 @@ def case1_region(A) -> str:
 
 
 def case1_matrix(tr, det, skew=1.0):
-    r"""Matrices :math:`A=\begin{pmatrix}\tfrac{t}{2}+p&-\omega\\ \omega&\tfrac{t}{2}-p\end{pmatrix}` with given trace, determinant and skew part.
+    r"""Matrices with a given trace, determinant and skew part (the Case 1 plane).
 
-    :math:`p=\sqrt{t^2/4+\omega^2-\det}` (:math:`\omega=(a_{21}-a_{12})/2`), which exists iff
-    :math:`\det A\le t^2/4+\omega^2`. Vectorised; returns ``(A, feasible)`` with ``A`` of shape
-    (..., 2, 2) (identity where infeasible) and a boolean mask. Every real 2 x 2 matrix is a
-    rotation conjugate of one of these (which does not change the Case 1 regime).
+    .. math:: A=\begin{pmatrix}\tfrac{t}{2}+p&-\omega\\ \omega&\tfrac{t}{2}-p\end{pmatrix},\qquad
+              p=\sqrt{t^2/4+\omega^2-\det},
+
+    (:math:`\omega=(a_{21}-a_{12})/2`), which exists iff :math:`\det A\le t^2/4+\omega^2`. Every real
+    2 x 2 matrix is a rotation conjugate of one of these (which does not change the Case 1 regime).
+
+    Parameters
+    ----------
+    tr, det : float or array
+        Trace :math:`t` and determinant (vectorised, broadcast together).
+    skew : float
+        :math:`\omega`.
+
+    Returns
+    -------
+    A : array (..., 2, 2)
+        The matrices (identity where infeasible).
+    feasible : bool array (...)
+        Where the matrix exists.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``, equation (eq-case1).
     """
     tr, det = np.broadcast_arrays(validate_finite_array(tr, "tr"), validate_finite_array(det, "det"))
     skew = validate_finite(skew, "skew")
@@ -150,10 +195,25 @@ def case1_matrix(tr, det, skew=1.0):
 
 
 def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
-    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (paper 2, spec §5.6), with :math:`A=I`.
+    r"""The value matrices of the SNIC (saddle-node on invariant circle) family, with :math:`A=I`.
 
-    Vectorised over ``a`` (and ``b``, ``c``). :math:`c>0`: rotating clusters for :math:`|a|<|b|`
-    with period :math:`\pi/(\beta\sqrt{b^2-a^2})`, static clusters for :math:`|a|>|b|`.
+    .. math:: V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}.
+
+    :math:`c>0`: rotating clusters for :math:`|a|<|b|` with period :math:`\pi/(\beta\sqrt{b^2-a^2})`,
+    static clusters for :math:`|a|>|b|`.
+
+    Parameters
+    ----------
+    a, b, c : float or array
+        Broadcast together (vectorised).
+
+    Returns
+    -------
+    array (..., 2, 2)
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the saddle-node bifurcation; book: ``chapters/04_kuramoto_regimes.md``.
     """
     a, b, c = np.broadcast_arrays(*(validate_finite_array(x, name) for x, name in ((a, "a"), (b, "b"), (c, "c"))))
     V = np.empty(a.shape + (2, 2))
@@ -165,10 +225,29 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
 
 
 def case1_period(A, z0, beta=1.0) -> float:
-    r"""Period of the Case 1 oscillation (:math:`V=I`, :math:`\operatorname{tr}A=0<\det A`), paper 2, spec §5.1.
+    r"""Period of the Case 1 oscillation (:math:`V=I`, :math:`\operatorname{tr}A=0<\det A`).
 
     .. math:: P=\frac{4\pi}{\beta|\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}},\quad
               z^*=-a_-/\bar a_+,\ r=|z_0-z^*|<1-|z^*| .
+
+    Parameters
+    ----------
+    A : array (2, 2)
+        Score matrix with :math:`\operatorname{tr}A=0<\det A`.
+    z0 : complex
+        OA datum (its orbit must not touch the circle).
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    float
+        :math:`P`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``, equation (eq-case1) (provenance [D]).
     """
     ap, am = complex_parts(validate_matrix2(A, "A"))
     zs = -am / np.conj(ap)
@@ -189,7 +268,7 @@ def _one_complex(z, name: str) -> complex:
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
     r"""First point where the orbit of :math:`\dot w=\lambda w+b` from ``z0`` reaches :math:`|w|=1`, or None.
 
-    Case 1 orbits are time changes of this affine flow, stopped at the circle (paper 2, spec §5.1), so
+    Case 1 orbits are time changes of this affine flow, stopped at the circle (book equation (eq-case1)), so
     the exit point is the limit of :math:`R_2`. Sampled in the flow time, refined by ``brentq``.
     """
     if abs(z0) >= 1:
@@ -246,7 +325,7 @@ def _case1(A, beta, z0) -> Prediction:
 
 
 # ---------------------------------------------------------------------------------------------
-# A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2, spec §5.2, §5.5, §5.6)
+# A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2; book chapter 04_kuramoto_regimes)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -301,8 +380,9 @@ def _identity_score(V, beta, z0, tol) -> Prediction | None:
     if gap > 0:
         return Prediction("snic_family", "partial", None, None, "tr V < 0, complex eigenvalues: interior focus")
     # tr V < 0 with real eigenvalues c +- sqrt(a^2 - b^2): the boundary equilibrium on the top
-    # eigenvector has transverse exponent -beta (c + sqrt(a^2 - b^2)) (§2.5). Our derivation, checked
-    # against planar particle runs (tests/test_highdim.py): clusters iff that eigenvalue is >= 0.
+    # eigenvector has transverse exponent -beta (c + sqrt(a^2 - b^2)) (kuramoto.transverse_exponent).
+    # Our derivation, checked against planar particle runs (tests/test_highdim.py): clusters iff that
+    # eigenvalue is >= 0.
     top = c + math.sqrt(-gap)
     if abs(top) <= tol:
         return None
@@ -343,7 +423,7 @@ def _rotating_family(A, V, beta, tol) -> Prediction | None:
 
 
 def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
-    r"""The closed-form prediction of paper 2, spec §5 for :math:`(A,V,\beta)` and the OA datum ``z0``, or None.
+    r"""The closed-form prediction of paper 2's cases for :math:`(A,V,\beta)` and the OA datum ``z0``, or None.
 
     * Case 1, :math:`V=vI` (:math:`v\neq0`; :math:`v<0` is :math:`A\to-A`): orbits of
       :math:`\dot z=\frac{\beta v}2(1-|z|^2)(\bar a_+z+a_-)` are those of the affine flow
@@ -360,12 +440,37 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
       :math:`c>0`, :math:`|a|<|b|`: rotating, period :math:`\pi/(\beta\sqrt{b^2-a^2})`;
       :math:`c>0`, :math:`|a|>|b|`: static; :math:`c<0`, :math:`|a|<|b|`: partial;
       :math:`c<0`, :math:`|a|>|b|`: static iff :math:`c+\sqrt{a^2-b^2}>0`, else partial (our
-      derivation from the transverse exponent of §2.5, checked against particle runs).
+      derivation from :func:`~tokendynamics.kuramoto.transverse_exponent`, checked against particle runs).
     * Rotating family: :math:`A` symmetric positive definite, :math:`V=cI+sJ`, :math:`c>0\neq s`:
       rotating, period :math:`\pi/(\beta|s|\sqrt{\det A})`.
 
     Degenerate parameter values (exactly at a bifurcation) return None, as do matrices outside
     these families.
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    z0 : complex
+        OA datum (initial :math:`R_2`), in the closed unit disk.
+
+    Returns
+    -------
+    Prediction or None
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit), (eq-rot-period),
+    (eq-hamiltonian).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> predict_regime(np.eye(2), np.diag([1.0, -0.5])).regime  # Case 2, lambda_max(V) >= 0
+    'static_clusters'
     """
     A = validate_matrix2(A, "A")
     V = validate_matrix2(V, "V")
@@ -386,7 +491,7 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the classifier (paper 2, spec §8 item 16)
+# the classifier (long-time Ott-Antonsen flow)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -397,7 +502,9 @@ class RegimeClassification:
     Attributes
     ----------
     regime : str or array of str
+        One of :data:`REGIMES` (per layer for a batch).
     z_final : complex or array
+        :math:`z(T)`.
     min_modulus : float or array
         :math:`\\min|z|` over the window.
     arg_range : float or array
@@ -407,6 +514,11 @@ class RegimeClassification:
     prediction : Prediction or None
         The closed form of :func:`predict_regime` (single layers only).
     params : dict
+        The parameters of the run.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
 
     regime: object
@@ -435,7 +547,7 @@ def classify_regime(
     atol: float = 1e-12,
     details: bool = False,
 ):
-    r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow (paper 2, spec §8 item 16).
+    r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow.
 
     Integrates :func:`~tokendynamics.ott_antonsen.solve_ott_antonsen` from ``z0`` to ``T`` and looks
     at the late window :math:`[(1-\text{window})T,T]`:
@@ -445,7 +557,7 @@ def classify_regime(
     * :math:`\max|z(t)-z(T)|<` ``fixed_tol``: ``"partial"``;
     * otherwise ``"oscillation"``.
 
-    One refinement of spec §8.16: a turning argument counts as rotation only if it turned by at
+    One refinement of the plain rule: a turning argument counts as rotation only if it turned by at
     least :math:`\pi` in the window or the clusters' own velocity on the circle at
     :math:`\arg z(T)/2` (:func:`~tokendynamics.kuramoto.cluster_velocity`) is at least
     :math:`10^{-2}\beta\|A\|\|V\|`; otherwise the orbit is still creeping towards an
@@ -454,10 +566,42 @@ def classify_regime(
 
     ``A``, ``V`` (stacks (..., 2, 2)) and ``z0`` broadcast: a batch is integrated in one call and
     an array of names is returned. ``method="rk4"`` with step ``dt`` is the fast path for one
-    layer (about 0.05 s for T = 200, dt = 0.02; used by the live widget). A slowly converging orbit (near a bifurcation) can be reported
-    as ``"oscillation"``; raise ``T``. With ``details=True`` returns a
-    :class:`RegimeClassification` with the measured quantities and, for one layer, the
-    closed-form :func:`predict_regime`.
+    layer (about 0.05 s for T = 200, dt = 0.02; used by the live widget). A slowly converging orbit
+    (near a bifurcation) can be reported as ``"oscillation"``; raise ``T``.
+
+    Parameters
+    ----------
+    A, V : array (2, 2) or (..., 2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    z0 : complex or complex array
+        OA datum.
+    T : float
+        Horizon.
+    window : float
+        Fraction of ``[0, T]`` at its end that is examined.
+    boundary_tol, arg_tol, fixed_tol : float
+        Thresholds of the rules above.
+    method : str
+        ``"DOP853"`` (or another ``solve_ivp`` method) or ``"rk4"``.
+    dt : float
+        Step of ``"rk4"``.
+    rtol, atol : float
+        Tolerances of the adaptive methods.
+    details : bool
+        Return a :class:`RegimeClassification` (with, for one layer, :func:`predict_regime`).
+
+    Returns
+    -------
+    str, array of str, or RegimeClassification
+        The regime name(s) of :data:`REGIMES`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``; the Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``,
+    equation (eq-oa).
     """
     T = validate_positive(T, "T")
     window = validate_positive(window, "window")
@@ -529,14 +673,43 @@ def rotation_period(
     atol: float = 1e-13,
     return_intervals: bool = False,
 ):
-    r"""Period of :math:`R_2` on the OA flow: mean time between upward zero crossings of :math:`\operatorname{Im}(z-\text{centre})`.
+    r"""Period of :math:`R_2` on the OA flow.
 
+    The mean time between upward zero crossings of :math:`\operatorname{Im}(z-\text{centre})`.
     With ``centre = 0`` this is "the time between every second zero of
-    :math:`\operatorname{Im}R_2`" of paper 2, spec §5.4/§5.6 (one turn of :math:`\arg R_2`, i.e. the
+    :math:`\operatorname{Im}R_2`" of paper 2 for rotating clusters (one turn of :math:`\arg R_2`, i.e. the
     clusters turn by :math:`\pi`); use ``centre`` = :math:`z^*` or :math:`z_c` for oscillations
     around an interior point. Crossings are located by the solver's event finder. Crossings
-    before ``transient`` (default :math:`T/2`) are ignored. Returns ``math.inf`` if fewer than two
-    crossings remain (no rotation: frequency 0).
+    before ``transient`` (default :math:`T/2`) are ignored.
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    z0 : complex
+        OA datum.
+    T : float
+        Horizon.
+    transient : float, optional
+        Crossings before it are ignored (default :math:`T/2`).
+    centre : complex
+        Point around which the turns are counted.
+    rtol, atol : float
+        Tolerances.
+    return_intervals : bool
+        Also return the intervals between crossings.
+
+    Returns
+    -------
+    float
+        The period (``math.inf`` if fewer than two crossings remain: no rotation, frequency 0).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``, equation (eq-rot-period).
     """
     T = validate_positive(T, "T")
     transient = 0.5 * T if transient is None else validate_finite(transient, "transient")
@@ -558,11 +731,32 @@ def rotation_period(
 
 
 def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> float:
-    r"""Period of a sampled complex signal (e.g. the particles' :math:`R_2(t)`): mean time between upward zero crossings of :math:`\operatorname{Im}(R-\text{centre})`.
+    r"""Period of a sampled complex signal (e.g. the particles' :math:`R_2(t)`).
 
+    The mean time between upward zero crossings of :math:`\operatorname{Im}(R-\text{centre})`.
     Crossing times are located by linear interpolation between samples, so the result is as
     accurate as the sampling (use :func:`rotation_period` for the OA flow itself). Samples before
-    ``transient`` are ignored; returns ``math.inf`` with fewer than two crossings.
+    ``transient`` are ignored.
+
+    Parameters
+    ----------
+    t : array (m,)
+        Sample times.
+    R : complex array (m,)
+        The signal.
+    centre : complex
+        Point around which the turns are counted.
+    transient : float
+        Samples before it are ignored.
+
+    Returns
+    -------
+    float
+        The period (``math.inf`` with fewer than two crossings).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
     t = validate_finite_array(t, "t")
     y = np.imag(validate_complex(R, "R") - _one_complex(centre, "centre"))
@@ -579,22 +773,44 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
 
 
 # ---------------------------------------------------------------------------------------------
-# the summary table of paper 2, spec §5.7
+# the summary table of the regimes of paper 2 (beta = 1)
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class RegimeExample:
-    """One row of the regime table of paper 2, spec §5.7 (beta = 1): matrices, OA datum, expected regime."""
+    """One row of the table of regimes of paper 2 (beta = 1): matrices, OA datum, expected regime.
+
+    Attributes
+    ----------
+    label : str
+        The row in words.
+    A, V : tuple
+        The matrices (nested tuples).
+    expected : str
+        One of :data:`REGIMES`.
+    z0 : complex
+        OA datum.
+    value : float or None
+        A characteristic number (:math:`|z^*|`, a period, ...).
+    value_name : str
+        What ``value`` is.
+    T : float
+        Horizon of :func:`classify_regime`.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), summary of the regimes; book: ``chapters/04_kuramoto_regimes.md``.
+    """
 
     label: str
     A: tuple
     V: tuple
     expected: str
     z0: complex = 0.3 + 0.2j
-    value: float | None = None  # |z*|, the period, ... as listed in the spec
+    value: float | None = None  # |z*|, the period, ...
     value_name: str = ""
-    T: float = 200.0  # classifier horizon (spec §8 item 16: 200)
+    T: float = 200.0  # classifier horizon
 
     def matrices(self):
         """``(A, V)`` as float arrays."""
@@ -675,6 +891,11 @@ class Portrait:
     prediction : Prediction or None
         :func:`predict_regime`.
     params : dict
+        The parameters.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
     """
 
     grid: np.ndarray
@@ -697,13 +918,37 @@ def regime_portrait(
     T_classify: float = 200.0,
     dt: float | None = None,
 ) -> Portrait:
-    r"""Phase portrait data of the OA flow, an orbit, the regime and its closed form (paper 2, spec §4–5).
+    r"""Phase portrait data of the OA flow, an orbit, the regime and its closed form.
 
     Fast enough for a live widget (tens of milliseconds): the field is one vectorised evaluation
     of :func:`~tokendynamics.ott_antonsen.ott_antonsen_rhs`, the orbit and the classification use
     the fixed-step ``rk4`` path of :func:`~tokendynamics.ott_antonsen.solve_ott_antonsen` with
     step ``dt`` (default :math:`\min(0.05, 0.5/L)`, :math:`L=\sum_i|k_i|` the size of the OA
     polynomial's coefficients, a bound on its rates in the disk).
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    z0 : complex
+        Start of the orbit.
+    n_grid : int
+        Grid points per side of :math:`[-1,1]^2`.
+    T_orbit, T_classify : float
+        Horizons of the orbit and of the classification.
+    dt : float, optional
+        Step of the ``rk4`` path.
+
+    Returns
+    -------
+    Portrait
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``; ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
     A = validate_matrix2(A, "A")
     V = validate_matrix2(V, "V")

@@ -39,6 +39,22 @@ __all__ = ["grid", "sweep", "mean_by"]
 def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
     """Cartesian product of the given axes as a list of keyword dicts (last axis fastest).
 
+    Parameters
+    ----------
+    **axes : iterable
+        One list of values per keyword.
+
+    Returns
+    -------
+    list of dict
+        Every combination, the last axis varying fastest.
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md`` (sweeps).
+
+    Examples
+    --------
     >>> grid(beta=[1, 2], d=[10])
     [{'beta': 1, 'd': 10}, {'beta': 2, 'd': 10}]
     """
@@ -92,6 +108,11 @@ def sweep(
     -------
     list
         ``[fn(**fixed, **p) for p in points]``, in the order of ``points``.
+
+    References
+    ----------
+    joblib (https://joblib.readthedocs.io) and Dask (https://www.dask.org); book:
+    ``chapters/05_high_dimensional.md`` (clustering-time scaling) and ``chapters/06_phase_diagrams.md``.
     """
     from joblib import Parallel, delayed
     from tqdm import tqdm
@@ -159,9 +180,29 @@ def _backend_context(backend, client):
 def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_level"):
     """Group sweep results by ``result[key]`` and average ``result[value]`` in each group (e.g. over seeds).
 
-    Returns ``(xs, means)``: the distinct values of ``key`` in increasing order and the mean of
-    ``value`` for each (``inf`` if any member of a group is ``inf``, e.g. a level never reached).
+    Parameters
+    ----------
+    results : iterable of dict
+        Results of :func:`sweep`.
+    key : str
+        The entry to group by.
+    value : str
+        The entry to average.
 
+    Returns
+    -------
+    xs : array
+        The distinct values of ``key`` in increasing order.
+    means : array
+        The mean of ``value`` for each (``inf`` if any member of a group is ``inf``, e.g. a level never
+        reached).
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md`` (clustering-time scaling).
+
+    Examples
+    --------
     >>> mean_by([{"d": 2, "t": 1.0}, {"d": 1, "t": 3.0}, {"d": 2, "t": 2.0}], "d", "t")
     (array([1., 2.]), array([3. , 1.5]))
     """

@@ -17,10 +17,15 @@ r"""Optimal-transport distances, with one convention: always the distance, never
   between weighted empirical measures on a circle with its arc-length metric; on the circle of
   length :math:`2\pi`, :math:`\tfrac2\pi W_1\le d_{BL}\le W_1`.
 
-References: paper 1 §3 (stability and mean-field limit in :math:`W_p`) and §5.2; Peyré–Cuturi,
-*Computational Optimal Transport*; POT (Flamary et al. 2021); J. Rabin, J. Delon, Y. Gousseau,
-*Transportation distances on the circle*, J. Math. Imaging Vis. 41 (2011) (:math:`W_1` on the circle);
-paper 2 (Li et al. 2026), structural stability in the bounded-Lipschitz distance (this book, chapter 4).
+References
+----------
+Paper 1 (Castin et al., arXiv:2501.18322): stability and mean-field limit in :math:`W_p`, and the
+twisted Wasserstein distance (book: ``chapters/01_well_posedness.md``, equations (eq-p1-stability) and
+(eq-p1-conditional); ``chapters/03_gradient_flow.md``, equation (eq-gf-twisted)). G. Peyré, M. Cuturi,
+*Computational Optimal Transport*, Found. Trends Mach. Learn. 11 (2019); POT (Flamary et al., JMLR 2021);
+J. Rabin, J. Delon, Y. Gousseau, *Transportation distances on the circle*, J. Math. Imaging Vis. 41 (2011)
+(:math:`W_1` on the circle); paper 2 (Li et al., 2026), structural stability in the bounded-Lipschitz
+distance (book: ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl)).
 """
 
 from __future__ import annotations
@@ -64,7 +69,21 @@ EXACT_MAX_PAIRS = 4_000_000
 
 @dataclass(frozen=True)
 class Distance:
-    """A distance value and how it was obtained (``method`` is "exact", "quantile" or "sliced")."""
+    """A distance value and how it was obtained.
+
+    Attributes
+    ----------
+    value : float
+        The distance (not its square).
+    method : str
+        ``"exact"``, ``"quantile"`` or ``"sliced"``.
+    p : float
+        The order :math:`p`.
+
+    References
+    ----------
+    G. Peyré, M. Cuturi, *Computational Optimal Transport* (2019).
+    """
 
     value: float
     method: str
@@ -116,14 +135,18 @@ def wasserstein(
     rng=None,
     return_method: bool = False,
 ):
-    r"""Wasserstein distance :math:`W_p(\mu,\nu)` between :math:`\mu=\sum_i a_i\delta_{x_i}` and :math:`\nu=\sum_j b_j\delta_{y_j}`.
+    r"""Wasserstein distance :math:`W_p(\mu,\nu)` between two weighted empirical measures.
+
+    The measures are :math:`\mu=\sum_i a_i\delta_{x_i}` and :math:`\nu=\sum_j b_j\delta_{y_j}`:
 
     .. math:: W_p(\mu,\nu) = \Big(\min_{\pi\in\Pi(a,b)}\sum_{ij}\pi_{ij}|x_i-y_j|^p\Big)^{1/p}
 
     Parameters
     ----------
     X, Y : arrays (n, d) and (m, d)
+        Atoms of the two measures.
     p : float >= 1
+        Order.
     weights : None or (a, b)
         Masses of the two measures (uniform if None; either entry may be None).
     method : {"auto", "exact", "sliced"}
@@ -132,8 +155,28 @@ def wasserstein(
         distance (a *different*, smaller quantity; Monte Carlo over ``n_projections``
         directions). ``auto``: exact when n * m <= ``EXACT_MAX_PAIRS`` or d = 1, sliced otherwise,
         with a warning.
+    n_projections : int
+        Directions of the sliced estimate.
+    rng : int or numpy.random.Generator, optional
+        Seed of the sliced estimate's directions.
     return_method : bool
         Return a :class:`Distance` (value and method) instead of a float.
+
+    Returns
+    -------
+    float or Distance
+        :math:`W_p(\mu,\nu)` (not its p-th power).
+
+    References
+    ----------
+    G. Peyré, M. Cuturi, *Computational Optimal Transport* (2019); POT (Flamary et al., JMLR 2021). Used
+    for the stability estimate and the mean-field limit of paper 1 (Castin et al., arXiv:2501.18322); book:
+    ``chapters/01_well_posedness.md``, equation (eq-p1-stability).
+
+    Examples
+    --------
+    >>> round(wasserstein([[0.0, 0.0]], [[3.0, 4.0]]), 12)
+    5.0
     """
     import ot
 
@@ -177,6 +220,24 @@ def psd_sqrt(S, *, pinv_rtol: float | None = None):
     :func:`~tokendynamics.validation.validate_covariance` first on user input). With ``pinv_rtol`` also returns the
     pseudo-inverse :math:`(S^{1/2})^+` computed from the same eigen-decomposition, in which the
     eigenvalues of :math:`S^{1/2}` below ``pinv_rtol`` times the largest count as zero.
+
+    Parameters
+    ----------
+    S : array (..., d, d)
+        Symmetric positive semi-definite matrix (or a stack).
+    pinv_rtol : float, optional
+        Relative cut-off of the pseudo-inverse; if given, the pseudo-inverse is returned too.
+
+    Returns
+    -------
+    root : array (..., d, d)
+        :math:`S^{1/2}`.
+    pinv : array (..., d, d)
+        :math:`(S^{1/2})^+` (only with ``pinv_rtol``).
+
+    References
+    ----------
+    R. Bhatia, *Positive Definite Matrices*, Princeton University Press (2007).
     """
     S = validate_finite_array(S, "S", min_ndim=2)
     if S.shape[-1] != S.shape[-2]:
@@ -198,7 +259,36 @@ def bures_wasserstein(m1, S1, m2, S2) -> float:
     .. math:: W_2^2 = |m_1-m_2|^2 + \operatorname{tr}\Sigma_1+\operatorname{tr}\Sigma_2
               - 2\operatorname{tr}\big(\Sigma_1^{1/2}\Sigma_2\Sigma_1^{1/2}\big)^{1/2}
 
-    Degenerate (singular) covariances are allowed. Raises ValueError for non-PSD input.
+    Degenerate (singular) covariances are allowed.
+
+    Parameters
+    ----------
+    m1, m2 : array (d,)
+        Means.
+    S1, S2 : array (d, d)
+        Covariances (symmetric positive semi-definite).
+
+    Returns
+    -------
+    float
+        The Bures–Wasserstein distance (not its square).
+
+    Raises
+    ------
+    ValueError
+        Non-PSD or ill-shaped input.
+
+    References
+    ----------
+    R. Bhatia, T. Jain, Y. Lim, *On the Bures–Wasserstein distance between positive definite matrices*,
+    Expo. Math. 37 (2019); used for paper 1's Gaussian solutions (Castin et al., arXiv:2501.18322); book:
+    ``chapters/02_gaussian_preservation.md`` and ``chapters/03_gradient_flow.md``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(bures_wasserstein([0.0], [[1.0]], [0.0], [[4.0]]), 12)
+    1.0
     """
     m1, S1 = validate_gaussian(m1, S1, name="S1", mean_name="m1")
     m2, S2 = validate_gaussian(m2, S2, m1.shape[0], what="the first Gaussian has d", name="S2", mean_name="m2")
@@ -217,7 +307,27 @@ def wasserstein_gaussian_1d(x, mean: float, std: float, weights=None) -> float:
 
     .. math:: W_2^2=\sum_i w_i(x_{(i)}-m)^2-2s\sum_i(x_{(i)}-m)\big(\varphi(z_{i-1})-\varphi(z_i)\big)+s^2 .
 
-    Used as the exact oracle of the mean-field limit in d = 1 (paper 1 §3.3, §4.3 item 8).
+    Used as the exact oracle of the mean-field limit in d = 1: for Gaussian data in one dimension the
+    Transformer PDE of paper 1 stays Gaussian with a closed-form solution.
+
+    Parameters
+    ----------
+    x : array (n,)
+        Atoms.
+    mean, std : float
+        :math:`m` and :math:`s \ge 0`.
+    weights : array (n,), optional
+        Masses :math:`w_i` (uniform if omitted).
+
+    Returns
+    -------
+    float
+        :math:`W_2` (not its square).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), mean-field limit; book: ``chapters/01_well_posedness.md``,
+    equation (eq-p1-gauss1d).
     """
     from scipy.special import ndtri
 
@@ -244,8 +354,25 @@ def wasserstein_gaussian_1d(x, mean: float, std: float, weights=None) -> float:
 class ConditionalProfile:
     """Per-position detail of :func:`conditional_wasserstein`.
 
-    ``positions`` (group position or bin centre), ``masses`` (:math:`\\lambda` of each group),
-    ``distances`` (:math:`W_p` of the two conditional measures of each group) and ``value``.
+    Attributes
+    ----------
+    value : float
+        The conditional distance.
+    positions : array
+        Group position or bin centre.
+    masses : array
+        :math:`\\lambda` of each group.
+    distances : array
+        :math:`W_p` of the two conditional measures of each group.
+    p : float
+        Order.
+    reduce : str
+        ``"mean"`` or ``"sup"``.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), masked attention; book: ``chapters/01_well_posedness.md``,
+    equation (eq-p1-conditional).
     """
 
     value: float
@@ -268,9 +395,10 @@ def conditional_wasserstein(
     reduce: str = "mean",
     return_profile: bool = False,
 ):
-    r"""Conditional Wasserstein distance between two measures on :math:`[0,1]\times\mathbb R^d` with the same position marginal.
+    r"""Conditional Wasserstein distance between two measures on :math:`[0,1]\times\mathbb R^d`.
 
-    Paper 1 §2.6 (masked attention). Disintegrating :math:`\mu=\int\mu^s\,d\lambda(s)` and
+    The two measures have the same position marginal :math:`\lambda` (masked attention of paper 1,
+    Castin et al., arXiv:2501.18322). Disintegrating :math:`\mu=\int\mu^s\,d\lambda(s)` and
     :math:`\nu=\int\nu^s\,d\lambda(s)`,
 
     .. math:: W_{p,\lambda}(\mu,\nu)=\Big(\int W_p(\mu^s,\nu^s)^p\,d\lambda(s)\Big)^{1/p}
@@ -291,9 +419,24 @@ def conditional_wasserstein(
         None: group tokens by exactly equal position (ties are one conditional measure). Otherwise
         group them by position bins (an int: that many equal bins over the range of positions), which
         estimates :math:`W_{p,\lambda}` for continuous :math:`\lambda`.
+    p : float >= 1
+        Order.
+    positions_Y : array (m,), optional
+        Positions of the rows of Y (default: ``positions``).
     reduce : {"mean", "sup"}
+        Integrate the per-position distances against :math:`\lambda`, or take their supremum.
     return_profile : bool
         Return a :class:`ConditionalProfile` with the per-group distances.
+
+    Returns
+    -------
+    float or ConditionalProfile
+        :math:`W_{p,\lambda}(\mu,\nu)`.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), masked attention and conditional Wasserstein distances;
+    book: ``chapters/01_well_posedness.md``, equation (eq-p1-conditional).
 
     Raises
     ------
@@ -420,7 +563,8 @@ def circle_wasserstein1(x, y, x_weights=None, y_weights=None, *, period: float =
     References
     ----------
     J. Rabin, J. Delon, Y. Gousseau, *Transportation distances on the circle*, J. Math. Imaging
-    Vis. 41 (2011); paper 2 (Li et al. 2026), structural stability (this book, chapter 4).
+    Vis. 41 (2011); paper 2 (Li et al., 2026), structural stability; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl).
 
     >>> round(circle_wasserstein1([0.1], [2 * np.pi - 0.1]), 12)  # the short way round
     0.2
@@ -449,7 +593,8 @@ def circle_bounded_lipschitz(x, y, x_weights=None, y_weights=None, *, period: fl
     The two distances compare: a 1-Lipschitz :math:`f` moved by a constant has
     :math:`\|f\|_\infty\le L/4` (half the diameter), so
 
-    .. math:: \min(1, 4/L)\,W_1\le d_{BL}\le W_1,\qquad\text{i.e. }\ \tfrac2\pi W_1\le d_{BL}\le W_1\ \text{ for }L=2\pi,
+    .. math:: \min(1, 4/L)\,W_1\le d_{BL}\le W_1,\qquad
+              \text{i.e. }\ \tfrac2\pi W_1\le d_{BL}\le W_1\ \text{ for }L=2\pi,
 
     and :math:`d_{BL}=W_1` whenever an optimal Kantorovich potential has values in an interval of
     length 2 (small, spread-out differences).
@@ -466,7 +611,8 @@ def circle_bounded_lipschitz(x, y, x_weights=None, y_weights=None, *, period: fl
     References
     ----------
     R. M. Dudley, *Real Analysis and Probability* (bounded-Lipschitz metric); paper 2 (Li et al.
-    2026), structural stability in :math:`d_{BL}` (this book, chapter 4).
+    2026), structural stability in :math:`d_{BL}`; book: ``chapters/04_kuramoto_reduction.md``, equation
+    (eq-dbl).
 
     >>> round(circle_bounded_lipschitz([0.0], [3.0]), 12)  # two point masses: min(distance, 2)
     2.0

@@ -49,7 +49,25 @@ SOLVERS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
 
 
 def real_array(x, name: str) -> np.ndarray:
-    """``x`` as a float64 array; a complex, object or string input raises a ValueError naming ``name``."""
+    """``x`` as a float64 array; a complex, object or string input raises a ValueError naming ``name``.
+
+    Parameters
+    ----------
+    x : array_like
+        The input.
+    name : str
+        Its name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array.
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     arr = np.asarray(x)
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} must be real, got a complex array")
@@ -66,7 +84,26 @@ def real_array(x, name: str) -> np.ndarray:
 
 
 def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a finite float64 (n, d) array of tokens, n >= 1; ``d``: the dimension required."""
+    """Return ``X`` as a finite float64 (n, d) array of tokens, n >= 1; ``d``: the dimension required.
+
+    Parameters
+    ----------
+    X : array_like (n, d)
+        Tokens.
+    d : int, optional
+        Required dimension.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray (n, d)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     X = real_array(X, name)
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array of tokens (n, d), got shape {X.shape}")
@@ -82,7 +119,26 @@ def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
 
 
 def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
-    """Return ``M`` as a finite real float64 square matrix (d x d if ``d`` is given)."""
+    """Return ``M`` as a finite real float64 square matrix (d x d if ``d`` is given).
+
+    Parameters
+    ----------
+    M : array_like (d, d)
+        The matrix.
+    name : str
+        Name in error messages.
+    d : int, optional
+        Required size.
+
+    Returns
+    -------
+    numpy.ndarray (d, d)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     M = real_array(M, name)
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {M.shape}")
@@ -94,7 +150,24 @@ def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
 
 
 def validate_matrix2(M, name: str = "M") -> np.ndarray:
-    """``M`` as a float64 array of real 2 x 2 matrices, shape (..., 2, 2)."""
+    """``M`` as a float64 array of real 2 x 2 matrices, shape (..., 2, 2).
+
+    Parameters
+    ----------
+    M : array_like (..., 2, 2)
+        Matrix or stack.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray (..., 2, 2)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     arr = real_array(M, name)
     if arr.ndim < 2 or arr.shape[-2:] != (2, 2):
         raise ValueError(f"{name} must be a real 2 x 2 matrix (or a stack (..., 2, 2)), got shape {arr.shape}")
@@ -108,7 +181,29 @@ def _is_symmetric(A: np.ndarray, tol: float) -> bool:
 
 
 def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e-12) -> np.ndarray:
-    """A finite real symmetric matrix (relative tolerance ``tol``), returned exactly symmetrised."""
+    """A finite real symmetric matrix (relative tolerance ``tol``), returned exactly symmetrised.
+
+    Parameters
+    ----------
+    A : array_like (d, d)
+        The matrix.
+    name : str
+        Name in error messages.
+    d : int, optional
+        Required size.
+    tol : float
+        Relative tolerance on :math:`|A-A^\\top|`.
+
+    Returns
+    -------
+    numpy.ndarray (d, d)
+        :math:`(A+A^\\top)/2`.
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     A = validate_square(A, name, d)
     if not _is_symmetric(A, tol):
         raise ValueError(f"{name} must be symmetric (|{name} - {name}^T| = {np.max(np.abs(A - A.T)):.3g})")
@@ -116,7 +211,26 @@ def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e
 
 
 def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
-    """A symmetric positive definite matrix (smallest eigenvalue above 1e-12 times the largest)."""
+    """A symmetric positive definite matrix (smallest eigenvalue above 1e-12 times the largest).
+
+    Parameters
+    ----------
+    M : array_like (d, d)
+        The matrix.
+    name : str
+        Name in error messages.
+    d : int, optional
+        Required size.
+
+    Returns
+    -------
+    numpy.ndarray (d, d)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     M = validate_symmetric(M, name, d)
     lam = np.linalg.eigvalsh(M)
     if lam[0] <= 1e-12 * max(1.0, abs(lam[-1])):
@@ -125,7 +239,29 @@ def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
 
 
 def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float = 1e-10) -> np.ndarray:
-    """A finite symmetric positive semi-definite matrix (tolerance ``tol`` relative to its size), symmetrised."""
+    """A finite symmetric positive semi-definite matrix (tolerance ``tol`` relative to its size), symmetrised.
+
+    Parameters
+    ----------
+    S : array_like (d, d)
+        The covariance.
+    name : str
+        Name in error messages.
+    d : int, optional
+        Required size.
+    tol : float
+        Relative tolerance on the asymmetry and on negative eigenvalues.
+
+    Returns
+    -------
+    numpy.ndarray (d, d)
+        The symmetrised matrix.
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     S = validate_square(S, name, d)
     scale = max(1.0, float(np.max(np.abs(S))))
     if np.max(np.abs(S - S.T)) > tol * scale:
@@ -144,6 +280,27 @@ def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name:
     finite symmetric positive semi-definite matrix of the same dimension (singular matrices are
     allowed). ``d``, if given, is the dimension both must have; ``what`` names it in the error
     message (e.g. "the layer has d"), ``name`` the covariance and ``mean_name`` the mean.
+
+    Parameters
+    ----------
+    mean : array_like (d,)
+        :math:`\alpha`.
+    cov : array_like (d, d)
+        :math:`\Sigma`.
+    d : int, optional
+        Required dimension.
+    what, name, mean_name : str
+        Words of the error messages.
+
+    Returns
+    -------
+    mean : numpy.ndarray (d,)
+    cov : numpy.ndarray (d, d)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
     """
     mean = np.atleast_1d(real_array(mean, mean_name))
     if mean.ndim != 1:
@@ -157,7 +314,26 @@ def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name:
 
 
 def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | None:
-    """A probability vector of length ``n`` (finite, non-negative, sum 1 to 1e-9); None means uniform."""
+    """A probability vector of length ``n`` (finite, non-negative, sum 1 to 1e-9); None means uniform.
+
+    Parameters
+    ----------
+    weights : array_like (n,) or None
+        Masses.
+    n : int
+        Number of tokens.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray (n,) or None
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if weights is None:
         return None
     w = real_array(weights, name)
@@ -173,7 +349,29 @@ def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | Non
 
 
 def validate_measure(X, weights, d: int | None = None, name: str = "X"):
-    """Tokens and explicit weights of the empirical measure :math:`\\sum_j w_j\\delta_{x_j}` (uniform if None)."""
+    """Tokens and explicit weights of the empirical measure :math:`\\sum_j w_j\\delta_{x_j}` (uniform if None).
+
+    Parameters
+    ----------
+    X : array_like (n, d)
+        Tokens.
+    weights : array_like (n,) or None
+        Masses (uniform if None).
+    d : int, optional
+        Required dimension.
+    name : str
+        Name of the tokens in error messages.
+
+    Returns
+    -------
+    X : numpy.ndarray (n, d)
+    w : numpy.ndarray (n,)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     X = validate_tokens(X, d, name)
     w = validate_weights(weights, X.shape[0])
     if w is None:
@@ -182,7 +380,24 @@ def validate_measure(X, weights, d: int | None = None, name: str = "X"):
 
 
 def validate_positions(positions, n: int) -> np.ndarray:
-    """Positions of n tokens for causal attention (default ``0, 1, ..., n-1``), finite, shape (n,)."""
+    """Positions of n tokens for causal attention (default ``0, 1, ..., n-1``), finite, shape (n,).
+
+    Parameters
+    ----------
+    positions : array_like (n,) or None
+        Positions.
+    n : int
+        Number of tokens.
+
+    Returns
+    -------
+    numpy.ndarray (n,)
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if positions is None:
         return np.arange(n, dtype=float)
     s = real_array(positions, "positions")
@@ -194,7 +409,24 @@ def validate_positions(positions, n: int) -> np.ndarray:
 
 
 def validate_angles(theta, name: str = "theta") -> np.ndarray:
-    """Angles as a finite float64 array with at least one token on the last axis."""
+    """Angles as a finite float64 array with at least one token on the last axis.
+
+    Parameters
+    ----------
+    theta : array_like (..., n)
+        Angles.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     th = real_array(theta, name)
     if th.ndim == 0 or th.shape[-1] == 0:
         raise ValueError(f"{name} must be an array of angles (..., n) with n >= 1, got shape {th.shape}")
@@ -204,7 +436,24 @@ def validate_angles(theta, name: str = "theta") -> np.ndarray:
 
 
 def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
-    """A finite positive inverse temperature (a number, or an array for stacks of layers)."""
+    """A finite positive inverse temperature (a number, or an array for stacks of layers).
+
+    Parameters
+    ----------
+    beta : float or array_like
+        Inverse temperature(s).
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    float or numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if isinstance(beta, (bool, np.bool_)):
         raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
     b = real_array(beta, name)
@@ -222,7 +471,24 @@ def _scalar(x, name: str) -> float:
 
 
 def validate_finite(x, name: str) -> float:
-    """A finite real number (booleans, strings, complex numbers and arrays are refused)."""
+    """A finite real number (booleans, strings, complex numbers and arrays are refused).
+
+    Parameters
+    ----------
+    x : float
+        The number.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     v = _scalar(x, name)
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {x!r}")
@@ -230,7 +496,26 @@ def validate_finite(x, name: str) -> float:
 
 
 def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
-    """A finite real number > 0 (or >= 0 with ``allow_zero``; ``+inf`` too with ``allow_inf``)."""
+    """A finite real number > 0 (or >= 0 with ``allow_zero``; ``+inf`` too with ``allow_inf``).
+
+    Parameters
+    ----------
+    x : float
+        The number.
+    name : str
+        Name in error messages.
+    allow_zero, allow_inf : bool
+        Accept 0, or :math:`+\\infty`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     v = _scalar(x, name) if allow_inf else validate_finite(x, name)
     if math.isnan(v):
         raise ValueError(f"{name} must be a positive number, got {x!r}")
@@ -240,7 +525,26 @@ def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool
 
 
 def validate_count(n, name: str, *, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (a float with an integer value is accepted; 2.7 is not)."""
+    """An integer >= ``minimum`` (a float with an integer value is accepted; 2.7 is not).
+
+    Parameters
+    ----------
+    n : int
+        The count.
+    name : str
+        Name in error messages.
+    minimum : int
+        Smallest accepted value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if isinstance(n, (bool, np.bool_)):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     if isinstance(n, (numbers.Integral, np.integer)):
@@ -255,19 +559,74 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
 
 
 def validate_flag(x, name: str) -> bool:
-    """A boolean (True/False or ``numpy.bool_``); any other value, even a truthy one, is refused."""
+    """A boolean (True/False or ``numpy.bool_``); any other value, even a truthy one, is refused.
+
+    Parameters
+    ----------
+    x : bool
+        The flag.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
     raise ValueError(f"{name} must be True or False, got {x!r}")
 
 
 def validate_dimension(d, name: str = "d", *, minimum: int = 2) -> int:
-    """A token dimension: an integer >= ``minimum``."""
+    """A token dimension: an integer >= ``minimum``.
+
+    Parameters
+    ----------
+    d : int
+        The dimension.
+    name : str
+        Name in error messages.
+    minimum : int
+        Smallest accepted value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     return validate_count(d, name, minimum=minimum)
 
 
 def validate_choice(x, name: str, choices) -> str:
-    """One of the strings ``choices`` (anything else, e.g. a wrong case or a non-string, is refused)."""
+    """One of the strings ``choices`` (anything else, e.g. a wrong case or a non-string, is refused).
+
+    Parameters
+    ----------
+    x : str
+        The value.
+    name : str
+        Name in error messages.
+    choices : iterable of str
+        Accepted values.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     choices = tuple(choices)
     if not isinstance(x, str) or x not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {x!r}")
@@ -275,7 +634,29 @@ def validate_choice(x, name: str, choices) -> str:
 
 
 def validate_instance(x, cls, name: str, what: str | None = None):
-    """``x`` itself if it is an instance of ``cls``; else a TypeError naming ``name`` and the expected type."""
+    """``x`` itself if it is an instance of ``cls``; else a TypeError naming ``name`` and the expected type.
+
+    Parameters
+    ----------
+    x : object
+        The value.
+    cls : type or tuple of types
+        Accepted types.
+    name : str
+        Name in error messages.
+    what : str, optional
+        The expected type in words.
+
+    Returns
+    -------
+    object
+        ``x``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not an instance of ``cls``.
+    """
     if not isinstance(x, cls):
         expected = what or (cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls))
         raise TypeError(f"{name} must be {expected}, got {type(x).__name__} {x!r:.60}")
@@ -283,7 +664,24 @@ def validate_instance(x, cls, name: str, what: str | None = None):
 
 
 def validate_solver(method, name: str = "solver") -> str:
-    """A ``solve_ivp`` method name among :data:`SOLVERS` (the error names the library's argument, not scipy's)."""
+    """A ``solve_ivp`` method name among :data:`SOLVERS` (the error names the library's argument, not scipy's).
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`SOLVERS`.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     return validate_choice(method, name, SOLVERS)
 
 
@@ -293,12 +691,48 @@ def validate_tolerances(rtol, atol, *, rtol_name: str = "rtol", atol_name: str =
     scipy silently raises an ``rtol`` below ``100 * machine epsilon`` to that value and accepts a
     negative one with a warning; here both must be positive numbers (a tiny ``rtol`` stays scipy's
     business).
+
+    Parameters
+    ----------
+    rtol, atol : float
+        Tolerances.
+    rtol_name, atol_name : str
+        Names in error messages.
+
+    Returns
+    -------
+    rtol, atol : float
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
     """
     return validate_positive(rtol, rtol_name), validate_positive(atol, atol_name)
 
 
 def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
-    """A pair: a tuple or list of two entries (None is not a pair; the caller handles it)."""
+    """A pair: a tuple or list of two entries (None is not a pair; the caller handles it).
+
+    Parameters
+    ----------
+    x : tuple or list
+        The pair.
+    name : str
+        Name in error messages.
+    what : str
+        The expected value in words.
+
+    Returns
+    -------
+    tuple
+        ``(x[0], x[1])``.
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if isinstance(x, (str, bytes, dict)) or not hasattr(x, "__len__") or isinstance(x, np.ndarray) and x.ndim == 0:
         raise ValueError(f"{name} must be {what}, got {type(x).__name__}")
     if len(x) != 2:
@@ -307,7 +741,28 @@ def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
 
 
 def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: int = 0) -> np.ndarray:
-    """A real float64 array with finite entries (optionally of ``ndim`` dimensions, or at least ``min_ndim``)."""
+    """A real float64 array with finite entries (optionally of ``ndim`` dimensions, or at least ``min_ndim``).
+
+    Parameters
+    ----------
+    x : array_like
+        The array.
+    name : str
+        Name in error messages.
+    ndim : int, optional
+        Required number of dimensions.
+    min_ndim : int
+        Smallest accepted number of dimensions.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     arr = real_array(x, name)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
@@ -319,7 +774,25 @@ def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: in
 
 
 def validate_complex(z, name: str) -> np.ndarray:
-    """A complex128 array (a complex number, or an array of them) with finite entries; real input is accepted."""
+    """A complex128 array (a complex number, or an array of them) with finite entries; real input is accepted.
+
+    Parameters
+    ----------
+    z : complex or array_like
+        The value(s).
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        complex128.
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     arr = np.asarray(z)
     if arr.dtype.kind not in "biufc":
         raise ValueError(f"{name} must be a complex number or an array of them, got {z!r:.60}")
@@ -330,7 +803,22 @@ def validate_complex(z, name: str) -> np.ndarray:
 
 
 def parse_span(t_span) -> tuple[float, float]:
-    """``T`` or ``(t0, T)`` as a pair of finite floats with ``t0 < T``."""
+    """``T`` or ``(t0, T)`` as a pair of finite floats with ``t0 < T``.
+
+    Parameters
+    ----------
+    t_span : float or (float, float)
+        ``T`` or ``(t0, T)``.
+
+    Returns
+    -------
+    t0, T : float
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     if np.isscalar(t_span):
         t0, T = 0.0, validate_finite(t_span, "t_span")
     else:
@@ -347,7 +835,27 @@ def parse_span(t_span) -> tuple[float, float]:
 
 
 def time_grid(t_span, t_eval, default: int = 401):
-    """``(t0, T, t_eval)``: the span and increasing output times inside it (``default`` points if None)."""
+    """``(t0, T, t_eval)``: the span and increasing output times inside it (``default`` points if None).
+
+    Parameters
+    ----------
+    t_span : float or (float, float)
+        ``T`` or ``(t0, T)``.
+    t_eval : array_like or None
+        Output times.
+    default : int
+        Number of output times when ``t_eval`` is None.
+
+    Returns
+    -------
+    t0, T : float
+    t_eval : numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        With a message naming the argument and what was expected.
+    """
     t0, T = parse_span(t_span)
     if t_eval is None:
         t_eval = np.linspace(t0, T, default)

@@ -1,6 +1,7 @@
 r"""The Watanabe–Strogatz reduction: linear attention on the circle as three real ODEs, for every n.
 
-**Watanabe–Strogatz (paper 2, spec §3).** The double angles :math:`\psi_k=2\theta_k` obey
+**Watanabe–Strogatz (paper 2, Li et al. 2026; book: ``chapters/04_kuramoto_reduction.md``, equation
+(eq-ws)).** The double angles :math:`\psi_k=2\theta_k` obey
 :math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})` with the common
 :math:`\Omega=2\omega(R_2)`, :math:`\mathcal H=2H(R_2)`. Hence, for every n,
 
@@ -66,7 +67,8 @@ def mobius(alpha, eta, c):
     References
     ----------
     S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*,
-    Physica D 74 (1994); paper 2 (Li et al.), the Watanabe–Strogatz reduction (this book, chapter 4).
+    Physica D 74 (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
     """
     alpha = validate_complex(alpha, "alpha")[..., None]
     eta = validate_finite_array(eta, "eta")
@@ -82,10 +84,32 @@ def _lifted_psi(alpha, eta, c):
 
 
 def ws_constants(theta0, alpha0=None):
-    r"""WS constants :math:`e^{ic_k}=\frac{e^{i\psi_k(0)}-\alpha_0}{1-\bar\alpha_0e^{i\psi_k(0)}}` for the angles ``theta0``.
+    r"""The Watanabe–Strogatz constants :math:`c_k` of the angles ``theta0``.
+
+    .. math:: e^{ic_k}=\frac{e^{i\psi_k(0)}-\alpha_0}{1-\bar\alpha_0e^{i\psi_k(0)}} .
 
     ``alpha0`` defaults to :math:`R_2(0)` (Gong–Pikovsky); any point of the open disk is a valid
-    gauge (``alpha0=0`` gives :math:`c_k=\psi_k(0)`). Returns ``(alpha0, c)``.
+    gauge (``alpha0=0`` gives :math:`c_k=\psi_k(0)`).
+
+    Parameters
+    ----------
+    theta0 : array (n,)
+        Initial angles (:math:`\psi_k(0)=2\theta_k(0)`).
+    alpha0 : complex, optional
+        The gauge :math:`\alpha_0`, :math:`|\alpha_0|<1` (default :math:`R_2(0)`).
+
+    Returns
+    -------
+    alpha0 : complex
+        The gauge used.
+    c : array (n,)
+        The constants :math:`c_k`.
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
+    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
     """
     th = validate_angles(theta0, "theta0")
     if th.ndim != 1:
@@ -102,7 +126,29 @@ def ws_constants(theta0, alpha0=None):
 
 
 def ws_order_parameter(alpha, eta, c):
-    r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2, spec §3); vectorised over alpha, eta."""
+    r"""The order parameter :math:`R_2` of the Watanabe–Strogatz variables.
+
+    .. math:: R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}} .
+
+    Parameters
+    ----------
+    alpha : complex or complex array (...)
+        :math:`\alpha`, inside the unit disc (vectorised).
+    eta : float or array (...)
+        :math:`\eta`.
+    c : array (n,)
+        The constants.
+
+    Returns
+    -------
+    complex or complex array (...)
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
+    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    """
     return mobius(alpha, eta, c).mean(axis=-1)
 
 
@@ -114,7 +160,29 @@ def ws_reconstruct(alpha, eta, c, theta0):
     continuously, :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` (the argument stays in
     :math:`(-\pi/2,\pi/2)` because :math:`|\alpha|<1`), so
     :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` keeps :math:`\theta_k` apart from
-    :math:`\theta_k+\pi` without any sampling condition. Returns shape (m, n).
+    :math:`\theta_k+\pi` without any sampling condition.
+
+    Parameters
+    ----------
+    alpha : complex array (m,)
+        :math:`\alpha(t)`.
+    eta : array (m,)
+        :math:`\eta(t)`.
+    c : array (n,)
+        The constants.
+    theta0 : array (n,)
+        Initial angles.
+
+    Returns
+    -------
+    array (m, n)
+        :math:`\theta_k(t)`.
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
+    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
     """
     th0 = validate_angles(theta0, "theta0")
     alpha = np.atleast_1d(validate_complex(alpha, "alpha"))
@@ -139,14 +207,22 @@ class WSSolution:
     Attributes
     ----------
     t : array (m,)
+        Output times.
     alpha : complex array (m,)
         :math:`\alpha=\rho e^{i\Phi}`.
     eta : array (m,)
+        The rotation :math:`\eta`.
     c : array (n,)
         The constants of motion (one per token).
     theta0 : array (n,)
         Initial angles (they fix each token's branch).
     params : dict
+        Matrices, tolerances, solver and evaluation counts.
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, Physica D 74 (1994); paper 2 (Li et al., 2026); book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
     """
 
     t: np.ndarray
@@ -158,7 +234,7 @@ class WSSolution:
 
     @property
     def rho(self) -> np.ndarray:
-        """Modulus :math:`\rho=|\alpha|` (equal to :math:`|R_2|` only on the Ott–Antonsen manifold)."""
+        r"""Modulus :math:`\rho=|\alpha|` (equal to :math:`|R_2|` only on the Ott–Antonsen manifold)."""
         return np.abs(self.alpha)
 
     @property
@@ -188,7 +264,7 @@ def solve_watanabe_strogatz(
     rtol: float = 1e-11,
     atol: float = 1e-13,
 ) -> WSSolution:
-    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate (paper 2, spec §3).
+    r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate.
 
     State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the
     polar singularity at :math:`\rho=0`):
@@ -198,6 +274,36 @@ def solve_watanabe_strogatz(
 
     with :math:`R_2` from :func:`ws_order_parameter` (O(n) per evaluation). Reconstruct the tokens
     with :meth:`WSSolution.theta`.
+
+    Parameters
+    ----------
+    theta0 : array (n,)
+        Initial angles.
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    t_span : float or (t0, T)
+        Integration interval.
+    t_eval : array or int, optional
+        Output times.
+    alpha0 : complex, optional
+        Initial gauge (default :math:`R_2(0)`, as in Gong and Pikovsky).
+    method : str
+        ``scipy.integrate.solve_ivp`` method.
+    rtol, atol : float
+        Tolerances.
+
+    Returns
+    -------
+    WSSolution
+
+    References
+    ----------
+    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
+    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
+    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws). S. A. Marvel, R. E. Mirollo, S. H. Strogatz,
+    Chaos 19 (2009).
     """
     th0 = validate_angles(theta0, "theta0")
     a0, c = ws_constants(th0, alpha0)

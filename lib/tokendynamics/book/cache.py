@@ -88,7 +88,17 @@ def _jsonable(obj: Any):
 
 
 def package_sources(root: Path | None = None) -> list[Path]:
-    """Every ``.py`` file of the package (``PACKAGE_ROOT`` unless ``root`` is given), sorted by relative path."""
+    """Every ``.py`` file of the package (``PACKAGE_ROOT`` unless ``root`` is given), sorted by relative path.
+
+    Parameters
+    ----------
+    root : pathlib.Path, optional
+        Package folder.
+
+    Returns
+    -------
+    list of pathlib.Path
+    """
     root = PACKAGE_ROOT if root is None else Path(root)
     files = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
@@ -99,6 +109,18 @@ def fingerprint(code: Iterable[Any] = (), *, root: Path | None = None) -> str:
 
     Every ``.py`` file of the package enters with its path relative to the package, so editing,
     adding, removing or renaming any module changes the fingerprint.
+
+    Parameters
+    ----------
+    code : iterable of objects
+        Extra functions or classes whose source enters the fingerprint.
+    root : pathlib.Path, optional
+        Package folder.
+
+    Returns
+    -------
+    str
+        16 hex digits.
     """
     root = PACKAGE_ROOT if root is None else Path(root)
     h = hashlib.sha256()
@@ -113,7 +135,18 @@ def fingerprint(code: Iterable[Any] = (), *, root: Path | None = None) -> str:
 
 
 def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
-    """SHA-256 of a dict of arrays: names, dtypes, shapes and bytes, in sorted name order."""
+    """SHA-256 of a dict of arrays: names, dtypes, shapes and bytes, in sorted name order.
+
+    Parameters
+    ----------
+    arrays : dict of str to array
+        The arrays.
+
+    Returns
+    -------
+    str
+        Hex digest.
+    """
     h = hashlib.sha256()
     for key in sorted(arrays):
         arr = np.ascontiguousarray(arrays[key])
@@ -168,6 +201,23 @@ def cached(
     extra objects in ``code`` (:func:`fingerprint`). A damaged file, or one whose arrays do not
     match their stored checksum, is recomputed and replaced with a :class:`CacheWarning`. If the
     data folder is not writable the result is computed and returned without being stored.
+
+    Parameters
+    ----------
+    name : str
+        File stem under the data folder.
+    params : dict
+        The parameters (JSON-able) that made the result.
+    compute : callable
+        ``compute() -> dict of arrays``.
+    code : iterable of objects
+        Extra code whose source enters the fingerprint.
+    refresh : bool
+        Recompute even if the file is valid.
+
+    Returns
+    -------
+    dict of str to array
     """
     if not isinstance(name, str) or not name.replace("-", "_").replace(".", "_").isidentifier():
         raise ValueError(f"cache name must be a simple identifier-like stem, got {name!r}")
@@ -207,6 +257,17 @@ def cached(
 
 
 def describe(name: str) -> dict:
-    """Parameters, code fingerprint and array checksum stored with ``data/<name>.npz``."""
+    """Parameters, code fingerprint and array checksum stored with ``data/<name>.npz``.
+
+    Parameters
+    ----------
+    name : str
+        File stem.
+
+    Returns
+    -------
+    dict
+        ``params``, ``code`` and ``sha256``.
+    """
     meta, _ = _read(data_dir() / f"{name}.npz")
     return meta

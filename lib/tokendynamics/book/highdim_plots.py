@@ -21,6 +21,15 @@ def run_axes(axes, T: float, d: int | None = None):
     Tick and axis labels are plain text, not mathtext, and there are no minor ticks: parsing
     mathtext tick labels and building minor ticks took most of a redraw, which matters in the live
     explorer (:func:`tokendynamics.book.explorers.highdim_explorer`).
+
+    Parameters
+    ----------
+    axes : (Axes, Axes)
+        The :math:`\hat R_2` and :math:`\hat R_1` panels.
+    T : float
+        Last time.
+    d : int, optional
+        Dimension (draws :math:`1/d`).
     """
     ax2, ax1 = axes
     if d:
@@ -48,6 +57,22 @@ def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | Non
 
     ``axes`` is a pair of matplotlib axes; ``runs`` maps variant names to :class:`RunSummary`
     (e.g. the dict returned by :func:`tokendynamics.book.explorers.highdim_update`).
+
+    Parameters
+    ----------
+    axes : (Axes, Axes)
+        The :math:`\hat R_2` and :math:`\hat R_1` panels.
+    runs : dict of str to RunSummary
+        One run per variant.
+    kinds : sequence of str
+        The variants drawn.
+    d : int, optional
+        Dimension (draws :math:`1/d`).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+    equation (eq-hd-R).
     """
     ax2, ax1 = axes
     for kind in kinds:

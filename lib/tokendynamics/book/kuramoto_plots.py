@@ -1,6 +1,7 @@
 """Plots of the d = 2 reduction: the complex disk of :math:`R_2`, OA phase portraits, Hamiltonian level sets.
 
-Thin drawing helpers used by the chapter on the Kuramoto reduction (paper 2, spec §2–5); every number
+Thin drawing helpers used by the chapters on the Kuramoto reduction and its regimes (paper 2, Li et al.
+2026; book: ``chapters/04_kuramoto_reduction.md`` and ``chapters/04_kuramoto_regimes.md``); every number
 they draw is computed by :mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and
 :mod:`tokendynamics.regimes`.
 """
@@ -40,6 +41,17 @@ def matrix_tex(M) -> str:
     Entries are printed with ``:g``; a diagonal matrix becomes ``\operatorname{diag}(a,d)``, the
     identity ``I``.
 
+    Parameters
+    ----------
+    M : array (2, 2)
+        The matrix.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
     >>> matrix_tex([[1, 0], [0, 1]])
     '$I$'
     >>> matrix_tex([[2, 0], [0, -1]])
@@ -56,12 +68,39 @@ def matrix_tex(M) -> str:
 
 
 def regime_label(name: str) -> str:
-    """``"static_clusters"`` -> ``"static clusters (Type 1)"``."""
+    """``"static_clusters"`` -> ``"static clusters (Type 1)"``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`~tokendynamics.regimes.REGIMES`.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> regime_label("static_clusters")
+    'static clusters (Type 1)'
+    """
     return f"{name.replace('_', ' ')} ({TYPES[name]})"
 
 
 def plot_disk(ax, *, labels: bool = True):
-    """The closed unit disk of :math:`R_2` (boundary = clustered states), equal aspect."""
+    """The closed unit disk of :math:`R_2` (boundary = clustered states), equal aspect.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    labels : bool
+        Label the axes.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     s = np.linspace(0, 2 * np.pi, 361)
     ax.plot(np.cos(s), np.sin(s), color="0.3", lw=1.0, zorder=1)
     ax.set_aspect("equal")
@@ -88,9 +127,35 @@ def plot_portrait(
 
     ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
     widget); ``style="stream"``: streamlines coloured the same way. ``norm`` (a matplotlib
-    ``Normalize``) fixes the colour scale, so that several panels can share one colour bar. Returns
-    the artist that carries the colours (``Quiver``, or the ``LineCollection`` of the streamlines):
-    pass it to ``fig.colorbar``.
+    ``Normalize``) fixes the colour scale, so that several panels can share one colour bar.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    portrait : Portrait
+        From :func:`~tokendynamics.regimes.regime_portrait`.
+    title : str, optional
+        Panel title.
+    orbit : bool
+        Draw the OA orbit.
+    style : {"quiver", "stream"}
+        How to draw the field.
+    cmap : str
+        Colour map.
+    norm : matplotlib.colors.Normalize, optional
+        Colour scale.
+
+    Returns
+    -------
+    matplotlib artist
+        The artist that carries the colours (``Quiver``, or the ``LineCollection`` of the streamlines):
+        pass it to ``fig.colorbar``.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book: ``chapters/04_kuramoto_reduction.md``,
+    equation (eq-oa).
     """
     if style not in ("quiver", "stream"):
         raise ValueError(f"style must be 'quiver' or 'stream', got {style!r}")
@@ -150,6 +215,26 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
 
     Levels are the values of :math:`\mathcal E` on points between the centre (if any) and the
     boundary, so closed orbits and orbits running into the circle both appear.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    V : array (2, 2)
+        Traceless value matrix (:math:`A=I`).
+    beta : float
+        Inverse temperature.
+    n_levels : int
+        Number of levels.
+    resolution : int
+        Grid points per side.
+    color : color
+        Line colour.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the hidden Hamiltonian; book: ``chapters/04_kuramoto_regimes.md``, equation
+    (eq-hamiltonian).
     """
     s = np.linspace(-0.995, 0.995, resolution)
     Z = s[None, :] + 1j * s[:, None]
@@ -184,8 +269,18 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     ``axes`` is a pair of matplotlib axes (cleared first); ``traj`` an optional planar run, a
     :class:`~tokendynamics.particles.Trajectory` or a :class:`~tokendynamics.kuramoto.PhaseSolution`
     (drawn as its :math:`R_2` path and its tokens at the first and last times). The disk has no
-    ticks (its unit circle is the scale) and plain-text labels, which keeps a redraw cheap. Used by the live widget
-    and by the static animation of the chapter (:func:`tokendynamics.book.explorers.regimes_update`).
+    ticks (its unit circle is the scale) and plain-text labels, which keeps a redraw cheap. Used by
+    the live widget and by the static animation of the chapter
+    (:func:`tokendynamics.book.explorers.regimes_update`).
+
+    Parameters
+    ----------
+    axes : (Axes, Axes)
+        The disk panel and the tokens panel.
+    portrait : Portrait
+        From :func:`~tokendynamics.regimes.regime_portrait`.
+    traj : Trajectory or PhaseSolution, optional
+        A planar run.
     """
     ax_disk, ax_tok = axes
     ax_disk.clear()

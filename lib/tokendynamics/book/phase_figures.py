@@ -71,6 +71,19 @@ def phase_points(p: dict) -> list[dict]:
     the same clouds), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
     (cluster counts at other n), ``check/kind`` (the same clouds with a step ``factor`` times
     smaller, at the largest beta or two), ``planar/recipe`` (linear attention in d = 2).
+
+    Parameters
+    ----------
+    p : dict
+        One setting of ``settings("phase_diagrams")``.
+
+    Returns
+    -------
+    list of dict
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
     common = dict(d=p["d"], seed=p["seed"], layer_seed=p["layer_seed"], threshold=p["threshold"])
 
@@ -141,7 +154,25 @@ def phase_points(p: dict) -> list[dict]:
 
 def cached_task(label: str, task: str, **params) -> dict:
     """One run of :func:`phase_points` (``task`` "statistics" or "planar"), cached with its parameters
-    and a fingerprint of the code that computes it (recomputed when either changes)."""
+    and a fingerprint of the code that computes it (recomputed when either changes).
+
+    Parameters
+    ----------
+    label : str
+        Name of the run.
+    task : {"statistics", "planar"}
+        What to compute.
+    **params
+        Keyword arguments of the task.
+
+    Returns
+    -------
+    dict of arrays
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    """
     tasks: dict[str, Callable[..., Any]] = {"statistics": phase.cluster_statistics, "planar": phase.planar_linear_check}
     fn = tasks[task]
     name = "phase_" + "".join(c if c.isalnum() else "_" for c in label) + f"_c{params['clouds']}"
@@ -155,14 +186,45 @@ def cached_task(label: str, task: str, **params) -> dict:
 
 def run_phase(points: list[dict], *, n_jobs: int = 1, client=None, progress: bool = True) -> dict:
     """Every run through :func:`cached_task`, on joblib (``n_jobs`` processes) or on Dask (``client``,
-    see :func:`tokendynamics.sweeps.sweep`); returns ``{label: result}``."""
+    see :func:`tokendynamics.sweeps.sweep`); returns ``{label: result}``.
+
+    Parameters
+    ----------
+    points : list of dict
+        From :func:`phase_points`.
+    n_jobs : int
+        joblib processes.
+    client : dask.distributed.Client, optional
+        Run on this Dask cluster.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    dict
+        ``{label: result}``.
+
+    References
+    ----------
+    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    """
     results = sweep(cached_task, points, n_jobs=n_jobs, client=client, progress=progress, desc="phase runs")
     return {q["label"]: r for q, r in zip(points, results)}
 
 
 def merge_betas(*results) -> dict:
     """Results of :func:`tokendynamics.phase.cluster_statistics` on the same clouds and depths but
-    different grids of beta, merged into one grid (sorted); outcome arrays joined along beta."""
+    different grids of beta, merged into one grid (sorted); outcome arrays joined along beta.
+
+    Parameters
+    ----------
+    *results : dict
+        Results of :func:`tokendynamics.phase.cluster_statistics`.
+
+    Returns
+    -------
+    dict
+    """
     betas = np.concatenate([r["betas"] for r in results])
     if len(np.unique(betas)) != betas.size:
         raise ValueError("the grids of beta overlap")
@@ -179,7 +241,22 @@ def merge_betas(*results) -> dict:
 
 
 def log_edges(x) -> np.ndarray:
-    """Cell edges around log-spaced centres x (geometric midpoints, extended at both ends)."""
+    """Cell edges around log-spaced centres x (geometric midpoints, extended at both ends).
+
+    Parameters
+    ----------
+    x : array (m,)
+        Positive, increasing centres.
+
+    Returns
+    -------
+    array (m + 1,)
+
+    Examples
+    --------
+    >>> log_edges([1.0, 100.0])
+    array([1.e-01, 1.e+01, 1.e+03])
+    """
     x = np.asarray(x, dtype=float)
     lx = np.log(x)
     mid = (lx[1:] + lx[:-1]) / 2
@@ -189,7 +266,27 @@ def log_edges(x) -> np.ndarray:
 def draw_probability_map(ax, betas, depths, P, *, contour: float | None = 0.5, cmap: str = "viridis"):
     """P (len(depths), len(betas)) as cells over log beta x depth, with the ``contour`` level drawn white.
 
-    Returns the mesh (for a colour bar)."""
+    Returns the mesh (for a colour bar).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    betas : array (m,)
+        Inverse temperatures (log-spaced).
+    depths : array (k,)
+        Depths.
+    P : array (k, m)
+        Probabilities.
+    contour : float, optional
+        Level drawn in white.
+    cmap : str
+        Colour map.
+
+    Returns
+    -------
+    matplotlib.collections.QuadMesh
+    """
     depths = np.asarray(depths, dtype=float)
     step = np.diff(depths).min() if depths.size > 1 else 1.0
     d_edges = np.concatenate([[depths[0] - step / 2], (depths[1:] + depths[:-1]) / 2, [depths[-1] + step / 2]])
@@ -204,7 +301,31 @@ def draw_probability_map(ax, betas, depths, P, *, contour: float | None = 0.5, c
 
 
 def draw_probability_curve(ax, x, k, n, *, color, label=None, marker="o", ls="-", confidence: float = 0.95):
-    """Frequencies k/n against x with their Wilson band (:func:`tokendynamics.phase.wilson_interval`)."""
+    """Frequencies k/n against x with their Wilson band (:func:`tokendynamics.phase.wilson_interval`).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    x : array (m,)
+        Abscissae.
+    k : array (m,)
+        Successes.
+    n : int or array (m,)
+        Trials.
+    color : color
+        Line and band colour.
+    label : str, optional
+        Legend label.
+    marker, ls : str
+        Marker and line style.
+    confidence : float
+        Level of the Wilson band.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     k = np.asarray(k, dtype=float)
     lo, hi = phase.wilson_interval(k, np.broadcast_to(n, k.shape), confidence)
     ax.fill_between(x, lo, hi, color=color, alpha=0.18, lw=0)

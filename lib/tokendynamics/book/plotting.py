@@ -71,6 +71,20 @@ def savefig(fig, name: str, *, dpi: int | None = None) -> Path:
 
     Refuses a figure whose axes are all empty, so that a figure that silently shows nothing
     cannot be shipped.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    name : str
+        File stem (no folder, no extension), e.g. ``"intro-clustering"``.
+    dpi : int, optional
+        Resolution (default: the style's ``savefig.dpi``).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
     """
     if not name or any(c in name for c in "/\\") or name.endswith(".png"):
         raise ValueError(f"name must be a plain file stem like 'intro-clustering', got {name!r}")
@@ -89,6 +103,17 @@ def unwrap_for_plot(theta, period: float = 2 * np.pi):
     ``theta`` has shape (m, n) (times x tokens); returns an array of the same shape, ready for
     ``plot(t, ...)``: wrapped angles, with NaN where consecutive values differ by more than half a
     period, so that the lines break there.
+
+    Parameters
+    ----------
+    theta : array (m, n)
+        Angles (times x tokens).
+    period : float
+        The period.
+
+    Returns
+    -------
+    array (m, n)
     """
     theta = np.asarray(theta, dtype=float)
     wrapped = (theta + period / 2) % period - period / 2
@@ -99,7 +124,25 @@ def unwrap_for_plot(theta, period: float = 2 * np.pi):
 
 
 def plot_circle(ax, X, *, color=TOKEN_COLOR, size: float = 18, alpha: float = 0.9, title: str | None = None):
-    """Planar tokens as dots on the unit circle (drawn in grey)."""
+    """Planar tokens as dots on the unit circle (drawn in grey).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    X : array (n, 2)
+        Planar tokens.
+    color : color
+        Dot colour.
+    size, alpha : float
+        Dot size and opacity.
+    title : str, optional
+        Panel title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     X = np.asarray(X, dtype=float)
     s = np.linspace(0, 2 * np.pi, 361)
     ax.plot(np.cos(s), np.sin(s), color="0.75", lw=1, zorder=0)
@@ -118,7 +161,25 @@ def plot_circle(ax, X, *, color=TOKEN_COLOR, size: float = 18, alpha: float = 0.
 
 
 def plot_angle_paths(ax, t, X_or_theta, *, color=TOKEN_COLOR, lw: float = 0.8, alpha: float = 0.7):
-    r"""Angle of each planar token against time, wrapped to :math:`[-\pi,\pi)` with broken lines at jumps."""
+    r"""Angle of each planar token against time, wrapped to :math:`[-\pi,\pi)` with broken lines at jumps.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    t : array (m,)
+        Times.
+    X_or_theta : array (m, n, 2) or (m, n)
+        Planar tokens or their angles.
+    color : color
+        Line colour.
+    lw, alpha : float
+        Line width and opacity.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     arr = np.asarray(X_or_theta, dtype=float)
     theta = angles(arr) if arr.ndim == 3 else arr
     ax.plot(t, unwrap_for_plot(theta), color=color, lw=lw, alpha=alpha)
@@ -133,6 +194,21 @@ def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = "
     """A matplotlib animation of planar tokens on the circle (render with ``.to_jshtml()``).
 
     Works in the static book without a kernel: the HTML carries every frame.
+
+    Parameters
+    ----------
+    traj : Trajectory
+        A planar trajectory (d = 2).
+    frames : int
+        Number of frames.
+    interval : int
+        Milliseconds between frames.
+    title : str
+        Prefix of the frame title.
+
+    Returns
+    -------
+    matplotlib.animation.FuncAnimation
     """
     from matplotlib.animation import FuncAnimation
 
@@ -236,6 +312,31 @@ def plot_token_paths(
     ``colors`` (n,) are values mapped through ``cmap`` (default: initial polar angle), so a reader can
     follow each token from its start to its end. ``ticks=False`` drops the axes' ticks (several
     times faster to draw, for widgets).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    X : array (m, n, 2)
+        Planar token paths.
+    colors : array (n,), optional
+        Values mapped through ``cmap``.
+    every : int
+        Draw every k-th time of the paths.
+    size : float
+        Dot size.
+    title : str, optional
+        Panel title.
+    cmap : str
+        Colour map.
+    lw : float
+        Path line width.
+    ticks : bool
+        Draw the axes' ticks.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
     X = np.asarray(X, dtype=float)
     if X.ndim != 3 or X.shape[2] != 2:
@@ -280,6 +381,31 @@ def animate_token_panels(
     ``frames[f][p]`` is an (n, 2) array: panel p at frame f (frames may be times or parameter
     values; ``labels[f]`` says which). Each panel keeps fixed limits over all frames. Works in the
     static book without a kernel.
+
+    Parameters
+    ----------
+    frames : sequence of sequences of arrays (n, 2)
+        ``frames[f][p]``.
+    titles : sequence of str
+        Panel titles.
+    labels : sequence of str
+        Frame labels.
+    colors : array (n,), optional
+        Values mapped through ``cmap``.
+    ncols : int
+        Panels per row.
+    interval : int
+        Milliseconds between frames.
+    panel_size : float
+        Panel size in inches.
+    cmap : str
+        Colour map.
+    suptitle : str
+        Prefix of the figure title.
+
+    Returns
+    -------
+    matplotlib.animation.FuncAnimation
     """
     from matplotlib.animation import FuncAnimation
 
@@ -326,7 +452,20 @@ MIN_TEXT_PX = 9.0
 
 
 def smallest_text(fig) -> tuple[float, str]:
-    """The smallest font size (points) among the visible, non-empty texts of ``fig``, and that text."""
+    """The smallest font size (points) among the visible, non-empty texts of ``fig``, and that text.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+
+    Returns
+    -------
+    size : float
+        Font size in points.
+    text : str
+        The text.
+    """
     from matplotlib.text import Text
 
     texts = [
@@ -349,6 +488,22 @@ def animation_html(
     natural size), without a tight bounding box (every frame the same size). Raises ``ValueError`` if
     a text of the figure would be smaller than ``min_text_px`` pixels at that size, checked on the
     first frame and on the last.
+
+    Parameters
+    ----------
+    anim : matplotlib.animation.Animation
+        The animation.
+    width : int
+        Width of a frame in pixels.
+    min_text_px : float
+        Smallest accepted text size in pixels.
+    default_mode : str
+        Loop mode of the player (``"once"``, ``"loop"``, ``"reflect"``).
+
+    Returns
+    -------
+    str
+        HTML.
     """
     fig = anim._fig
     dpi = float(width) / fig.get_figwidth()

@@ -63,6 +63,19 @@ def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
 def pm(value: float, error: float, digits: int = 2) -> str:
     """``value ± error`` with a true minus sign, e.g. ``−0.47 ± 0.03``.
 
+    Parameters
+    ----------
+    value, error : float
+        The estimate and its uncertainty.
+    digits : int
+        Decimals.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
     >>> pm(-0.4712, 0.0291)
     '−0.47 ± 0.03'
     """
@@ -73,8 +86,21 @@ def pm(value: float, error: float, digits: int = 2) -> str:
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str | None = None) -> str:
     """A MyST (GitHub-style) table: ``header`` cells, then one line per row; cells may hold ``$math$``.
 
-    ``align`` is one character per column: ``l``, ``r`` or ``c`` (default: left-aligned text).
+    Parameters
+    ----------
+    header : sequence of str
+        Column titles.
+    rows : iterable of sequences
+        Cells, converted with ``str``.
+    align : str, optional
+        One character per column: ``l``, ``r`` or ``c`` (default: left-aligned text).
 
+    Returns
+    -------
+    str
+
+    Examples
+    --------
     >>> print(markdown_table(["a", "b"], [[1, 2]], align="lr"))
     | a | b |
     |:---|---:|

@@ -75,6 +75,19 @@ class Control:
 
     ``name`` is the keyword the explorer's state uses, ``label`` what the reader sees (default: the
     name). Sliders update when released (``continuous_update=False``): one update per move.
+
+    Attributes
+    ----------
+    name : str
+        Keyword of the explorer's state.
+    value : float or object
+        Initial value.
+    min, max, step : float or None
+        Slider range and step (sliders only).
+    options : tuple or None
+        The choices (choices only).
+    label : str or None
+        What the reader sees.
     """
 
     name: str
@@ -125,18 +138,67 @@ class Control:
 
 
 def slider(name: str, value: float, lo: float, hi: float, step: float = 0.05, label: str | None = None) -> Control:
-    """A float slider from ``lo`` to ``hi``."""
+    """A float slider from ``lo`` to ``hi``.
+
+    Parameters
+    ----------
+    name : str
+        Keyword of the state.
+    value : float
+        Initial value.
+    lo, hi : float
+        Range.
+    step : float
+        Step.
+    label : str, optional
+        What the reader sees.
+
+    Returns
+    -------
+    Control
+    """
     return Control(name, float(value), float(lo), float(hi), float(step), None, label)
 
 
 def choice(name: str, options: Sequence, value=None, label: str | None = None) -> Control:
-    """A drop-down among ``options`` (the first one by default)."""
+    """A drop-down among ``options`` (the first one by default).
+
+    Parameters
+    ----------
+    name : str
+        Keyword of the state.
+    options : sequence
+        The choices.
+    value : object, optional
+        Initial choice.
+    label : str, optional
+        What the reader sees.
+
+    Returns
+    -------
+    Control
+    """
     options = tuple(options)
     return Control(name, options[0] if value is None else value, options=options, label=label)
 
 
 def error_message(err: BaseException) -> str:
-    """One line for the status: what failed, in the reader's words, and the library's message."""
+    """One line for the status: what failed, in the reader's words, and the library's message.
+
+    Parameters
+    ----------
+    err : BaseException
+        The error.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> error_message(ValueError("beta must be positive"))
+    'not allowed: beta must be positive'
+    """
     if isinstance(err, ConvergenceError):
         what = "no convergence"
     elif isinstance(err, BlowUpError):
@@ -159,6 +221,26 @@ def sticky_limits(current, lo: float, hi: float, *, pad: float = 0.08, fill: flo
 
     Unchanged limits keep the explorer's background (ticks, labels) valid: the next update redraws
     only the data.
+
+    Parameters
+    ----------
+    current : (float, float) or None
+        The current limits.
+    lo, hi : float
+        Range of the data.
+    pad : float
+        Margin, as a fraction of the range.
+    fill : float
+        Smallest fraction of the limits the data must fill to keep them.
+
+    Returns
+    -------
+    (float, float)
+
+    Examples
+    --------
+    >>> sticky_limits((0.0, 1.0), 0.2, 0.9)
+    (0.0, 1.0)
     """
     lo, hi = float(lo), float(hi)
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -203,16 +285,21 @@ class _Failed:
 class Explorer:
     """Base class of the chapters' explorers (see the module doc).
 
-    Subclasses set :attr:`controls` (and may set :attr:`figsize`, :attr:`dpi`, :attr:`rows`) and
+    Subclasses set ``controls`` (and may set ``figsize``, ``dpi``, ``rows``) and
     implement :meth:`compute`, :meth:`setup`, :meth:`draw`, :meth:`describe` (and :meth:`uses` if
     some controls matter only in some states). ``Explorer(**values)`` starts from the controls'
     values, overridden by ``values``; nothing is computed until :meth:`update` or :meth:`show`.
 
-    Attributes after an update: :attr:`state` (control values), :attr:`result` (what ``compute``
-    returned, or None after an error), :attr:`error` (the exception, or None), :attr:`status` (the
-    status line), :attr:`png` (the last rendered image), :attr:`fig`, and :attr:`timings` (seconds
+    Attributes after an update: ``state`` (control values), ``result`` (what ``compute``
+    returned, or None after an error), ``error`` (the exception, or None), ``status`` (the
+    status line), ``png`` (the last rendered image), ``fig``, and ``timings`` (seconds
     of the last update: ``library``, ``draw``, ``image``, ``total`` in wall-clock time and the same
     with a ``cpu_`` prefix in CPU time; ``cached`` is 1.0 if the library call was skipped).
+
+    Parameters
+    ----------
+    **values
+        Initial values of some controls (the others start at their ``value``).
     """
 
     controls: tuple[Control, ...] = ()
@@ -253,23 +340,70 @@ class Explorer:
     # ---- what a chapter's explorer implements ------------------------------------------------------
 
     def compute(self, state: dict) -> Any:
-        """The library call for ``state`` (a pure ``*_update`` function); may raise."""
+        """The library call for ``state`` (a pure ``*_update`` function); may raise.
+
+        Parameters
+        ----------
+        state : dict
+            Control values.
+
+        Returns
+        -------
+        object
+            What :meth:`draw` needs.
+        """
         raise NotImplementedError
 
     def setup(self, fig: Figure) -> None:
-        """Make the axes and the artists (once): fixed margins, empty lines and collections."""
+        """Make the axes and the artists (once): fixed margins, empty lines and collections.
+
+        Parameters
+        ----------
+        fig : matplotlib.figure.Figure
+            The explorer's figure.
+        """
         raise NotImplementedError
 
     def draw(self, result: Any, state: dict) -> None:
-        """Put ``result`` into the artists made by :meth:`setup` (in place)."""
+        """Put ``result`` into the artists made by :meth:`setup` (in place).
+
+        Parameters
+        ----------
+        result : object
+            What :meth:`compute` returned.
+        state : dict
+            Control values.
+        """
         raise NotImplementedError
 
     def describe(self, result: Any, state: dict) -> str:
-        """The status line for a computed ``result``."""
+        """The status line for a computed ``result``.
+
+        Parameters
+        ----------
+        result : object
+            What :meth:`compute` returned.
+        state : dict
+            Control values.
+
+        Returns
+        -------
+        str
+        """
         return ""
 
     def uses(self, state: dict) -> Iterable[str]:
-        """Names of the controls that matter in ``state`` (default: all); the others are hidden."""
+        """Names of the controls that matter in ``state`` (default: all); the others are hidden.
+
+        Parameters
+        ----------
+        state : dict
+            Control values.
+
+        Returns
+        -------
+        iterable of str
+        """
         return [c.name for c in self.controls]
 
     def style(self) -> dict:
@@ -279,11 +413,37 @@ class Explorer:
     # ---- the framework ----------------------------------------------------------------------------
 
     def key(self, state: dict) -> Hashable:
-        """The cache key of ``state``: the values of the controls it uses."""
+        """The cache key of ``state``: the values of the controls it uses.
+
+        Parameters
+        ----------
+        state : dict
+            Control values.
+
+        Returns
+        -------
+        tuple
+        """
         return tuple((name, state[name]) for name in sorted(self.uses(state)))
 
     def memo(self, tag: str, key: Hashable, compute: Callable[[], Any], size: int = 16) -> Any:
-        """``compute()`` cached under ``(tag, key)``: for a part of :meth:`compute` that fewer controls change."""
+        """``compute()`` cached under ``(tag, key)``: for a part of :meth:`compute` that fewer controls change.
+
+        Parameters
+        ----------
+        tag : str
+            Which part of the computation.
+        key : hashable
+            Its cache key.
+        compute : callable
+            Computes the part.
+        size : int
+            Entries kept for ``tag``.
+
+        Returns
+        -------
+        object
+        """
         cache = self._memo.setdefault(tag, _LRU(size))
         hit, value = cache.get(key)
         if not hit:
@@ -292,7 +452,17 @@ class Explorer:
         return value
 
     def result_for(self, state: dict) -> Any:
-        """The (cached) result of :meth:`compute` for ``state``; raises the (cached) library error."""
+        """The (cached) result of :meth:`compute` for ``state``; raises the (cached) library error.
+
+        Parameters
+        ----------
+        state : dict
+            Control values.
+
+        Returns
+        -------
+        object
+        """
         key = self.key(state)
         hit, value = self._cache.get(key)
         if not hit:
@@ -483,7 +653,17 @@ class Explorer:
 
     def frame(self, state: dict, result: Any, headline: str | None = None) -> None:
         """Draw a precomputed ``result`` for ``state`` (a frame of :meth:`animate`) under a headline
-        (:meth:`describe`, or ``headline``)."""
+        (:meth:`describe`, or ``headline``).
+
+        Parameters
+        ----------
+        state : dict
+            Control values.
+        result : object
+            A precomputed result.
+        headline : str, optional
+            The headline (default: :meth:`describe`).
+        """
         self.state = {**self.state, **state}
         with mpl.rc_context(self.style()):
             if not self._ready:
@@ -500,6 +680,19 @@ class Explorer:
         Each frame is drawn by :meth:`draw` as in the live explorer, with the headline
         ``caption(state, result)`` (default :meth:`describe`). Render with
         :func:`~tokendynamics.book.plotting.animation_html`; afterwards the figure shows the last frame.
+
+        Parameters
+        ----------
+        frames : sequence of (dict, object)
+            Precomputed states and results.
+        interval : int
+            Milliseconds between frames.
+        caption : callable, optional
+            ``caption(state, result)``, the headline of a frame.
+
+        Returns
+        -------
+        matplotlib.animation.FuncAnimation
         """
         from matplotlib.animation import FuncAnimation
 

@@ -32,6 +32,29 @@ def cone_update(kind: str, A, V, u: float, w: float, T: float = 5.0, *, grid: in
     :math:`\Sigma_0` with disc point :math:`(u,w)` under the 2-D layer ``kind`` with :math:`A`,
     :math:`V` (:func:`~tokendynamics.book.gaussian_plots.explorer_layer`), and the projected-Euler
     paths of a ``grid x grid`` disc grid. Raises ``ValueError`` if :math:`u^2+w^2\ge1`.
+
+    Parameters
+    ----------
+    kind : str
+        Attention kind.
+    A, V : array (2, 2)
+        Score and value matrices.
+    u, w : float
+        Point of the unit disc (the trace-one :math:`\Sigma_0`).
+    T : float
+        Horizon.
+    grid : int
+        Disc grid points per side.
+
+    Returns
+    -------
+    trajectory : object
+    grid_paths : list of arrays
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian mean/covariance equations; book:
+    ``chapters/02_gaussian_preservation.md``, equation (eq-gauss-odes).
     """
     return explorer_trajectories(kind, A, V, u, w, T=T, grid=grid)
 
@@ -42,7 +65,17 @@ def _cut(p: np.ndarray, top: float) -> np.ndarray:
 
 
 class ConeExplorer(Explorer):
-    """The cone (left, 3-D) and the disc of :math:`\\Sigma/\\operatorname{tr}\\Sigma` (right)."""
+    """The cone (left, 3-D) and the disc of :math:`\\Sigma/\\operatorname{tr}\\Sigma` (right).
+
+    Parameters
+    ----------
+    **values
+        Initial values of the controls.
+
+    References
+    ----------
+    Book: ``chapters/02_gaussian_preservation.md``.
+    """
 
     controls = (
         choice("kind", EXPLORER_KINDS, "softmax", label="variant"),
@@ -135,5 +168,19 @@ class ConeExplorer(Explorer):
 
 
 def cone_explorer(**values) -> ConeExplorer | None:
-    """Chapter 02's live explorer (displayed by Jupyter); None in the headless book build."""
+    """Chapter 02's live explorer (displayed by Jupyter); None in the headless book build.
+
+    Parameters
+    ----------
+    **values
+        Initial values of the controls.
+
+    Returns
+    -------
+    ConeExplorer or None
+
+    References
+    ----------
+    Book: ``chapters/02_gaussian_preservation.md``.
+    """
     return ConeExplorer(**values) if live_widgets() else None

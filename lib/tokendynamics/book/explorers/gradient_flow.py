@@ -30,7 +30,30 @@ def energy_update(
     r"""One update of chapter 03's explorer: :func:`~tokendynamics.gradient_flow.gaussian_energy_curves`
     of softmax attention with :math:`A=R_\theta\operatorname{diag}(a_1,a_2)R_\theta^\top`,
     :math:`V=\operatorname{diag}(v_1,v_2)`, from :math:`N(\text{mean0},\text{cov0})` up to ``T`` at
-    ``n_times`` times."""
+    ``n_times`` times.
+
+    Parameters
+    ----------
+    a1, a2, theta : float
+        Eigenvalues and angle of :math:`A`.
+    v1, v2 : float
+        Diagonal of :math:`V`.
+    mean0, cov0 : array
+        The initial Gaussian.
+    T : float
+        Horizon.
+    n_times : int
+        Stored times.
+
+    Returns
+    -------
+    EnergyCurves
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the gradient-flow structure; book: ``chapters/03_gradient_flow.md``,
+    equation (eq-gf-energy).
+    """
     R = rotation_matrix(theta)
     layer = Attention("softmax", A=R @ np.diag([a1, a2]) @ R.T, V=np.diag([v1, v2]))
     return gaussian_energy_curves(mean0, cov0, layer, T, n_times)
@@ -43,7 +66,21 @@ def _range(*arrays) -> tuple[float, float]:
 
 
 class EnergyExplorer(Explorer):
-    """:math:`\\log_{10}E_A(\\mu_t)` and the distances from :math:`\\mu_0` against depth."""
+    """:math:`\\log_{10}E_A(\\mu_t)` and the distances from :math:`\\mu_0` against depth.
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    n_times : int, optional
+        Stored times of a live update.
+    **values
+        Initial values of the controls.
+
+    References
+    ----------
+    Book: ``chapters/03_gradient_flow.md``.
+    """
 
     controls = (
         slider("a1", -1.0, -1.5, 1.0),
@@ -111,5 +148,21 @@ class EnergyExplorer(Explorer):
 
 
 def energy_explorer(mode: str = "fast", **values) -> EnergyExplorer | None:
-    """Chapter 03's live explorer (displayed by Jupyter); None in the headless book build."""
+    """Chapter 03's live explorer (displayed by Jupyter); None in the headless book build.
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    **values
+        Initial values of the controls.
+
+    Returns
+    -------
+    EnergyExplorer or None
+
+    References
+    ----------
+    Book: ``chapters/03_gradient_flow.md``.
+    """
     return EnergyExplorer(mode, **values) if live_widgets() else None

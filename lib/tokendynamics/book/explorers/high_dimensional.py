@@ -32,7 +32,19 @@ _PLAIN = (
 
 
 def plain_label(label: str) -> str:
-    """A matrix case's label without mathtext (labels are plain text now; older mathtext labels such as ``$\\lambda_1=2$`` become ``λ₁=2``)."""
+    """A matrix case's label without mathtext.
+
+    Labels are plain text now; older mathtext labels such as ``$\\lambda_1=2$`` become ``λ₁=2``.
+
+    Parameters
+    ----------
+    label : str
+        A label.
+
+    Returns
+    -------
+    str
+    """
     for tex, text in _PLAIN:
         label = label.replace(tex, text)
     return label
@@ -60,6 +72,35 @@ def highdim_update(
     same tokens with loose tolerances (:func:`~tokendynamics.highdim.run_variant`; LA by its
     projective flow, exact for linear attention, USA and SA by the particle system). Returns
     ``{"case": MatrixCase, "prediction": CasePrediction, kind: RunSummary, ...}``.
+
+    Parameters
+    ----------
+    case : str
+        One of :data:`~tokendynamics.highdim.CASES`.
+    d, n : int
+        Dimension and number of tokens.
+    T : float
+        Horizon.
+    beta : float
+        Inverse temperature.
+    seed, matrix_seed : int
+        Seeds of the tokens and of the matrices.
+    kinds : sequence of str
+        Variants to run.
+    n_eval : int
+        Stored times.
+    rtol, atol : float
+        Tolerances.
+    **knobs
+        The flat controls.
+
+    Returns
+    -------
+    dict
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``.
     """
     mc = make_case(case, d, matrix_seed, **case_parameters(case, **knobs))
     X0 = sample_sphere(n, d, seed)
@@ -71,7 +112,23 @@ def highdim_update(
 
 
 class HighdimExplorer(Explorer):
-    """:math:`\\hat R_2(t)` (left, log scale) and :math:`\\hat R_1(t)` (right) for LA and USA."""
+    """:math:`\\hat R_2(t)` (left, log scale) and :math:`\\hat R_1(t)` (right) for LA and USA.
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    d, n : int, optional
+        Dimension and number of tokens.
+    T : float, optional
+        Horizon.
+    **values
+        Initial values of the controls.
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
+    """
 
     controls = (
         choice("case", CASES, "case4"),
@@ -124,5 +181,21 @@ class HighdimExplorer(Explorer):
 
 
 def highdim_explorer(mode: str = "fast", **values) -> HighdimExplorer | None:
-    """Chapter 05's live explorer (displayed by Jupyter); None in the headless book build."""
+    """Chapter 05's live explorer (displayed by Jupyter); None in the headless book build.
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    **values
+        Initial values of the controls.
+
+    Returns
+    -------
+    HighdimExplorer or None
+
+    References
+    ----------
+    Book: ``chapters/05_high_dimensional.md``.
+    """
     return HighdimExplorer(mode, **values) if live_widgets() else None

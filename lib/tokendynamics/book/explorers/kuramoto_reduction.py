@@ -46,6 +46,34 @@ def regimes_update(
     core's ``Attention("linear")`` on the circle, with loose tolerances (``rtol``, ``atol``: the
     path of :math:`R_2` is drawn, not measured) and ``n_times`` stored times. Returns
     ``(Portrait, PhaseSolution)``.
+
+    Parameters
+    ----------
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    theta0 : array (n,)
+        Initial angles of the particles.
+    z0 : complex
+        Start of the OA orbit.
+    T : float
+        Horizon.
+    n_grid : int
+        Grid of the portrait.
+    n_times : int
+        Stored times of the particle run.
+    rtol, atol : float
+        Tolerances of the particle run.
+
+    Returns
+    -------
+    portrait : Portrait
+    phases : PhaseSolution
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equations (eq-kd) and (eq-oa).
     """
     if theta0 is None:
         raise ValueError("explore needs the initial angles theta0 of the particles")
@@ -56,7 +84,23 @@ def regimes_update(
 
 class RegimesExplorer(Explorer):
     """The disk of :math:`R_2` (left: OA arrows coloured by speed, OA orbit in black from the dot to the
-    square, the particles' :math:`R_2` in the regime's colour) and the tokens on the circle (right)."""
+    square, the particles' :math:`R_2` in the regime's colour) and the tokens on the circle (right).
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    seed : int
+        Offset of the particles' seed.
+    n_grid : int, optional
+        Grid of a live portrait.
+    **values
+        Initial values of the controls.
+
+    References
+    ----------
+    Book: ``chapters/04_kuramoto_regimes.md``.
+    """
 
     controls = (
         *(slider(name, value, -2.0, 2.0) for name, value in (("a11", 1.0), ("a12", 0.0), ("a21", 0.0), ("a22", 1.0))),
@@ -159,5 +203,23 @@ class RegimesExplorer(Explorer):
 
 
 def regimes_explorer(mode: str = "fast", seed: int = 0, **values) -> RegimesExplorer | None:
-    """Chapter 04's live explorer (displayed by Jupyter); None in the headless book build."""
+    """Chapter 04's live explorer (displayed by Jupyter); None in the headless book build.
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    seed : int
+        Offset of the particles' seed.
+    **values
+        Initial values of the controls.
+
+    Returns
+    -------
+    RegimesExplorer or None
+
+    References
+    ----------
+    Book: ``chapters/04_kuramoto_regimes.md``.
+    """
     return RegimesExplorer(mode, seed, **values) if live_widgets() else None

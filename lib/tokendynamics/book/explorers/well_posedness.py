@@ -41,6 +41,29 @@ def variants_update(variant: str, A, V, beta: float, X0, T: float, dt: float) ->
     Returns ``(trajectory, paths)``, ``paths`` the tokens' positions (times, n, 2) without the sink
     of masked attention. Raises the library's errors (e.g.
     :class:`~tokendynamics.errors.ConvergenceError` when Sinkhorn does not converge).
+
+    Parameters
+    ----------
+    variant : str
+        Name of the variant.
+    A, V : array (2, 2)
+        Score and value matrices.
+    beta : float
+        Inverse temperature.
+    X0 : array (n, 2)
+        Initial tokens.
+    T, dt : float
+        Horizon and step.
+
+    Returns
+    -------
+    trajectory : Trajectory
+    paths : array (times, n, 2)
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book: ``chapters/01_well_posedness.md``,
+    equation (eq-p1-ips).
     """
     var = paper1_variants(np.asarray(A, float), np.asarray(V, float), beta=beta, names=[variant])[variant]
     traj, system = var.run(X0, T, dt=dt)
@@ -48,7 +71,19 @@ def variants_update(variant: str, A, V, beta: float, X0, T: float, dt: float) ->
 
 
 class VariantsExplorer(Explorer):
-    """Token paths of one variant (grey: paths and start; coloured by initial angle: the end)."""
+    """Token paths of one variant (grey: paths and start; coloured by initial angle: the end).
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    **values
+        Initial values of the controls.
+
+    References
+    ----------
+    Book: ``chapters/01_well_posedness.md``.
+    """
 
     controls = (
         choice("variant", VARIANT_NAMES, "softmax"),
@@ -117,5 +152,21 @@ class VariantsExplorer(Explorer):
 
 
 def variants_explorer(mode: str = "fast", **values) -> VariantsExplorer | None:
-    """Chapter 01's live explorer (displayed by Jupyter); None in the headless book build."""
+    """Chapter 01's live explorer (displayed by Jupyter); None in the headless book build.
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    **values
+        Initial values of the controls.
+
+    Returns
+    -------
+    VariantsExplorer or None
+
+    References
+    ----------
+    Book: ``chapters/01_well_posedness.md``.
+    """
     return VariantsExplorer(mode, **values) if live_widgets() else None

@@ -34,6 +34,11 @@ Contents
 * **Second variation** along :math:`\mu_s=(\mathrm{Id}+s\,w)_\#\mu` (spec §5.5):
   :func:`second_variation`, :func:`energy_along`, and closed forms :func:`dirac_second_variation`,
   :func:`gaussian_translation_hessian`.
+* **Non-convexity: several equilibria, metastability, blow-up.** Configurations of clusters on the
+  circle (:func:`circle_clusters`), the linearised flow at a configuration and its energy
+  (:func:`linearize`, :class:`Equilibrium`): several critical points at different energies, all
+  but one unstable; the plateaus of a run near such states (:func:`metastable_plateaus`); and the curvature of the energy along its own gradient flow
+  (:func:`curvature_along_flow`), which a finite-time blow-up forces to be unbounded.
 
 No function forms more than one :math:`n\times n` matrix at a time: kernels are evaluated in
 blocks of rows.
@@ -51,6 +56,7 @@ from scipy.special import logsumexp
 from .attention import BLOCK_ENTRIES, Attention, sinkhorn_potentials, velocity
 from .errors import ConvergenceError, NonFiniteError
 from .gaussian import gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
+from .metrics import detect_clusters
 from .transport import bures_wasserstein, psd_sqrt, wasserstein
 from .validation import (
     validate_covariance,
@@ -92,6 +98,12 @@ __all__ = [
     "energy_along",
     "dirac_second_variation",
     "gaussian_translation_hessian",
+    "circle_clusters",
+    "Equilibrium",
+    "linearize",
+    "Plateau",
+    "metastable_plateaus",
+    "curvature_along_flow",
     "DescentProfile",
     "descent_profile",
     "gaussian_descent_profile",
@@ -815,6 +827,323 @@ def dirac_second_variation(x0, w0, A) -> float:
     q = float(x0 @ A @ x0)
     lin = float(w0 @ A @ x0 + x0 @ A @ w0)
     return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin**2 + 2.0 * float(w0 @ A @ w0))
+
+
+# ---------------------------------------------------------------------------------------------
+# non-convexity: several equilibria, metastability, unbounded curvature
+# ---------------------------------------------------------------------------------------------
+
+
+def circle_clusters(k: int, masses=None, *, phase: float = 0.0):
+    r"""``k`` clusters at equally spaced points of the unit circle: tokens :math:`x_p=(\cos\theta_p,\sin\theta_p)`, :math:`\theta_p=\text{phase}+2\pi p/k`.
+
+    Each cluster is one token carrying the cluster's mass (default :math:`1/k` each), i.e. the
+    measure :math:`\mu=\sum_pm_p\delta_{x_p}`. With equal masses and a layer invariant under
+    rotations (softmax with :math:`A=V=I`), every such configuration is an equilibrium by symmetry:
+    the field at each cluster points along the cluster itself, and its tangential part vanishes.
+
+    Parameters
+    ----------
+    k : int
+        Number of clusters (at least 1).
+    masses : array (k,), optional
+        Masses of the clusters (positive, summing to 1); equal by default.
+    phase : float
+        Angle of the first cluster.
+
+    Returns
+    -------
+    X : array (k, 2)
+        The cluster positions.
+    weights : array (k,)
+        Their masses.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the summary's link between non-convexity,
+    several equilibria and metastability); Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv
+    2312.10794 (clusters on the sphere); the book's chapter on the gradient-flow structure.
+    """
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = int(k)
+    theta = float(phase) + 2 * np.pi * np.arange(k) / k
+    X = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    w = validate_weights(masses, k)
+    return X, w
+
+
+@dataclass(frozen=True)
+class Equilibrium:
+    r"""The linearised flow of a particle system at one configuration (:func:`linearize`).
+
+    Attributes
+    ----------
+    speed : float
+        :math:`\max_i|\Gamma_\mu(x_i)|` (tangential part on the sphere): 0 at an equilibrium.
+    energy : float
+        :math:`E_{\beta A}(\mu)=\frac12\sum_{i,j}w_iw_je^{\beta\langle x_i,Ax_j\rangle}` (:func:`interaction_energy`).
+    eigenvalues : array
+        Eigenvalues of the Jacobian of the flow, by decreasing real part. At an equilibrium a
+        positive one is a direction along which perturbations grow (like :math:`e^{\lambda t}`).
+    unstable : int
+        Number of eigenvalues with real part above ``tol``.
+    """
+
+    speed: float
+    energy: float
+    eigenvalues: np.ndarray
+    unstable: int
+
+    @property
+    def growth_rate(self) -> float:
+        """The largest real part of the eigenvalues (the rate at which the fastest perturbation grows)."""
+        return float(np.real(self.eigenvalues[0]))
+
+
+def _tangent_basis(x: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (d, d - 1) of the tangent space x^perp of the unit sphere at x."""
+    d = x.shape[0]
+    if d == 2:
+        return np.array([[-x[1]], [x[0]]])
+    Q, _ = np.linalg.qr(np.column_stack([x, np.eye(d)]))
+    return Q[:, 1:d]
+
+
+def linearize(X, layer: Attention, weights=None, *, sphere: bool = False, h: float = 1e-6, tol: float = 1e-9):
+    r"""Speed, energy and spectrum of the linearised particle flow at the configuration ``X``.
+
+    The flow is :math:`\dot x_i=\Gamma_\mu(x_i)` (the core :func:`~tokendynamics.attention.velocity` of
+    ``layer``, projected on the tangent space when ``sphere=True``), :math:`\mu=\sum_jw_j\delta_{x_j}`.
+    Its Jacobian is taken by central differences of step ``h`` in local coordinates: the entries of
+    the :math:`x_j` in :math:`\mathbb R^d` (an :math:`nd\times nd` matrix), or, on the sphere, the
+    coordinates of each token in an orthonormal basis :math:`E_j` of its tangent space, moved along
+    the great circles :math:`x_j\cos h\pm e\sin h` (an :math:`n(d-1)\times n(d-1)` matrix; in
+    :math:`d=2` the token angles). At an equilibrium the spectrum does not depend on these choices.
+
+    For softmax attention on the circle with :math:`A=V=I` the flow is a gradient ascent of
+    :math:`E_\beta` (for a modified metric), so the eigenvalues are real, a positive one marks a saddle
+    of the energy, and an equilibrium with a positive eigenvalue is unstable; for two antipodal
+    clusters of mass :math:`\frac12` the positive eigenvalue is :math:`2/(1+e^{2\beta})` (tested).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens (unit rows if ``sphere``).
+    layer : Attention
+        One layer (any kind the core velocity supports).
+    weights : array (n,), optional
+        Token masses (a cluster is one token carrying its mass).
+    sphere : bool
+        Tokens on the unit sphere.
+    h : float
+        Finite-difference step (error :math:`O(h^2)`).
+    tol : float
+        Eigenvalues with real part above ``tol`` count as unstable.
+
+    Returns
+    -------
+    Equilibrium
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (non-convexity, several equilibria and
+    metastability, in the paper's summary); the book's chapter on the gradient-flow structure.
+    """
+    if not isinstance(layer, Attention):
+        raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
+    X, w = validate_measure(X, weights, layer.d)
+    n, d = X.shape
+    if sphere and np.max(np.abs(np.linalg.norm(X, axis=1) - 1)) > 1e-9:
+        raise ValueError("sphere=True needs unit-norm tokens")
+    if not (h > 0 and math.isfinite(h)):
+        raise ValueError(f"h must be a positive step, got {h!r}")
+
+    def field(Y):
+        U = velocity(Y, layer, w)
+        if sphere:
+            U = U - np.sum(U * Y, axis=1, keepdims=True) * Y
+        return U
+
+    U0 = field(X)
+    speed = float(np.max(np.linalg.norm(U0, axis=1)))
+    if sphere:
+        bases = [_tangent_basis(x) for x in X]
+        m = d - 1
+        J = np.zeros((n * m, n * m))
+        for j in range(n):
+            for k in range(m):
+                e = bases[j][:, k]
+                cols = []
+                for sign in (1.0, -1.0):
+                    Y = X.copy()
+                    Y[j] = X[j] * math.cos(h) + sign * e * math.sin(h)
+                    cols.append(field(Y))
+                dU = (cols[0] - cols[1]) / (2 * h)
+                J[:, j * m + k] = np.concatenate([bases[i].T @ dU[i] for i in range(n)])
+    else:
+        J = np.zeros((n * d, n * d))
+        for j in range(n):
+            for k in range(d):
+                Yp, Ym = X.copy(), X.copy()
+                Yp[j, k] += h
+                Ym[j, k] -= h
+                J[:, j * d + k] = ((field(Yp) - field(Ym)) / (2 * h)).reshape(-1)
+    lam = np.linalg.eigvals(J)
+    lam = lam[np.argsort(-lam.real, kind="stable")]
+    if np.max(np.abs(lam.imag)) <= 1e-7 * max(1e-12, float(np.max(np.abs(lam)))):
+        lam = lam.real
+    energy = interaction_energy(X, layer.beta * layer.A[0], w) if layer.n_heads == 1 else float("nan")
+    return Equilibrium(speed, energy, lam, int(np.sum(lam.real > tol)))
+
+
+@dataclass(frozen=True)
+class Plateau:
+    r"""A stretch of a trajectory during which the number of clusters does not change (:func:`metastable_plateaus`).
+
+    Attributes
+    ----------
+    clusters : int
+        Number of clusters.
+    start, stop : float
+        First and last stored times of the stretch.
+    energy : float
+        Energy :math:`E_{\beta A}(\mu_t)` of the tokens at the middle of the stretch.
+    centres : array (clusters, d)
+        Cluster centres there (normalised means on the sphere, means in :math:`\mathbb R^d`).
+    masses : array (clusters,)
+        Their masses.
+    state : Equilibrium
+        :func:`linearize` of the collapsed configuration (each cluster one token carrying its mass):
+        its speed is small and it has unstable directions when the plateau is a metastable state near
+        a saddle of the energy.
+    """
+
+    clusters: int
+    start: float
+    stop: float
+    energy: float
+    centres: np.ndarray
+    masses: np.ndarray
+    state: Equilibrium
+
+    @property
+    def length(self) -> float:
+        """Duration ``stop - start``."""
+        return self.stop - self.start
+
+
+def metastable_plateaus(
+    t, Xs, layer: Attention, *, sphere: bool = True, threshold: float = 0.999, min_fraction: float = 0.05
+) -> list[Plateau]:
+    r"""The long stretches of a trajectory with a constant number of clusters, and the state they sit near.
+
+    Clusters are counted at every stored time by :func:`~tokendynamics.metrics.detect_clusters` (tokens
+    joined by chains of inner products above ``threshold``). A stretch lasting at least
+    ``min_fraction`` of the run is a plateau; at its middle the tokens are collapsed to their
+    cluster centres with the clusters' masses, and that configuration is linearised
+    (:func:`linearize`). For softmax attention with :math:`A=V=I` on the circle at large :math:`\beta`
+    the plateaus are metastable: near a configuration of a few clusters whose speed is tiny and
+    which has unstable directions (a saddle of the energy), left only after a time of order
+    :math:`1/\lambda` for its growth rate :math:`\lambda`.
+
+    Parameters
+    ----------
+    t : array (m,)
+        Stored times.
+    Xs : array (m, n, d)
+        Tokens at those times (e.g. ``Trajectory.t``, ``Trajectory.X``).
+    layer : Attention
+        The layer that moved them (uniform token masses).
+    sphere : bool
+        Tokens on the unit sphere (centres are normalised).
+    threshold : float
+        Inner-product threshold of the cluster detection (on the sphere).
+    min_fraction : float
+        Shortest plateau, as a fraction of the run's duration.
+
+    Returns
+    -------
+    list of Plateau, in time order
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (non-convexity and metastability in the
+    paper's summary); Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv 2312.10794 (metastable
+    clusters); the book's chapter on the gradient-flow structure.
+    """
+    t = np.asarray(t, dtype=float)
+    Xs = np.asarray(Xs, dtype=float)
+    if Xs.ndim != 3 or t.shape != (Xs.shape[0],) or t.size < 2:
+        raise ValueError(f"t (m,) and Xs (m, n, d) must match, got {t.shape} and {Xs.shape}")
+    if not 0 < min_fraction < 1:
+        raise ValueError(f"min_fraction must be in (0, 1), got {min_fraction!r}")
+    counts = np.array([detect_clusters(X, threshold).n_clusters for X in Xs])
+    edges = np.flatnonzero(np.diff(counts)) + 1
+    starts, stops = np.r_[0, edges], np.r_[edges - 1, len(t) - 1]
+    out = []
+    n = Xs.shape[1]
+    for a, b in zip(starts, stops):
+        if t[b] - t[a] < min_fraction * (t[-1] - t[0]):
+            continue
+        mid = (a + b) // 2
+        X = Xs[mid]
+        report = detect_clusters(X, threshold)
+        masses = np.array(report.sizes, dtype=float) / n
+        centres = np.array([X[report.labels == c].mean(axis=0) for c in range(report.n_clusters)])
+        if sphere:
+            centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+        energy = interaction_energy(X, layer.beta * layer.A[0])
+        state = linearize(centres, layer, masses, sphere=sphere)
+        out.append(Plateau(int(counts[a]), float(t[a]), float(t[b]), energy, centres, masses, state))
+    return out
+
+
+def curvature_along_flow(Xs, A, weights=None):
+    r"""Squared slope, curvature and their ratio along the :math:`W_2` gradient ascent of :math:`E_A` (symmetric ``A``).
+
+    For each cloud :math:`X_t` of ``Xs`` (times, n, d), with
+    :math:`g_t=\nabla\frac{\delta E_A}{\delta\mu}` at the tokens (the field of unnormalised attention
+    with :math:`V=A`, :func:`first_variation_gradient`):
+
+    .. math:: S_t=\sum_iw_i|g_t(x_i)|^2,\qquad H_t=\frac{d^2}{ds^2}E_A\big((\mathrm{Id}+s\,g_t)_\#\mu_t\big)\Big|_{s=0},
+              \qquad\kappa_t=H_t/S_t
+
+    (:func:`second_variation`). Along that flow :math:`\frac{d}{dt}S_t=2H_t` exactly (tested): if the
+    second variation had an upper bound, :math:`H\le\kappa_{\max}S`, the speed could grow at most
+    like :math:`e^{\kappa_{\max}t}` and the tokens could not reach infinity in finite time. A
+    finite-time blow-up of this flow therefore comes with :math:`\kappa_t\to\infty`: the energy has
+    no upper bound on its curvature.
+
+    Parameters
+    ----------
+    Xs : array (times, n, d)
+        Token clouds along a trajectory (e.g. ``Trajectory.X``).
+    A : array (d, d)
+        Symmetric score matrix.
+    weights : array (n,), optional
+        Token masses.
+
+    Returns
+    -------
+    S, H, kappa : arrays (times,)
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the summary ties non-convexity to blow-up);
+    the book's chapter on the gradient-flow structure.
+    """
+    Xs = np.asarray(Xs, dtype=float)
+    if Xs.ndim != 3:
+        raise ValueError(f"Xs must have shape (times, n, d), got {Xs.shape}")
+    A = validate_symmetric(A, "A", Xs.shape[2])
+    S, H = np.empty(len(Xs)), np.empty(len(Xs))
+    for k, X in enumerate(Xs):
+        X, w = validate_measure(X, weights)
+        g = first_variation_gradient(X, A, w)
+        S[k] = float(np.sum(w * np.einsum("ij,ij->i", g, g)))
+        H[k] = second_variation(X, g, A, w)
+    return S, H, H / S
 
 
 # ---------------------------------------------------------------------------------------------

@@ -817,7 +817,7 @@ CLAIMS: tuple[Claim, ...] = (
             + "test_gradient_flow.py::test_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus_slope_squared"
         ],
         r"every increment negative; rate to $10^{-6}$",
-        ("gf_sum_max_increment", ""),
+        ("gf_sum_max_increment", ".1e"),
     ),
     _c(
         "sinkhorn-energy-limits",
@@ -890,7 +890,7 @@ CLAIMS: tuple[Claim, ...] = (
         r"points shown).",
         [T + "test_gradient_flow.py::test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity"],
         "every second difference negative",
-        ("gf_nc_F_concave", ""),
+        ("gf_nc_F_concave_n", ""),
     ),
     _c(
         "energy-has-several-equilibria",

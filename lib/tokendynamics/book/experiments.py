@@ -603,13 +603,13 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "mc_pairs": 400_000,
             "snapshots": [0.0, 1.0, 3.0],
         },
-        "full": {"n": 2000, "dt": 0.02, "mc_pairs": 4_000_000},
+        "full": {"n": 1000, "mc_pairs": 2_000_000},
     },
     # Sign rule (eq. (3.3) of the chapter) on random cases: symmetric A with eigenvalues of size "scale",
     # Gaussian V, n tokens from N(0, spread^2 I) in dimension d.
     "gradient_flow_sign_rule": {
         "fast": {"cases": 200, "n": 100, "d": 2, "scale": 0.7, "spread": 0.7, "seed": 4},
-        "full": {"cases": 1000, "n": 200},
+        "full": {"cases": 1000},
     },
     # Sinkhorn attention as a (twisted) Bures-Wasserstein gradient flow, and its energy decreasing:
     # V = A (plain) and V = M A (twisted, M SPD); "quadrature" Gauss-Hermite nodes per axis are
@@ -627,7 +627,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "dt": 0.1,
             "fd_h": 1e-5,
         },
-        "full": {"quadrature": 12, "dt": 0.05, "n_times": 401},
+        "full": {"quadrature": 12, "n_times": 401},
     },
     # The twisted metric: unnormalised attention with A = -I and V SPD is the d_V gradient descent
     # of E_{-I}; each step dt is one layer; "lp_every": exact transport between consecutive layers
@@ -643,12 +643,12 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "cov0": [[0.5, 0.1], [0.1, 0.3]],
             "lp_every": 3,
         },
-        "full": {"n": 500, "dt": 0.01, "lp_every": 2},
+        "full": {"n": 300},
     },
     # Non-convexity of E_{-I} next to the convergence of the covariance (second variation, eq. (3.6)).
     "gradient_flow_nonconvex": {
         "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
-        "full": {"n_s": 121, "times": 61},
+        "full": {"n_s": 121},
     },
     # Several equilibria: k = 1..k_max equally spaced clusters on the circle, softmax with A = V = I.
     "gradient_flow_equilibria": {
@@ -689,7 +689,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "v": [1.0, 0.5],
             "theta": 0.0,
         },
-        "full": {"frames": 50},
+        "full": {},
     },
     # ---- Beyond the papers: phase diagrams of every attention variant (chapters/06_phase_diagrams.md)
     # Clouds of n = 32 tokens uniform on the sphere of R^3; one batched run per (kind, recipe) over

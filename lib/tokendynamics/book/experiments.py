@@ -603,7 +603,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "mc_pairs": 400_000,
             "snapshots": [0.0, 1.0, 3.0],
         },
-        "full": {"n": 1000, "mc_pairs": 2_000_000},
+        "full": {"n": 800, "mc_pairs": 2_000_000},
     },
     # Sign rule (eq. (3.3) of the chapter) on random cases: symmetric A with eigenvalues of size "scale",
     # Gaussian V, n tokens from N(0, spread^2 I) in dimension d.
@@ -627,7 +627,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "dt": 0.1,
             "fd_h": 1e-5,
         },
-        "full": {"quadrature": 12, "n_times": 401},
+        "full": {"quadrature": 10, "n_times": 401},
     },
     # The twisted metric: unnormalised attention with A = -I and V SPD is the d_V gradient descent
     # of E_{-I}; each step dt is one layer; "lp_every": exact transport between consecutive layers

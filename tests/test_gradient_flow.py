@@ -16,7 +16,10 @@ from tests.helpers import I2, M0, S0
 from tokendynamics import Attention, NonFiniteError, sample_gaussian, simulate, velocity
 from tokendynamics.gaussian import gauss_hermite, gaussian_rhs, gaussian_velocity, solve_gaussian
 from tokendynamics.gradient_flow import (
+    Equilibrium,
     bw_gradient_velocity,
+    circle_clusters,
+    curvature_along_flow,
     dirac_second_variation,
     dissipation,
     energy_along,
@@ -34,6 +37,8 @@ from tokendynamics.gradient_flow import (
     interaction_energy,
     kinetic_norm,
     layer_matrices,
+    linearize,
+    metastable_plateaus,
     partition_function,
     second_variation,
     sinkhorn_energy,
@@ -624,6 +629,107 @@ def test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity():
     s = np.linspace(-0.5, 1.0, 61)
     F = np.array([sinkhorn_energy(M0, (1 + t) ** 2 * S0, -I2, 1.0) for t in s])
     assert np.all(np.diff(F, 2) < 0) and np.all(np.diff(F) < 0)
+
+
+@pytest.mark.claim("energy-has-several-equilibria")
+def test_equally_spaced_clusters_on_the_circle_are_equilibria_below_the_single_cluster_and_unstable():
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity: the energy has several equilibria. Softmax attention
+    on the circle with A = V = I, beta = 6: k equally spaced clusters of equal mass are equilibria for every k, at
+    energies decreasing with k; only the single cluster is stable, the others have k - 1 growing directions (all but
+    the rotation), the antipodal pair at the rate 2 / (1 + e^{2 beta}). Equilibria at several energy levels rule out
+    an energy that is concave along the geodesics of any transport metric (each equilibrium would be a maximum).
+    """
+    beta = 6.0
+    layer = Attention("softmax", A=I2, V=I2, beta=beta)
+    states = [linearize(X, layer, w, sphere=True) for X, w in map(circle_clusters, range(1, 7))]
+    assert all(isinstance(st, Equilibrium) and st.speed < 1e-12 for st in states)
+    energies = np.array([st.energy for st in states])
+    assert energies[0] == pytest.approx(0.5 * math.exp(beta), rel=1e-14)
+    assert np.all(np.diff(energies) < 0)
+    # E_k = 1/(2k) sum_q exp(beta cos(2 pi q / k))
+    for k, E in enumerate(energies, start=1):
+        assert E == pytest.approx(np.mean(np.exp(beta * np.cos(2 * np.pi * np.arange(k) / k))) / 2, rel=1e-13)
+    assert [st.unstable for st in states] == [0, 1, 2, 3, 4, 5]
+    assert states[1].growth_rate == pytest.approx(2 / (1 + math.exp(2 * beta)), rel=1e-5)
+    assert np.all(np.diff([st.growth_rate for st in states[1:]]) > 0)  # more clusters, faster escape
+    # each cluster as three coincident tokens: the same growing direction, and stable splitting modes
+    X, _ = circle_clusters(2)
+    split = linearize(np.repeat(X, 3, axis=0), layer, sphere=True)
+    assert split.growth_rate == pytest.approx(states[1].growth_rate, rel=1e-5) and split.unstable == 1
+    assert np.sum(split.eigenvalues < -0.5) == 4
+
+
+def test_linearize_matches_the_analytic_jacobian_in_Rd_and_the_circle_on_a_great_circle_of_the_sphere():
+    """linearize: one token under unnormalised attention, x' = V x e^{<x, A x>}, has the Jacobian
+    e^{<x, A x>} (V + V x x^T (A + A^T)); two antipodal clusters on the sphere of R^3 grow at the circle's rate in
+    both directions orthogonal to them; bad input is refused."""
+    rng = np.random.default_rng(40)
+    A, V = 0.4 * rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
+    x = 0.7 * rng.standard_normal(2)
+    st = linearize(x[None], Attention("unnormalized_softmax", A=A, V=V))
+    J = math.exp(x @ A @ x) * (V + V @ np.outer(x, x) @ (A + A.T))
+    np.testing.assert_allclose(np.sort_complex(st.eigenvalues), np.sort_complex(np.linalg.eigvals(J)), rtol=1e-7)
+    beta = 2.0
+    X3 = np.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])
+    sphere_st = linearize(X3, Attention("softmax", A=np.eye(3), V=np.eye(3), beta=beta), sphere=True)
+    rate = 2 / (1 + math.exp(2 * beta))
+    np.testing.assert_allclose(sphere_st.eigenvalues, [rate, rate, 0.0, 0.0], atol=1e-8)
+    with pytest.raises(ValueError, match="unit-norm"):
+        linearize(2 * X3, Attention("softmax", A=np.eye(3), V=np.eye(3)), sphere=True)
+    with pytest.raises(TypeError, match="Attention"):
+        linearize(X3, "softmax")
+    with pytest.raises(ValueError, match="positive integer"):
+        circle_clusters(0)
+
+
+@pytest.mark.claim("metastable-plateaus")
+def test_metastable_plateaus_sit_near_saddles_of_the_energy_which_grows_along_the_flow():
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and metastability: 32 tokens on the circle, softmax
+    with A = V = I, beta = 6. The energy E_beta never decreases along the flow; the run spends long plateaus with
+    three and then two clusters, each near a configuration that barely moves and has growing directions (a saddle),
+    the more clusters the faster the escape.
+    """
+    from tokendynamics import sample_sphere
+
+    layer = Attention("softmax", A=I2, V=I2, beta=6.0)
+    traj = simulate(sample_sphere(32, 2, rng=0), layer, 150.0, dt=0.1, sphere=True, save_every=10)
+    E = energy_curve(traj.X, 6.0 * I2)
+    assert np.all(np.diff(E) >= -1e-9 * E[-1])
+    plateaus = metastable_plateaus(traj.t, traj.X, layer, min_fraction=0.05)
+    assert [pl.clusters for pl in plateaus] == [3, 2], [(pl.clusters, pl.start, pl.stop) for pl in plateaus]
+    for pl in plateaus:
+        assert pl.state.unstable == pl.clusters - 1
+        assert pl.state.speed < 0.01 and pl.masses.sum() == pytest.approx(1.0)
+    assert plateaus[0].state.growth_rate > 100 * plateaus[1].state.growth_rate
+    assert plateaus[1].length > 80 and plateaus[0].energy < plateaus[1].energy
+    with pytest.raises(ValueError, match="min_fraction"):
+        metastable_plateaus(traj.t, traj.X, layer, min_fraction=1.5)
+
+
+@pytest.mark.claim("curvature-unbounded-at-blowup")
+def test_curvature_along_the_gradient_flow_drives_the_speed_and_grows_without_bound_at_the_blowup():
+    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and blow-up: along the W2 gradient ascent of E_I
+    (unnormalised attention with V = A = I) the squared speed S obeys dS/dt = 2 H, H the second variation along the
+    flow; the tokens blow up in finite time, and the curvature H / S grows without bound on the way.
+    """
+    rng = np.random.default_rng(41)
+    X0 = 0.5 * rng.standard_normal((30, 2)) + np.array([0.3, 0.0])
+    layer = Attention("unnormalized_softmax", A=I2, V=I2)
+    traj = simulate(X0, layer, 5.0, method="adaptive", dt=0.005, on_blowup="stop", rtol=1e-10, atol=1e-12)
+    assert traj.blew_up and traj.blowup_time < 1.0
+    S, H, kappa = curvature_along_flow(traj.X, I2)
+    assert np.all(np.diff(S) > 0) and np.all(np.diff(kappa) > 0)
+    assert kappa[-1] > 10 * kappa[0]
+    # dS/dt = 2 H at a state: move the tokens along their velocity
+    X = traj.X[len(traj.t) // 2]
+    g = first_variation_gradient(X, I2)
+    np.testing.assert_allclose(g, velocity(X, layer), rtol=1e-12)
+    eps = 1e-6
+    Sp, Sm = (curvature_along_flow((X + e * g)[None], I2)[0][0] for e in (eps, -eps))
+    i = len(traj.t) // 2
+    assert (Sp - Sm) / (2 * eps) == pytest.approx(2 * H[i], rel=1e-6)
+    with pytest.raises(ValueError, match="symmetric"):
+        curvature_along_flow(traj.X[:2], np.array([[1.0, 0.5], [0.0, 1.0]]))
 
 
 def test_bad_input_gives_clear_errors_not_nan():

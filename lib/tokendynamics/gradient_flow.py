@@ -1,12 +1,14 @@
 r"""The gradient-flow structure of attention dynamics: interaction energies, twisted metrics, non-convexity.
 
-Paper 1 (v2) announces a gradient-flow view of the Transformer PDE, relating it to Wasserstein and
-Bures–Wasserstein geometry, entropic optimal transport and a "twisted" Wasserstein metric, with
-remarks on convergence and non-convexity. Its text was not available; the formulas below are the
-reconstruction of the book's specification (paper 1 spec §5), derived and checked numerically
-here. The *names* (:math:`d_M`, which energy, which example) are our reconstruction [I].
+Paper 1 (Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322, second version) announces a gradient-flow
+view of the Transformer PDE, relating it to Wasserstein and Bures–Wasserstein geometry, entropic
+optimal transport and a "twisted" Wasserstein metric; its summary ties the non-convexity of the
+energy to several equilibria and metastable states and to blow-up (no upper bound on the second
+variation), and leaves geodesic convexity in the twisted metric open. Its text was not available; the formulas below are the
+book's reconstruction (chapter 3 of the book, *The gradient-flow structure*), derived and checked
+numerically here. The *names* (:math:`d_M`, which energy, which example) are our reconstruction [I].
 
-Convention (``../shared/spec/README.md``). Every matrix ``A`` passed to this module is the
+Convention (the book's notation, introduction page). Every matrix ``A`` passed to this module is the
 library's *score matrix*: the kernel is :math:`e^{\langle x, Ay\rangle}` (an
 :class:`~tokendynamics.attention.Attention` layer with inverse temperature :math:`\beta` has score
 matrix :math:`\beta A`, see :func:`layer_matrices`). Paper 1 writes :math:`\langle A_1x,y\rangle`,
@@ -14,26 +16,31 @@ so :math:`A_1=A^\top`; for the symmetric matrices of the gradient-flow statement
 
 Contents
 
-* **Interaction energy** (spec §5.1):
+* **Interaction energy** (chapter 3 of the book, eq. (3.1)):
   :math:`E_A(\mu)=\tfrac12\iint e^{\langle x,Ay\rangle}\,d\mu(x)\,d\mu(y)` for weighted empirical
   measures (:func:`interaction_energy`), its first variation and gradient
   (:func:`first_variation`, :func:`first_variation_gradient`), the partition function
   :math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}d\mu(y)` (:func:`partition_function`), the rate
   :math:`\frac{d}{dt}E_A(\mu_t)` along an attention flow (:func:`energy_rate`) and the closed forms on
   Gaussians (:func:`gaussian_interaction_energy`, :func:`gaussian_partition_function`).
-* **Twisted Wasserstein distance** (spec §5.2):
+* **Twisted Wasserstein distance** (chapter 3 of the book, eq. (3.5)):
   :math:`d_M(\mu,\nu)=W_2\big((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu\big)` for empirical measures
   (:func:`twisted_wasserstein`) and Gaussians (:func:`twisted_bures_wasserstein`), the matrix
-  :math:`M=VA^{-1}` of a layer (:func:`twisted_matrix`) and the sign rule of spec §5.3
+  :math:`M=VA^{-1}` of a layer (:func:`twisted_matrix`) and the sign rule of the book's eq. (3.3)
   (:func:`energy_sign`).
-* **Sinkhorn entropic energy** (spec §5.4): :math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`
+* **Sinkhorn entropic energy** (Sander et al. 2022; chapter 3 of the book, eq. (3.4)): :math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`
   with cost :math:`-\langle x,Ay\rangle`, closed form on Gaussians (:func:`sinkhorn_energy`), its
   gradient (:func:`sinkhorn_energy_gradient`), the empirical value through the core's log-domain
   Sinkhorn (:func:`sinkhorn_energy_empirical`), and (twisted) Bures–Wasserstein gradient flows
   (:func:`bw_gradient_velocity`, :func:`finite_difference_gradient`, :func:`gaussian_slope`).
-* **Second variation** along :math:`\mu_s=(\mathrm{Id}+s\,w)_\#\mu` (spec §5.5):
+* **Second variation** along :math:`\mu_s=(\mathrm{Id}+s\,w)_\#\mu` (chapter 3 of the book, eq. (3.6)):
   :func:`second_variation`, :func:`energy_along`, and closed forms :func:`dirac_second_variation`,
   :func:`gaussian_translation_hessian`.
+* **Non-convexity: several equilibria, metastability, blow-up.** Configurations of clusters on the
+  circle (:func:`circle_clusters`), the linearised flow at a configuration and its energy
+  (:func:`linearize`, :class:`Equilibrium`): several critical points at different energies, all
+  but one unstable; the plateaus of a run near such states (:func:`metastable_plateaus`); and the curvature of the energy along its own gradient flow
+  (:func:`curvature_along_flow`), which a finite-time blow-up forces to be unbounded.
 
 No function forms more than one :math:`n\times n` matrix at a time: kernels are evaluated in
 blocks of rows.
@@ -51,6 +58,7 @@ from scipy.special import logsumexp
 from .attention import BLOCK_ENTRIES, SINKHORN_ITERS, SINKHORN_TOL, Attention, sinkhorn_potentials, velocity
 from .errors import ConvergenceError, NonFiniteError
 from .gaussian import GaussianTrajectory, gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
+from .metrics import detect_clusters
 from .particles import Trajectory
 from .transport import bures_wasserstein, psd_sqrt, wasserstein
 from .validation import (
@@ -100,6 +108,12 @@ __all__ = [
     "energy_along",
     "dirac_second_variation",
     "gaussian_translation_hessian",
+    "circle_clusters",
+    "Equilibrium",
+    "linearize",
+    "Plateau",
+    "metastable_plateaus",
+    "curvature_along_flow",
     "DescentProfile",
     "descent_profile",
     "gaussian_descent_profile",
@@ -154,7 +168,7 @@ def layer_matrices(layer: Attention):
 def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, log: bool = False):
     r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` at the points ``at`` (default: the tokens).
 
-    It is the normaliser of softmax attention (paper 1 §2.1, library convention). With
+    It is the normaliser of softmax attention (Castin et al., arXiv:2501.18322, softmax self-attention; library convention). With
     ``gradient=True`` also returns :math:`\nabla Z_\mu(x)=\sum_j w_jAx_j\,e^{\langle x,Ax_j\rangle}`;
     with ``log=True`` returns :math:`\log Z` and :math:`\nabla\log Z=\nabla Z/Z` instead (never
     overflows). For invertible :math:`A` the softmax field is
@@ -194,9 +208,9 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
 def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
     r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
-    Paper 1 spec §5.1: for symmetric :math:`A`, unnormalised attention with :math:`V=A` is the
+    Chapter 3 of the book, eq. (3.1): for symmetric :math:`A`, unnormalised attention with :math:`V=A` is the
     :math:`W_2` gradient ascent of :math:`E_A`, and softmax attention is a formal gradient flow of
-    :math:`E_A` for a twisted, :math:`Z_\mu`-weighted metric (§5.3). :math:`E_A=E_{A^\top}`.
+    :math:`E_A` for a twisted, :math:`Z_\mu`-weighted metric (the book's eq. (3.2)). :math:`E_A=E_{A^\top}`.
     Computed by log-sum-exp over blocks of rows; ``log=True`` returns :math:`\log E_A`.
 
     Raises
@@ -226,7 +240,7 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
 def first_variation(X, A, weights=None, at=None) -> np.ndarray:
     r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(e^{\langle x,Ay\rangle}+e^{\langle y,Ax\rangle}\big)d\mu(y)`.
 
-    For symmetric :math:`A` this is :math:`Z_\mu(x)` (paper 1 spec §5.1). It is the derivative of
+    For symmetric :math:`A` this is :math:`Z_\mu(x)` (chapter 3 of the book, eq. (3.1)). It is the derivative of
     the energy along mass perturbations:
     :math:`\frac{d}{dh}E_A(\mu+h\chi)|_{h=0}=\int\frac{\delta E_A}{\delta\mu}\,d\chi` for signed
     :math:`\chi` of zero mass (tested by finite differences on the weights).
@@ -242,7 +256,7 @@ def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
     r"""Gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(Ay\,e^{\langle x,Ay\rangle}+A^\top y\,e^{\langle y,Ax\rangle}\big)d\mu(y)`, shape (m, d).
 
     For symmetric :math:`A`: :math:`\nabla Z_\mu(x)=\int Ay\,e^{\langle x,Ay\rangle}d\mu(y)`, the
-    field of unnormalised attention with :math:`V=A` (paper 1 spec §5.1). Moving token :math:`i`
+    field of unnormalised attention with :math:`V=A` (chapter 3 of the book, eq. (3.1)). Moving token :math:`i`
     changes the energy at the rate :math:`\partial E_A/\partial x_i=w_i\nabla\frac{\delta E_A}{\delta\mu}(x_i)`
     (tested).
     """
@@ -261,7 +275,7 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
     :math:`\Gamma_\mu` is the core :func:`~tokendynamics.attention.velocity` of ``layer`` (or
     ``field``, an (n, d) array, if given). For softmax attention with symmetric invertible
     :math:`A` and :math:`M=VA^{-1}` this equals
-    :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle/Z_\mu\,d\mu` (paper 1 spec §5.3), whose
+    :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle/Z_\mu\,d\mu` (the sign rule, chapter 3 of the book, eq. (3.3)), whose
     sign is the sign rule of :func:`energy_sign`.
     """
     A, _ = layer_matrices(layer)
@@ -276,8 +290,8 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
 def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
     r"""The sign-rule form of :math:`\frac{d}{dt}E_A(\mu_t)`: :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle\,Z_\mu^{-k}\,d\mu`, :math:`M=VA^{-1}`.
 
-    :math:`k=1` for softmax (``normalized=True``), :math:`k=0` for unnormalised attention (paper 1
-    spec §5.3). Equals :func:`energy_rate` of the corresponding layer with score matrix ``A``
+    :math:`k=1` for softmax (``normalized=True``), :math:`k=0` for unnormalised attention (chapter 3
+    of the book, eq. (3.3)). Equals :func:`energy_rate` of the corresponding layer with score matrix ``A``
     (symmetric, invertible) and value ``V``; since
     :math:`\langle g,Mg\rangle=\tfrac12\langle g,(M+M^\top)g\rangle`, its sign follows
     :func:`energy_sign` whenever :math:`M+M^\top` is semi-definite.
@@ -308,7 +322,7 @@ def kinetic_norm(U, weights=None, M=None) -> float:
 
     ``U`` (n, d) holds the field at the tokens of :math:`\mu=\sum_iw_i\delta_{x_i}`. A flow
     :math:`\dot x=u(x)` moves :math:`\mu` at metric speed at most ``kinetic_norm(U, w, M)`` in
-    :math:`d_M` (spec §5.2, Benamou–Brenier form). The slope of an energy in :math:`d_M` is
+    :math:`d_M` (chapter 3 of the book, eq. (3.5), Benamou–Brenier form). The slope of an energy in :math:`d_M` is
     ``kinetic_norm(G @ M, w, M)`` with ``G`` the gradient of its first variation.
     """
     U = validate_finite_array(U, "U", ndim=2)
@@ -361,8 +375,8 @@ def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
               G = A+A^\top+A\Sigma A^\top+(A+A\Sigma A^\top)^\top R(I-K)^{-1}R(A+A\Sigma A^\top),
 
     finite iff :math:`K\prec I`; returns ``inf`` otherwise. For :math:`A=-I` this is
-    :math:`\tfrac12\det(I-\Sigma^2)^{-1/2}\exp(-\alpha^\top(I+\Sigma)^{-1}\alpha)` (paper 1 spec
-    §5.3, claim C18; tested against Monte Carlo). Singular :math:`\Sigma` allowed.
+    :math:`\tfrac12\det(I-\Sigma^2)^{-1/2}\exp(-\alpha^\top(I+\Sigma)^{-1}\alpha)` (derived in
+    chapter 3 of the book; tested against Monte Carlo). Singular :math:`\Sigma` allowed.
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_square(A, "A", mean.shape[0])
@@ -377,7 +391,7 @@ def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
 
     With ``gradient=True`` also returns :math:`\nabla\log Z=A\alpha+A\Sigma A^\top x`; then
     :math:`VA^{-1}\nabla\log Z=V(\alpha+\Sigma A^\top x)` is the softmax field of
-    ``tokendynamics.gaussian.gaussian_velocity`` (paper 1 §4.2.1 in library convention).
+    ``tokendynamics.gaussian.gaussian_velocity`` (the Gaussian ODE of chapter 2 of the book, library convention).
     """
     mean, cov = _gaussian(mean, cov)
     d = mean.shape[0]
@@ -400,7 +414,7 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
     .. math:: \frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))\Big|_{s=0}=E_A\,\big[(w^\top G\alpha)^2+w^\top Gw\big].
 
     For :math:`A=-I`, :math:`G=-2(I+\Sigma)^{-1}`: negative along every :math:`w\perp G\alpha`, so in
-    :math:`d\ge2` the energy is concave along some translation at every Gaussian (spec §5.5).
+    :math:`d\ge2` the energy is concave along some translation at every Gaussian (chapter 3 of the book, eq. (3.6)).
     Returns ``inf`` where the energy is infinite.
     """
     mean, cov = _gaussian(mean, cov)
@@ -421,7 +435,7 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
 
 
 def twisted_matrix(A, V) -> np.ndarray:
-    r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (paper 1 spec §5.2–5.3).
+    r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (chapter 3 of the book, eqs. (3.2)–(3.5)).
 
     ``A`` is the symmetric invertible score matrix (library convention, :math:`\beta A` for a
     layer), ``V`` the value matrix. Unnormalised attention is
@@ -442,7 +456,7 @@ def twisted_matrix(A, V) -> np.ndarray:
 
 
 def energy_sign(A, V) -> int:
-    r"""Sign rule of paper 1 spec §5.3: the sign of :math:`\frac{d}{dt}E_A(\mu_t)` along softmax or unnormalised attention.
+    r"""Sign rule (chapter 3 of the book, eq. (3.3)): the sign of :math:`\frac{d}{dt}E_A(\mu_t)` along softmax or unnormalised attention.
 
     :math:`\frac{d}{dt}E_A=\int\langle\nabla Z,M\nabla Z\rangle Z^{-k}d\mu` (:math:`k=1` softmax,
     :math:`k=0` unnormalised), :math:`M=VA^{-1}` (:func:`twisted_matrix`). Returns ``+1`` if
@@ -508,7 +522,7 @@ class SignRuleSurvey:
 def sign_rule_survey(
     cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7, spread: float = 0.7, seed=None, kind: str = "softmax"
 ) -> SignRuleSurvey:
-    r"""Check the sign rule of paper 1 spec §5.3 on random layers and token clouds.
+    r"""Check the sign rule (the book's eq. (3.3)) on random layers and token clouds.
 
     Each case draws a symmetric :math:`A=U\operatorname{diag}(a)U^\top` (:math:`a_i\sim N(0,\text{scale}^2)`,
     :math:`U` Haar), a Gaussian :math:`V`, and :math:`n` tokens from :math:`N(0,\text{spread}^2I_d)`;
@@ -543,7 +557,7 @@ def sign_rule_survey(
 
 
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
-    r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (paper 1 spec §5.2, [I] name).
+    r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (the book's eq. (3.5); the name is our reconstruction [I]).
 
     .. math:: d_M(\mu,\nu)^2=\min_{\pi\in\Pi(\mu,\nu)}\int\langle M^{-1}(x-y),x-y\rangle d\pi
               =W_2\big((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu\big)^2,
@@ -565,7 +579,7 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
     .. math:: d_M\big(N(m_1,\Sigma_1),N(m_2,\Sigma_2)\big)
               =W_2\big(N(M^{-1/2}m_1,M^{-1/2}\Sigma_1M^{-1/2}),N(M^{-1/2}m_2,M^{-1/2}\Sigma_2M^{-1/2})\big)
 
-    (paper 1 spec §5.2), through :func:`~tokendynamics.transport.bures_wasserstein`.
+    (the book's eq. (3.5)), through :func:`~tokendynamics.transport.bures_wasserstein`.
     """
     m1, S1 = _gaussian(m1, S1, names=("m1", "S1"))
     m2, S2 = _gaussian(m2, S2, m1.shape[0], names=("m2", "S2"))
@@ -601,10 +615,10 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
               \Big[s_i-1-\log\frac{1+s_i}{2}\Big],\quad s_i=\sqrt{1+4h_i/\varepsilon^2},\
               h_i=\operatorname{eig}_i\big(\Sigma^{1/2}A\Sigma A\Sigma^{1/2}\big)
 
-    (paper 1 spec §5.4; :math:`A` symmetric). Mapping to the library: the layer
+    (Sander et al. 2022; the book's eq. (3.4); :math:`A` symmetric). Mapping to the library: the layer
     ``Attention("sinkhorn", A=A, V=V, eps=eps)`` (``beta=1``; in general the cost matrix is
     ``beta * A``) is the :math:`W_2` gradient flow of this :math:`F_\varepsilon` when :math:`V=A`,
-    and the :math:`d_M` gradient flow when :math:`V=MA` (claim C16).
+    and the :math:`d_M` gradient flow when :math:`V=MA` (chapter 3 of the book).
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_symmetric(A, d=mean.shape[0])
@@ -621,7 +635,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
               X=2\big(I+(I+4H/\varepsilon^2)^{1/2}\big)^{-1},\ H=\Sigma^{1/2}A\Sigma A\Sigma^{1/2},
 
     derived here (spectral calculus; :math:`-2\nabla_\Sigma F\,\Sigma=AC^\top` with :math:`C` the
-    cross-covariance of the entropic self-plan, paper 1 §4.2.4) and tested against finite
+    cross-covariance of the entropic self-plan, the Sinkhorn Gaussian ODE of chapter 2 of the book) and tested against finite
     differences. No inverse of :math:`\Sigma` or :math:`A` is needed.
     """
     mean, cov = _gaussian(mean, cov)
@@ -642,7 +656,7 @@ def sinkhorn_energy_empirical(
     at the optimum the dual value is :math:`\int f+\int g` with the potentials of the core's log-domain
     Sinkhorn (:func:`~tokendynamics.attention.sinkhorn_potentials`, the same solver as Sinkhorn
     attention). Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for the Sinkhorn layer
-    with :math:`V=A` (paper 1 spec §5.4; tested).
+    with :math:`V=A` (Sander et al. 2022; tested).
 
     ``tol`` and ``max_iter`` default to those of Sinkhorn attention
     (:data:`~tokendynamics.attention.SINKHORN_TOL`, :data:`~tokendynamics.attention.SINKHORN_ITERS`).
@@ -680,7 +694,7 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
 
     .. math:: \dot\alpha=-Mg,\qquad\dot\Sigma=-2\big(MG\Sigma+\Sigma GM\big)
 
-    (paper 1 spec §5.4; :math:`M=I` by default: the Bures–Wasserstein flow).
+    (chapter 3 of the book; :math:`M=I` by default: the Bures–Wasserstein flow).
     """
     g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
     d = g.shape[0]
@@ -697,7 +711,7 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     The symmetric gradient is taken in the coordinates :math:`\Sigma\mapsto\Sigma+t(E_{ij}+E_{ji})/2`
     (:math:`t\,E_{ii}` on the diagonal), so that :math:`dF=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`.
     Needs :math:`\Sigma\succ hI` (the perturbed matrices must stay PSD). Used to check the
-    Sinkhorn ODE against the gradient of :math:`F_\varepsilon` without trusting any derived gradient (C16).
+    Sinkhorn ODE against the gradient of :math:`F_\varepsilon` without trusting any derived gradient.
     """
     if not callable(fun):
         raise TypeError(f"fun must be a callable fun(mean, cov), got {type(fun).__name__}")
@@ -729,7 +743,7 @@ def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     At each :math:`(\alpha_t,\Sigma_t)` of the ``tokendynamics.gaussian.GaussianTrajectory``,
     the gradient of ``energy(mean, cov)`` is taken by :func:`finite_difference_gradient` (step ``h``)
     and turned into :math:`(\dot\alpha,\dot\Sigma)` by :func:`bw_gradient_velocity`; it is compared
-    with ``tokendynamics.gaussian.gaussian_rhs`` of the trajectory's layer (claim C16).
+    with ``tokendynamics.gaussian.gaussian_rhs`` of the trajectory's layer.
 
     Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
     """
@@ -773,8 +787,8 @@ def second_variation(X, U, A, weights=None) -> float:
     .. math:: \frac{d^2}{ds^2}E_A(\mu_s)\Big|_{s=0}=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}
               \Big[\big(\langle u_i,Ax_j\rangle+\langle x_i,Au_j\rangle\big)^2+2\langle u_i,Au_j\rangle\Big]
 
-    (paper 1 spec §5.5, written for any :math:`A` in library convention; for symmetric :math:`A`
-    it is the spec's :math:`\mathrm{Hess}\,E_A(\mu)[w,w]`). ``U`` (n, d) is the displacement
+    (chapter 3 of the book, eq. (3.6), written for any :math:`A` in library convention; for symmetric :math:`A`
+    it is the Hessian :math:`\mathrm{Hess}\,E_A(\mu)[w,w]`). ``U`` (n, d) is the displacement
     :math:`u(x_i)`. Tested against a finite-difference second derivative of :func:`energy_along`.
     Blocks of at most a third of the rows keep the three kernel blocks alive at a time below one
     :math:`n\times n` matrix.
@@ -827,7 +841,7 @@ def dirac_second_variation(x0, w0, A) -> float:
     .. math:: \tfrac12e^{\langle x_0,Ax_0\rangle}\big[(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2+2\langle w_0,Aw_0\rangle\big];
 
     at :math:`\delta_0` this is :math:`\langle w_0,Aw_0\rangle`, i.e. :math:`-|w_0|^2<0` for
-    :math:`A=-I` (paper 1 spec §5.5: :math:`E_{-I}` is not displacement convex at the clustered state).
+    :math:`A=-I` (chapter 3 of the book: :math:`E_{-I}` is not displacement convex at the clustered state).
     """
     x0 = np.atleast_1d(validate_finite_array(x0, "x0"))
     w0 = validate_finite_array(w0, "w0")
@@ -837,6 +851,323 @@ def dirac_second_variation(x0, w0, A) -> float:
     q = float(x0 @ A @ x0)
     lin = float(w0 @ A @ x0 + x0 @ A @ w0)
     return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin**2 + 2.0 * float(w0 @ A @ w0))
+
+
+# ---------------------------------------------------------------------------------------------
+# non-convexity: several equilibria, metastability, unbounded curvature
+# ---------------------------------------------------------------------------------------------
+
+
+def circle_clusters(k: int, masses=None, *, phase: float = 0.0):
+    r"""``k`` clusters at equally spaced points of the unit circle: tokens :math:`x_p=(\cos\theta_p,\sin\theta_p)`, :math:`\theta_p=\text{phase}+2\pi p/k`.
+
+    Each cluster is one token carrying the cluster's mass (default :math:`1/k` each), i.e. the
+    measure :math:`\mu=\sum_pm_p\delta_{x_p}`. With equal masses and a layer invariant under
+    rotations (softmax with :math:`A=V=I`), every such configuration is an equilibrium by symmetry:
+    the field at each cluster points along the cluster itself, and its tangential part vanishes.
+
+    Parameters
+    ----------
+    k : int
+        Number of clusters (at least 1).
+    masses : array (k,), optional
+        Masses of the clusters (positive, summing to 1); equal by default.
+    phase : float
+        Angle of the first cluster.
+
+    Returns
+    -------
+    X : array (k, 2)
+        The cluster positions.
+    weights : array (k,)
+        Their masses.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the summary's link between non-convexity,
+    several equilibria and metastability); Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv
+    2312.10794 (clusters on the sphere); the book's chapter on the gradient-flow structure.
+    """
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = int(k)
+    theta = float(phase) + 2 * np.pi * np.arange(k) / k
+    X = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    w = validate_weights(masses, k)
+    return X, w
+
+
+@dataclass(frozen=True)
+class Equilibrium:
+    r"""The linearised flow of a particle system at one configuration (:func:`linearize`).
+
+    Attributes
+    ----------
+    speed : float
+        :math:`\max_i|\Gamma_\mu(x_i)|` (tangential part on the sphere): 0 at an equilibrium.
+    energy : float
+        :math:`E_{\beta A}(\mu)=\frac12\sum_{i,j}w_iw_je^{\beta\langle x_i,Ax_j\rangle}` (:func:`interaction_energy`).
+    eigenvalues : array
+        Eigenvalues of the Jacobian of the flow, by decreasing real part. At an equilibrium a
+        positive one is a direction along which perturbations grow (like :math:`e^{\lambda t}`).
+    unstable : int
+        Number of eigenvalues with real part above ``tol``.
+    """
+
+    speed: float
+    energy: float
+    eigenvalues: np.ndarray
+    unstable: int
+
+    @property
+    def growth_rate(self) -> float:
+        """The largest real part of the eigenvalues (the rate at which the fastest perturbation grows)."""
+        return float(np.real(self.eigenvalues[0]))
+
+
+def _tangent_basis(x: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (d, d - 1) of the tangent space x^perp of the unit sphere at x."""
+    d = x.shape[0]
+    if d == 2:
+        return np.array([[-x[1]], [x[0]]])
+    Q, _ = np.linalg.qr(np.column_stack([x, np.eye(d)]))
+    return Q[:, 1:d]
+
+
+def linearize(X, layer: Attention, weights=None, *, sphere: bool = False, h: float = 1e-6, tol: float = 1e-9):
+    r"""Speed, energy and spectrum of the linearised particle flow at the configuration ``X``.
+
+    The flow is :math:`\dot x_i=\Gamma_\mu(x_i)` (the core :func:`~tokendynamics.attention.velocity` of
+    ``layer``, projected on the tangent space when ``sphere=True``), :math:`\mu=\sum_jw_j\delta_{x_j}`.
+    Its Jacobian is taken by central differences of step ``h`` in local coordinates: the entries of
+    the :math:`x_j` in :math:`\mathbb R^d` (an :math:`nd\times nd` matrix), or, on the sphere, the
+    coordinates of each token in an orthonormal basis :math:`E_j` of its tangent space, moved along
+    the great circles :math:`x_j\cos h\pm e\sin h` (an :math:`n(d-1)\times n(d-1)` matrix; in
+    :math:`d=2` the token angles). At an equilibrium the spectrum does not depend on these choices.
+
+    For softmax attention on the circle with :math:`A=V=I` the flow is a gradient ascent of
+    :math:`E_\beta` (for a modified metric), so the eigenvalues are real, a positive one marks a saddle
+    of the energy, and an equilibrium with a positive eigenvalue is unstable; for two antipodal
+    clusters of mass :math:`\frac12` the positive eigenvalue is :math:`2/(1+e^{2\beta})` (tested).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens (unit rows if ``sphere``).
+    layer : Attention
+        One layer (any kind the core velocity supports).
+    weights : array (n,), optional
+        Token masses (a cluster is one token carrying its mass).
+    sphere : bool
+        Tokens on the unit sphere.
+    h : float
+        Finite-difference step (error :math:`O(h^2)`).
+    tol : float
+        Eigenvalues with real part above ``tol`` count as unstable.
+
+    Returns
+    -------
+    Equilibrium
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (non-convexity, several equilibria and
+    metastability, in the paper's summary); the book's chapter on the gradient-flow structure.
+    """
+    if not isinstance(layer, Attention):
+        raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
+    X, w = validate_measure(X, weights, layer.d)
+    n, d = X.shape
+    if sphere and np.max(np.abs(np.linalg.norm(X, axis=1) - 1)) > 1e-9:
+        raise ValueError("sphere=True needs unit-norm tokens")
+    if not (h > 0 and math.isfinite(h)):
+        raise ValueError(f"h must be a positive step, got {h!r}")
+
+    def field(Y):
+        U = velocity(Y, layer, w)
+        if sphere:
+            U = U - np.sum(U * Y, axis=1, keepdims=True) * Y
+        return U
+
+    U0 = field(X)
+    speed = float(np.max(np.linalg.norm(U0, axis=1)))
+    if sphere:
+        bases = [_tangent_basis(x) for x in X]
+        m = d - 1
+        J = np.zeros((n * m, n * m))
+        for j in range(n):
+            for k in range(m):
+                e = bases[j][:, k]
+                cols = []
+                for sign in (1.0, -1.0):
+                    Y = X.copy()
+                    Y[j] = X[j] * math.cos(h) + sign * e * math.sin(h)
+                    cols.append(field(Y))
+                dU = (cols[0] - cols[1]) / (2 * h)
+                J[:, j * m + k] = np.concatenate([bases[i].T @ dU[i] for i in range(n)])
+    else:
+        J = np.zeros((n * d, n * d))
+        for j in range(n):
+            for k in range(d):
+                Yp, Ym = X.copy(), X.copy()
+                Yp[j, k] += h
+                Ym[j, k] -= h
+                J[:, j * d + k] = ((field(Yp) - field(Ym)) / (2 * h)).reshape(-1)
+    lam = np.linalg.eigvals(J)
+    lam = lam[np.argsort(-lam.real, kind="stable")]
+    if np.max(np.abs(lam.imag)) <= 1e-7 * max(1e-12, float(np.max(np.abs(lam)))):
+        lam = lam.real
+    energy = interaction_energy(X, layer.beta * layer.A[0], w) if layer.n_heads == 1 else float("nan")
+    return Equilibrium(speed, energy, lam, int(np.sum(lam.real > tol)))
+
+
+@dataclass(frozen=True)
+class Plateau:
+    r"""A stretch of a trajectory during which the number of clusters does not change (:func:`metastable_plateaus`).
+
+    Attributes
+    ----------
+    clusters : int
+        Number of clusters.
+    start, stop : float
+        First and last stored times of the stretch.
+    energy : float
+        Energy :math:`E_{\beta A}(\mu_t)` of the tokens at the middle of the stretch.
+    centres : array (clusters, d)
+        Cluster centres there (normalised means on the sphere, means in :math:`\mathbb R^d`).
+    masses : array (clusters,)
+        Their masses.
+    state : Equilibrium
+        :func:`linearize` of the collapsed configuration (each cluster one token carrying its mass):
+        its speed is small and it has unstable directions when the plateau is a metastable state near
+        a saddle of the energy.
+    """
+
+    clusters: int
+    start: float
+    stop: float
+    energy: float
+    centres: np.ndarray
+    masses: np.ndarray
+    state: Equilibrium
+
+    @property
+    def length(self) -> float:
+        """Duration ``stop - start``."""
+        return self.stop - self.start
+
+
+def metastable_plateaus(
+    t, Xs, layer: Attention, *, sphere: bool = True, threshold: float = 0.999, min_fraction: float = 0.05
+) -> list[Plateau]:
+    r"""The long stretches of a trajectory with a constant number of clusters, and the state they sit near.
+
+    Clusters are counted at every stored time by :func:`~tokendynamics.metrics.detect_clusters` (tokens
+    joined by chains of inner products above ``threshold``). A stretch lasting at least
+    ``min_fraction`` of the run is a plateau; at its middle the tokens are collapsed to their
+    cluster centres with the clusters' masses, and that configuration is linearised
+    (:func:`linearize`). For softmax attention with :math:`A=V=I` on the circle at large :math:`\beta`
+    the plateaus are metastable: near a configuration of a few clusters whose speed is tiny and
+    which has unstable directions (a saddle of the energy), left only after a time of order
+    :math:`1/\lambda` for its growth rate :math:`\lambda`.
+
+    Parameters
+    ----------
+    t : array (m,)
+        Stored times.
+    Xs : array (m, n, d)
+        Tokens at those times (e.g. ``Trajectory.t``, ``Trajectory.X``).
+    layer : Attention
+        The layer that moved them (uniform token masses).
+    sphere : bool
+        Tokens on the unit sphere (centres are normalised).
+    threshold : float
+        Inner-product threshold of the cluster detection (on the sphere).
+    min_fraction : float
+        Shortest plateau, as a fraction of the run's duration.
+
+    Returns
+    -------
+    list of Plateau, in time order
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (non-convexity and metastability in the
+    paper's summary); Geshkovski, Letrouit, Polyanskiy, Rigollet, arXiv 2312.10794 (metastable
+    clusters); the book's chapter on the gradient-flow structure.
+    """
+    t = np.asarray(t, dtype=float)
+    Xs = np.asarray(Xs, dtype=float)
+    if Xs.ndim != 3 or t.shape != (Xs.shape[0],) or t.size < 2:
+        raise ValueError(f"t (m,) and Xs (m, n, d) must match, got {t.shape} and {Xs.shape}")
+    if not 0 < min_fraction < 1:
+        raise ValueError(f"min_fraction must be in (0, 1), got {min_fraction!r}")
+    counts = np.array([detect_clusters(X, threshold).n_clusters for X in Xs])
+    edges = np.flatnonzero(np.diff(counts)) + 1
+    starts, stops = np.r_[0, edges], np.r_[edges - 1, len(t) - 1]
+    out = []
+    n = Xs.shape[1]
+    for a, b in zip(starts, stops):
+        if t[b] - t[a] < min_fraction * (t[-1] - t[0]):
+            continue
+        mid = (a + b) // 2
+        X = Xs[mid]
+        report = detect_clusters(X, threshold)
+        masses = np.array(report.sizes, dtype=float) / n
+        centres = np.array([X[report.labels == c].mean(axis=0) for c in range(report.n_clusters)])
+        if sphere:
+            centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+        energy = interaction_energy(X, layer.beta * layer.A[0])
+        state = linearize(centres, layer, masses, sphere=sphere)
+        out.append(Plateau(int(counts[a]), float(t[a]), float(t[b]), energy, centres, masses, state))
+    return out
+
+
+def curvature_along_flow(Xs, A, weights=None):
+    r"""Squared slope, curvature and their ratio along the :math:`W_2` gradient ascent of :math:`E_A` (symmetric ``A``).
+
+    For each cloud :math:`X_t` of ``Xs`` (times, n, d), with
+    :math:`g_t=\nabla\frac{\delta E_A}{\delta\mu}` at the tokens (the field of unnormalised attention
+    with :math:`V=A`, :func:`first_variation_gradient`):
+
+    .. math:: S_t=\sum_iw_i|g_t(x_i)|^2,\qquad H_t=\frac{d^2}{ds^2}E_A\big((\mathrm{Id}+s\,g_t)_\#\mu_t\big)\Big|_{s=0},
+              \qquad\kappa_t=H_t/S_t
+
+    (:func:`second_variation`). Along that flow :math:`\frac{d}{dt}S_t=2H_t` exactly (tested): if the
+    second variation had an upper bound, :math:`H\le\kappa_{\max}S`, the speed could grow at most
+    like :math:`e^{\kappa_{\max}t}` and the tokens could not reach infinity in finite time. A
+    finite-time blow-up of this flow therefore comes with :math:`\kappa_t\to\infty`: the energy has
+    no upper bound on its curvature.
+
+    Parameters
+    ----------
+    Xs : array (times, n, d)
+        Token clouds along a trajectory (e.g. ``Trajectory.X``).
+    A : array (d, d)
+        Symmetric score matrix.
+    weights : array (n,), optional
+        Token masses.
+
+    Returns
+    -------
+    S, H, kappa : arrays (times,)
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the summary ties non-convexity to blow-up);
+    the book's chapter on the gradient-flow structure.
+    """
+    Xs = np.asarray(Xs, dtype=float)
+    if Xs.ndim != 3:
+        raise ValueError(f"Xs must have shape (times, n, d), got {Xs.shape}")
+    A = validate_symmetric(A, "A", Xs.shape[2])
+    S, H = np.empty(len(Xs)), np.empty(len(Xs))
+    for k, X in enumerate(Xs):
+        X, w = validate_measure(X, weights)
+        g = first_variation_gradient(X, A, w)
+        S[k] = float(np.sum(w * np.einsum("ij,ij->i", g, g)))
+        H[k] = second_variation(X, g, A, w)
+    return S, H, H / S
 
 
 # ---------------------------------------------------------------------------------------------
@@ -888,7 +1219,7 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     layer; the velocity is the core :func:`~tokendynamics.attention.velocity`; lengths are measured in
     :math:`d_M` (:func:`twisted_wasserstein`, :func:`kinetic_norm`) or :math:`W_2` (``M=None``). For
     unnormalised attention with :math:`A=-I` and value :math:`V\succ0` the flow is the
-    :math:`d_V` gradient descent of :math:`E_{-I}` (spec §5.2): efficiency 1 in :math:`d_V`, below 1
+    :math:`d_V` gradient descent of :math:`E_{-I}` (the book's eq. (3.5)): efficiency 1 in :math:`d_V`, below 1
     in :math:`W_2`. ``every``: measure the distance of every k-th layer (one exact LP each).
     """
     validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")

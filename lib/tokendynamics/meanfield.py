@@ -13,15 +13,27 @@ Gaussians and is solved in closed form: for :math:`\mu_0=N(\alpha_0,\sigma_0^2)`
 up to the blow-up time :math:`T^*=1/(2va\sigma_0^2)` when :math:`va>0`. The field is affine,
 :math:`\Gamma_{\mu_t}(x)=v(\alpha_t+a\sigma_t^2x)`, so the characteristic flow is the affine map
 :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` (:func:`gaussian_1d_flow_map`).
+
+Rates. The studies draw an *independent* sample for every pair (seed, n) (never the first n
+points of a larger sample), integrate all the seeds of one n as one batch
+(:func:`~tokendynamics.ensembles.simulate_batch`), and :func:`fit_rate` fits the log–log slope of the
+mean error with its standard error (weighted least squares, delta method). :func:`rate_shape` gives
+the rates the theory predicts for the empirical measure — :math:`(\log\log n/n)^{1/2}` for a Gaussian
+on the line (Bobkov–Ledoux), :math:`(\log n/n)^{1/2}` for the uniform measure of a square
+(Ajtai–Komlós–Tusnády) — whose slope over the same n (:func:`curve_slope`) is the number a measured
+slope is compared with. The book shows all this in its chapter on the Transformer PDE
+(``chapters/01_well_posedness.md``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .attention import Attention
+from .ensembles import simulate_batch
 from .gaussian import blowup_time, one_dimensional_solution
 from .masked import with_sink
 from .particles import sample_gaussian, simulate
@@ -33,9 +45,15 @@ __all__ = [
     "gaussian_1d_solution",
     "gaussian_1d_flow_map",
     "meanfield_study_1d",
+    "meanfield_study_pairs",
     "meanfield_study_reference",
     "masked_meanfield_study",
     "fit_power_law",
+    "RateFit",
+    "fit_rate",
+    "rate_shape",
+    "curve_slope",
+    "sample_rng",
 ]
 
 
@@ -91,21 +109,76 @@ def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v:
     return alpha_t + (sigma_t / sigma0) * (np.asarray(x, dtype=float) - alpha0)
 
 
+def sample_rng(seed: int, n: int, stream: int = 0) -> np.random.Generator:
+    """The generator of the sample of ``n`` tokens for ``seed`` (and ``stream``, e.g. the second of a pair).
+
+    ``numpy.random.default_rng([seed, n, stream])``: samples of different sizes, seeds or streams
+    are independent, so the error at one n is not a part of the error at a larger n (a nested
+    design, where the first n points of a larger sample are reused, correlates the errors across n
+    and misleads a standard error computed as if they were independent).
+    """
+    return np.random.default_rng([int(seed), int(n), int(stream)])
+
+
+def _final_states(X0, layer, T, dt, batch: bool) -> np.ndarray:
+    """Tokens at time T of the systems X0 (B, n, d), RK4 with step dt: one batch or a loop over simulate."""
+    if batch:
+        run = simulate_batch(X0, layer, T, dt=dt, method="rk4", save_every=10**9)
+        if np.any(run.blew_up):
+            b = int(np.flatnonzero(run.blew_up)[0])
+            raise RuntimeError(f"system {b} of the mean-field study blew up: {run.reasons[b]}")
+        return run.final
+    return np.stack([simulate(x, layer, T, dt=dt, method="rk4", save_every=10**9).final for x in X0])
+
+
 def meanfield_study_1d(
-    ns, seeds, *, T: float, a: float, v: float, alpha0: float, sigma0: float, dt: float, beta: float = 1.0
+    ns,
+    seeds,
+    *,
+    T: float,
+    a: float,
+    v: float,
+    alpha0: float,
+    sigma0: float,
+    dt: float,
+    beta: float = 1.0,
+    batch: bool = True,
 ) -> dict[str, np.ndarray]:
     r"""W2 distance between the :math:`n`-particle solution and the exact mean field, d = 1, Gaussian data.
 
     For each :math:`n` in ``ns`` and seed in ``seeds``: :math:`x_i(0)\sim N(\alpha_0,\sigma_0^2)`
-    i.i.d., softmax attention with :math:`A=[a]`, :math:`V=[v]` (RK4, step ``dt``) up to ``T``;
-    returns arrays of shape (len(ns), len(seeds)):
+    i.i.d. (an independent sample for every pair, :func:`sample_rng`), softmax attention with
+    score :math:`\beta a` and value :math:`v` (RK4, step ``dt``) up to ``T``, the seeds of one
+    :math:`n` integrated together by :func:`~tokendynamics.ensembles.simulate_batch` (``batch=False``:
+    a loop over :func:`~tokendynamics.particles.simulate`, the same numbers to round-off).
 
-    * ``w0`` = :math:`W_2(\mu^n_0, N(\alpha_0,\sigma_0^2))`, ``wT`` = :math:`W_2(\mu^n_T, N(\alpha_T,\sigma_T^2))`
-      (exact, :func:`~tokendynamics.transport.wasserstein_gaussian_1d`);
-    * ``lagrangian`` = :math:`(\frac1n\sum_i|x_i(T)-\Phi_T(x_i(0))|^2)^{1/2}`, the dynamics error
-      alone (the coupling that follows each token).
+    Parameters
+    ----------
+    ns : sequence of int
+        Numbers of tokens.
+    seeds : sequence of int
+        Seeds; the sample for (seed, n) comes from ``sample_rng(seed, n)``.
+    T, dt : float
+        Final time and RK4 step.
+    a, v, beta : float
+        Score :math:`a` (times :math:`\beta`) and value :math:`v` of the layer.
+    alpha0, sigma0 : float
+        Mean and standard deviation of the initial Gaussian.
+    batch : bool
+        Integrate the seeds of one n as one batch.
 
-    Paper 1 §3.3, claim C21.
+    Returns
+    -------
+    dict
+        Arrays of shape (len(ns), len(seeds)): ``w0`` = :math:`W_2(\mu^n_0,N(\alpha_0,\sigma_0^2))`, ``wT`` =
+        :math:`W_2(\mu^n_T,N(\alpha_T,\sigma_T^2))` (exact, :func:`~tokendynamics.transport.wasserstein_gaussian_1d`),
+        ``lagrangian`` = :math:`(\frac1n\sum_i|x_i(T)-\Phi_T(x_i(0))|^2)^{1/2}` (the dynamics error alone:
+        the coupling that follows each token, :func:`gaussian_1d_flow_map`); and ``n``.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
+    arXiv 2501.18322 (Theorem B, the mean-field limit); the book's chapter on the Transformer PDE.
     """
     ns = _counts(ns, "ns")
     seeds = _counts(seeds, "seeds", minimum=0)
@@ -114,13 +187,82 @@ def meanfield_study_1d(
     layer = Attention("softmax", A=[[a]], V=[[v]], beta=beta)
     out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT", "lagrangian")}
     for i, n in enumerate(ns):
-        for j, seed in enumerate(seeds):
-            x0 = sample_gaussian(n, [alpha0], [[sigma0**2]], rng=seed)
-            xT = simulate(x0, layer, T, dt=dt, method="rk4", save_every=10**9).final[:, 0]
-            out["w0"][i, j] = wasserstein_gaussian_1d(x0[:, 0], alpha0, sigma0)
+        X0 = np.stack([sample_gaussian(n, [alpha0], [[sigma0**2]], rng=sample_rng(s, n)) for s in seeds])
+        XT = _final_states(X0, layer, T, dt, batch)[:, :, 0]
+        for j in range(len(seeds)):
+            x0, xT = X0[j, :, 0], XT[j]
+            out["w0"][i, j] = wasserstein_gaussian_1d(x0, alpha0, sigma0)
             out["wT"][i, j] = wasserstein_gaussian_1d(xT, float(alpha_T), float(sigma_T))
-            phi = gaussian_1d_flow_map(x0[:, 0], T, alpha0, sigma0, beta * a, v)
+            phi = gaussian_1d_flow_map(x0, T, alpha0, sigma0, beta * a, v)
             out["lagrangian"][i, j] = float(np.sqrt(np.mean((xT - phi) ** 2)))
+    out["n"] = np.array(ns)
+    return out
+
+
+def _w2_equal_clouds(X: np.ndarray, Y: np.ndarray) -> float:
+    """Exact W2 between two clouds of n equally weighted points: an assignment problem (Birkhoff)."""
+    from scipy.optimize import linear_sum_assignment
+    from scipy.spatial.distance import cdist
+
+    C = cdist(X, Y, "sqeuclidean")
+    rows, cols = linear_sum_assignment(C)
+    return float(math.sqrt(max(float(C[rows, cols].mean()), 0.0)))
+
+
+def meanfield_study_pairs(
+    layer, sample, ns, seeds, *, T: float, dt: float, batch: bool = True
+) -> dict[str, np.ndarray]:
+    r"""W2 distance between two independent :math:`n`-particle solutions, at t = 0 and t = T.
+
+    For each :math:`n` and seed, two independent clouds :math:`\mu^n_0,\nu^n_0` of :math:`n` i.i.d.
+    tokens (``sample(n, rng)`` with ``sample_rng(seed, n, 0)`` and ``sample_rng(seed, n, 1)``) are
+    pushed by ``layer`` (RK4, step ``dt``; every cloud of one :math:`n` in one batch of
+    :func:`~tokendynamics.ensembles.simulate_batch`), and their distance is computed exactly (an
+    assignment problem: two clouds of :math:`n` equal masses).
+
+    Why two samples and no reference: the empirical measures converge to the mean field
+    :math:`\mu_t`, and
+
+    .. math:: W_2(\mu^n_t,\nu^n_t)\le W_2(\mu^n_t,\mu_t)+W_2(\nu^n_t,\mu_t),\qquad
+              \mathbb E\,W_2^2(\mu^n_0,\mu_0)\le\mathbb E\,W_2^2(\mu^n_0,\nu^n_0)\le4\,\mathbb E\,W_2^2(\mu^n_0,\mu_0)
+
+    (the second by convexity of :math:`W_2^2` in one argument, :math:`\mathbb E\,\nu^n_0=\mu_0`), so the
+    distance between two samples decreases at the rate of the mean-field error, without the floor
+    that a finite reference run sets. For the uniform measure of a square it is the optimal matching
+    of Ajtai, Komlós and Tusnády, :math:`W_2\approx(\log n/n)^{1/2}`.
+
+    Parameters
+    ----------
+    layer : Attention
+        The layer (any kind :func:`~tokendynamics.ensembles.simulate_batch` integrates).
+    sample : callable ``(n, rng) -> (n, d) array``
+        Draws n i.i.d. initial tokens.
+    ns, seeds : sequences of int
+    T, dt : float
+        Final time and RK4 step.
+    batch : bool
+        Integrate the clouds of one n as one batch (``False``: a loop over simulate, equal to round-off).
+
+    Returns
+    -------
+    dict
+        ``w0``, ``wT``: arrays (len(ns), len(seeds)) of :math:`W_2(\mu^n_t,\nu^n_t)` at t = 0 and T; ``n``.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (Theorems A and B: stability and mean-field
+    limit); Ajtai, Komlós, Tusnády, *On optimal matchings*, Combinatorica 4 (1984); the book's
+    chapter on the Transformer PDE.
+    """
+    ns = [int(n) for n in ns]
+    seeds = [int(s) for s in seeds]
+    out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT")}
+    for i, n in enumerate(ns):
+        X0 = np.stack([np.asarray(sample(n, sample_rng(s, n, k)), float) for s in seeds for k in (0, 1)])
+        XT = _final_states(X0, layer, T, dt, batch)
+        for j in range(len(seeds)):
+            out["w0"][i, j] = _w2_equal_clouds(X0[2 * j], X0[2 * j + 1])
+            out["wT"][i, j] = _w2_equal_clouds(XT[2 * j], XT[2 * j + 1])
     out["n"] = np.array(ns)
     return out
 
@@ -276,3 +418,144 @@ def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, f
     else:
         stderr = float("nan")
     return float(gamma), float(c), stderr
+
+
+@dataclass(frozen=True)
+class RateFit:
+    r"""A fitted power law :math:`\bar e(n)\approx e^{c}\,n^{\gamma}` of mean errors over independent seeds (:func:`fit_rate`).
+
+    Attributes
+    ----------
+    slope : float
+        :math:`\gamma`, the log–log slope.
+    stderr : float
+        Its standard error (delta method: from the seed-to-seed spread of each mean).
+    intercept : float
+        :math:`c`.
+    n : array
+        The numbers of tokens.
+    mean, sem : arrays
+        Mean error at each n and its standard error.
+    weights : array
+        Weights of the least-squares fit, :math:`1/\mathrm{Var}(\log\bar e(n))` (or ones).
+    """
+
+    slope: float
+    stderr: float
+    intercept: float
+    n: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    weights: np.ndarray
+
+    def predict(self, n) -> np.ndarray:
+        """The fitted curve :math:`e^{c}n^{\\gamma}` at ``n``."""
+        return np.exp(self.intercept) * np.asarray(n, dtype=float) ** self.slope
+
+
+def curve_slope(ns, values, weights=None) -> float:
+    r"""Least-squares slope of :math:`\log` ``values`` against :math:`\log n`, with optional weights.
+
+    With the weights of a :class:`RateFit` this is the slope a measurement following ``values``
+    exactly would give over the same design: the fair number to compare a fitted slope with when
+    the rate is a power law only up to logarithms (e.g. ``rate_shape``).
+    """
+    n = np.asarray(ns, dtype=float)
+    values = np.asarray(values, dtype=float)
+    w = np.ones_like(n) if weights is None else np.asarray(weights, dtype=float)
+    if n.shape != values.shape or n.shape != w.shape or n.ndim != 1 or n.size < 2:
+        raise ValueError("ns, values and weights must be arrays of the same length, at least two")
+    if np.any(n <= 0) or np.any(~(values > 0)) or np.any(w < 0) or not np.any(w > 0):
+        raise ValueError("n and values must be positive, weights non-negative (not all zero)")
+    x, y = np.log(n), np.log(values)
+    xm, ym = np.sum(w * x) / np.sum(w), np.sum(w * y) / np.sum(w)
+    return float(np.sum(w * (x - xm) * (y - ym)) / np.sum(w * (x - xm) ** 2))
+
+
+def fit_rate(ns, errors, *, weighted: bool = True) -> RateFit:
+    r"""Log–log slope of the mean error against :math:`n`, with its standard error, from independent seeds.
+
+    ``errors`` holds, for each :math:`n`, the errors of independent runs (an array (len(ns), seeds),
+    or a list of 1-D arrays, one per n, of any lengths). With :math:`\bar e_k` the mean and
+    :math:`s_k` the standard deviation of the :math:`S_k` errors at :math:`n_k`, the delta method gives
+    :math:`\mathrm{Var}(\log\bar e_k)\approx s_k^2/(S_k\bar e_k^2)`; the slope is the weighted
+    least-squares fit of :math:`\log\bar e_k=c+\gamma\log n_k` with weights
+    :math:`w_k=1/\mathrm{Var}(\log\bar e_k)` (``weighted=False``: ordinary least squares), and
+
+    .. math:: \mathrm{SE}(\gamma)^2=\sum_k\Big(\frac{w_k(x_k-\bar x_w)}{\sum_lw_l(x_l-\bar x_w)^2}\Big)^2
+              \mathrm{Var}(\log\bar e_k),\qquad x_k=\log n_k .
+
+    This assumes the means at different n are independent: draw a fresh sample for every (seed, n)
+    (:func:`sample_rng`), as the studies of this module do.
+
+    Parameters
+    ----------
+    ns : sequence of numbers
+        At least two positive values.
+    errors : array (len(ns), seeds) or list of 1-D arrays
+        Positive errors, at least two per n.
+    weighted : bool
+        Weighted (default) or ordinary least squares.
+
+    Returns
+    -------
+    RateFit
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (Theorem B); the book's chapter on the
+    Transformer PDE, where the slopes are measured.
+    """
+    n = np.asarray(ns, dtype=float)
+    rows = [np.asarray(e, dtype=float).reshape(-1) for e in errors]
+    if n.ndim != 1 or n.size < 2 or len(rows) != n.size:
+        raise ValueError("need at least two values of n and one array of errors per n")
+    if any(r.size < 2 for r in rows):
+        raise ValueError("need at least two errors (seeds) per n for a standard error")
+    if np.any(n <= 0) or any(np.any(~np.isfinite(r)) or np.any(r <= 0) for r in rows):
+        raise ValueError("errors and n must be positive (and finite) to fit a power law")
+    mean = np.array([r.mean() for r in rows])
+    sem = np.array([r.std(ddof=1) / math.sqrt(r.size) for r in rows])
+    var = (sem / mean) ** 2
+    if weighted and np.all(var > 0):
+        w = 1.0 / var
+    else:
+        w = np.ones_like(mean)
+    x, y = np.log(n), np.log(mean)
+    xm = np.sum(w * x) / np.sum(w)
+    sxx = float(np.sum(w * (x - xm) ** 2))
+    if sxx == 0:
+        raise ValueError("the values of n must not all be equal")
+    slope = float(np.sum(w * (x - xm) * y) / sxx)
+    intercept = float(np.sum(w * y) / np.sum(w) - slope * xm)
+    c = w * (x - xm) / sxx
+    stderr = float(math.sqrt(np.sum(c**2 * var)))
+    return RateFit(slope, stderr, intercept, n, mean, sem, w)
+
+
+def rate_shape(n, law: str) -> np.ndarray:
+    r"""The rate at which :math:`\mathbb E\,W_2(\mu^n,\mu)` tends to 0, up to a constant factor, for the empirical measure :math:`\mu^n` of :math:`n` i.i.d. samples.
+
+    * ``"gaussian-1d"``: :math:`(\log\log n/n)^{1/2}`, a Gaussian on the line (Bobkov and Ledoux,
+      *One-dimensional empirical measures, order statistics, and Kantorovich transport distances*,
+      Mem. AMS 2019: :math:`\mathbb E\,W_2^2\asymp\log\log n/n`);
+    * ``"compact-1d"``: :math:`n^{-1/2}`, a density on an interval bounded away from 0;
+    * ``"uniform-2d"``: :math:`(\log n/n)^{1/2}`, the uniform measure of a square (Ajtai, Komlós and
+      Tusnády, *On optimal matchings*, Combinatorica 1984; also for two independent samples).
+
+    The factor only matters through :func:`curve_slope`: the slope of the theory over the
+    :math:`n` of a measurement. Used in the book's chapter on the Transformer PDE (paper 1,
+    Castin et al., arXiv 2501.18322, Theorem B: the mean-field error inherits this rate).
+    """
+    n = np.asarray(n, dtype=float)
+    if law == "gaussian-1d":
+        if np.any(n <= math.e):
+            raise ValueError("the Gaussian rate needs n > e (log log n > 0)")
+        return np.sqrt(np.log(np.log(n)) / n)
+    if law == "compact-1d":
+        return 1.0 / np.sqrt(n)
+    if law == "uniform-2d":
+        if np.any(n <= 1):
+            raise ValueError("the uniform rate in the plane needs n > 1")
+        return np.sqrt(np.log(n) / n)
+    raise ValueError(f"law must be 'gaussian-1d', 'compact-1d' or 'uniform-2d', got {law!r}")

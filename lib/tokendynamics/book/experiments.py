@@ -590,7 +590,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "full": {"frames": 60},
     },
     # ---- paper 1, gradient-flow chapter (chapters/03_gradient_flow.md) ----------------------
-    # Energy along softmax attention with V = I, A = -I (claims C18, C19): particles sampled from
+    # Energy along softmax attention with V = I, A = -I (closed form and decrease): particles sampled from
     # N(mean0, cov0) and the Gaussian ODE; "mc_pairs" Monte Carlo pairs check the closed form.
     "gradient_flow_energy": {
         "fast": {
@@ -603,15 +603,15 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "mc_pairs": 400_000,
             "snapshots": [0.0, 1.0, 3.0],
         },
-        "full": {"n": 2000, "dt": 0.02, "mc_pairs": 4_000_000},
+        "full": {"n": 800, "mc_pairs": 2_000_000},
     },
-    # Sign rule of spec §5.3 on random cases: symmetric A with eigenvalues of size "scale",
+    # Sign rule (eq. (3.3) of the chapter) on random cases: symmetric A with eigenvalues of size "scale",
     # Gaussian V, n tokens from N(0, spread^2 I) in dimension d.
     "gradient_flow_sign_rule": {
         "fast": {"cases": 200, "n": 100, "d": 2, "scale": 0.7, "spread": 0.7, "seed": 4},
-        "full": {"cases": 1000, "n": 200},
+        "full": {"cases": 1000},
     },
-    # Sinkhorn attention as a (twisted) Bures-Wasserstein gradient flow (claims C16, C17):
+    # Sinkhorn attention as a (twisted) Bures-Wasserstein gradient flow, and its energy decreasing:
     # V = A (plain) and V = M A (twisted, M SPD); "quadrature" Gauss-Hermite nodes per axis are
     # the weighted particles of the mean-field PDE; "fd_h" the finite-difference step.
     "gradient_flow_sinkhorn": {
@@ -627,7 +627,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "dt": 0.1,
             "fd_h": 1e-5,
         },
-        "full": {"quadrature": 12, "dt": 0.05, "n_times": 401},
+        "full": {"quadrature": 10, "n_times": 401},
     },
     # The twisted metric: unnormalised attention with A = -I and V SPD is the d_V gradient descent
     # of E_{-I}; each step dt is one layer; "lp_every": exact transport between consecutive layers
@@ -643,12 +643,38 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "cov0": [[0.5, 0.1], [0.1, 0.3]],
             "lp_every": 3,
         },
-        "full": {"n": 500, "dt": 0.01, "lp_every": 2},
+        "full": {"n": 300},
     },
-    # Non-convexity of E_{-I} next to the convergence of the covariance (spec §5.5).
+    # Non-convexity of E_{-I} next to the convergence of the covariance (second variation, eq. (3.6)).
     "gradient_flow_nonconvex": {
         "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
-        "full": {"n_s": 121, "times": 61},
+        "full": {"n_s": 121},
+    },
+    # Several equilibria: k = 1..k_max equally spaced clusters on the circle, softmax with A = V = I.
+    "gradient_flow_equilibria": {
+        "fast": {"beta": 6.0, "k_max": 6},
+        "full": {},
+    },
+    # Metastable plateaus: n tokens uniform on the circle (seed), softmax with A = V = I at large beta,
+    # RK4 with step dt, every save_every-th step stored; plateaus last at least min_fraction of the run.
+    "gradient_flow_metastable": {
+        "fast": {"n": 32, "beta": 6.0, "T": 150.0, "dt": 0.1, "save_every": 10, "seed": 0, "min_fraction": 0.05},
+        "full": {"n": 64, "T": 300.0},
+    },
+    # Unbounded second variation: unnormalised attention with V = A = I (the W2 gradient ascent of E_I)
+    # from n tokens N(shift, spread^2 I), adaptive steps up to the blow-up.
+    "gradient_flow_blowup": {
+        "fast": {
+            "n": 30,
+            "spread": 0.5,
+            "shift": [0.3, 0.0],
+            "seed": 41,
+            "T": 5.0,
+            "dt": 0.005,
+            "rtol": 1e-10,
+            "atol": 1e-12,
+        },
+        "full": {"n": 100},
     },
     # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2); the live
     # explorer evaluates the curves at live_n_times times (a third of the library call's cost).
@@ -663,7 +689,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "v": [1.0, 0.5],
             "theta": 0.0,
         },
-        "full": {"frames": 50},
+        "full": {},
     },
     # ---- Beyond the papers: phase diagrams of every attention variant (chapters/06_phase_diagrams.md)
     # Clouds of n = 32 tokens uniform on the sphere of R^3; one batched run per (kind, recipe) over

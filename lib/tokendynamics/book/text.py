@@ -38,6 +38,8 @@ def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
     '1.3 × 10⁻¹⁰'
     >>> sci(0.0421)
     '0.042'
+    >>> sci(543.2)
+    '540'
     >>> sci(-2.5e6)
     '−2.5 × 10⁶'
     """
@@ -49,8 +51,10 @@ def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
     sign = "−" if x < 0 else ""
     a = abs(x)
     if threshold <= a < 1e4:
-        text = f"{a:.{digits}g}"
-        return sign + text
+        exponent = math.floor(math.log10(a))
+        if exponent >= digits - 1:  # whole numbers in positional notation: 540, never 5.4e+02
+            return sign + f"{round(a, digits - 1 - exponent):.0f}"
+        return sign + f"{a:.{digits}g}"
     exponent = math.floor(math.log10(a))
     mantissa = a / 10**exponent
     if round(mantissa, digits - 1) >= 10:

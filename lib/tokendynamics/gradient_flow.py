@@ -4,7 +4,8 @@ Paper 1 (Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322, second version) anno
 view of the Transformer PDE, relating it to Wasserstein and Bures–Wasserstein geometry, entropic
 optimal transport and a "twisted" Wasserstein metric; its summary ties the non-convexity of the
 energy to several equilibria and metastable states and to blow-up (no upper bound on the second
-variation), and leaves geodesic convexity in the twisted metric open. Its text was not available; the formulas below are the
+variation), and leaves geodesic convexity in the twisted metric open. Its text was not available; the formulas below are
+the
 book's reconstruction (chapter 3 of the book, *The gradient-flow structure*), derived and checked
 numerically here. The *names* (:math:`d_M`, which energy, which example) are our reconstruction [I].
 
@@ -28,7 +29,8 @@ Contents
   (:func:`twisted_wasserstein`) and Gaussians (:func:`twisted_bures_wasserstein`), the matrix
   :math:`M=VA^{-1}` of a layer (:func:`twisted_matrix`) and the sign rule of the book's eq. (3.3)
   (:func:`energy_sign`).
-* **Sinkhorn entropic energy** (Sander et al. 2022; chapter 3 of the book, eq. (3.4)): :math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`
+* **Sinkhorn entropic energy** (Sander et al. 2022; chapter 3 of the book, eq. (3.4)):
+  :math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`
   with cost :math:`-\langle x,Ay\rangle`, closed form on Gaussians (:func:`sinkhorn_energy`), its
   gradient (:func:`sinkhorn_energy_gradient`), the empirical value through the core's log-domain
   Sinkhorn (:func:`sinkhorn_energy_empirical`), and (twisted) Bures–Wasserstein gradient flows
@@ -39,7 +41,8 @@ Contents
 * **Non-convexity: several equilibria, metastability, blow-up.** Configurations of clusters on the
   circle (:func:`circle_clusters`), the linearised flow at a configuration and its energy
   (:func:`linearize`, :class:`Equilibrium`): several critical points at different energies, all
-  but one unstable; the plateaus of a run near such states (:func:`metastable_plateaus`); and the curvature of the energy along its own gradient flow
+  but one unstable; the plateaus of a run near such states (:func:`metastable_plateaus`); and the curvature of the
+  energy along its own gradient flow
   (:func:`curvature_along_flow`), which a finite-time blow-up forces to be unbounded.
 
 No function forms more than one :math:`n\times n` matrix at a time: kernels are evaluated in
@@ -166,9 +169,11 @@ def layer_matrices(layer: Attention):
 
 
 def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, log: bool = False):
-    r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` at the points ``at`` (default: the tokens).
+    r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` at the points ``at`` (default: the
+    tokens).
 
-    It is the normaliser of softmax attention (Castin et al., arXiv:2501.18322, softmax self-attention; library convention). With
+    It is the normaliser of softmax attention (Castin et al., arXiv:2501.18322, softmax self-attention; library
+    convention). With
     ``gradient=True`` also returns :math:`\nabla Z_\mu(x)=\sum_j w_jAx_j\,e^{\langle x,Ax_j\rangle}`;
     with ``log=True`` returns :math:`\log Z` and :math:`\nabla\log Z=\nabla Z/Z` instead (never
     overflows). For invertible :math:`A` the softmax field is
@@ -197,7 +202,7 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
         np.exp(S, out=S)
         s = S.sum(axis=1)
         logZ[rows] = top[:, 0] + np.log(s)
-        if gradient:
+        if G is not None:
             G[rows] = (S @ AX) / s[:, None]  # grad log Z
     if log:
         return (logZ, G) if gradient else logZ
@@ -206,7 +211,8 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
 
 
 def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
-    r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of :math:`\mu=\sum_iw_i\delta_{x_i}`.
+    r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of
+    :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
     Chapter 3 of the book, eq. (3.1): for symmetric :math:`A`, unnormalised attention with :math:`V=A` is the
     :math:`W_2` gradient ascent of :math:`E_A`, and softmax attention is a formal gradient flow of
@@ -238,7 +244,8 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
 
 
 def first_variation(X, A, weights=None, at=None) -> np.ndarray:
-    r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(e^{\langle x,Ay\rangle}+e^{\langle y,Ax\rangle}\big)d\mu(y)`.
+    r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(e^{\langle x,Ay\rangle}+e^{\langle
+    y,Ax\rangle}\big)d\mu(y)`.
 
     For symmetric :math:`A` this is :math:`Z_\mu(x)` (chapter 3 of the book, eq. (3.1)). It is the derivative of
     the energy along mass perturbations:
@@ -253,7 +260,8 @@ def first_variation(X, A, weights=None, at=None) -> np.ndarray:
 
 
 def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
-    r"""Gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(Ay\,e^{\langle x,Ay\rangle}+A^\top y\,e^{\langle y,Ax\rangle}\big)d\mu(y)`, shape (m, d).
+    r"""Gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(Ay\,e^{\langle x,Ay\rangle}+A^\top
+    y\,e^{\langle y,Ax\rangle}\big)d\mu(y)`, shape (m, d).
 
     For symmetric :math:`A`: :math:`\nabla Z_\mu(x)=\int Ay\,e^{\langle x,Ay\rangle}d\mu(y)`, the
     field of unnormalised attention with :math:`V=A` (chapter 3 of the book, eq. (3.1)). Moving token :math:`i`
@@ -270,12 +278,14 @@ def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
 
 
 def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
-    r"""Rate :math:`\frac{d}{dt}E_{\beta A}(\mu_t)=\int\langle\nabla\frac{\delta E}{\delta\mu},\Gamma_\mu\rangle\,d\mu` of the layer's own energy along its flow.
+    r"""Rate :math:`\frac{d}{dt}E_{\beta A}(\mu_t)=\int\langle\nabla\frac{\delta E}{\delta\mu},\Gamma_\mu\rangle\,d\mu`
+    of the layer's own energy along its flow.
 
     :math:`\Gamma_\mu` is the core :func:`~tokendynamics.attention.velocity` of ``layer`` (or
     ``field``, an (n, d) array, if given). For softmax attention with symmetric invertible
     :math:`A` and :math:`M=VA^{-1}` this equals
-    :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle/Z_\mu\,d\mu` (the sign rule, chapter 3 of the book, eq. (3.3)), whose
+    :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle/Z_\mu\,d\mu` (the sign rule, chapter 3 of the book, eq. (3.3)),
+    whose
     sign is the sign rule of :func:`energy_sign`.
     """
     A, _ = layer_matrices(layer)
@@ -288,7 +298,8 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
 
 
 def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
-    r"""The sign-rule form of :math:`\frac{d}{dt}E_A(\mu_t)`: :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle\,Z_\mu^{-k}\,d\mu`, :math:`M=VA^{-1}`.
+    r"""The sign-rule form of :math:`\frac{d}{dt}E_A(\mu_t)`: :math:`\int\langle\nabla Z_\mu,M\nabla
+    Z_\mu\rangle\,Z_\mu^{-k}\,d\mu`, :math:`M=VA^{-1}`.
 
     :math:`k=1` for softmax (``normalized=True``), :math:`k=0` for unnormalised attention (chapter 3
     of the book, eq. (3.3)). Equals :func:`energy_rate` of the corresponding layer with score matrix ``A``
@@ -318,7 +329,8 @@ def energy_curve(Xs, A, weights=None) -> np.ndarray:
 
 
 def kinetic_norm(U, weights=None, M=None) -> float:
-    r"""Length element :math:`\big(\int\langle M^{-1}u,u\rangle d\mu\big)^{1/2}` of a velocity field in :math:`d_M` (:math:`M=I`: :math:`W_2`).
+    r"""Length element :math:`\big(\int\langle M^{-1}u,u\rangle d\mu\big)^{1/2}` of a velocity field in :math:`d_M`
+    (:math:`M=I`: :math:`W_2`).
 
     ``U`` (n, d) holds the field at the tokens of :math:`\mu=\sum_iw_i\delta_{x_i}`. A flow
     :math:`\dot x=u(x)` moves :math:`\mu` at metric speed at most ``kinetic_norm(U, w, M)`` in
@@ -366,7 +378,8 @@ def _log_energy_pieces(mean, cov, A):
 
 
 def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
-    r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}`, :math:`x,y` i.i.d. :math:`N(\alpha,\Sigma)`.
+    r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}`, :math:`x,y` i.i.d.
+    :math:`N(\alpha,\Sigma)`.
 
     Integrating :math:`y` first, :math:`E_A=\tfrac12\mathbb E_x\exp(x^\top A\alpha+\tfrac12x^\top A\Sigma A^\top x)`,
     a Gaussian integral: with :math:`R=\Sigma^{1/2}` and :math:`K=RA\Sigma A^\top R`,
@@ -387,7 +400,8 @@ def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
 
 
 def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
-    r""":math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}dN(\alpha,\Sigma)(y)=\exp\big(\langle x,A\alpha\rangle+\tfrac12x^\top A\Sigma A^\top x\big)` at the points ``at`` (m, d).
+    r""":math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}dN(\alpha,\Sigma)(y)=\exp\big(\langle
+    x,A\alpha\rangle+\tfrac12x^\top A\Sigma A^\top x\big)` at the points ``at`` (m, d).
 
     With ``gradient=True`` also returns :math:`\nabla\log Z=A\alpha+A\Sigma A^\top x`; then
     :math:`VA^{-1}\nabla\log Z=V(\alpha+\Sigma A^\top x)` is the softmax field of
@@ -435,7 +449,8 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
 
 
 def twisted_matrix(A, V) -> np.ndarray:
-    r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (chapter 3 of the book, eqs. (3.2)–(3.5)).
+    r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (chapter 3 of the book, eqs.
+    (3.2)–(3.5)).
 
     ``A`` is the symmetric invertible score matrix (library convention, :math:`\beta A` for a
     layer), ``V`` the value matrix. Unnormalised attention is
@@ -456,7 +471,8 @@ def twisted_matrix(A, V) -> np.ndarray:
 
 
 def energy_sign(A, V) -> int:
-    r"""Sign rule (chapter 3 of the book, eq. (3.3)): the sign of :math:`\frac{d}{dt}E_A(\mu_t)` along softmax or unnormalised attention.
+    r"""Sign rule (chapter 3 of the book, eq. (3.3)): the sign of :math:`\frac{d}{dt}E_A(\mu_t)` along softmax or
+    unnormalised attention.
 
     :math:`\frac{d}{dt}E_A=\int\langle\nabla Z,M\nabla Z\rangle Z^{-k}d\mu` (:math:`k=1` softmax,
     :math:`k=0` unnormalised), :math:`M=VA^{-1}` (:func:`twisted_matrix`). Returns ``+1`` if
@@ -557,7 +573,8 @@ def sign_rule_survey(
 
 
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
-    r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (the book's eq. (3.5); the name is our reconstruction [I]).
+    r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (the book's eq. (3.5); the
+    name is our reconstruction [I]).
 
     .. math:: d_M(\mu,\nu)^2=\min_{\pi\in\Pi(\mu,\nu)}\int\langle M^{-1}(x-y),x-y\rangle d\pi
               =W_2\big((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu\big)^2,
@@ -609,7 +626,9 @@ def _check_eps(eps) -> float:
 
 
 def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
-    r"""Closed form of the Sinkhorn energy :math:`F_\varepsilon(N(\alpha,\Sigma))=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`, cost :math:`-\langle x,Ay\rangle`.
+    r"""Closed form of the Sinkhorn energy
+    :math:`F_\varepsilon(N(\alpha,\Sigma))=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`, cost :math:`-\langle
+    x,Ay\rangle`.
 
     .. math:: F_\varepsilon(\alpha,\Sigma)=-\tfrac12\alpha^\top A\alpha-\frac\varepsilon4\sum_{i=1}^d
               \Big[s_i-1-\log\frac{1+s_i}{2}\Big],\quad s_i=\sqrt{1+4h_i/\varepsilon^2},\
@@ -628,14 +647,16 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
 
 
 def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
-    r"""Gradient :math:`(\nabla_\alpha F_\varepsilon,\nabla_\Sigma F_\varepsilon)` of :func:`sinkhorn_energy` (symmetric :math:`\nabla_\Sigma`).
+    r"""Gradient :math:`(\nabla_\alpha F_\varepsilon,\nabla_\Sigma F_\varepsilon)` of :func:`sinkhorn_energy` (symmetric
+    :math:`\nabla_\Sigma`).
 
     .. math:: \nabla_\alpha F_\varepsilon=-A\alpha,\qquad
               \nabla_\Sigma F_\varepsilon=-\frac1{2\varepsilon}\,A\Sigma^{1/2}X\Sigma^{1/2}A,\quad
               X=2\big(I+(I+4H/\varepsilon^2)^{1/2}\big)^{-1},\ H=\Sigma^{1/2}A\Sigma A\Sigma^{1/2},
 
     derived here (spectral calculus; :math:`-2\nabla_\Sigma F\,\Sigma=AC^\top` with :math:`C` the
-    cross-covariance of the entropic self-plan, the Sinkhorn Gaussian ODE of chapter 2 of the book) and tested against finite
+    cross-covariance of the entropic self-plan, the Sinkhorn Gaussian ODE of chapter 2 of the book) and tested against
+    finite
     differences. No inverse of :math:`\Sigma` or :math:`A` is needed.
     """
     mean, cov = _gaussian(mean, cov)
@@ -650,9 +671,11 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
 def sinkhorn_energy_empirical(
     X, A, eps: float = 1.0, weights=None, *, max_iter: int = SINKHORN_ITERS, tol: float = SINKHORN_TOL
 ) -> float:
-    r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12\big(\int f\,d\mu+\int g\,d\mu\big)` for :math:`\mu=\sum_iw_i\delta_{x_i}`.
+    r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12\big(\int f\,d\mu+\int g\,d\mu\big)`
+    for :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
-    :math:`\mathrm{OT}_\varepsilon(\mu,\mu)=\min_\pi\int-\langle x,Ay\rangle d\pi+\varepsilon\,\mathrm{KL}(\pi|\mu\otimes\mu)`;
+    :math:`\mathrm{OT}_\varepsilon(\mu,\mu)=\min_\pi\int-\langle x,Ay\rangle
+    d\pi+\varepsilon\,\mathrm{KL}(\pi|\mu\otimes\mu)`;
     at the optimum the dual value is :math:`\int f+\int g` with the potentials of the core's log-domain
     Sinkhorn (:func:`~tokendynamics.attention.sinkhorn_potentials`, the same solver as Sinkhorn
     attention). Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for the Sinkhorn layer
@@ -686,7 +709,8 @@ def sinkhorn_energy_empirical(
 
 
 def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
-    r"""Velocity :math:`(\dot\alpha,\dot\Sigma)` of the (twisted) Bures–Wasserstein gradient flow of an energy on Gaussians.
+    r"""Velocity :math:`(\dot\alpha,\dot\Sigma)` of the (twisted) Bures–Wasserstein gradient flow of an energy on
+    Gaussians.
 
     For :math:`F(\alpha,\Sigma)` with gradient :math:`(g,G)` (``G`` symmetric) the first variation
     restricted to Gaussians is :math:`\langle g,x\rangle+\langle x-\alpha,G(x-\alpha)\rangle`, so the
@@ -738,7 +762,8 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
 
 
 def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
-    r"""Distance between a Gaussian trajectory's ODE velocity and the (twisted) BW gradient of ``energy``, at every stored time.
+    r"""Distance between a Gaussian trajectory's ODE velocity and the (twisted) BW gradient of ``energy``, at every
+    stored time.
 
     At each :math:`(\alpha_t,\Sigma_t)` of the ``tokendynamics.gaussian.GaussianTrajectory``,
     the gradient of ``energy(mean, cov)`` is taken by :func:`finite_difference_gradient` (step ``h``)
@@ -755,14 +780,16 @@ def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     err, size = np.empty(len(traj.t)), np.empty(len(traj.t))
     for k, (a, S) in enumerate(zip(traj.mean, traj.cov)):
         dm, dS = gaussian_rhs(a, S, layer)
-        vm, vS = bw_gradient_velocity(*finite_difference_gradient(energy, a, S, h), S, M)
+        grad_mean, grad_cov = finite_difference_gradient(energy, a, S, h)
+        vm, vS = bw_gradient_velocity(grad_mean, grad_cov, S, M)
         err[k] = max(float(np.max(np.abs(dm - vm))), float(np.max(np.abs(dS - vS))))
         size[k] = max(float(np.max(np.abs(dm))), float(np.max(np.abs(dS))))
     return err, size
 
 
 def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
-    r"""Slope of an energy at :math:`N(\alpha,\Sigma)` in :math:`d_M`: :math:`\big(g^\top Mg+4\operatorname{tr}(GMG\Sigma)\big)^{1/2}`.
+    r"""Slope of an energy at :math:`N(\alpha,\Sigma)` in :math:`d_M`: :math:`\big(g^\top
+    Mg+4\operatorname{tr}(GMG\Sigma)\big)^{1/2}`.
 
     The :math:`L^2_M(\mu)` norm of :math:`M\nabla\frac{\delta F}{\delta\mu}=M(g+2G(x-\alpha))`; along
     the :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2` and the metric speed equals
@@ -782,7 +809,8 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
 
 
 def second_variation(X, U, A, weights=None) -> float:
-    r"""Second variation of :math:`E_A` along :math:`\mu_s=(\mathrm{Id}+s\,u)_\#\mu` at :math:`s=0`, :math:`\mu=\sum_iw_i\delta_{x_i}`.
+    r"""Second variation of :math:`E_A` along :math:`\mu_s=(\mathrm{Id}+s\,u)_\#\mu` at :math:`s=0`,
+    :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
     .. math:: \frac{d^2}{ds^2}E_A(\mu_s)\Big|_{s=0}=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}
               \Big[\big(\langle u_i,Ax_j\rangle+\langle x_i,Au_j\rangle\big)^2+2\langle u_i,Au_j\rangle\Big]
@@ -827,7 +855,10 @@ def second_variation(X, U, A, weights=None) -> float:
 
 
 def energy_along(X, U, A, s, weights=None) -> np.ndarray:
-    r""":math:`E_A\big((\mathrm{Id}+s\,u)_\#\mu\big)` for every ``s`` in the array ``s`` (translations: ``U`` constant; dilations: ``U = X - c``)."""
+    r""":math:`E_A\big((\mathrm{Id}+s\,u)_\#\mu\big)` for every ``s`` in the array ``s``.
+
+    Translations: ``U`` constant; dilations: ``U = X - c``.
+    """
     X, w = validate_measure(X, weights)
     U = validate_finite_array(U, "U")
     if U.shape != X.shape:
@@ -836,9 +867,13 @@ def energy_along(X, U, A, s, weights=None) -> np.ndarray:
 
 
 def dirac_second_variation(x0, w0, A) -> float:
-    r"""Closed form of the second variation at a Dirac mass :math:`\delta_{x_0}` along :math:`(\mathrm{Id}+s\,w)_\#`, :math:`w(x_0)=w_0`.
+    r"""Closed form of the second variation at a Dirac mass :math:`\delta_{x_0}` along :math:`(\mathrm{Id}+s\,w)_\#`,
+    :math:`w(x_0)=w_0`.
 
-    .. math:: \tfrac12e^{\langle x_0,Ax_0\rangle}\big[(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2+2\langle w_0,Aw_0\rangle\big];
+    .. math::
+
+       \tfrac12e^{\langle x_0,Ax_0\rangle}\big[(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2
+       +2\langle w_0,Aw_0\rangle\big];
 
     at :math:`\delta_0` this is :math:`\langle w_0,Aw_0\rangle`, i.e. :math:`-|w_0|^2<0` for
     :math:`A=-I` (chapter 3 of the book: :math:`E_{-I}` is not displacement convex at the clustered state).
@@ -859,7 +894,8 @@ def dirac_second_variation(x0, w0, A) -> float:
 
 
 def circle_clusters(k: int, masses=None, *, phase: float = 0.0):
-    r"""``k`` clusters at equally spaced points of the unit circle: tokens :math:`x_p=(\cos\theta_p,\sin\theta_p)`, :math:`\theta_p=\text{phase}+2\pi p/k`.
+    r"""``k`` clusters at equally spaced points of the unit circle: tokens :math:`x_p=(\cos\theta_p,\sin\theta_p)`,
+    :math:`\theta_p=\text{phase}+2\pi p/k`.
 
     Each cluster is one token carrying the cluster's mass (default :math:`1/k` each), i.e. the
     measure :math:`\mu=\sum_pm_p\delta_{x_p}`. With equal masses and a layer invariant under
@@ -1177,7 +1213,8 @@ def curvature_along_flow(Xs, A, weights=None):
 
 @dataclass(frozen=True, eq=False)
 class DescentProfile:
-    r"""Energy decrease per unit length along a flow, measured in one metric (:math:`d_M`, or :math:`W_2` if ``M`` is None).
+    r"""Energy decrease per unit length along a flow, measured in one metric (:math:`d_M`, or :math:`W_2` if ``M`` is
+    None).
 
     Along a curve :math:`\mu_t` the energy can decrease at most at the rate
     :math:`\text{slope}(\mu_t)\times\text{speed}` (Cauchy–Schwarz in :math:`L^2_{M^{-1}}(\mu)`); the
@@ -1213,7 +1250,8 @@ class DescentProfile:
 
 
 def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
-    r"""Energy decrease per unit length of a particle :class:`~tokendynamics.particles.Trajectory`, for the layer's own energy.
+    r"""Energy decrease per unit length of a particle :class:`~tokendynamics.particles.Trajectory`, for the layer's own
+    energy.
 
     The energy is :math:`E_{\beta A}` (:func:`interaction_energy`) of the trajectory's single-head
     layer; the velocity is the core :func:`~tokendynamics.attention.velocity`; lengths are measured in
@@ -1264,7 +1302,8 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
 
 
 def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
-    r"""The same as :func:`descent_profile` for a ``tokendynamics.gaussian.GaussianTrajectory`` and an energy on Gaussians.
+    r"""The same as :func:`descent_profile` for a ``tokendynamics.gaussian.GaussianTrajectory`` and an energy on
+    Gaussians.
 
     ``energy(mean, cov)`` and ``gradient(mean, cov) -> (g, G)`` (e.g. :func:`sinkhorn_energy` and
     :func:`sinkhorn_energy_gradient` with :math:`A,\varepsilon` fixed). The flow's field on

@@ -153,7 +153,8 @@ def wasserstein(
         ``exact``: POT's network simplex (``ot.emd2`` returns :math:`W_p^p`; its warnings are
         errors), or the exact quantile formula when d = 1; two clouds of the same number of
         equally weighted points are matched by ``scipy.optimize.linear_sum_assignment`` instead
-        (an optimal plan is then a permutation, Birkhoff's theorem: the same value, faster). ``sliced``: the sliced Wasserstein
+        (an optimal plan is then a permutation, Birkhoff's theorem: the same value, faster). ``sliced``: the sliced
+        Wasserstein
         distance (a *different*, smaller quantity; Monte Carlo over ``n_projections``
         directions). ``auto``: exact when n * m <= ``EXACT_MAX_PAIRS`` or d = 1, sliced otherwise,
         with a warning.

@@ -349,7 +349,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "levels": [0.1, 0.5, 0.99],
             "check_T": 40.0,
         },
-        "full": {"T_random_linear": 1200.0, "n_eval": 401, "n_jobs": 2},
+        "full": {"T_random_linear": 800.0, "n_eval": 401, "n_jobs": 2},
     },
     "highdim_sweeps": {
         "fast": {
@@ -389,7 +389,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "seed": 0,
             "window": 50.0,
         },
-        "full": {"n_large": 2000},
+        "full": {"n_large": 1500},
     },
     # The static stand-in for the widget: Case 4 with b = 1 and a crossing |a| = |b| (spec §5.5).
     "highdim_family": {
@@ -402,7 +402,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "T": {"linear": 150.0, "unnormalized_softmax": 30.0},
             "n_eval": 151,
         },
-        "full": {"a_values": [round(0.1 * k, 2) for k in range(21)], "n_eval": 301},
+        "full": {"a_values": [0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 2.0], "n_eval": 301},
     },
     "highdim_widget": {
         "fast": {"d": 16, "n": 64, "T": 30.0, "seed": 0},

@@ -53,7 +53,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm, fractional_matrix_power
 
-from .attention import Attention, LayerLike, layer_at
+from .attention import Attention, LayerLike, LayerStack, layer_at
 from .errors import BlowUpError, NonFiniteError
 from .particles import sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
@@ -66,6 +66,13 @@ __all__ = [
     "gaussian_rhs",
     "GaussianTrajectory",
     "solve_gaussian",
+    "BATCH_KINDS",
+    "CovarianceBatch",
+    "solve_covariance_batch",
+    "CONDITION_READINGS",
+    "condition_matrix",
+    "ConditionSearch",
+    "clustering_condition_search",
     "EulerRuns",
     "projected_euler",
     "empirical_moments",
@@ -492,7 +499,7 @@ def solve_gaussian(
             float(sol.t[-1]) if sol.t.size else t0,
             f"solve_ivp failed: {sol.message}",
         )
-    ts, ys = sol.t, sol.y.T
+    ts, ys = np.asarray(sol.t, dtype=float), np.asarray(sol.y, dtype=float).reshape(y0.size, -1).T
     status, exit_time, info = (
         "completed",
         None,
@@ -520,6 +527,531 @@ def solve_gaussian(
     covs = _sym(Phis @ S0 @ np.swapaxes(Phis, -1, -2))
     return GaussianTrajectory(
         t=ts, mean=means, cov=covs, layer=layer, mode="accurate", status=status, exit_time=exit_time, info=info
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the accurate solver for a batch of covariance equations (one layer per member)
+# ---------------------------------------------------------------------------------------------
+
+# Dormand-Prince 5(4) tableau (the method of scipy's RK45): nodes, stages, 5th-order weights and
+# the error weights (5th minus embedded 4th order)
+_DP_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
+_DP_A = (
+    (),
+    (1 / 5,),
+    (3 / 40, 9 / 40),
+    (44 / 45, -56 / 15, 32 / 9),
+    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
+)
+_DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+_DP_E = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])
+
+#: kinds whose covariance equation does not involve the mean (and has a closed-form M without a pseudo-inverse)
+BATCH_KINDS = ("softmax", "l2")
+
+
+@dataclass(frozen=True, eq=False)
+class CovarianceBatch:
+    r"""Result of :func:`solve_covariance_batch`: B covariance equations integrated together.
+
+    Attributes
+    ----------
+    status : array (B,) of str
+        ``"completed"`` (reached ``T``) or ``"blowup"`` (the trace reached ``blowup_trace``).
+    blowup_time : array (B,)
+        Time at which :math:`\operatorname{tr}\Sigma_t` reached ``blowup_trace`` (``nan`` without a blow-up).
+    pole_time : array (B,)
+        For a blow-up, :math:`t+\operatorname{tr}\Sigma_t/\frac{d}{dt}\operatorname{tr}\Sigma_t` at the
+        crossing: the exact blow-up time if :math:`\Sigma_t\sim S/(T^*-t)` (a simple pole); ``nan`` otherwise.
+    crossing_times : array (B, L)
+        First time at which the trace reached each of ``trace_levels`` (``nan`` if never).
+    cov_last : array (B, d, d)
+        The covariance at the end (at ``T``, or at the blow-up crossing).
+    t_end : array (B,)
+        Time of ``cov_last``.
+    t_eval : array (m,)
+    cov : array (B, m, d, d)
+        The covariances at ``t_eval`` (``nan`` after a member stopped).
+    steps : array (B,) of int
+        Accepted steps per member (explicit steps plus, for a stiff member, the LSODA steps).
+    trace_levels : tuple of float
+    """
+
+    status: np.ndarray
+    blowup_time: np.ndarray
+    pole_time: np.ndarray
+    crossing_times: np.ndarray
+    cov_last: np.ndarray
+    t_end: np.ndarray
+    t_eval: np.ndarray
+    cov: np.ndarray
+    steps: np.ndarray
+    trace_levels: tuple
+
+    @property
+    def blew_up(self) -> np.ndarray:
+        """Boolean mask of the members that blew up."""
+        return self.status == "blowup"
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+
+def _as_stack(layers) -> LayerStack:
+    stack = layers if isinstance(layers, LayerStack) else LayerStack.of(layers)
+    if stack.kind not in BATCH_KINDS:
+        raise ValueError(
+            f"the batched covariance solver handles {BATCH_KINDS} attention (whose covariance equation "
+            f"does not involve the mean), got {stack.kind!r}: use solve_gaussian member by member"
+        )
+    return stack
+
+
+def _field_matrix_batch(cov, stack: LayerStack, idx) -> np.ndarray:
+    r"""M of the affine field on :math:`N(\alpha,\Sigma_b)` for the members ``idx`` of a stack, shape (b, d, d)."""
+    beta = stack.beta[idx][:, None, None]
+    M = np.zeros(cov.shape)
+    for h in range(stack.n_heads):
+        V = stack.V[idx, h]
+        if stack.kind == "softmax":
+            M += beta * (V @ cov @ np.swapaxes(stack.A[idx, h], -1, -2))
+        else:  # l2: 2 beta V (I + 2 beta Sigma K^T K)^{-1} Sigma K^T Q
+            K, Q = stack.K[idx, h], stack.Q[idx, h]
+            KT = np.swapaxes(K, -1, -2)
+            lhs = np.eye(cov.shape[-1]) + 2.0 * beta * (cov @ KT @ K)
+            M += 2.0 * beta * (V @ np.linalg.solve(lhs, cov @ KT @ Q))
+    return M
+
+
+def solve_covariance_batch(
+    cov0,
+    layers,
+    T: float,
+    *,
+    t_eval=None,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+    blowup_trace: float = 1e8,
+    trace_levels=(),
+    max_steps: int = 3000,
+    first_step: float | None = None,
+) -> CovarianceBatch:
+    r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
+
+    Member :math:`b` solves :math:`\dot\Sigma=M_b\Sigma+\Sigma M_b^\top` on :math:`[0,T]` through
+    :math:`\Sigma_t=\Phi_t\Sigma_0\Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi`, :math:`\Phi_0=I`
+    (symmetric positive semi-definite by construction, as in :func:`solve_gaussian`), where
+    :math:`M_b` is the matrix of the affine field of layer :math:`b` on a centred Gaussian:
+    softmax :math:`M=\sum_h\beta V_h\Sigma A_h^\top`, L2
+    :math:`M=\sum_h2\beta V_h(I+2\beta\Sigma K_h^\top K_h)^{-1}\Sigma K_h^\top Q_h`. For these kinds the
+    covariance equation does not involve the mean, so the mean is not integrated.
+
+    The integrator is the Dormand–Prince 5(4) pair of ``scipy.integrate.RK45`` with the same error
+    norm (root mean square of the error over :math:`(1+\texttt{rtol}\,|y|/\texttt{atol})`-scaled
+    entries of :math:`\Phi`) and step control, each member with its own step size: one call of the
+    field per stage for the whole batch instead of a Python loop over :func:`solve_gaussian`, which
+    it matches to the tolerance (tested). A member stops when its trace reaches ``blowup_trace``:
+    the crossing time is interpolated in :math:`\log\operatorname{tr}\Sigma` within the last step, and
+    ``pole_time`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`, the remaining time of a
+    simple pole :math:`\Sigma\sim S/(T^*-t)`. The first crossings of ``trace_levels`` tell a pole
+    (the crossings of :math:`10^3, 10^6, 10^9` bunch up, the gaps shrinking by :math:`10^{-3}`) from
+    exponential growth (evenly spaced crossings).
+
+    Parameters
+    ----------
+    cov0 : array (d, d) or (B, d, d)
+        Initial covariances (one for all members, or one each). Never modified.
+    layers : LayerStack or sequence of Attention
+        One layer per member, all of kind ``"softmax"`` or all ``"l2"`` (:data:`BATCH_KINDS`), any
+        number of heads.
+    T : float
+        Final time.
+    t_eval : array (m,), optional
+        Increasing times in :math:`[0,T]` at which to store the covariances (steps land on them).
+    rtol, atol : float
+        Tolerances of the error control.
+    blowup_trace : float
+        Trace at which a member counts as blown up and stops.
+    trace_levels : sequence of float
+        Traces whose first crossing times are recorded (below ``blowup_trace``).
+    max_steps : int
+        Explicit steps after which a member counts as stiff (typically a large covariance
+        collapsing onto rank one, whose fast transverse rate forces tiny explicit steps) and is
+        finished alone by :func:`solve_gaussian` with ``method="LSODA"`` (same tolerances and event).
+    first_step : float, optional
+        Initial step (default :math:`10^{-2}/(1+\|\dot\Sigma_0\|_F)`, at most :math:`T/10`).
+
+    Returns
+    -------
+    CovarianceBatch
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
+    arXiv 2501.18322 (the Gaussian ODEs); the book's chapter "Gaussian tokens: clustering and blow-up".
+    """
+    stack = _as_stack(layers)
+    B, d = stack.size, stack.d
+    T = float(T)
+    if not (T > 0 and math.isfinite(T)):
+        raise ValueError(f"T must be a positive number, got {T!r}")
+    if not (rtol > 0 and atol > 0 and blowup_trace > 0):
+        raise ValueError("rtol, atol and blowup_trace must be positive")
+    C0 = np.array(cov0, dtype=float, copy=True)
+    if C0.ndim == 2:
+        C0 = np.broadcast_to(C0, (B, d, d)).copy()
+    if C0.shape != (B, d, d):
+        raise ValueError(f"cov0 must be ({d}, {d}) or ({B}, {d}, {d}) for {B} layers of dimension {d}, got {C0.shape}")
+    for k in range(B):
+        C0[k] = validate_covariance(C0[k], f"cov0[{k}]", d)
+    tr0 = np.trace(C0, axis1=1, axis2=2)
+    if np.any(tr0 >= blowup_trace):
+        raise ValueError("some initial trace is already above blowup_trace")
+    levels = tuple(float(x) for x in trace_levels)
+    t_eval = np.zeros(0) if t_eval is None else np.asarray(t_eval, dtype=float)
+    if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (t_eval.size and (t_eval[0] < 0 or t_eval[-1] > T)):
+        raise ValueError("t_eval must be increasing and inside [0, T]")
+
+    def covs(Phi, idx):
+        return _sym(Phi @ C0[idx] @ np.swapaxes(Phi, -1, -2))
+
+    def rhs(Phi, idx):
+        return _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi
+
+    status = np.full(B, "completed", dtype=object)
+    blowup_time = np.full(B, np.nan)
+    pole_time = np.full(B, np.nan)
+    crossing = np.full((B, len(levels)), np.nan)
+    stored = np.full((B, t_eval.size, d, d), np.nan)
+    steps = np.zeros(B, dtype=int)
+    t = np.zeros(B)
+    Phi = np.broadcast_to(np.eye(d), (B, d, d)).copy()
+    cov_last = C0.copy()
+    t_end = np.zeros(B)
+    next_out = np.zeros(B, dtype=int)
+    for k, lev in enumerate(levels):
+        crossing[tr0 >= lev, k] = 0.0
+    at0 = t_eval.size and t_eval[0] == 0.0
+    if at0:
+        stored[:, 0] = C0
+        next_out[:] = 1
+    idx = np.arange(B)
+    K1 = rhs(Phi, idx)
+    if first_step is None:
+        dS0 = np.linalg.norm(2 * _sym(K1 @ C0), axis=(1, 2))
+        h = np.minimum(1e-2 / (1.0 + dS0), T / 10)
+    else:
+        h = np.full(B, float(first_step))
+    active = np.ones(B, dtype=bool)
+    tr_prev = tr0.copy()
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        while np.any(active):
+            idx = np.flatnonzero(active)
+            ti, Yi, hi, K0 = t[idx], Phi[idx], h[idx].copy(), K1[idx]
+            # land on the next output time and on T
+            if t_eval.size:
+                target = np.where(next_out[idx] < t_eval.size, t_eval[np.minimum(next_out[idx], t_eval.size - 1)], T)
+            else:
+                target = np.full(idx.size, T)
+            h_free = hi.copy()
+            hi = np.minimum(hi, target - ti)
+            clipped = hi < h_free
+            hb = hi[:, None, None]
+            ks = [K0]
+            for s in range(1, 6):
+                Ys = Yi + hb * sum(a * k for a, k in zip(_DP_A[s], ks))
+                ks.append(rhs(Ys, idx))
+            Ynew = Yi + hb * sum(b * k for b, k in zip(_DP_B, ks))
+            Knew = rhs(Ynew, idx)
+            ks.append(Knew)
+            err = hb * sum(e * k for e, k in zip(_DP_E, ks))
+            scale = atol + rtol * np.maximum(np.abs(Yi), np.abs(Ynew))
+            enorm = np.sqrt(np.mean((err / scale) ** 2, axis=(1, 2)))
+            finite = np.isfinite(enorm) & np.all(np.isfinite(Ynew), axis=(1, 2))
+            ok = finite & (enorm <= 1.0)
+            factor = np.where(
+                finite,
+                np.clip(0.9 * np.where(enorm > 0, enorm, 1e-10) ** -0.2, 0.2, 10.0),
+                0.1,
+            )
+            factor = np.where(ok, factor, np.minimum(factor, 1.0))
+            # accepted members move on
+            acc = idx[ok]
+            if acc.size:
+                t_new = ti[ok] + hi[ok]
+                S_new = covs(Ynew[ok], acc)
+                tr_new = np.trace(S_new, axis1=1, axis2=2)
+                for k, lev in enumerate(levels):
+                    hit = np.isnan(crossing[acc, k]) & (tr_new >= lev)
+                    if np.any(hit):
+                        a = acc[hit]
+                        frac = np.log(lev / tr_prev[a]) / np.log(tr_new[hit] / tr_prev[a])
+                        crossing[a, k] = t[a] + frac * hi[ok][hit]
+                blow = tr_new >= blowup_trace
+                if np.any(blow):
+                    a = acc[blow]
+                    frac = np.log(blowup_trace / tr_prev[a]) / np.log(tr_new[blow] / tr_prev[a])
+                    blowup_time[a] = t[a] + frac * hi[ok][blow]
+                    Mb = _field_matrix_batch(S_new[blow], stack, a)
+                    dtr = 2.0 * np.einsum("bij,bji->b", Mb, S_new[blow])
+                    pole_time[a] = t_new[blow] + tr_new[blow] / dtr
+                    status[a] = "blowup"
+                    active[a] = False
+                    cov_last[a], t_end[a] = S_new[blow], t_new[blow]
+                t[acc], Phi[acc], K1[acc], tr_prev[acc] = t_new, Ynew[ok], Knew[ok], tr_new
+                steps[acc] += 1
+                # outputs
+                out = np.isclose(t_new, target[ok], rtol=0, atol=1e-12 * max(T, 1.0)) & (next_out[acc] < t_eval.size)
+                out &= ~blow
+                if np.any(out):
+                    a = acc[out]
+                    stored[a, next_out[a]] = S_new[out]
+                    next_out[a] += 1
+                done = ~blow & (t_new >= T * (1 - 1e-15))
+                if np.any(done):
+                    a = acc[done]
+                    active[a] = False
+                    cov_last[a], t_end[a] = S_new[done], t_new[done]
+            h[idx] = np.where(clipped & ok, np.maximum(hi * factor, h_free), hi * factor)
+            stiff = active & ((h < 1e-12 * np.maximum(1.0, t)) | (steps >= max_steps))
+            for b in np.flatnonzero(stiff):
+                # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
+                active[b] = False
+                S_b = covs(Phi[b : b + 1], [b])[0]
+                lay = stack.layer(b)
+                kw = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+                run = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), **kw)
+                steps[b] += len(run.t)
+                trs = np.concatenate([[tr_prev[b]], run.trace()[1:]])
+                tts = np.concatenate([[t[b]], run.t[1:]])
+                for k, lev in enumerate(levels):
+                    if np.isnan(crossing[b, k]) and np.any(trs >= lev):
+                        j = int(np.argmax(trs >= lev))
+                        frac = np.log(lev / trs[j - 1]) / np.log(trs[j] / trs[j - 1])
+                        crossing[b, k] = tts[j - 1] + frac * (tts[j] - tts[j - 1])
+                rest = t_eval[next_out[b] :]
+                rest = rest[rest > t[b]]
+                if rest.size:
+                    dense = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), t_eval=rest, **kw)
+                    outs = dense.cov[:-1] if dense.status == "blowup" else dense.cov
+                    first = t_eval.size - rest.size
+                    stored[b, first : first + len(outs)] = outs
+                cov_last[b], t_end[b] = run.cov[-1], run.t[-1]
+                if run.status == "blowup":
+                    status[b] = "blowup"
+                    blowup_time[b] = run.exit_time
+                    pole_time[b] = run.info["blowup_time_extrapolated"]
+    return CovarianceBatch(
+        status=status.astype(str),
+        blowup_time=blowup_time,
+        pole_time=pole_time,
+        crossing_times=crossing,
+        cov_last=cov_last,
+        t_end=t_end,
+        t_eval=t_eval,
+        cov=stored,
+        steps=steps,
+        trace_levels=levels,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the clustering condition of paper 1's summary: a random search in both readings of A
+# ---------------------------------------------------------------------------------------------
+
+#: the two readings of the matrix A in the condition "V A + A^T V^T negative definite"
+CONDITION_READINGS = ("book", "transposed")
+
+
+def condition_matrix(A, V, reading: str = "book") -> np.ndarray:
+    r"""The symmetric matrix of the clustering condition in one reading (batched over leading axes).
+
+    Paper 1's summary states clustering when :math:`VA+A^\top V^\top\preceq0` (and blow-up when it has
+    a positive eigenvalue). In the book's convention (score :math:`\langle x,Ay\rangle`) that is
+    ``reading="book"``: :math:`VA+A^\top V^\top`; with paper 1's own matrix :math:`A_1=A^\top`
+    substituted, ``reading="transposed"``: :math:`VA^\top+AV^\top`. The two agree when :math:`V=vI`
+    or when :math:`A` is symmetric.
+
+    Parameters
+    ----------
+    A, V : arrays (..., d, d)
+    reading : {"book", "transposed"}
+
+    Returns
+    -------
+    array (..., d, d)
+        The symmetric matrix whose negative definiteness is the condition.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (summary); the book's chapter "Gaussian tokens:
+    clustering and blow-up".
+    """
+    A = np.asarray(A, dtype=float)
+    V = np.asarray(V, dtype=float)
+    if reading == "book":
+        P = V @ A
+    elif reading == "transposed":
+        P = V @ np.swapaxes(A, -1, -2)
+    else:
+        raise ValueError(f"reading must be one of {CONDITION_READINGS}, got {reading!r}")
+    return P + np.swapaxes(P, -1, -2)
+
+
+@dataclass(frozen=True, eq=False)
+class ConditionSearch:
+    r"""Result of :func:`clustering_condition_search`.
+
+    Attributes
+    ----------
+    A, V, cov0 : arrays (N, d, d)
+        The integrated draws: score matrix, value matrix, initial covariance.
+    lam : dict
+        Reading -> array (N,): the largest eigenvalue of :func:`condition_matrix` in that reading
+        (the condition holds where it is negative).
+    lam_sym : array (N,)
+        Largest eigenvalue of :math:`A+A^\top` (the condition a proof covers for symmetric
+        :math:`V\succ0` needs it :math:`\le0`).
+    drawn_for : dict
+        Reading -> boolean mask (N,): the draws counted for that reading (the condition holds there;
+        a draw can count for both).
+    blew_up : array (N,) of bool
+    blowup_time, pole_time : arrays (N,)
+        From :func:`solve_covariance_batch` (``nan`` without a blow-up).
+    candidates : int
+        Number of candidate draws made (most satisfy neither reading and are not integrated).
+    value, start : str
+        The value-matrix family (``"symmetric"`` or ``"general"``) and the initial covariances
+        (``"identity"`` or ``"random"``).
+    T : float
+        Horizon of the integrations.
+    """
+
+    A: np.ndarray
+    V: np.ndarray
+    cov0: np.ndarray
+    lam: dict
+    lam_sym: np.ndarray
+    drawn_for: dict
+    blew_up: np.ndarray
+    blowup_time: np.ndarray
+    pole_time: np.ndarray
+    candidates: int
+    value: str
+    start: str
+    T: float
+
+    def counts(self) -> dict:
+        """Reading -> ``(draws, blow-ups)``: how many draws satisfy the condition, and how many of them blow up."""
+        return {r: (int(m.sum()), int((m & self.blew_up).sum())) for r, m in self.drawn_for.items()}
+
+    def counterexamples(self, reading: str) -> np.ndarray:
+        """Indices of the draws that satisfy the condition in ``reading`` and blow up, earliest blow-up first."""
+        idx = np.flatnonzero(self.drawn_for[reading] & self.blew_up)
+        return idx[np.argsort(self.blowup_time[idx])]
+
+
+def clustering_condition_search(
+    draws: int,
+    *,
+    d: int = 2,
+    value: str = "symmetric",
+    start: str = "identity",
+    T: float = 200.0,
+    seed=0,
+    blowup_trace: float = 1e8,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+) -> ConditionSearch:
+    r"""A seeded random search for softmax covariances that blow up although the clustering condition holds.
+
+    Candidates are drawn from one generator (``numpy.random.default_rng(seed)``): :math:`A` with
+    i.i.d. :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``value="symmetric"``)
+    or :math:`V` with i.i.d. :math:`N(0,1)` entries (``value="general"``, non-symmetric, eigenvalues
+    of either sign or complex); :math:`\Sigma_0=I` (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
+    with :math:`L` Gaussian (``start="random"``). A candidate counts for a reading of
+    :func:`condition_matrix` when that matrix is negative definite, until ``draws`` candidates
+    count for each reading; the others are discarded. Every kept draw is then integrated on
+    :math:`[0,T]` by :func:`solve_covariance_batch` (the covariance equation
+    :math:`\dot\Sigma=V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top` of softmax attention, accurate
+    solver, blow-up when the trace reaches ``blowup_trace``).
+
+    Parameters
+    ----------
+    draws : int
+        Draws per reading that satisfy its condition.
+    d : int
+        Dimension.
+    value : {"symmetric", "general"}
+    start : {"identity", "random"}
+    T : float
+        Horizon (a draw that has not blown up by ``T`` counts as no blow-up).
+    seed : int or Generator
+    blowup_trace, rtol, atol : float
+        Passed to :func:`solve_covariance_batch`.
+
+    Returns
+    -------
+    ConditionSearch
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
+    arXiv 2501.18322 (the condition, stated in the summary); the book's chapter "Gaussian tokens:
+    clustering and blow-up" (the search and its counterexample).
+    """
+    if value not in ("symmetric", "general"):
+        raise ValueError(f"value must be 'symmetric' or 'general', got {value!r}")
+    if start not in ("identity", "random"):
+        raise ValueError(f"start must be 'identity' or 'random', got {start!r}")
+    if int(draws) != draws or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    rng = np.random.default_rng(seed)
+    eye = np.eye(d)
+    kept_A, kept_V, kept_S, flags = [], [], [], {r: [] for r in CONDITION_READINGS}
+    have = dict.fromkeys(CONDITION_READINGS, 0)
+    candidates = 0
+    while min(have.values()) < draws:
+        candidates += 1
+        A = rng.standard_normal((d, d))
+        B = rng.standard_normal((d, d))
+        V = B @ B.T + 0.1 * eye if value == "symmetric" else B
+        if start == "identity":
+            S = eye.copy()
+        else:
+            L = rng.standard_normal((d, d))
+            S = L @ L.T / d
+        take = {
+            r: have[r] < draws and np.linalg.eigvalsh(condition_matrix(A, V, r))[-1] < 0 for r in CONDITION_READINGS
+        }
+        if not any(take.values()):
+            continue
+        for r in CONDITION_READINGS:
+            flags[r].append(take[r])
+            have[r] += int(take[r])
+        kept_A.append(A)
+        kept_V.append(V)
+        kept_S.append(S)
+    A, V, S = np.array(kept_A), np.array(kept_V), np.array(kept_S)
+    runs = solve_covariance_batch(
+        S, LayerStack("softmax", A=A, V=V), T, rtol=rtol, atol=atol, blowup_trace=blowup_trace
+    )
+    return ConditionSearch(
+        A=A,
+        V=V,
+        cov0=S,
+        lam={r: np.linalg.eigvalsh(condition_matrix(A, V, r))[:, -1] for r in CONDITION_READINGS},
+        lam_sym=np.linalg.eigvalsh(A + np.swapaxes(A, -1, -2))[:, -1],
+        drawn_for={r: np.array(f, dtype=bool) for r, f in flags.items()},
+        blew_up=runs.blew_up,
+        blowup_time=runs.blowup_time,
+        pole_time=runs.pole_time,
+        candidates=candidates,
+        value=value,
+        start=start,
+        T=float(T),
     )
 
 

@@ -93,6 +93,7 @@ chapter: setup
 	$(BIN)/python scripts/build_book.py chapter $(NAME) $(PARAMS)
 
 bench: setup
+	$(BIN)/python benchmarks/bench_chapters.py
 	$(BIN)/python benchmarks/bench_explorers.py
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_highdim.py

@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from _results import record  # noqa: E402  (benchmarks/_results.py; this folder is on sys.path)
 from tokendynamics import _gaussian_kernels
 from tokendynamics.book.gaussian_figures import figure_setup
 from tokendynamics.gaussian import projected_euler, solve_gaussian
@@ -75,6 +76,7 @@ def main(argv=None):
             f"   projected Euler ({b:5s}) {t_eu[b]:8.3f} s   accurate {t_acc:8.3f} s   "
             f"ratio accurate / Euler = {t_acc / t_eu[b]:7.1f}"
         )
+    results = {f"gaussian.F1_accurate_over_euler_{b}": t_acc / t_eu[b] for b in backends}
     print(f"   largest |Sigma_Euler - Sigma_accurate| at the stopping times: {diff:.2e} (first-order error of h = 0.3)")
 
     T = 1500.0
@@ -100,6 +102,8 @@ def main(argv=None):
         f"   same final Sigma to {TOL:g}: projected Euler ({backends[0]}, h = {h:g}) {t_eu:8.3f} s   "
         f"accurate {t_acc:8.3f} s   ratio accurate / Euler = {t_acc / t_eu:6.2f}"
     )
+    results["gaussian.equal_accuracy_accurate_over_euler"] = t_acc / t_eu
+    record(results)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench_core import median_time  # noqa: E402  (this folder is on sys.path when run as a script)
+from _results import record  # noqa: E402  (this folder is on sys.path when run as a script)
+from bench_core import median_time  # noqa: E402
 from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics import metrics, projective, sample_sphere, simulate, velocity  # noqa: E402
 
@@ -89,6 +90,13 @@ def main(argv=None):
     print(
         f"  max |x_k(T)| difference: Sigma vs dense {np.max(np.abs(sig.final - den.final)):.1e}, "
         f"Phi vs dense {np.max(np.abs(phi.final - den.final)):.1e}"
+    )
+    record(
+        {
+            "highdim.field_dense_over_sigma": t_den / t_sig,
+            "highdim.run_dense_over_sigma": s_den / s_sig,
+            "highdim.run_dense_over_projective": s_den / s_phi,
+        }
     )
 
 

@@ -35,6 +35,14 @@ build of ``main`` (the source tree of that commit plus the executed notebooks, w
 ``notebooks`` step below; Colab can only open an ``.ipynb`` that is on GitHub). Binder builds the
 environment from ``binder/`` and opens the notebook in JupyterLab. Without ``--repo`` the staged
 config is the repository's own: no repository link, no launch button.
+
+Parameters given with ``-p name value`` are checked before anything runs, against the chapter's
+own ``parameters`` cell (names, defaults, the comment on each line) and the ranges of
+``tokendynamics.book.experiments.PARAMETER_RULES``: an unknown name or a wrong value stops with one
+line naming the parameter. A run never destroys the previous good output: each chapter executes
+into a temporary folder, which replaces ``_build/run/<chapter>`` (``make chapter``) or
+``_build/executed/<chapter>.ipynb`` and ``_build/figures/<chapter>`` (the book) only on success;
+a failed run is kept in ``_build/failed/<chapter>/`` for inspection.
 """
 
 from __future__ import annotations
@@ -48,9 +56,12 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from tokendynamics.book.experiments import check_parameters, parameter_schema, parameters_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -60,6 +71,8 @@ CHAPTERS = ROOT / "chapters"
 BUILD = ROOT / "_build"
 EXECUTED = BUILD / "executed"
 FIGURES = BUILD / "figures"
+FAILED = BUILD / "failed"
+RUNS = BUILD / "run"
 STAGE = ROOT / "_stage"
 LIB = ROOT / "lib" / "tokendynamics"
 KERNEL = "python3"
@@ -146,7 +159,7 @@ def execute_one(
     out.parent.mkdir(parents=True, exist_ok=True)
     if figdir.exists():
         shutil.rmtree(figdir)
-    figdir.mkdir(parents=True)
+    figdir.mkdir(parents=True)  # callers pass a fresh temporary folder (see run_atomically)
     raw = out.with_suffix(".input.ipynb")
     nbformat.write(to_ipynb(md), raw)
     start = time.perf_counter()
@@ -175,6 +188,38 @@ def execute_one(
     return seconds
 
 
+def _replace_dir(new: Path, old: Path) -> None:
+    """Put the folder ``new`` at ``old`` (same file system), removing what was there only once ``new`` is in place."""
+    old.parent.mkdir(parents=True, exist_ok=True)
+    trash = None
+    if old.exists():
+        trash = old.with_name(f".{old.name}.old-{os.getpid()}")
+        if trash.exists():
+            shutil.rmtree(trash)
+        os.replace(old, trash)
+    os.replace(new, old)
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def run_atomically(md: Path, parameters: dict, notebook: Path, figures: Path, *, timeout: int, run=None) -> float:
+    """Execute a chapter into a temporary folder; on success move its notebook to ``notebook`` and its
+    figures to ``figures``. On failure nothing there is touched: the failed run is moved to
+    ``_build/failed/<chapter>/`` and the exception is raised again. Returns the wall time."""
+    run = execute_one if run is None else run
+    notebook.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{md.stem}.", suffix=".tmp", dir=notebook.parent))
+    try:
+        seconds = run(md, tmp / notebook.name, parameters, tmp / "figures", CHAPTERS, timeout=timeout)
+    except BaseException:
+        _replace_dir(tmp, FAILED / md.stem)
+        raise
+    os.replace(tmp / notebook.name, notebook)
+    _replace_dir(tmp / "figures", figures)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return seconds
+
+
 def _execute_job(args):
     md, parameters, force = args
     md = Path(md)
@@ -186,7 +231,7 @@ def _execute_job(args):
     stamp.unlink(missing_ok=True)
     for attempt in (1, 2):
         try:
-            seconds = execute_one(md, out, parameters, FIGURES / md.stem, CHAPTERS)
+            seconds = run_atomically(md, parameters, out, FIGURES / md.stem, timeout=BOOK_CELL_TIMEOUT)
             break
         except Exception as exc:  # report every failing chapter, then fail
             # A kernel that stops answering (a cell over the timeout, or a dead kernel) is retried
@@ -226,7 +271,8 @@ def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None) -
     if failures:
         for stem, status in failures:
             print(
-                f"\nchapter {stem} {status}\n  (executed notebook with the error: {EXECUTED / (stem + '.ipynb')})",
+                f"\nchapter {stem} {status}\n  (executed notebook with the error: {FAILED / stem / (stem + '.ipynb')};"
+                " the previous good output is untouched)",
                 file=sys.stderr,
             )
         raise SystemExit(1)
@@ -317,8 +363,13 @@ def stage(repo: str | None = None, dest: Path = STAGE, only: list[str] | None = 
     else:
         shutil.copy2(ROOT / "_toc.yml", dest / "_toc.yml")
     vendor_assets.vendor(dest / VENDOR_DIR)
-    if (ROOT / "_static").is_dir():  # the book's own CSS (no .js here: Jupyter Book adds every .js to every page)
-        shutil.copytree(ROOT / "_static", dest / "_static")
+    if (ROOT / "_ext").is_dir():  # the book's own Sphinx extensions (sphinx.local_extensions in _config.yml)
+        shutil.copytree(ROOT / "_ext", dest / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    # The book's own CSS goes with the offline assets (html_static_path), listed in html_css_files.
+    # Not as _stage/_static: when that folder exists, Jupyter Book adds every .css and .js file of
+    # every html_static_path folder to every page (here: the whole MathJax distribution).
+    for css in sorted((ROOT / "_static").glob("*.css")):
+        shutil.copy2(css, dest / VENDOR_DIR / css.name)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue
@@ -421,19 +472,41 @@ def parse_value(text: str):
     return text
 
 
-def chapter(name: str, params: list[list[str]], mode: str | None) -> None:
+def chapter_parameters(md: Path, params: list[list[str]], mode: str | None = None) -> dict:
+    """The parameters of ``-p name value`` (and ``--mode``), checked against the chapter's parameters cell.
+
+    Raises SystemExit with one line naming the first wrong parameter (an unknown name, a wrong type,
+    a value out of range) before anything is executed.
+    """
+    parameters = {k: parse_value(v) for k, v in params}
+    if mode:
+        parameters["mode"] = mode
+    source = parameters_cell(md.read_text(encoding="utf-8"))
+    try:
+        return check_parameters(parameter_schema(source or ""), parameters, chapter=md.stem)
+    except ValueError as exc:
+        raise SystemExit(f"make chapter {md.stem}: {exc}") from None
+
+
+def chapter(name: str, params: list[list[str]], mode: str | None, *, run=None) -> None:
     md = CHAPTERS / f"{name}.md"
     if not md.exists() or not is_notebook(md):
         known = ", ".join(p.stem for p in notebook_sources())
         raise SystemExit(f"no chapter notebook named {name!r}; known: {known}")
-    parameters = {k: parse_value(v) for k, v in params}
-    if mode:
-        parameters["mode"] = mode
-    run = BUILD / "run" / name
-    out = run / f"{name}.ipynb"
+    parameters = chapter_parameters(md, params, mode)
+    target = RUNS / name
     print(f"running {name} with parameters {parameters}", flush=True)
-    seconds = execute_one(md, out, parameters, run / "figures", CHAPTERS, timeout=CHAPTER_CELL_TIMEOUT)
-    print(f"done in {seconds:.1f} s\n  notebook: {out}\n  figures:  {run / 'figures'}")
+    try:  # into a temporary folder: the previous good _build/run/<name> is replaced only on success
+        seconds = run_atomically(
+            md, parameters, target / f"{name}.ipynb", target / "figures", timeout=CHAPTER_CELL_TIMEOUT, run=run
+        )
+    except Exception as exc:
+        last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
+        raise SystemExit(
+            f"chapter {name} FAILED: {type(exc).__name__}: {last}\n"
+            f"  the failed run is in {FAILED / name}; the previous output in {target} is untouched"
+        ) from None
+    print(f"done in {seconds:.1f} s\n  notebook: {target / (name + '.ipynb')}\n  figures:  {target / 'figures'}")
 
 
 def main(argv=None) -> None:

@@ -1,9 +1,10 @@
 """Which cells of a chapter its live explorer needs (used by tests/test_lab.py and benchmarks).
 
-Each chapter with a live explorer has one code cell that builds it: the cell calls
-``live_widgets()`` (``tokendynamics.plotting``) or ``cone_explorer()``. Running a whole chapter
-takes 30 s to several minutes on two shared cores; the explorer needs only the cells that define
-the names it uses. :func:`explorer_cells` finds them by reading the code (``ast``):
+Each chapter with a live explorer has one code cell that builds it: one call of an explorer of
+``tokendynamics.book.explorers`` (``variants_explorer(mode)``, ``cone_explorer()``, ...). Running a
+whole chapter takes 30 s to several minutes on two shared cores; the explorer needs only the cells
+that define the names it uses (usually the ``parameters`` cell). :func:`explorer_cells` finds them
+by reading the code (``ast``):
 
 * walking back from the explorer cell, a cell is needed if it (re)defines a name still needed
   (assignment, ``def``, ``class``, ``import``) or mutates one in place (``p["x"] = ...``);
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
-EXPLORER_PATTERN = re.compile(r"\blive_widgets\(\)|\bcone_explorer\(\)")
+EXPLORER_PATTERN = re.compile(r"^[a-z_]+_explorer\(", re.MULTILINE)
 _BUILTINS = set(dir(builtins)) | {"display", "get_ipython"}
 
 
@@ -88,7 +89,7 @@ def explorer_cells(md: Path | str) -> ExplorerCells:
     code = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     targets = [i for i, src in code if EXPLORER_PATTERN.search(src)]
     if len(targets) != 1:
-        raise ValueError(f"{md.name}: expected one explorer cell (live_widgets() or cone_explorer()), found {targets}")
+        raise ValueError(f"{md.name}: expected one explorer cell (a line calling an *_explorer(...)), found {targets}")
     target = targets[0]
     info = {i: bound_and_free(src) for i, src in code}
     need = set(info[target][1])

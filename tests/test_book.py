@@ -173,43 +173,53 @@ def test_execution_times_are_recorded():
 # ---------------------------------------------------------------------------------------------
 
 KURAMOTO_PAGE = HTML / "chapters" / "04_kuramoto_reduction.html"
-KURAMOTO_LABELS = [
-    "fig-kura-regimes",
-    "fig-kura-ws",
-    "fig-kura-oa",
-    "fig-kura-oa-accuracy",
-    "fig-kura-portraits",
-    "fig-kura-case1",
-    "fig-kura-case2",
-    "fig-kura-rotating",
-    "fig-kura-hamiltonian",
-    "fig-kura-snic",
-]
+REGIMES_PAGE = HTML / "chapters" / "04_kuramoto_regimes.html"
+KURAMOTO_LABELS = {
+    "04_kuramoto_reduction": [
+        "fig-kura-regimes",
+        "fig-kura-ws",
+        "fig-kura-oa",
+        "fig-kura-oa-accuracy",
+        "fig-kura-stability",
+    ],
+    "04_kuramoto_regimes": [
+        "fig-kura-portraits",
+        "fig-kura-case1",
+        "fig-kura-case2",
+        "fig-kura-rotating",
+        "fig-kura-hamiltonian",
+        "fig-kura-snic",
+    ],
+}
 
 
-@pytest.fixture(scope="module")
-def soup():
-    if not KURAMOTO_PAGE.exists():
+def _page(path):
+    if not path.exists():
         pytest.fail("the book is not built: run `make book`")
-    return BeautifulSoup(KURAMOTO_PAGE.read_text(), "html.parser")
+    return BeautifulSoup(path.read_text(), "html.parser")
 
 
-def test_kuramoto_chapter_has_figures_f1_to_f10_numbered_and_saved(soup):
-    for label in KURAMOTO_LABELS:
+@pytest.mark.parametrize("stem", list(KURAMOTO_LABELS))
+def test_kuramoto_chapters_have_their_figures_numbered_and_saved(stem):
+    soup = _page(HTML / "chapters" / f"{stem}.html")
+    for label in KURAMOTO_LABELS[stem]:
         fig = soup.find(id=label)
         assert fig is not None and fig.find("img") is not None, label
         assert "Fig." in fig.get_text(" ", strip=True), label
-    assert len(list((FIGURES / "04_kuramoto_reduction").glob("kuramoto-*.png"))) >= len(KURAMOTO_LABELS)
+    assert len(list((FIGURES / stem).glob("kuramoto-*.png"))) >= len(KURAMOTO_LABELS[stem])
 
 
-def test_kuramoto_chapter_shows_the_agreement_and_regime_tables_and_a_static_animation(soup):
-    tables = [t.get_text(" ", strip=True) for t in soup.find_all("table")]
-    assert any("OA classifier" in t and "Type 2" in t for t in tables)
-    assert any("measured" in t and "WS reconstruction" in t for t in tables)
+def test_kuramoto_chapters_show_the_claims_and_regime_tables_and_a_static_animation():
+    reduction, regimes = _page(KURAMOTO_PAGE), _page(REGIMES_PAGE)
+    tables = [t.get_text(" ", strip=True) for t in regimes.find_all("table")]
+    assert any("classifier" in t and "Type 2" in t for t in tables)
+    tables = [t.get_text(" ", strip=True) for t in reduction.find_all("table")]
+    assert any("measured" in t and "Watanabe–Strogatz" in t for t in tables)
     html = KURAMOTO_PAGE.read_text()
     assert "animation" in html and "data:image/png;base64" in html
     assert "application/vnd.jupyter.widget-view" not in html  # the live widget is removed from the static page
-    assert len(soup.select("span.pasted-text")) >= 20  # numbers in the text are computed
+    assert len(reduction.select("span.pasted-text")) >= 20  # numbers in the text are computed
+    assert len(regimes.select("span.pasted-text")) >= 15
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,11 +6,13 @@ on 127.0.0.1, a free port and a random token; one Chromium page drives it with P
 For each chapter with an explorer the test opens the MyST file as a notebook (the first one by a
 double click in the file browser, which checks that jupytext's notebook view is the default
 viewer; the others with JupyterLab's open command), runs the cells the explorer needs with
-JupyterLab's "run cell" command (``scripts/explorer_cells.py``; whole chapters take minutes each on
-two cores), moves controls as a reader does (a slider dragged with the mouse, a slider moved with
-the keyboard, a dropdown changed) and checks that
+JupyterLab's "run cell" command (``scripts/explorer_cells.py``: the explorer is one call, so usually
+the parameters cell and the explorer cell; whole chapters take minutes each on two cores), moves
+controls as a reader does (a slider dragged with the mouse, a slider moved with the keyboard, a
+dropdown changed) and checks that
 
 * the explorer's figure changes after every move (the PNG in the page, compared byte for byte);
+* the explorer cell shows one figure and each control once;
 * no cell shows an error, a traceback or stderr output (cell outputs and the widgets' contents);
 * the kernel is alive and idle at the end.
 
@@ -370,11 +372,19 @@ def _problems(page, path: str) -> list[str]:
 
 
 def _image(page, path: str, cell: int) -> bytes | None:
-    """The last PNG the cell shows (the explorer's figure), as bytes."""
+    """The last PNG the cell shows (the explorer's figure), as bytes: a data URL (the inline backend) or
+    the blob URL of an ``ipywidgets.Image`` (the explorers), read back in the page."""
     src = page.evaluate(
-        f"""(i) => {{ const imgs = {_panel(path)}.content.widgets[i].node
+        f"""async (i) => {{ const imgs = {_panel(path)}.content.widgets[i].node
                                           .querySelectorAll('.jp-Cell-outputArea img');
-        return imgs.length ? imgs[imgs.length - 1].getAttribute('src') : null; }}""",
+        if (!imgs.length) return null;
+        const src = imgs[imgs.length - 1].getAttribute('src');
+        if (!src || !src.startsWith('blob:')) return src;
+        try {{
+            const blob = await (await fetch(src)).blob();
+            return await new Promise((ok) => {{ const r = new FileReader(); r.onload = () => ok(r.result);
+                                                 r.readAsDataURL(blob); }});
+        }} catch (e) {{ return null; }} }}""",  # a blob URL revoked by the next update: read again
         cell,
     )
     if not src or not src.startswith("data:image/png;base64,"):

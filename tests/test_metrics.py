@@ -110,3 +110,44 @@ def test_axis_speed_of_a_line_turning_at_a_known_rate_ignores_the_sign_of_the_ax
     np.testing.assert_allclose(metrics.axis_speed(t, u), 0.7, rtol=1e-10)
     with pytest.raises(ValueError, match="increasing"):
         metrics.axis_speed(t[::-1], u)
+
+
+# ---------------------------------------------------------------------------------------------
+# oscillations in high dimension
+# ---------------------------------------------------------------------------------------------
+
+
+def test_coordinate_means_are_the_token_average_per_coordinate():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((3, 20, 5))
+    np.testing.assert_allclose(metrics.coordinate_means(X), X.mean(axis=1))
+    assert metrics.coordinate_means(X[0]).shape == (5,)
+
+
+def test_plane_order_parameters_are_the_planar_r2_for_tokens_in_the_plane_and_the_block_anisotropy():
+    from tokendynamics.kuramoto import order_parameter
+
+    rng = np.random.default_rng(5)
+    theta = rng.uniform(0, 2 * np.pi, 40)
+    X = np.zeros((40, 4))
+    X[:, 2], X[:, 3] = np.cos(theta), np.sin(theta)
+    z = metrics.plane_order_parameters(X, [(2, 3)])
+    assert z[0] == pytest.approx(order_parameter(theta, 2), abs=1e-14)
+    Y = sample_sphere(300, 6, 1)
+    zs = metrics.plane_order_parameters(Y)  # default planes (0, 1), (2, 3), (4, 5)
+    assert zs.shape == (3,)
+    S = Y[:, :2].T @ Y[:, :2]
+    lam = np.linalg.eigvalsh(S)
+    assert abs(zs[0]) == pytest.approx((lam[1] - lam[0]) / (lam[1] + lam[0]), abs=1e-12)
+    with pytest.raises(ValueError, match="pairs of coordinates"):
+        metrics.plane_order_parameters(Y, [(0, 6)])
+
+
+def test_window_ranges_shrink_for_a_damped_oscillation_and_not_for_a_persistent_one():
+    t = np.linspace(0, 100, 2001)
+    y = np.c_[np.exp(-t / 20) * np.sin(t), np.sin(t)]
+    starts, ranges = metrics.window_ranges(t, y, 25.0)
+    assert starts.tolist() == [0.0, 25.0, 50.0, 75.0]
+    assert ranges[-1, 0] < 0.05 * ranges[0, 0] and ranges[-1, 1] == pytest.approx(ranges[0, 1], rel=1e-3)
+    with pytest.raises(ValueError, match="window"):
+        metrics.window_ranges(t, y, 0.0)

@@ -359,3 +359,41 @@ def test_particle_field_keeps_tokens_on_the_sphere_without_renormalisation_at_d1
     print(f"{kind}: norm drift {drift:.1e}")
     assert drift < 1e-6
     assert metrics.order_parameters(sol.y[:, -1].reshape(200, 100))[1] > 0.5  # and they clustered meanwhile
+
+
+def test_simulate_stop_when_ends_at_the_first_upward_crossing_located_by_the_solver():
+    """An event on the tokens: the run stops where R2 first reaches a level, at the time a dense run finds."""
+    mc = hd.case2(8, 2.0)
+    X0 = sample_sphere(40, 8, 0)
+    layer = mc.layer("linear")
+    level = 0.9
+    stopped = simulate(
+        X0,
+        layer,
+        50.0,
+        method="adaptive",
+        sphere=True,
+        rtol=1e-10,
+        atol=1e-12,
+        t_eval=[0.0, 50.0],
+        stop_when=lambda X: metrics.order_parameters(X)[1] - level,
+    )
+    t_hit = stopped.info["event_time"]
+    assert stopped.t[-1] == pytest.approx(t_hit) and metrics.order_parameters(stopped.X[-1])[1] == pytest.approx(level)
+    dense = simulate(
+        X0, layer, 50.0, method="adaptive", sphere=True, rtol=1e-10, atol=1e-12, t_eval=np.linspace(0, 50, 50001)
+    )
+    first = metrics.first_passage_times(dense.t, metrics.order_parameters(dense.X)[1], [level])[0]
+    assert abs(first - t_hit) < 2e-3
+    never = simulate(
+        X0,
+        layer,
+        1.0,
+        method="adaptive",
+        sphere=True,
+        t_eval=[0.0, 1.0],
+        stop_when=lambda X: metrics.order_parameters(X)[1] - 2.0,
+    )
+    assert never.info["event_time"] == math.inf and never.t[-1] == 1.0
+    with pytest.raises(ValueError, match="adaptive"):
+        simulate(X0, layer, 1.0, dt=0.1, method="rk4", stop_when=lambda X: 0.0)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokendynamics.transport import bures_wasserstein, conditional_wasserstein, wasserstein, wasserstein_gaussian_1d
+from tokendynamics.transport import (
+    bures_wasserstein,
+    circle_bounded_lipschitz,
+    circle_wasserstein1,
+    conditional_wasserstein,
+    wasserstein,
+    wasserstein_gaussian_1d,
+)
 
 
 def test_wasserstein_of_a_translation_is_the_shift_length():
@@ -177,3 +184,83 @@ def test_wasserstein_to_a_gaussian_in_one_dimension_closed_forms():
     assert wasserstein_gaussian_1d(x, 0.5, 1.1, weights=w) == pytest.approx(ref_w, rel=1e-5)
     with pytest.raises(ValueError, match="std"):
         wasserstein_gaussian_1d(x, 0.0, -1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# distances on the circle
+# ---------------------------------------------------------------------------------------------
+
+
+def _circle_cost(x, y, period=2 * np.pi):
+    diff = np.abs(np.mod(x, period)[:, None] - np.mod(y, period)[None, :])
+    return np.minimum(diff, period - diff)
+
+
+@pytest.mark.claim("structural-stability-for-all-time")
+def test_circle_wasserstein1_equals_the_exact_transport_lp_with_the_arc_length_cost():
+    """Paper 2 (Li et al., 2026) measures structural stability on the circle of double angles: the closed form of
+    W1 there (distribution functions and a weighted median) equals the transport LP with the arc-length cost."""
+    import ot
+
+    rng = np.random.default_rng(3)
+    for n, m, period in ((7, 5, 2 * np.pi), (40, 33, 2 * np.pi), (25, 25, 3.0)):
+        x, y = rng.uniform(-10, 10, n), rng.vonmises(1.0, 1.5, m)
+        a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
+        exact = ot.emd2(a, b, _circle_cost(x, y, period))
+        assert circle_wasserstein1(x, y, a, b, period=period) == pytest.approx(exact, rel=1e-10, abs=1e-13)
+        assert circle_wasserstein1(y, x, b, a, period=period) == pytest.approx(exact, rel=1e-10, abs=1e-13)
+
+
+def test_circle_distances_of_two_point_masses_are_the_short_arc_and_min_arc_2():
+    for s in (0.3, 1.5, 2.5, 3.1):
+        arc = min(s, 2 * np.pi - s)
+        assert circle_wasserstein1([0.2], [0.2 + s]) == pytest.approx(arc, abs=1e-12)
+        assert circle_wasserstein1([0.2], [0.2 - s]) == pytest.approx(arc, abs=1e-12)
+        assert circle_bounded_lipschitz([0.2], [0.2 + s]) == pytest.approx(min(arc, 2.0), abs=1e-9)
+    assert circle_wasserstein1([1.0, 2.0], [2.0, 1.0]) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_circle_bounded_lipschitz_equals_the_lp_with_every_pair_constrained():
+    """Consecutive atoms suffice on a circle: the program with all n(n-1) Lipschitz constraints gives the same."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(5)
+    x, y = rng.uniform(0, 2 * np.pi, 9), rng.uniform(0, 2 * np.pi, 6)
+    a, b = rng.dirichlet(np.ones(9)), rng.dirichlet(np.ones(6))
+    pts, mass = np.r_[x, y], np.r_[a, -b]
+    C = _circle_cost(pts, pts)
+    rows, rhs = [], []
+    for i in range(pts.size):
+        for j in range(pts.size):
+            if i != j:
+                r = np.zeros(pts.size)
+                r[i], r[j] = 1.0, -1.0
+                rows.append(r)
+                rhs.append(C[i, j])
+    full = -linprog(-mass, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=(-1, 1), method="highs").fun
+    assert circle_bounded_lipschitz(x, y, a, b) == pytest.approx(full, abs=1e-9)
+
+
+@pytest.mark.claim("structural-stability-for-all-time")
+def test_circle_bounded_lipschitz_lies_between_two_over_pi_w1_and_w1():
+    """Paper 2 (Li et al., 2026) states structural stability in the bounded-Lipschitz distance: on the circle of
+    length 2 pi (diameter pi), (2/pi) W1 <= d_BL <= W1, with equality for small, spread-out differences."""
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        x, y = rng.uniform(0, 2 * np.pi, 60), rng.vonmises(rng.uniform(0, 6), 3.0, 50)
+        w, bl = circle_wasserstein1(x, y), circle_bounded_lipschitz(x, y)
+        assert 2 / np.pi * w - 1e-9 <= bl <= w + 1e-9
+    u = 2 * np.pi * (np.arange(200) + 0.5) / 200
+    v = u + 0.01 * np.sin(u)
+    assert circle_bounded_lipschitz(u, v) == pytest.approx(circle_wasserstein1(u, v), rel=1e-7)
+
+
+def test_circle_distances_reject_bad_input():
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        circle_wasserstein1([], [1.0])
+    with pytest.raises(ValueError, match="non-finite"):
+        circle_bounded_lipschitz([np.nan], [1.0])
+    with pytest.raises(ValueError, match="period"):
+        circle_wasserstein1([0.0], [1.0], period=0.0)
+    with pytest.raises(ValueError, match="x_weights"):
+        circle_wasserstein1([0.0, 1.0], [1.0], x_weights=[0.5, 0.6])

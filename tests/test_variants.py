@@ -9,7 +9,6 @@ A = Q^T K = A1^T).
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -227,19 +226,3 @@ def test_sigmoid_layer_with_bias_minus_log_n_tends_to_unnormalised_softmax_at_ra
         assert gap <= math.exp(2 * a * R * R) * v * R / n
         assert np.max(np.linalg.norm(n * (got - exact) - first, axis=1)) <= math.exp(3 * a * R * R) * v * R / n
     assert gap > 0.5 * np.max(np.linalg.norm(first, axis=1)) / n  # the gap is really of order 1/n
-
-
-def test_variant_run_for_the_widget_takes_well_under_0_2_seconds():
-    from tokendynamics.book.experiments import settings
-
-    p = settings("p1_widget")
-    X0 = np.random.default_rng(p["seed"]).uniform(-1, 1, (p["n"], 2))
-    times = []
-    for name in VARIANT_NAMES:
-        var = paper1_variants(np.array(p["A"]), np.array(p["V"]), beta=p["beta"], names=[name])[name]
-        var.run(X0, p["T"], dt=p["dt"])  # warm-up
-        start = time.perf_counter()
-        for _ in range(3):
-            var.run(X0, p["T"], dt=p["dt"])
-        times.append((time.perf_counter() - start) / 3)
-    assert float(np.median(times)) < 0.1 and max(times) < 0.2, dict(zip(VARIANT_NAMES, times))

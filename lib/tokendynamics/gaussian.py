@@ -55,9 +55,24 @@ from scipy.linalg import expm, fractional_matrix_power
 
 from .attention import Attention, LayerLike, LayerStack, layer_at
 from .errors import BlowUpError, NonFiniteError
-from .particles import sample_gaussian, simulate
+from .particles import adaptive_solve, sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
-from .validation import parse_span, validate_covariance, validate_gaussian, validate_weights
+from .validation import (
+    parse_span,
+    real_array,
+    time_grid,
+    validate_choice,
+    validate_count,
+    validate_covariance,
+    validate_finite,
+    validate_finite_array,
+    validate_flag,
+    validate_gaussian,
+    validate_positive,
+    validate_solver,
+    validate_tolerances,
+    validate_weights,
+)
 
 __all__ = [
     "GAUSSIAN_KINDS",
@@ -119,12 +134,12 @@ def _check_layer(layer: Attention) -> None:
         raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
     if layer.kind not in GAUSSIAN_KINDS:
         raise NotGaussianPreservingError(
-            f"{layer.kind!r} attention does not preserve Gaussian measures: its field on "
+            f"layer: {layer.kind!r} attention does not preserve Gaussian measures: its field on "
             f"N(alpha, Sigma) is not affine (paper 1 §4.2.6). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
         )
     if layer.causal:
         raise NotGaussianPreservingError(
-            "masked (causal) attention preserves Gaussians only for position-independent data "
+            "layer: masked (causal) attention preserves Gaussians only for position-independent data "
             "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (paper 1 §2.6): "
             "use the same layer with causal=False"
         )
@@ -197,8 +212,8 @@ def _affine_field(mean, cov, layer: Attention):
     return b, M, MS
 
 
-def _validate_state(mean, cov, d: int | None = None):
-    return validate_gaussian(mean, cov, d, what="the layer has d")
+def _validate_state(mean, cov, d: int | None = None, names=("mean", "cov")):
+    return validate_gaussian(mean, cov, d, what="the layer has d", mean_name=names[0], name=names[1])
 
 
 def gaussian_velocity(mean, cov, layer: Attention):
@@ -379,18 +394,23 @@ def solve_gaussian(
         Integration interval. Required in accurate mode; optional in faithful mode (then the
         official stopping rules alone end the run).
     mode : {"accurate", "faithful"}
-        ``accurate``: ``solve_ivp(method, rtol, atol)`` on :math:`(\alpha,\Phi)` with
-        :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (symmetric PSD by construction),
-        and a terminal event :math:`\operatorname{tr}\Sigma=` ``blowup_trace``.
+        ``accurate``: the scipy solver ``method`` (``"DOP853"``, ``"RK45"``, ...; tolerances
+        ``rtol``, ``atol``) stepped by :func:`~tokendynamics.particles.adaptive_solve` on
+        :math:`(\alpha,\Phi)` with :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi`
+        (symmetric PSD by construction), stopped where :math:`\operatorname{tr}\Sigma` reaches
+        ``blowup_trace``.
         ``faithful``: the official projected Euler scheme (:func:`projected_euler`) with ``step``,
         ``tol_low``, ``tol_high``, ``max_iter`` (the official defaults are ``step=0.01``,
         ``tol_low=1e-5``, ``tol_high=1e3``, ``max_iter=50000``).
     t_eval : array, optional
         Accurate mode: output times (default: every accepted solver step). The blow-up time is
-        appended when the event fires.
+        appended when the run stops at a blow-up.
     blowup_trace : float
-        Accurate mode: trace at which the blow-up event fires. The reported ``exit_time`` is the
-        event time; ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
+        Accurate mode: trace at which the run stops as a blow-up. The reported ``exit_time`` is
+        the time the solver reached, never an output time: the crossing of ``blowup_trace``
+        located on the dense output of the step, or, if the solver cannot continue (near a
+        singularity, with a huge ``blowup_trace``), its last accepted step;
+        ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
         exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, §4.3.3).
     on_blowup : {"stop", "raise"}
         Return the trajectory up to the blow-up (``status="blowup"``), or raise
@@ -402,17 +422,18 @@ def solve_gaussian(
     -------
     GaussianTrajectory
     """
-    if mode not in ("accurate", "faithful"):
-        raise ValueError(f"mode must be 'accurate' or 'faithful', got {mode!r}")
-    if on_blowup not in ("stop", "raise"):
-        raise ValueError(f"on_blowup must be 'stop' or 'raise', got {on_blowup!r}")
+    mode = validate_choice(mode, "mode", ("accurate", "faithful"))
+    on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
     if mode == "faithful":
         if not isinstance(layer, Attention):
-            raise TypeError("faithful mode (the official scheme) takes a constant Attention layer")
+            raise TypeError("layer must be a constant Attention in faithful mode (the official scheme)")
         _check_layer(layer)
-        mean0, cov0 = _validate_state(mean0, cov0, layer.d)
+        mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
         if step is None:
             raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
+        step = validate_positive(step, "step")
+        if t_eval is not None:
+            raise ValueError("t_eval is used by the accurate mode; faithful mode stores its iterates (see save)")
         t_max = None
         t0 = 0.0
         if t_span is not None:
@@ -459,11 +480,16 @@ def solve_gaussian(
 
     if t_span is None:
         raise ValueError("accurate mode needs t_span (T or (t0, T))")
+    if step is not None:
+        raise ValueError("step is the Euler step of mode='faithful'; the accurate mode would ignore it")
     t0, T = parse_span(t_span)
-    if not (blowup_trace > 0):
-        raise ValueError("blowup_trace must be positive")
-    first = _layer_at(layer, t0, np.atleast_1d(np.asarray(mean0)).shape[0])
-    mean0, cov0 = _validate_state(mean0, cov0, first.d)
+    blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
+    method = validate_solver(method, "method")
+    rtol, atol = validate_tolerances(rtol, atol)
+    if t_eval is not None:
+        _, _, t_eval = time_grid((t0, T), t_eval)
+    first = _layer_at(layer, t0, np.atleast_1d(real_array(mean0, "mean0")).shape[0])
+    mean0, cov0 = _validate_state(mean0, cov0, first.d, ("mean0", "cov0"))
     d = first.d
     if np.trace(cov0) >= blowup_trace:
         raise ValueError(f"tr cov0 = {np.trace(cov0):.3g} is already above blowup_trace = {blowup_trace:.3g}")
@@ -481,46 +507,48 @@ def solve_gaussian(
             raise NonFiniteError(f"the Gaussian ODE right-hand side became non-finite at t = {t:.6g}")
         return out
 
-    def event(t, y):
+    def trace(y):
         _, Phi = unpack(y)
-        return np.einsum("ij,jk,ik->", Phi, S0, Phi) - blowup_trace
+        return float(np.einsum("ij,jk,ik->", Phi, S0, Phi))
 
-    event.terminal = True
-    event.direction = 1
     y0 = np.concatenate([mean0, np.eye(d).ravel()])
-    if t_eval is not None:
-        t_eval = np.asarray(t_eval, dtype=float)
-        if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or t_eval[0] < t0 or t_eval[-1] > T:
-            raise ValueError("t_eval must be increasing and inside t_span")
-    sol = solve_ivp(fun, (t0, T), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval, events=event)
-    if sol.status == -1:
-        raise BlowUpError(
-            float(sol.t[-1]) if sol.t.size else t0,
-            float(sol.t[-1]) if sol.t.size else t0,
-            f"solve_ivp failed: {sol.message}",
-        )
-    ts, ys = np.asarray(sol.t, dtype=float), np.asarray(sol.y, dtype=float).reshape(y0.size, -1).T
+    run = adaptive_solve(
+        fun, (t0, T), y0, t_eval, solver=method, rtol=rtol, atol=atol, size=trace, threshold=blowup_trace
+    )
+    ts, ys = run.t, run.y
     status, exit_time, info = (
         "completed",
         None,
-        {"nfev": int(sol.nfev), "method": method, "rtol": rtol, "atol": atol, "blowup_trace": blowup_trace},
+        {"nfev": run.nfev, "method": method, "rtol": rtol, "atol": atol, "blowup_trace": blowup_trace},
     )
-    if sol.status == 1 and sol.t_events[0].size:
-        exit_time = float(sol.t_events[0][0])
-        y_ev = sol.y_events[0][0]
-        ts = np.append(ts[ts < exit_time], exit_time)
-        ys = np.vstack([ys[: ts.size - 1], y_ev[None]])
+    if run.status != "completed":
+        # the time the solver reached: the crossing of blowup_trace located on the dense output of
+        # the step, or the last accepted step if the solver could not continue (never an output time)
+        exit_time = run.time
+        y_ev = run.y_stop
+        keep = ts < exit_time
+        ts = np.append(ts[keep], exit_time)
+        ys = np.vstack([ys[keep], y_ev[None]])
         m_ev, Phi_ev = unpack(y_ev)
         S_ev = Phi_ev @ S0 @ Phi_ev.T
-        _, dS = _rhs(m_ev, _sym(S_ev), _layer_at(layer, exit_time, d))
-        info["blowup_time_extrapolated"] = exit_time + float(np.trace(S_ev) / np.trace(dS))
+        with np.errstate(all="ignore"):
+            _, dS = _rhs(m_ev, _sym(S_ev), _layer_at(layer, exit_time, d))
+            tr_rate = float(np.trace(dS))
+        if tr_rate > 0 and np.isfinite(tr_rate):
+            info["blowup_time_extrapolated"] = exit_time + float(np.trace(S_ev) / tr_rate)
         status = "blowup"
+        what = (
+            f"tr Sigma reached blowup_trace = {blowup_trace:.3g}"
+            if run.status == "threshold"
+            else f"tr Sigma = {np.trace(S_ev):.3g} when {run.reason}"
+        )
+        info["blowup_reason"] = what
         if on_blowup == "raise":
+            extra = info.get("blowup_time_extrapolated")
             raise BlowUpError(
                 exit_time,
-                float(ts[-2]) if ts.size > 1 else t0,
-                f"tr Sigma reached blowup_trace = {blowup_trace:.3g} "
-                f"(extrapolated pole at t = {info['blowup_time_extrapolated']:.6g})",
+                run.last_good,
+                what + ("" if extra is None else f" (extrapolated pole at t = {extra:.6g})"),
             )
     means = ys[:, :d]
     Phis = ys[:, d:].reshape(-1, d, d)
@@ -1196,15 +1224,14 @@ def projected_euler(
     EulerRuns
     """
     _check_layer(layer)
-    if not (step > 0 and math.isfinite(step)):
-        raise ValueError(f"step must be a positive number, got {step!r}")
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if backend not in ("auto", "numpy", "numba"):
-        raise ValueError(f"backend must be 'auto', 'numpy' or 'numba', got {backend!r}")
-    max_iter = int(max_iter)
+    step = validate_positive(step, "step")
+    max_iter = validate_count(max_iter, "max_iter")
+    tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)  # 0: never stop as converged
+    tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)  # inf: no blow-up threshold
+    psd_floor = validate_positive(psd_floor, "psd_floor", allow_zero=True)
+    validate_choice(backend, "backend", ("auto", "numpy", "numba"))
     d = layer.d
-    C = np.array(cov0, dtype=float, copy=True)
+    C = np.array(real_array(cov0, "cov0"), copy=True)
     if C.ndim == 2:
         C = C[None]
     if C.ndim != 3 or C.shape[1:] != (d, d):
@@ -1220,8 +1247,7 @@ def projected_euler(
     limited = False
     last_allowed = max_iter
     if t_max is not None:
-        if not (t_max > 0):
-            raise ValueError(f"t_max must be positive, got {t_max!r}")
+        t_max = validate_positive(t_max, "t_max")
         i_stop = int(math.ceil(t_max / step - 1e-9))
         if i_stop + 1 <= max_iter:
             limited, last_allowed = True, i_stop + 1
@@ -1356,8 +1382,10 @@ def empirical_moments(X, weights=None):
     given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
     trajectory. These are the moments the Gaussian ODEs predict (paper 1 §4).
     """
-    X = np.asarray(X, dtype=float)
+    X = validate_finite_array(X, "X", min_ndim=2)
     n = X.shape[-2]
+    if n == 0 or X.shape[-1] == 0:
+        raise ValueError(f"X must hold at least one token of dimension >= 1, got shape {X.shape}")
     w = np.full(n, 1.0 / n) if weights is None else validate_weights(weights, n)
     m = np.einsum("j,...ja->...a", w, X)
     Y = X - m[..., None, :]
@@ -1375,12 +1403,12 @@ def gauss_hermite(mean, cov, k: int = 20):
     """
     from numpy.polynomial.hermite_e import hermegauss
 
-    mean = np.atleast_1d(np.asarray(mean, dtype=float))
+    mean, cov = validate_gaussian(mean, cov)
     d = mean.shape[0]
     if d > 3:
         raise ValueError(f"a tensor quadrature has k^d nodes: use it for d <= 3, got d = {d}")
-    cov = validate_covariance(cov, "cov", d)
-    z, w = hermegauss(int(k))
+    k = validate_count(k, "k")
+    z, w = hermegauss(k)
     w = w / w.sum()
     Z = np.stack(np.meshgrid(*([z] * d), indexing="ij"), -1).reshape(-1, d)
     W = np.prod(np.stack(np.meshgrid(*([w] * d), indexing="ij"), -1).reshape(-1, d), axis=1)
@@ -1447,7 +1475,9 @@ def compare_with_particles(
     sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
     """
     _check_layer(layer)
-    mean0, cov0 = _validate_state(mean0, cov0, layer.d)
+    mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
+    n = validate_count(n, "n")
+    T = validate_positive(T, "T")
     X0 = sample_gaussian(n, mean0, cov0, rng=seed)
     traj = simulate(
         X0, layer, T, dt=dt, method=method, save_every=save_every, seed=seed if isinstance(seed, int) else None
@@ -1518,7 +1548,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
     cov0 = validate_covariance(cov0, "cov0", layer.d)
     R = psd_sqrt(cov0)
     K = R @ _sym_part(layer) @ R
-    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    ts = np.atleast_1d(validate_finite_array(t, "t"))
     Tstar = blowup_time(cov0, layer)
     if np.any(ts >= Tstar):
         raise BlowUpError(
@@ -1566,8 +1596,8 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     A = layer.A[0]
     if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
         raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
-    mean0, cov0 = _validate_state(mean0, cov0, layer.d)
-    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
+    ts = np.atleast_1d(validate_finite_array(t, "t"))
     Tstar = blowup_time(cov0, layer)
     if np.any(ts >= Tstar):
         raise BlowUpError(
@@ -1630,6 +1660,7 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
             f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance does not cluster"
         )
     cov0 = validate_covariance(cov0, "cov0", layer.d)
+    tol = validate_positive(tol, "tol")
     R0 = psd_sqrt(cov0)
     lam, U = np.linalg.eigh(_sym(R0 @ S @ R0))
     scale = max(np.abs(lam).max(), 1e-300)
@@ -1648,7 +1679,7 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     _check_layer(layer)
     if layer.kind != "softmax":
         raise ValueError(f"the rank-one reduction is stated for softmax attention, got {layer.kind!r}")
-    z = np.asarray(z, dtype=float)
+    z = validate_finite_array(z, "z", min_ndim=1)
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
     out = np.zeros(z.shape)
@@ -1660,8 +1691,12 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
 
 def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
     r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval`` (from 0); returns (m, d)."""
-    z0 = np.asarray(z0, dtype=float)
-    t_eval = np.asarray(t_eval, dtype=float)
+    _check_layer(layer)
+    z0 = validate_finite_array(z0, "z0", ndim=1)
+    if z0.shape != (layer.d,):
+        raise ValueError(f"z0 must have shape ({layer.d},), got {z0.shape}")
+    _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
+    rtol, atol = validate_tolerances(rtol, atol)
     sol = solve_ivp(
         lambda t, z: rank_one_velocity(z, layer),
         (0.0, float(t_eval[-1])),
@@ -1716,10 +1751,9 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     if layer.d != 1:
         raise ValueError(f"the one-dimensional solution needs d = 1, got d = {layer.d}")
     a, v = layer.beta * float(layer.A[0, 0, 0]), float(layer.V[0, 0, 0])
-    mean0, var0 = float(mean0), float(var0)
-    if not (math.isfinite(mean0) and math.isfinite(var0) and var0 >= 0):
-        raise ValueError(f"mean0 must be finite and var0 finite and non-negative, got {mean0!r}, {var0!r}")
-    ts = np.asarray(t, dtype=float)
+    mean0 = validate_finite(mean0, "mean0")
+    var0 = validate_positive(var0, "var0", allow_zero=True)
+    ts = validate_finite_array(t, "t")
     den = 1.0 - 2.0 * v * a * var0 * ts
     if np.any(den <= 0):
         Tstar = 1.0 / (2.0 * v * a * var0)
@@ -1739,8 +1773,10 @@ def decoupled_mean(mean0, layer: Attention, t):
     if layer.kind != "sinkhorn":
         raise ValueError(f"the mean decouples from the covariance for Sinkhorn attention, not {layer.kind!r}")
     V = layer.V.sum(axis=0)
-    mean0 = np.asarray(mean0, dtype=float)
-    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    mean0 = validate_finite_array(mean0, "mean0", ndim=1)
+    if mean0.shape != (layer.d,):
+        raise ValueError(f"mean0 must have shape ({layer.d},), got {mean0.shape}")
+    ts = np.atleast_1d(validate_finite_array(t, "t"))
     out = np.array([expm(s * V) @ mean0 for s in ts])
     return out[0] if np.ndim(t) == 0 else out
 
@@ -1777,7 +1813,9 @@ def growth_rate(layer: Attention) -> float:
 
 def covariance_eigenvalues(cov) -> np.ndarray:
     """Eigenvalues of a covariance or a stack of them, in decreasing order (shape (..., d))."""
-    cov = np.asarray(cov, dtype=float)
+    cov = validate_finite_array(cov, "cov", min_ndim=2)
+    if cov.shape[-1] != cov.shape[-2]:
+        raise ValueError(f"cov must be a square matrix or a stack (..., d, d), got shape {cov.shape}")
     return np.linalg.eigvalsh(_sym(cov))[..., ::-1]
 
 
@@ -1789,6 +1827,8 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     the eigenvalues: a decaying eigenvalue can sit above a threshold when a stopping rule fires
     (paper 1 §6, F6 interpretation note). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
     """
+    threshold = validate_finite(threshold, "threshold")
+    relative = validate_flag(relative, "relative")
     lam = covariance_eigenvalues(cov)
     cut = threshold * lam[..., :1] if relative else threshold
     return np.sum(lam > cut, axis=-1), lam
@@ -1800,9 +1840,9 @@ def cone_coordinates(cov) -> np.ndarray:
     :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
     the set of rank-one matrices (paper 1 §0.3).
     """
-    S = np.asarray(cov, dtype=float)
+    S = validate_finite_array(cov, "cov", min_ndim=2)
     if S.shape[-2:] != (2, 2):
-        raise ValueError(f"cone coordinates are defined for 2 x 2 matrices, got shape {S.shape}")
+        raise ValueError(f"cov must be a 2 x 2 matrix or a stack (..., 2, 2) for cone coordinates, got shape {S.shape}")
     a, b, c = S[..., 0, 0], S[..., 1, 1], 0.5 * (S[..., 0, 1] + S[..., 1, 0])
     return np.stack([a - b, 2 * c, a + b], axis=-1)
 
@@ -1815,13 +1855,15 @@ def disc_point(cov) -> np.ndarray:
     uwv = cone_coordinates(cov)
     v = uwv[..., 2:]
     if np.any(v <= 0):
-        raise ValueError("the disc point needs a positive trace")
+        raise ValueError("cov must have a positive trace for the disc point")
     return uwv[..., :2] / v
 
 
 def cov_from_cone(uwv) -> np.ndarray:
     r"""Inverse of :func:`cone_coordinates`: :math:`(u,w,v)\mapsto\frac12\begin{pmatrix}v+u&w\\w&v-u\end{pmatrix}`."""
-    uwv = np.asarray(uwv, dtype=float)
+    uwv = validate_finite_array(uwv, "uwv", min_ndim=1)
+    if uwv.shape[-1] != 3:
+        raise ValueError(f"uwv must hold cone coordinates (..., 3), got shape {uwv.shape}")
     u, w, v = uwv[..., 0], uwv[..., 1], uwv[..., 2]
     return 0.5 * np.stack([np.stack([v + u, w], -1), np.stack([w, v - u], -1)], -2)
 
@@ -1834,8 +1876,12 @@ def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
     :math:`\Sigma_0=\frac12\begin{pmatrix}1+u&w\\w&1-u\end{pmatrix}`. Counts: 10 x 10 on
     :math:`[-0.5,0.5]^2` gives 100, 20 x 20 on :math:`[-1,1]^2` 276, 30 x 30 648, 40 x 40 1184.
     """
-    U = np.linspace(limits[0], limits[1], n_u)
-    W = np.linspace(limits[2], limits[3], n_w)
+    n_u, n_w = validate_count(n_u, "n_u"), validate_count(n_w, "n_w")
+    lim = validate_finite_array(limits, "limits", ndim=1)
+    if lim.shape != (4,) or not (lim[0] <= lim[1] and lim[2] <= lim[3]):
+        raise ValueError(f"limits must be (u_min, u_max, w_min, w_max) with min <= max, got {limits!r}")
+    U = np.linspace(lim[0], lim[1], n_u)
+    W = np.linspace(lim[2], lim[3], n_w)
     uu, ww = np.meshgrid(U, W, indexing="ij")
     uu, ww = uu.ravel(), ww.ravel()
     inside = 1.0 - uu**2 > ww**2

@@ -48,14 +48,22 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import BLOCK_ENTRIES, Attention, sinkhorn_potentials, velocity
+from .attention import BLOCK_ENTRIES, SINKHORN_ITERS, SINKHORN_TOL, Attention, sinkhorn_potentials, velocity
 from .errors import ConvergenceError, NonFiniteError
-from .gaussian import gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
+from .gaussian import GaussianTrajectory, gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
+from .particles import Trajectory
 from .transport import bures_wasserstein, psd_sqrt, wasserstein
 from .validation import (
+    real_array,
+    validate_choice,
+    validate_count,
     validate_covariance,
+    validate_finite_array,
+    validate_flag,
     validate_gaussian,
+    validate_instance,
     validate_measure,
+    validate_positive,
     validate_spd,
     validate_square,
     validate_symmetric,
@@ -157,6 +165,7 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
     X, w = validate_measure(X, weights)
     n, d = X.shape
     A = validate_square(A, "A", d)
+    gradient, log = validate_flag(gradient, "gradient"), validate_flag(log, "log")
     P = X if at is None else validate_tokens(at, d, "at")
     m = P.shape[0]
     logZ = np.empty(m)
@@ -198,6 +207,7 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
     X, w = validate_measure(X, weights)
     n, d = X.shape
     A = validate_square(A, "A", d)
+    log = validate_flag(log, "log")
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     AX = X @ A.T
@@ -256,7 +266,7 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
     """
     A, _ = layer_matrices(layer)
     X, w = validate_measure(X, weights, layer.d)
-    U = velocity(X, layer, w) if field is None else np.asarray(field, dtype=float)
+    U = velocity(X, layer, w) if field is None else validate_finite_array(field, "field")
     if U.shape != X.shape:
         raise ValueError(f"field must have the shape of the tokens {X.shape}, got {U.shape}")
     g = first_variation_gradient(X, A, w)
@@ -273,8 +283,9 @@ def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
     :func:`energy_sign` whenever :math:`M+M^\top` is semi-definite.
     """
     X, w = validate_measure(X, weights)
+    A = validate_square(A, "A", X.shape[1])
     M = twisted_matrix(A, V)
-    if normalized:
+    if validate_flag(normalized, "normalized"):
         _, g = partition_function(X, A, w, gradient=True, log=True)
         Z = partition_function(X, A, w)
         q = Z * np.einsum("ij,ij->i", g, g @ M.T)  # |grad Z|_M^2 / Z = Z |grad log Z|_M^2
@@ -286,7 +297,7 @@ def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
 
 def energy_curve(Xs, A, weights=None) -> np.ndarray:
     r""":math:`E_A(\mu_t)` for a stack of token clouds ``Xs`` (m, n, d), e.g. ``Trajectory.X``."""
-    Xs = np.asarray(Xs, dtype=float)
+    Xs = real_array(Xs, "Xs")
     if Xs.ndim != 3:
         raise ValueError(f"Xs must have shape (times, n, d), got {Xs.shape}")
     return np.array([interaction_energy(X, A, weights) for X in Xs])
@@ -300,9 +311,7 @@ def kinetic_norm(U, weights=None, M=None) -> float:
     :math:`d_M` (spec §5.2, Benamou–Brenier form). The slope of an energy in :math:`d_M` is
     ``kinetic_norm(G @ M, w, M)`` with ``G`` the gradient of its first variation.
     """
-    U = np.asarray(U, dtype=float)
-    if U.ndim != 2 or not np.all(np.isfinite(U)):
-        raise ValueError(f"U must be a finite (n, d) array, got shape {U.shape}")
+    U = validate_finite_array(U, "U", ndim=2)
     w = validate_weights(weights, U.shape[0])
     w = np.full(U.shape[0], 1.0 / U.shape[0]) if w is None else w
     if M is None:
@@ -318,8 +327,8 @@ def kinetic_norm(U, weights=None, M=None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _gaussian(mean, cov, d=None):
-    return validate_gaussian(mean, cov, d)
+def _gaussian(mean, cov, d=None, names=("mean", "cov")):
+    return validate_gaussian(mean, cov, d, mean_name=names[0], name=names[1])
 
 
 def _log_energy_pieces(mean, cov, A):
@@ -396,7 +405,7 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_square(A, "A", mean.shape[0])
-    w = np.asarray(w, dtype=float)
+    w = validate_finite_array(w, "w")
     if w.shape != mean.shape:
         raise ValueError(f"w must have shape {mean.shape}, got {w.shape}")
     logE, G, _, _ = _log_energy_pieces(mean, cov, A)
@@ -507,8 +516,10 @@ def sign_rule_survey(
     ``Attention(kind, A=A, V=V)`` (:func:`energy_rate`), the dissipation formula
     (:func:`dissipation`) and the predicted sign (:func:`energy_sign`).
     """
-    if kind not in ("softmax", "unnormalized_softmax"):
-        raise ValueError(f"the sign rule is stated for softmax and unnormalised attention, got {kind!r}")
+    validate_choice(kind, "kind", ("softmax", "unnormalized_softmax"))  # the sign rule is stated for these two
+    cases = validate_count(cases, "cases")
+    n, d = validate_count(n, "n"), validate_count(d, "d")
+    scale, spread = validate_positive(scale, "scale"), validate_positive(spread, "spread")
     rng = np.random.default_rng(seed)
     lo, hi, rate, formula, pred, norm = (np.empty(int(cases)) for _ in range(6))
     for c in range(int(cases)):
@@ -556,8 +567,8 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
 
     (paper 1 spec §5.2), through :func:`~tokendynamics.transport.bures_wasserstein`.
     """
-    m1, S1 = _gaussian(m1, S1)
-    m2, S2 = _gaussian(m2, S2, m1.shape[0])
+    m1, S1 = _gaussian(m1, S1, names=("m1", "S1"))
+    m2, S2 = _gaussian(m2, S2, m1.shape[0], names=("m2", "S2"))
     M = validate_spd(M, "M", m1.shape[0])
     R = np.linalg.inv(psd_sqrt(M))
     return bures_wasserstein(R @ m1, R @ S1 @ R, R @ m2, R @ S2 @ R)
@@ -580,10 +591,7 @@ def _sinkhorn_spectrum(cov, A, eps):
 
 
 def _check_eps(eps) -> float:
-    eps = float(eps)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a finite positive number, got {eps!r}")
-    return eps
+    return validate_positive(eps, "eps")
 
 
 def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
@@ -626,7 +634,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
 
 
 def sinkhorn_energy_empirical(
-    X, A, eps: float = 1.0, weights=None, *, max_iter: int = 10_000, tol: float = 1e-12
+    X, A, eps: float = 1.0, weights=None, *, max_iter: int = SINKHORN_ITERS, tol: float = SINKHORN_TOL
 ) -> float:
     r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12\big(\int f\,d\mu+\int g\,d\mu\big)` for :math:`\mu=\sum_iw_i\delta_{x_i}`.
 
@@ -636,20 +644,30 @@ def sinkhorn_energy_empirical(
     attention). Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for the Sinkhorn layer
     with :math:`V=A` (paper 1 spec §5.4; tested).
 
+    ``tol`` and ``max_iter`` default to those of Sinkhorn attention
+    (:data:`~tokendynamics.attention.SINKHORN_TOL`, :data:`~tokendynamics.attention.SINKHORN_ITERS`).
+
     Raises
     ------
     ConvergenceError
-        If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations.
+        If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations (the message gives the
+        error reached and what to change).
     """
     X, w = validate_measure(X, weights)
     A = validate_symmetric(A, d=X.shape[1])
     eps = _check_eps(eps)
+    max_iter = validate_count(max_iter, "max_iter")
+    tol = validate_positive(tol, "tol")
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     logK = (X @ A) @ X.T / eps
     f, g, it, err = sinkhorn_potentials(logK, logw, eps=eps, max_iter=max_iter, tol=tol)
     if not err <= tol:
-        raise ConvergenceError(f"Sinkhorn did not reach tol = {tol:g} in {it} iterations (error {err:.3g})")
+        raise ConvergenceError(
+            f"Sinkhorn did not reach tol = {tol:.3g} in {it} iterations: the column-marginal error reached is "
+            f"{err:.3g} (eps = {eps:g}). Raise max_iter, loosen tol, or raise eps (convergence slows down like "
+            "exp(-score range / eps))"
+        )
     return float(0.5 * (w @ f + w @ g))
 
 
@@ -664,7 +682,7 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
 
     (paper 1 spec §5.4; :math:`M=I` by default: the Bures–Wasserstein flow).
     """
-    g = np.asarray(grad_mean, dtype=float)
+    g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
     d = g.shape[0]
     G = validate_symmetric(grad_cov, "grad_cov", d)
     S = validate_covariance(cov, "cov", d)
@@ -681,7 +699,10 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     Needs :math:`\Sigma\succ hI` (the perturbed matrices must stay PSD). Used to check the
     Sinkhorn ODE against the gradient of :math:`F_\varepsilon` without trusting any derived gradient (C16).
     """
+    if not callable(fun):
+        raise TypeError(f"fun must be a callable fun(mean, cov), got {type(fun).__name__}")
     mean, cov = _gaussian(mean, cov)
+    h = validate_positive(h, "h")
     if np.linalg.eigvalsh(cov)[0] <= 2 * h:
         raise ValueError(
             f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is {np.linalg.eigvalsh(cov)[0]:.3g}"
@@ -713,6 +734,7 @@ def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
     """
 
+    validate_instance(traj, GaussianTrajectory, "traj", "a GaussianTrajectory (the result of solve_gaussian)")
     layer = traj.layer
     if not isinstance(layer, Attention):
         raise TypeError("bw_gradient_mismatch needs a trajectory of a constant Attention layer")
@@ -732,7 +754,7 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     the :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2` and the metric speed equals
     the slope. :math:`M=I`: Bures–Wasserstein.
     """
-    g = np.asarray(grad_mean, dtype=float)
+    g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
     d = g.shape[0]
     G = validate_symmetric(grad_cov, "grad_cov", d)
     S = validate_covariance(cov, "cov", d)
@@ -759,7 +781,7 @@ def second_variation(X, U, A, weights=None) -> float:
     """
     X, w = validate_measure(X, weights)
     n, d = X.shape
-    U = np.asarray(U, dtype=float)
+    U = real_array(U, "U")
     if U.shape != X.shape or not np.all(np.isfinite(U)):
         raise ValueError(f"U must be a finite array of the tokens' shape {X.shape}, got {U.shape}")
     A = validate_square(A, "A", d)
@@ -793,10 +815,10 @@ def second_variation(X, U, A, weights=None) -> float:
 def energy_along(X, U, A, s, weights=None) -> np.ndarray:
     r""":math:`E_A\big((\mathrm{Id}+s\,u)_\#\mu\big)` for every ``s`` in the array ``s`` (translations: ``U`` constant; dilations: ``U = X - c``)."""
     X, w = validate_measure(X, weights)
-    U = np.asarray(U, dtype=float)
+    U = validate_finite_array(U, "U")
     if U.shape != X.shape:
         raise ValueError(f"U must have the tokens' shape {X.shape}, got {U.shape}")
-    return np.array([interaction_energy(X + si * U, A, w) for si in np.atleast_1d(np.asarray(s, float))])
+    return np.array([interaction_energy(X + si * U, A, w) for si in np.atleast_1d(validate_finite_array(s, "s"))])
 
 
 def dirac_second_variation(x0, w0, A) -> float:
@@ -807,8 +829,8 @@ def dirac_second_variation(x0, w0, A) -> float:
     at :math:`\delta_0` this is :math:`\langle w_0,Aw_0\rangle`, i.e. :math:`-|w_0|^2<0` for
     :math:`A=-I` (paper 1 spec §5.5: :math:`E_{-I}` is not displacement convex at the clustered state).
     """
-    x0 = np.atleast_1d(np.asarray(x0, dtype=float))
-    w0 = np.asarray(w0, dtype=float)
+    x0 = np.atleast_1d(validate_finite_array(x0, "x0"))
+    w0 = validate_finite_array(w0, "w0")
     A = validate_square(A, "A", x0.shape[0])
     if w0.shape != x0.shape:
         raise ValueError(f"w0 must have shape {x0.shape}, got {w0.shape}")
@@ -869,6 +891,8 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     :math:`d_V` gradient descent of :math:`E_{-I}` (spec §5.2): efficiency 1 in :math:`d_V`, below 1
     in :math:`W_2`. ``every``: measure the distance of every k-th layer (one exact LP each).
     """
+    validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
+    every = validate_count(every, "every")
     layer = traj.layer
     A, _ = layer_matrices(layer)
     w = traj.weights
@@ -921,6 +945,9 @@ def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None)
     input/output distance is :func:`twisted_bures_wasserstein` (:math:`M=I`: Bures–Wasserstein).
     """
 
+    validate_instance(traj, GaussianTrajectory, "traj", "a GaussianTrajectory (the result of solve_gaussian)")
+    if not (callable(energy) and callable(gradient)):
+        raise TypeError("energy and gradient must be callables of (mean, cov)")
     layer = traj.layer
     if not isinstance(layer, Attention):
         raise TypeError("gaussian_descent_profile needs a trajectory of a constant Attention layer")
@@ -1028,8 +1055,8 @@ def gaussian_energy_curves(
     A, V = layer_matrices(layer)
     if layer.kind != "softmax":
         raise ValueError(f"the energy curves follow softmax attention, got {layer.kind!r}")
-    if not (T > 0):
-        raise ValueError("T must be positive")
+    T = validate_positive(T, "T")
+    n_times = validate_count(n_times, "n_times", minimum=2)
     traj = solve_gaussian(
         mean0,
         cov0,

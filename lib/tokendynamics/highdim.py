@@ -1,7 +1,7 @@
 r"""High-dimensional experiments of paper 2: do the two-dimensional regimes persist at d = 100?
 
 Tokens :math:`x_1,\dots,x_n\in\mathbb S^{d-1}` move by linear attention (LA), unnormalised softmax
-attention (USA) or softmax attention (SA) (paper 2, spec §1):
+attention (USA) or softmax attention (SA) (paper 2, Li et al. 2026; this book, chapter 5):
 
 .. math::
    \dot x_k = P^\perp_{x_k}\Big(\frac1{Z_k}\sum_j h(\beta\langle x_k, Ax_j\rangle)\,Vx_j\Big),
@@ -13,11 +13,11 @@ e^{\beta\langle x_k,Ax_l\rangle}` (SA). Runs go through the shared core
 
 This module provides
 
-* the **matrix recipes** of spec §7.5 (:func:`case1` … :func:`case4`, :func:`random_case`), each a
+* the **matrix recipes** of the authors' high-dimensional app [R] (:func:`case1` … :func:`case4`, :func:`random_case`), each a
   :class:`MatrixCase` with a seed and the spectrum it promises;
 * runs through the order parameters of :mod:`tokendynamics.metrics` and, for LA, the exact
   projective reduction of :mod:`tokendynamics.projective`;
-* the **2D prediction** of spec §5 from a case's parameters, :func:`predict_2d_regime`,
+* the **2D prediction** of the planar theory (this book, chapter 4) from a case's parameters, :func:`predict_2d_regime`,
   :func:`predict_for_case`, and the regime observed in a run, :func:`observed_regime`;
 * runs and sweeps: :func:`run_variant`, :func:`clustering_time` (for
   :func:`tokendynamics.sweeps.sweep`).
@@ -35,11 +35,29 @@ from scipy.stats import ortho_group
 
 from .attention import Attention
 from .kuramoto import complex_parts
-from .metrics import ClusterReport, axis_speed, detect_clusters, first_passage_times, order_parameters, top_direction
-from .particles import Trajectory, sample_sphere, simulate
+from .metrics import (
+    ClusterReport,
+    axis_speed,
+    coordinate_means,
+    detect_clusters,
+    first_passage_times,
+    order_parameters,
+    plane_order_parameters,
+    top_direction,
+)
+from .particles import Trajectory, normalize_rows, sample_sphere, simulate
 from .projective import projective_flow
 from .regimes import case1_region, predict_regime
-from .validation import validate_dimension, validate_finite
+from .validation import (
+    validate_choice,
+    validate_count,
+    validate_dimension,
+    validate_finite,
+    validate_finite_array,
+    validate_instance,
+    validate_matrix2,
+    validate_positive,
+)
 
 __all__ = [
     "CASES",
@@ -51,9 +69,11 @@ __all__ = [
     "case3",
     "case4",
     "random_case",
+    "near_plane_tokens",
     "matrix_case",
     "make_case",
     "CasePrediction",
+    "FAMILIES",
     "predict_2d_regime",
     "predict_for_case",
     "observed_regime",
@@ -62,10 +82,11 @@ __all__ = [
     "summarize",
     "run_variant",
     "clustering_time",
+    "run_many",
     "case_parameters",
 ]
 
-#: Names of the matrix recipes of spec §7.5 (:func:`matrix_case`).
+#: Names of the matrix recipes of the authors' app (:func:`matrix_case`).
 CASES = ("case1", "case2", "case3", "case4", "random")
 #: The attention variants compared (``Attention`` kinds): LA, USA, SA.
 VARIANTS = ("linear", "unnormalized_softmax", "softmax")
@@ -75,7 +96,7 @@ CASE_REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial"
 
 
 # ---------------------------------------------------------------------------------------------
-# matrix recipes (spec §7.5)
+# matrix recipes (after the authors' high-dimensional app [R])
 # ---------------------------------------------------------------------------------------------
 
 
@@ -87,7 +108,7 @@ def _readonly(M) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class MatrixCase:
-    r"""A pair :math:`(A, V)` of d x d matrices made by one of the recipes of spec §7.5.
+    r"""A pair :math:`(A, V)` of d x d matrices made by one of the recipes of the authors' app [R].
 
     Attributes
     ----------
@@ -103,7 +124,11 @@ class MatrixCase:
         :math:`V` (Case 2), or the 2 x 2 block (Cases 3, 4: its eigenvalues, complex); empty for
         ``random``.
     label : str
-        A short description for tables and legends.
+        A short reader-facing name for tables, legends and panel titles (plain text, no TeX), e.g.
+        ``"Case 2, λ₁ = 2"``.
+    description : str
+        What the recipe draws, in words (plain text), e.g. ``"A = I, V symmetric with top
+        eigenvalue 2"``.
     """
 
     name: str
@@ -112,6 +137,7 @@ class MatrixCase:
     params: dict
     spectrum: np.ndarray
     label: str
+    description: str = ""
 
     @property
     def d(self) -> int:
@@ -129,7 +155,7 @@ def _orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 42) -> MatrixCase:
-    r"""Case 1 (spec §7.5, after the authors' app [R]): :math:`V=I`,
+    r"""Case 1 (after the authors' app [R]): :math:`V=I`,
     :math:`A=Q\,\mathrm{diag}(\lambda)\,Q^\top+0.2\,s\,(P-P^\top)`.
 
     :math:`Q` is Haar-orthogonal, :math:`P_{ij}\sim N(0,1)`, :math:`s` = ``skew_scale``. The skew
@@ -144,7 +170,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     """
     d = validate_dimension(d)
     s = validate_finite(skew_scale, "skew_scale")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     Q = _orthogonal(d, rng)
     if isinstance(spectrum, str):
         kind = spectrum
@@ -162,16 +188,16 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
             raise ValueError(f"spectrum must be 'positive', 'mixed', 'negative' or an array, got {spectrum!r}")
     else:
         kind = "given"
-        lam = np.asarray(spectrum, dtype=float)
-        if lam.shape != (d,) or not np.all(np.isfinite(lam)):
+        lam = validate_finite_array(spectrum, "spectrum")
+        if lam.shape != (d,):
             raise ValueError(f"spectrum must be {d} finite numbers, got shape {lam.shape}")
     P = rng.standard_normal((d, d))
     A = (Q * lam) @ Q.T + 0.2 * s * (P - P.T)
-    label = {
-        "positive": r"C1 $\mathrm{sym}A\succ0$",
-        "mixed": r"C1 $\mathrm{sym}A$ indefinite",
-        "negative": r"C1 $\mathrm{sym}A\prec0$",
-    }.get(kind, "C1 given spectrum")
+    label, words = {
+        "positive": ("Case 1, sym(A) ≻ 0", "positive definite"),
+        "mixed": ("Case 1, sym(A) indefinite", "indefinite with one positive eigenvalue and tr A < 0"),
+        "negative": ("Case 1, sym(A) ≺ 0", "negative definite"),
+    }.get(kind, ("Case 1, given spectrum", "with the given eigenvalues"))
     return MatrixCase(
         "case1",
         _readonly(A),
@@ -179,11 +205,12 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
         {"d": d, "spectrum": kind, "skew_scale": s, "seed": seed},
         _readonly(np.sort(lam)[::-1]),
         label,
+        f"V = I, A with symmetric part {words} plus a random skew part",
     )
 
 
 def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> MatrixCase:
-    r"""Case 2 (spec §7.5 [R]): :math:`A=I`, :math:`V=Q\,\mathrm{diag}(\lambda)\,Q^\top` symmetric
+    r"""Case 2 (after the authors' app [R]): :math:`A=I`, :math:`V=Q\,\mathrm{diag}(\lambda)\,Q^\top` symmetric
     with top eigenvalue exactly :math:`\lambda_1` = ``top``.
 
     The other eigenvalues are :math:`N(0,\mathrm{spread}^2)` clipped to
@@ -197,7 +224,7 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     spread = validate_finite(spread, "spread")
     if spread < 0:
         raise ValueError(f"spread must be non-negative, got {spread}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     Q = _orthogonal(d, rng)
     others = rng.normal(0.0, spread, size=d - 1)
     if top > 0:
@@ -213,7 +240,8 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
         _readonly(V),
         {"d": d, "top": top, "spread": spread, "seed": seed},
         _readonly(np.sort(lam)[::-1]),
-        rf"C2 $\lambda_1={top:g}$",
+        f"Case 2, λ₁ = {top:g}",
+        f"A = I, V symmetric with top eigenvalue {top:g}",
     )
 
 
@@ -224,16 +252,16 @@ def _block_diag(d: int, block: np.ndarray, last: float, seed) -> np.ndarray:
     if d % 2:
         V[-1, -1] = last
     if seed is not None:
-        Q = _orthogonal(d, np.random.default_rng(seed))
+        Q = _orthogonal(d, np.random.default_rng(validate_count(seed, "seed", minimum=0)))
         V = Q @ V @ Q.T
     return V
 
 
 def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
-    r"""Case 3 (spec §7.5 [R]): :math:`A=I`, :math:`V` block-diagonal with blocks
+    r"""Case 3 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with blocks
     :math:`\begin{pmatrix}a&b\\-b&a\end{pmatrix}` (:math:`a` in the last slot if d is odd).
 
-    In d = 2 this is the conformal case of spec §5.3: :math:`a>0` gives clusters, rotating if
+    In d = 2 this is the conformal case of the planar theory (chapter 4): :math:`a>0` gives clusters, rotating if
     :math:`b\ne0`. With a ``seed`` the blocks are conjugated by a Haar-orthogonal matrix (same
     spectrum, generic orientation); without one (default) V is block-diagonal as in the app.
     """
@@ -247,38 +275,90 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
         _readonly(V),
         {"d": d, "a": a, "b": b, "seed": seed},
         _readonly(np.linalg.eigvals(block)),
-        f"C3 a={a:g}, b={b:g}",
+        f"Case 3, a = {a:g}, b = {b:g}",
+        f"A = I, V with {d // 2} rotation blocks [[a, b], [-b, a]], a = {a:g}, b = {b:g}",
     )
 
 
-def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
-    r"""Case 4 (spec §7.5 [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
+def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None, dominant: float = 1.0) -> MatrixCase:
+    r"""Case 4 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
     :math:`\begin{pmatrix}a&b\\-b&-a\end{pmatrix}` (0 in the last slot if d is odd).
 
-    In d = 2 this is the hidden-Hamiltonian family of spec §5.5 (:math:`v_{11}=a`, :math:`v_{12}=b`):
+    In d = 2 this is the hidden-Hamiltonian family of the planar theory (chapter 4; :math:`v_{11}=a`, :math:`v_{12}=b`):
     oscillation for :math:`|a|<|b|`, clusters for :math:`|a|\ge|b|`. ``seed`` as in :func:`case3`.
+    ``dominant`` multiplies the first block (coordinates 0 and 1): a value above 1 makes one rotation
+    plane dominant (chapter 5, oscillations at d = 100); the spectrum stored is that of the other blocks.
     """
     d = validate_dimension(d)
     a, b = validate_finite(a, "a"), validate_finite(b, "b")
+    dominant = validate_finite(dominant, "dominant")
     block = np.array([[a, b], [-b, -a]])
-    V = _block_diag(d, block, 0.0, seed)
+    V = _block_diag(d, block, 0.0, None)
+    V[:2, :2] *= dominant
+    if seed is not None:
+        Q = _orthogonal(d, np.random.default_rng(seed))
+        V = Q @ V @ Q.T
+    params = {"d": d, "a": a, "b": b, "seed": seed}
+    label = f"Case 4, a = {a:g}, b = {b:g}"
+    words = f"A = I, V with {d // 2} traceless blocks [[a, b], [-b, -a]], a = {a:g}, b = {b:g}"
+    if dominant != 1.0:
+        params["dominant"] = dominant
+        label += f", first plane ×{dominant:g}"
+        words += f", the first block multiplied by {dominant:g}"
     return MatrixCase(
         "case4",
         _readonly(np.eye(d)),
         _readonly(V),
-        {"d": d, "a": a, "b": b, "seed": seed},
+        params,
         _readonly(np.linalg.eigvals(block.astype(complex))),
-        f"C4 a={a:g}, b={b:g}",
+        label,
+        words,
     )
 
 
+def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndarray:
+    r"""n unit tokens close to the plane of the first two coordinates.
+
+    :math:`x_k=y_k/|y_k|` with :math:`y_k=(\cos\theta_k,\sin\theta_k,\ \text{spread}\cdot\xi_k)`,
+    :math:`\theta_k` uniform and :math:`\xi_k\sim N(0,I_{d-2})`: the planar data of chapter 4
+    embedded in :math:`\mathbb R^d`, thickened by ``spread`` (a fraction of about
+    :math:`(d-2)\,\text{spread}^2` of each token's squared length lies off the plane).
+
+    Parameters
+    ----------
+    n, d : int
+        Number of tokens, dimension (d >= 2).
+    spread : float
+        Standard deviation of the off-plane coordinates before normalisation.
+    rng : seed or Generator
+
+    Returns
+    -------
+    array (n, d)
+
+    References
+    ----------
+    This book, chapter 5 (oscillations at d = 100: data near a plane).
+    """
+    d = validate_dimension(d)
+    if d < 2 or int(n) != n or n < 1:
+        raise ValueError(f"need n >= 1 tokens in d >= 2 dimensions, got n = {n!r}, d = {d}")
+    spread = validate_finite(spread, "spread")
+    if spread < 0:
+        raise ValueError(f"spread must be non-negative, got {spread}")
+    rng = np.random.default_rng(rng)
+    theta = rng.uniform(0.0, 2 * np.pi, int(n))
+    Y = np.concatenate([np.c_[np.cos(theta), np.sin(theta)], spread * rng.standard_normal((int(n), d - 2))], axis=1)
+    return normalize_rows(Y)
+
+
 def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
-    r"""Random case (spec §7.5 [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d."""
+    r"""Random case (after the authors' app [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d."""
     d = validate_dimension(d)
     sigma = validate_finite(sigma, "sigma")
     if sigma <= 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     A = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
     V = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
     return MatrixCase(
@@ -287,7 +367,8 @@ def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
         _readonly(V),
         {"d": d, "sigma": sigma, "seed": seed},
         _readonly(np.zeros(0)),
-        rf"random $\sigma={sigma:g}$",
+        f"Random, σ = {sigma:g}",
+        f"A and V with independent N(0, {sigma:g}²/d) entries",
     )
 
 
@@ -300,23 +381,48 @@ def matrix_case(name: str, d: int, **params) -> MatrixCase:
     >>> matrix_case("case4", 4, a=0.5, b=1.0).V[0]
     array([0.5, 1. , 0. , 0. ])
     """
-    if name not in _RECIPES:
-        raise ValueError(f"unknown matrix case {name!r}; choose one of {CASES}")
+    if not isinstance(name, str) or name not in _RECIPES:
+        raise ValueError(f"unknown matrix case {name!r}: name must be one of {CASES}")
     return _RECIPES[name](d, **params)
 
 
 # ---------------------------------------------------------------------------------------------
-# the 2D classification (spec §5) and its prediction for a high-dimensional case
+# the 2D classification (chapter 4) and its prediction for a high-dimensional case
 # ---------------------------------------------------------------------------------------------
+
+
+#: The planar families whose closed forms give a prediction, as the book names them.
+FAMILIES = {
+    "case1": "Case 1 (V = I)",
+    "case2": "Case 2 (A = I, V symmetric)",
+    "case3": "Case 3 (A = I, V a rotation-dilation)",
+    "case4": "Case 4 (A = I, V traceless: the hidden Hamiltonian)",
+    "identity_A": "A = I, V with diagonal (c + a, c − a) and off-diagonal (b, −b)",
+    "random": "generic (A, V): no closed form",
+}
 
 
 @dataclass(frozen=True)
 class CasePrediction:
-    """A regime predicted by the d = 2 theory: the regime, the spec section and the criterion used."""
+    """A regime predicted by the d = 2 theory.
+
+    Attributes
+    ----------
+    regime : str
+        One of :data:`CASE_REGIMES`.
+    family : str
+        The planar family whose closed form was used, as the book names it (:data:`FAMILIES`, plain
+        text), e.g. ``"Case 2 (A = I, V symmetric)"``.
+    criterion : str
+        The criterion and the numbers it was applied to, in words.
+    chapter : str
+        The book chapter that derives the closed form (a document name, for ``{doc}`` links).
+    """
 
     regime: str
-    section: str
+    family: str
     criterion: str
+    chapter: str = "04_kuramoto_regimes"
 
     def __str__(self) -> str:
         return self.regime
@@ -332,26 +438,28 @@ _CASE1_WORDS = {
 
 
 def _predict_case1(A):
-    """Case 1 without a datum: the row of the §5.1 table (``regimes.case1_region``)."""
+    """Case 1 without a datum: the region of ``regimes.case1_region``."""
 
-    A = np.asarray(A, dtype=float)
-    if A.shape != (2, 2) or not np.all(np.isfinite(A)):
-        raise ValueError(f"Case 1 needs a finite 2 x 2 matrix A, got shape {A.shape}")
-    ap, am = complex_parts(A)
+    A = validate_matrix2(A, "A")
+    if A.shape != (2, 2):
+        raise ValueError(f"Case 1 needs one 2 x 2 matrix A, got shape {A.shape}")
+    ap, am = complex_parts(A, "A")
     regime, words = _CASE1_WORDS[case1_region(A)]
     facts = f"tr A = {np.trace(A):.3g}, det A = {np.linalg.det(A):.3g}"
-    return CasePrediction(regime, "§5.1", words.format(level=abs(am) / abs(ap) if ap else np.inf) + f" ({facts})")
+    return CasePrediction(
+        regime, FAMILIES["case1"], words.format(level=abs(am) / abs(ap) if ap else np.inf) + f" ({facts})"
+    )
 
 
-def _predict_identity_A(c, a, b, section):
-    r"""A = I, V = [[c + a, b], [-b, c - a]] (§5.3, §5.5, §5.6; Case 2 at b = 0) via ``regimes.predict_regime``."""
+def _predict_identity_A(c, a, b, family):
+    r"""A = I, V = [[c + a, b], [-b, c - a]] (Cases 3, 4 and the saddle-node family; Case 2 at b = 0) via ``regimes.predict_regime``."""
 
     if a == 0 and b == 0 and c == 0:
         raise ValueError("V = 0: nothing moves, there is no regime to predict")
     p = predict_regime(np.eye(2), np.array([[c + a, b], [-b, c - a]]))
     if p is None:
-        return CasePrediction("undetermined", section, "at a bifurcation (degenerate parameters)")
-    return CasePrediction(p.regime, section, p.detail)
+        return CasePrediction("undetermined", family, "at a bifurcation (degenerate parameters)")
+    return CasePrediction(p.regime, family, p.detail)
 
 
 def predict_2d_regime(
@@ -364,29 +472,29 @@ def predict_2d_regime(
     c: float = 0.0,
     tol: float = 1e-12,
 ) -> CasePrediction:
-    r"""The regime that the d = 2 theory of spec §5 predicts for linear attention, in closed form.
+    r"""The regime that the d = 2 theory (this book, chapter 4) predicts for linear attention, in closed form.
 
     Regimes: ``static_clusters`` (Type 1), ``rotating_clusters`` (Type 2), ``oscillation``
     (Type 3), ``partial`` (Type P), ``bistable`` (depends on the data), ``undetermined``.
 
-    * ``case="case1"`` (:math:`V=I`), ``A`` a 2 x 2 matrix — §5.1: :math:`\mathrm{sym}(A)\prec0`
+    * ``case="case1"`` (:math:`V=I`), ``A`` a 2 x 2 matrix: :math:`\mathrm{sym}(A)\prec0`
       → partial; else :math:`\operatorname{tr}A>0` or :math:`\det A\le0` → static clusters;
       :math:`\operatorname{tr}A<0<\det A` → bistable; :math:`\operatorname{tr}A=0<\det A` → oscillation
       (a centre).
-    * ``case="case2"`` (:math:`A=I`, V symmetric), ``lambda_max`` — §5.2:
+    * ``case="case2"`` (:math:`A=I`, V symmetric), ``lambda_max``:
       :math:`\lambda_{\max}(V)\ge0` → static clusters, else partial.
-    * ``case="case3"``, ``a, b`` (:math:`V=aI+bJ^\top`) — §5.3: :math:`a>0` → rotating clusters if
+    * ``case="case3"``, ``a, b`` (:math:`V=aI+bJ^\top`): :math:`a>0` → rotating clusters if
       :math:`b\ne0` (static if b = 0); :math:`a<0` → partial; :math:`a=0` → oscillation.
-    * ``case="case4"``, ``a, b`` (traceless V) — §5.5: :math:`|a|<|b|` → oscillation;
+    * ``case="case4"``, ``a, b`` (traceless V): :math:`|a|<|b|` → oscillation;
       :math:`|a|\ge|b|` → static clusters.
     * ``case="identity_A"``, ``c, a, b`` (:math:`A=I`, :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}`,
-      which contains Cases 3 and 4) — §5.6: for :math:`|a|<|b|` the sign of c decides rotating
+      which contains Cases 3 and 4, the saddle-node family): for :math:`|a|<|b|` the sign of c decides rotating
       clusters / oscillation / partial; for :math:`|a|\ge|b|` clusters sit on an eigenvector of V
       when the largest eigenvalue :math:`c+\sqrt{a^2-b^2}` of V is :math:`\ge0`, else partial.
       (This last criterion is our derivation: transverse exponent
-      :math:`-\beta(c+\sqrt{a^2-b^2})` at the boundary equilibrium, §2.5; it reduces to §5.2 at b = 0
+      :math:`-\beta(c+\sqrt{a^2-b^2})` at the boundary equilibrium (chapter 4); it reduces to Case 2 at b = 0
       and is tested against 2D particle runs.)
-    * ``case="random"`` → undetermined (§5.4 gives only a necessary condition for rotation).
+    * ``case="random"`` → undetermined (the planar theory gives only a necessary condition for rotation).
 
     This is a thin, data-independent layer over the planar theory of
     :mod:`tokendynamics.regimes` (:func:`~tokendynamics.regimes.case1_region` and
@@ -401,31 +509,31 @@ def predict_2d_regime(
             raise ValueError("case2 needs lambda_max, the top eigenvalue of the symmetric V")
         lam = validate_finite(lambda_max, "lambda_max")
         lam = 0.0 if abs(lam) <= tol else lam
-        # the §5.2 criterion depends on lambda_max only: any symmetric V with that top eigenvalue
-        return _predict_identity_A(lam - 0.5, 0.5, 0.0, "§5.2")
+        # the Case 2 criterion depends on lambda_max only: any symmetric V with that top eigenvalue
+        return _predict_identity_A(lam - 0.5, 0.5, 0.0, FAMILIES["case2"])
     if case in ("case3", "case4", "identity_A"):
         if a is None or b is None:
             raise ValueError(f"{case} needs the block parameters a and b")
         a, b = validate_finite(a, "a"), validate_finite(b, "b")
         if case == "case3":
-            return _predict_identity_A(a, 0.0, b, "§5.3")
+            return _predict_identity_A(a, 0.0, b, FAMILIES["case3"])
         if case == "case4":
-            return _predict_identity_A(0.0, a, b, "§5.5")
-        return _predict_identity_A(validate_finite(c, "c"), a, b, "§5.6")
+            return _predict_identity_A(0.0, a, b, FAMILIES["case4"])
+        return _predict_identity_A(validate_finite(c, "c"), a, b, FAMILIES["identity_A"])
     if case == "random":
-        return CasePrediction("undetermined", "§5.4", "no closed-form criterion for generic (A, V)")
-    raise ValueError(f"unknown case {case!r}; choose one of {CASES + ('identity_A',)}")
+        return CasePrediction("undetermined", FAMILIES["random"], "no closed-form criterion for generic (A, V)")
+    raise ValueError(f"unknown case {case!r}: case must be one of {CASES + ('identity_A',)}")
 
 
 def predict_for_case(mc: MatrixCase) -> CasePrediction:
-    r"""The 2D prediction for a high-dimensional recipe: the §5 criterion applied to its planar analogue.
+    r"""The 2D prediction for a high-dimensional recipe: the planar criterion applied to its planar analogue.
 
     * Cases 3 and 4: the 2 x 2 block of V (exact: each block is the 2D model's V).
-    * Case 2: the top eigenvalue of V (the §5.2 criterion does not depend on d).
+    * Case 2: the top eigenvalue of V (the Case 2 criterion does not depend on d).
     * Case 1: the compression :math:`A_2=U^\top AU` of A to the plane spanned by the top and bottom
       eigenvectors of :math:`\mathrm{sym}(A)` (so :math:`\mathrm{sym}(A_2)` has the extreme
       eigenvalues of :math:`\mathrm{sym}(A)` and the definiteness tests agree). This choice of plane
-      is ours [I]: the spec's recipes name their 2D regime by the same definiteness tests.
+      is ours [I]: the authors' recipes name their 2D regime by the same definiteness tests.
     * random: undetermined.
     """
     if mc.name == "case1":
@@ -457,13 +565,18 @@ class RunSummary:
     beta : float
     t : array (m,)
     R1, R2 : arrays (m,)
-        :math:`\hat R_1(t)`, :math:`\hat R_2(t)` (spec §7.5).
+        :math:`\hat R_1(t)`, :math:`\hat R_2(t)` (pair averages of the authors' app [R]).
     lam1 : array (m,)
         Top eigenvalue of :math:`\Sigma(t)`.
     axis : array (m, d)
         Top eigenvector of :math:`\Sigma(t)` (the cluster axis once clustered).
     X0, XT : arrays (n, d)
         Tokens at the first and the last stored time.
+    means : array (m, d)
+        Per-coordinate mean token value :math:`m_l(t)` (:func:`~tokendynamics.metrics.coordinate_means`).
+    planes : complex array (m, d // 2)
+        Order parameter of each coordinate plane :math:`(2p, 2p+1)`
+        (:func:`~tokendynamics.metrics.plane_order_parameters`): the rotation planes of the block recipes.
     nfev : int
     seconds : float
         Wall time of the integration.
@@ -481,6 +594,8 @@ class RunSummary:
     axis: np.ndarray
     X0: np.ndarray
     XT: np.ndarray
+    means: np.ndarray
+    planes: np.ndarray
     nfev: int
     seconds: float
     engine: str
@@ -505,6 +620,7 @@ class RunSummary:
 
 def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engine: str = "particles") -> RunSummary:
     """Metrics of a trajectory along time: :math:`\\hat R_1,\\hat R_2`, top eigenpair of :math:`\\Sigma`."""
+    validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
     R1, R2 = order_parameters(traj.X)
     lam1, axis = top_direction(traj.X)
     lay = traj.layer
@@ -519,6 +635,8 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
         axis=axis,
         X0=traj.X[0].copy(),
         XT=traj.X[-1].copy(),
+        means=coordinate_means(traj.X),
+        planes=plane_order_parameters(traj.X) if traj.X.shape[-1] >= 2 else np.zeros((len(traj.t), 0), complex),
         nfev=int(traj.info.get("nfev", -1)),
         seconds=float(seconds),
         engine=engine,
@@ -544,15 +662,15 @@ def run_variant(
     (``simulate(X0, mc.layer(kind, beta), T, method="adaptive", sphere=True, ...)``; LA through
     :math:`\Sigma`, USA/SA through the n x n score matrix). ``engine="projective"`` (LA only) uses
     :func:`~tokendynamics.projective.projective_flow`. Default tolerances are those of the authors' app (RK45, rtol 1e-6,
-    atol 1e-8; spec §7). Output at ``n_eval`` equispaced times.
+    atol 1e-8). Output at ``n_eval`` equispaced times.
     """
-    if kind not in VARIANTS:
-        raise ValueError(f"kind must be one of {VARIANTS}, got {kind!r}")
-    if engine not in ("particles", "projective"):
-        raise ValueError(f"engine must be 'particles' or 'projective', got {engine!r}")
+    validate_instance(mc, MatrixCase, "mc", "a MatrixCase (e.g. matrix_case('case2', d))")
+    validate_choice(kind, "kind", VARIANTS)
+    validate_choice(engine, "engine", ("particles", "projective"))
     if engine == "projective" and kind != "linear":
         raise ValueError("the projective engine is exact for linear attention only")
-    t_eval = np.linspace(0.0, float(T), int(n_eval))
+    T = validate_positive(T, "T")
+    t_eval = np.linspace(0.0, T, validate_count(n_eval, "n_eval", minimum=2))
     layer = mc.layer(kind, beta)
     start = time.perf_counter()
     if engine == "projective":
@@ -592,9 +710,15 @@ def observed_regime(
     In d = 100 an "oscillation" is usually damped: this names what the run shows, the 2D prediction
     is in :func:`predict_for_case`.
     """
-    t = np.asarray(t, dtype=float)
-    R2 = np.asarray(R2, dtype=float)
-    axis = np.asarray(axis, dtype=float)
+    t = validate_finite_array(t, "t")
+    R2 = validate_finite_array(R2, "R2")
+    axis = validate_finite_array(axis, "axis", min_ndim=1)
+    level, window = validate_finite(level, "level"), validate_positive(window, "window")
+    rotation_tol, settle_tol = (
+        validate_positive(rotation_tol, "rotation_tol"),
+        validate_positive(settle_tol, "settle_tol"),
+    )
+    wiggle = validate_positive(wiggle, "wiggle", allow_zero=True)
     if t.ndim != 1 or R2.shape != t.shape or axis.shape[0] != t.size:
         raise ValueError("t, R2 and axis must have the same number of stored times")
     late = t >= t[-1] - window * (t[-1] - t[0])
@@ -678,17 +802,27 @@ def clustering_time(
     r"""First time :math:`t_x` at which :math:`\hat R_2` exceeds ``level``, for one point of a sweep.
 
     Builds ``make_case(case, d, matrix_seed, **case_params)``, draws n uniform tokens with ``seed``,
-    and runs ``kind`` up to T. ``engine="auto"``: linear attention through :func:`~tokendynamics.projective.projective_flow`
-    stopped at the level (the solver locates :math:`t_x` as an event), the other variants through
-    the particle system (``n_eval`` stored times, :math:`t_x` by :func:`~tokendynamics.metrics.first_passage_times`). Returns
-    a dict with the parameters, ``t_level`` (``inf`` if not reached by T), the last
-    :math:`\hat R_1,\hat R_2` and the wall time. A module-level function of plain arguments, so
-    :func:`tokendynamics.sweeps.sweep` can ship it to other processes.
+    and runs ``kind`` up to T, **stopped by the solver when** :math:`\hat R_2` **reaches the level**
+    (a terminal event: :math:`t_x` is located to the solver's accuracy, and no step is spent on the
+    clustered state, which is mildly stiff for explicit solvers). ``engine="auto"``: linear
+    attention through :func:`~tokendynamics.projective.projective_flow` when :math:`d\le n` (the
+    exact d x d reduction), otherwise, and for the other variants, the particle system
+    (:func:`~tokendynamics.particles.simulate` with ``stop_when``; RK45, rtol 1e-6 for the softmax
+    variants as in the authors' app). Returns a dict with the parameters, ``t_level`` (``inf`` if
+    not reached by T), the last :math:`\hat R_1,\hat R_2` and the wall time. A module-level
+    function of plain arguments, so :func:`tokendynamics.sweeps.sweep` can ship it to other
+    processes. ``n_eval`` is kept for compatibility (the event needs no stored times).
     """
+    validate_choice(kind, "kind", VARIANTS)
+    validate_choice(engine, "engine", ("auto", "particles", "projective"))
+    T = validate_positive(T, "T")
+    level = validate_finite(level, "level")
+    n_eval = validate_count(n_eval, "n_eval", minimum=2)
+    seed = validate_count(seed, "seed", minimum=0)
     mc = make_case(case, d, matrix_seed, **case_params)
     X0 = sample_sphere(n, d, seed)
     if engine == "auto":
-        engine = "projective" if kind == "linear" else "particles"
+        engine = "projective" if (kind == "linear" and d <= n) else "particles"
     if engine == "projective" and kind != "linear":
         raise ValueError("the projective engine is exact for linear attention only")
     layer = mc.layer(kind, beta)
@@ -697,9 +831,8 @@ def clustering_time(
         traj = projective_flow(
             X0, layer, float(T), t_eval=[0.0, float(T)], solver="RK45", rtol=1e-8, atol=1e-10, until=level
         )
-        t_level = traj.info["event_time"]
-        R1, R2 = order_parameters(traj.X[-1])
     else:
+        tight = kind == "linear"  # the same accuracy as the projective path
         traj = simulate(
             X0,
             layer,
@@ -707,13 +840,13 @@ def clustering_time(
             method="adaptive",
             sphere=True,
             solver="RK45",
-            rtol=1e-6,
-            atol=1e-8,
-            t_eval=np.linspace(0.0, float(T), int(n_eval)),
+            rtol=1e-8 if tight else 1e-6,
+            atol=1e-10 if tight else 1e-8,
+            t_eval=[0.0, float(T)],
+            stop_when=lambda X: order_parameters(X)[1] - level,
         )
-        R1s, R2s = order_parameters(traj.X)
-        t_level = float(first_passage_times(traj.t, R2s, [level])[0])
-        R1, R2 = R1s[-1], R2s[-1]
+    t_level = traj.info["event_time"]
+    R1, R2 = order_parameters(traj.X[-1])
     return {
         "case": case,
         "kind": kind,
@@ -729,6 +862,38 @@ def clustering_time(
         "engine": engine,
         "seconds": time.perf_counter() - start,
     }
+
+
+def run_many(jobs, X0, *, n_jobs: int = 1, **kw) -> dict:
+    r"""Independent runs of :func:`run_variant`, serially or in parallel (joblib).
+
+    Parameters
+    ----------
+    jobs : mapping key -> (MatrixCase, kind, T)
+        One run per entry, from the same tokens ``X0``.
+    X0 : array (n, d)
+    n_jobs : int
+        1: in this process; otherwise joblib workers (``-1``: every core). The runs are independent,
+        so the results do not depend on ``n_jobs``.
+    **kw
+        Passed to :func:`run_variant` (``beta``, ``n_eval``, ``rtol``, ``atol``, ``engine``, ...).
+
+    Returns
+    -------
+    dict
+        key -> :class:`RunSummary`, in the order of ``jobs``.
+
+    References
+    ----------
+    Paper 2 (Li et al. 2026), its high-dimensional experiments (this book, chapter 5).
+    """
+    keys = list(jobs)
+    if int(n_jobs) == 1:
+        return {k: run_variant(*jobs[k][:2], X0, jobs[k][2], **kw) for k in keys}
+    from joblib import Parallel, delayed
+
+    out = Parallel(n_jobs=int(n_jobs))(delayed(run_variant)(jobs[k][0], jobs[k][1], X0, jobs[k][2], **kw) for k in keys)
+    return dict(zip(keys, out))
 
 
 def case_parameters(
@@ -749,6 +914,6 @@ def case_parameters(
         "case4": {"a": a, "b": b},
         "random": {"sigma": sigma},
     }
-    if case not in table:
-        raise ValueError(f"unknown matrix case {case!r}; choose one of {CASES}")
+    if not isinstance(case, str) or case not in table:
+        raise ValueError(f"unknown matrix case {case!r}: case must be one of {CASES}")
     return table[case]

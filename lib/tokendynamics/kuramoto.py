@@ -31,7 +31,16 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
-from .validation import time_grid, validate_angles, validate_beta, validate_matrix2
+from .validation import (
+    time_grid,
+    validate_angles,
+    validate_beta,
+    validate_count,
+    validate_finite_array,
+    validate_matrix2,
+    validate_solver,
+    validate_tolerances,
+)
 
 __all__ = [
     "J",
@@ -58,7 +67,7 @@ J.flags.writeable = False
 # ---------------------------------------------------------------------------------------------
 
 
-def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
+def complex_parts(M, name: str = "M") -> tuple[np.ndarray, np.ndarray]:
     r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix (paper 2, spec §2.1).
 
     .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad
@@ -66,9 +75,9 @@ def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
 
     Identities: :math:`\operatorname{tr}M=2\operatorname{Re}m_+`, :math:`\det M=|m_+|^2-|m_-|^2`,
     singular values :math:`|m_+|\pm|m_-|`. Works on stacks (..., 2, 2) and returns complex
-    arrays of shape (...) (complex scalars for one matrix).
+    arrays of shape (...) (complex scalars for one matrix). ``name`` names ``M`` in error messages.
     """
-    M = validate_matrix2(M, "M")
+    M = validate_matrix2(M, name)
     m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
     plus = 0.5 * ((m11 + m22) + 1j * (m21 - m12))
     minus = 0.5 * ((m11 - m22) + 1j * (m21 + m12))
@@ -79,8 +88,12 @@ def complex_parts(M) -> tuple[np.ndarray, np.ndarray]:
 
 def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
     r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`)."""
-    p = np.asarray(m_plus, dtype=complex)
-    q = np.asarray(m_minus, dtype=complex)
+    p = np.asarray(m_plus)
+    q = np.asarray(m_minus)
+    for arr, nm in ((p, "m_plus"), (q, "m_minus")):
+        if arr.dtype.kind not in "biufc" or not np.all(np.isfinite(arr)):
+            raise ValueError(f"{nm} must be a finite complex number or array, got {arr!r:.60}")
+    p, q = p.astype(complex), q.astype(complex)
     M = np.empty(np.broadcast_shapes(p.shape, q.shape) + (2, 2))
     M[..., 0, 0] = p.real + q.real
     M[..., 1, 1] = p.real - q.real
@@ -139,8 +152,8 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
 
     ``A`` is the score matrix of the library convention :math:`\langle x, Ay\rangle`.
     """
-    ap, am = complex_parts(A)
-    vp, vm = complex_parts(V)
+    ap, am = complex_parts(A, "A")
+    vp, vm = complex_parts(V, "V")
     return KuramotoCoefficients(ap, am, vp, vm, validate_beta(beta))
 
 
@@ -164,8 +177,8 @@ def daido_coefficients(A, V) -> dict[str, complex]:
     :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`, :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`.
     So :math:`\omega=\beta C` and :math:`H=2i\beta\bar B`.
     """
-    ap, am = complex_parts(A)
-    vp, vm = complex_parts(V)
+    ap, am = complex_parts(A, "A")
+    vp, vm = complex_parts(V, "V")
     c = np.conj
     return {
         "b1": 0.25j * c(am) * c(vm),
@@ -188,10 +201,9 @@ def order_parameter(theta, m: int = 2):
     :math:`|R_2|=1` iff the tokens sit in one antipodal pair); :math:`m=1` is a diagnostic
     (:math:`|R_1|\approx 0` for two balanced antipodal clusters).
     """
-    if int(m) != m or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m!r}")
+    m = validate_count(m, "m")
     th = validate_angles(theta)
-    return np.exp(1j * int(m) * th).mean(axis=-1)
+    return np.exp(1j * m * th).mean(axis=-1)
 
 
 def phase_velocity(theta, A, V, beta=1.0):
@@ -264,6 +276,8 @@ def solve_phases(
     V = validate_matrix2(V, "V")
     coef = coefficients(A, V, beta)
     t0, T, t_eval = time_grid(t_span, t_eval)
+    method = validate_solver(method, "method")
+    rtol, atol = validate_tolerances(rtol, atol)
 
     def rhs(t, th):
         return coef.phase_velocity(th.reshape(shape)).ravel()
@@ -298,9 +312,9 @@ def cluster_velocity(theta, A, V, beta=1.0):
     Zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real
     eigenvectors of :math:`V`.
     """
-    th = np.asarray(theta, dtype=float)
-    ap, am = complex_parts(A)
-    vp, vm = complex_parts(V)
+    th = validate_finite_array(theta, "theta")
+    ap, am = complex_parts(A, "A")
+    vp, vm = complex_parts(V, "V")
     e = np.exp(-2j * th)
     q = ap.real + np.real(am * e)
     s = vp.imag + np.imag(vm * e)
@@ -313,6 +327,6 @@ def transverse_exponent(theta, A, V, beta=1.0):
     .. math:: \lambda_\perp(\theta)=\beta\big[\langle Jx,Ax\rangle s_V(\theta)-q_A(\theta)\,x^\top Vx\big]
               =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big).
     """
-    th = np.asarray(theta, dtype=float)
+    th = validate_finite_array(theta, "theta")
     coef = coefficients(A, V, beta)
     return -2.0 * np.real(coef.forcing(np.exp(2j * th)) * np.exp(-2j * th))

@@ -24,8 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import Attention, attention_matrix
-from .validation import validate_tokens, validate_weights
+from .attention import Attention, attention_matrix, require_layer
+from .validation import (
+    real_array,
+    validate_count,
+    validate_finite,
+    validate_instance,
+    validate_positions,
+    validate_tokens,
+    validate_weights,
+)
 
 __all__ = ["SinkSystem", "with_sink", "prefix_mass", "causal_log_partition", "sink_attention"]
 
@@ -46,6 +54,9 @@ class SinkSystem:
         Number of sink tokens (0 when :math:`m_0=0`).
     m0 : float
         Sink mass :math:`\lambda(\{0\})`.
+    causal : bool
+        Whether the system is meant for a causal layer (then :meth:`simulate_kwargs` passes the
+        positions; a non-causal layer is given none, since it would ignore them).
     """
 
     X: np.ndarray
@@ -53,6 +64,7 @@ class SinkSystem:
     positions: np.ndarray
     n_sink: int
     m0: float
+    causal: bool = True
 
     def tokens(self, X) -> np.ndarray:
         """The rows of X (or of each frame of a trajectory array) that are tokens, not sink."""
@@ -68,7 +80,9 @@ class SinkSystem:
         return self.positions[self.n_sink :]
 
     def simulate_kwargs(self) -> dict:
-        """``weights`` and ``positions`` to pass to :func:`~tokendynamics.particles.simulate`."""
+        """``weights`` (and, for a causal system, ``positions``) to pass to :func:`~tokendynamics.particles.simulate`."""
+        if not self.causal:
+            return {"weights": self.weights}
         return {"weights": self.weights, "positions": self.positions}
 
 
@@ -99,13 +113,13 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     """
     X = validate_tokens(X)
     n, d = X.shape
-    m0 = float(m0)
+    m0 = validate_finite(m0, "m0")
     if not (0.0 <= m0 < 1.0):
         raise ValueError(f"the sink mass m0 must be in [0, 1), got {m0!r}")
     if positions is None:
         s = np.arange(1, n + 1, dtype=float) / n
     else:
-        s = np.asarray(positions, dtype=float)
+        s = real_array(positions, "positions")
         if s.shape != (n,) or not np.all(np.isfinite(s)):
             raise ValueError(f"positions must be {n} finite numbers, got shape {s.shape}")
         if np.any(s <= 0):
@@ -114,7 +128,7 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
         if sink is not None:
             raise ValueError("a sink token was given but m0 = 0 gives it no mass")
         return SinkSystem(X.copy(), np.full(n, 1.0 / n), s, 0, 0.0)
-    S = np.zeros((1, d)) if sink is None else np.atleast_2d(np.asarray(sink, dtype=float))
+    S = np.zeros((1, d)) if sink is None else np.atleast_2d(real_array(sink, "sink"))
     S = validate_tokens(S, d, name="sink")
     k = S.shape[0]
     w = np.concatenate([np.full(k, m0 / k), np.full(n, (1.0 - m0) / n)])
@@ -123,7 +137,12 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
 
 def prefix_mass(weights, positions) -> np.ndarray:
     r""":math:`\lambda([0,s_i])=\sum_{j:\,s_j\le s_i}w_j` for every token (ties included)."""
-    s = np.asarray(positions, dtype=float)
+    s = real_array(positions, "positions")
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"positions must be a non-empty 1-D array, got shape {s.shape}")
+    s = validate_positions(s, s.size)
+    if weights is None:
+        raise ValueError("weights are required: the masses w_j of the tokens")
     w = validate_weights(weights, s.shape[0])
     order = np.argsort(s, kind="stable")
     cum = np.cumsum(w[order])
@@ -139,10 +158,18 @@ def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0)
     The quantity bounded below by :math:`m_0e^{-\beta\|A\|R^2}` when a sink of mass :math:`m_0`
     is present (paper 1 §2.6, §3.2). Dense :math:`n\times n`; for tests and figures.
     """
+    require_layer(layer)
     X = validate_tokens(X, layer.d)
     n = X.shape[0]
     w = validate_weights(weights, n)
-    s = np.asarray(positions, dtype=float)
+    if w is None:
+        w = np.full(n, 1.0 / n)
+    if positions is None:
+        raise ValueError("positions are required: the positions s_j of the tokens")
+    s = validate_positions(positions, n)
+    head = validate_count(head, "head", minimum=0)
+    if head >= layer.n_heads:
+        raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
     S = layer.beta * (X @ layer.A[head]) @ X.T
     with np.errstate(divide="ignore"):
         S = S + np.log(w)[None, :]
@@ -157,5 +184,6 @@ def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np
     from the sink; with :math:`A=0` it equals :math:`m_0/\lambda([0,s_i])`.
     """
 
+    validate_instance(system, SinkSystem, "system", "a SinkSystem (from with_sink)")
     P = attention_matrix(X, layer, system.weights, positions=system.positions, head=head)
     return P[system.n_sink :, : system.n_sink].sum(axis=1)

@@ -26,6 +26,7 @@ from .gaussian import blowup_time, one_dimensional_solution
 from .masked import with_sink
 from .particles import sample_gaussian, simulate
 from .transport import conditional_wasserstein, wasserstein, wasserstein_gaussian_1d
+from .validation import validate_count, validate_finite, validate_finite_array, validate_positive
 
 __all__ = [
     "blowup_time_1d",
@@ -39,12 +40,19 @@ __all__ = [
 
 
 def _check_scalars(alpha0, sigma0, a, v):
-    vals = [float(alpha0), float(sigma0), float(a), float(v)]
-    if not all(math.isfinite(x) for x in vals):
-        raise ValueError("alpha0, sigma0, a, v must be finite numbers")
-    if vals[1] <= 0:
-        raise ValueError(f"sigma0 must be positive, got {sigma0!r}")
-    return vals
+    return [
+        validate_finite(alpha0, "alpha0"),
+        validate_positive(sigma0, "sigma0"),
+        validate_finite(a, "a"),
+        validate_finite(v, "v"),
+    ]
+
+
+def _counts(values, name: str, minimum: int = 1) -> list[int]:
+    """A non-empty list of integers >= ``minimum`` (sample sizes, seeds)."""
+    if isinstance(values, (str, bytes)) or np.ndim(values) != 1 or len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty list of integers, got {values!r:.60}")
+    return [validate_count(v, f"{name}[{k}]", minimum=minimum) for k, v in enumerate(values)]
 
 
 def _layer_1d(a: float, v: float) -> Attention:
@@ -99,8 +107,9 @@ def meanfield_study_1d(
 
     Paper 1 §3.3, claim C21.
     """
-    ns = [int(n) for n in ns]
-    seeds = [int(s) for s in seeds]
+    ns = _counts(ns, "ns")
+    seeds = _counts(seeds, "seeds", minimum=0)
+    T, dt = validate_positive(T, "T"), validate_positive(dt, "dt")
     alpha_T, sigma_T = gaussian_1d_solution(T, alpha0, sigma0, beta * a, v)
     layer = Attention("softmax", A=[[a]], V=[[v]], beta=beta)
     out = {k: np.zeros((len(ns), len(seeds))) for k in ("w0", "wT", "lagrangian")}
@@ -128,8 +137,12 @@ def meanfield_study_reference(
     reference and a second, independent reference-size run (seed ``ref_seed + 1``): the floor the
     finite reference itself sets.
     """
-    ns = [int(n) for n in ns]
-    seeds = [int(s) for s in seeds]
+    ns = _counts(ns, "ns")
+    seeds = _counts(seeds, "seeds", minimum=0)
+    N_ref = validate_count(N_ref, "N_ref")
+    ref_seed = validate_count(ref_seed, "ref_seed", minimum=0)
+    if not callable(sample):
+        raise TypeError(f"sample must be a callable sample(n, rng), got {type(sample).__name__}")
     if ref_seed in seeds or ref_seed + 1 in seeds:
         raise ValueError(
             "the reference seeds (ref_seed, ref_seed + 1) must differ from the seeds of the n-particle runs"
@@ -185,10 +198,14 @@ def masked_meanfield_study(
     positions and per-position distances (first comparison, first seed, largest n; tokens only,
     one row per sink mass).
     """
-    ns = [int(n) for n in ns]
-    seeds = [int(s) for s in seeds]
-    masses = [float(m) for m in sink_masses]
-    against = tuple(against)
+    ns = _counts(ns, "ns")
+    seeds = _counts(seeds, "seeds", minimum=0)
+    masses = validate_finite_array(sink_masses, "sink_masses", ndim=1).tolist()
+    if not masses or any(not 0 <= m < 1 for m in masses):
+        raise ValueError(f"sink_masses must list masses in [0, 1), got {masses}")
+    alpha0, sigma0, a, v = _check_scalars(alpha0, sigma0, a, v)
+    T, dt = validate_positive(T, "T"), validate_positive(dt, "dt")
+    against = (against,) if isinstance(against, str) else tuple(against)
     if not against or set(against) - {"unmasked", "meanfield"}:
         raise ValueError(f"against must list 'unmasked' and/or 'meanfield', got {against!r}")
     shape = (len(masses), len(ns), len(seeds))
@@ -236,12 +253,13 @@ def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, f
     resamplings of the seeds with replacement, which accounts for the seed-to-seed noise of the
     means (the residuals of a fit through three or four points can be deceptively small).
     """
-    ns = np.asarray(ns, dtype=float)
-    e = np.asarray(errors, dtype=float)
+    ns = validate_finite_array(ns, "ns")
+    e = validate_finite_array(errors, "errors")
+    bootstrap = validate_count(bootstrap, "bootstrap", minimum=0)
     e2 = e if e.ndim == 2 else e[:, None]
     mean = e2.mean(axis=1)
     if ns.shape != mean.shape or ns.size < 2:
-        raise ValueError("need at least two values of n, one mean error per n")
+        raise ValueError("ns and errors must give at least two values of n, one mean error per n")
     if np.any(mean <= 0) or np.any(ns <= 0):
         raise ValueError("errors and n must be positive to fit a power law")
     x, y = np.log(ns), np.log(mean)

@@ -8,6 +8,10 @@ state: :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`. Batc
 thresholded Gram matrix), :func:`ward_clusters` (Ward linkage, the independent check),
 :func:`is_single_cluster`, :func:`is_two_antipodal_clusters`.
 
+Oscillations in high dimension: :func:`coordinate_means` (the authors' diagnostic of cyclic motion),
+:func:`plane_order_parameters` (the order parameter :math:`R_2` of each coordinate plane) and
+:func:`window_ranges` (how much a signal still moves, window by window).
+
 References: paper 2 (Li et al., arXiv 2026), its high-dimensional experiments (this book, chapter 5);
 B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
 dynamics*, NeurIPS 2023 (arXiv 2305.05465), for the 0.999 threshold of :func:`detect_clusters`.
@@ -25,7 +29,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .particles import normalize_rows
-from .validation import validate_tokens
+from .validation import validate_finite, validate_finite_array, validate_tokens
 
 __all__ = [
     "second_moment",
@@ -42,15 +46,16 @@ __all__ = [
     "ward_clusters",
     "is_single_cluster",
     "is_two_antipodal_clusters",
+    "coordinate_means",
+    "plane_order_parameters",
+    "window_ranges",
 ]
 
 
 def _tokens(X) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim < 2 or X.shape[-2] < 2:
-        raise ValueError(f"tokens must have shape (..., n, d) with n >= 2, got {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("tokens contain non-finite values")
+    X = validate_finite_array(X, "X")
+    if X.ndim < 2 or X.shape[-2] < 2 or X.shape[-1] < 1:
+        raise ValueError(f"X must hold tokens of shape (..., n, d) with n >= 2, got {X.shape}")
     return X
 
 
@@ -139,7 +144,7 @@ def sorted_gram(X, axis=None):
     permutation, and the number of tokens with a non-negative projection (the block border).
     """
     X = validate_tokens(_tokens(X))
-    u = top_direction(X)[1] if axis is None else np.asarray(axis, dtype=float)
+    u = top_direction(X)[1] if axis is None else validate_finite_array(axis, "axis")
     if u.shape != (X.shape[1],):
         raise ValueError(f"axis must have shape ({X.shape[1]},), got {u.shape}")
     proj = X @ u
@@ -200,6 +205,7 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
     diagnostic of one state, not a step of a trajectory).
     """
     X = validate_tokens(_tokens(X))
+    threshold = validate_finite(threshold, "threshold")
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
     n = X.shape[0]
@@ -227,8 +233,9 @@ def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
     r"""First times :math:`t_x=\inf\{t: R(t)>x\}` for each level x (spec §7.5), by linear
     interpolation between the stored samples; ``inf`` where the level is never exceeded in the run.
     """
-    t = np.asarray(t, dtype=float)
-    R = np.asarray(R, dtype=float)
+    t = validate_finite_array(t, "t")
+    R = validate_finite_array(R, "R")
+    levels = validate_finite_array(levels, "levels")
     if t.ndim != 1 or R.shape != t.shape or t.size < 1:
         raise ValueError(f"t and R must be 1-D arrays of the same length, got {t.shape} and {R.shape}")
     if np.any(np.diff(t) <= 0):
@@ -256,8 +263,8 @@ def axis_speed(t, axis) -> np.ndarray:
     :math:`\arccos|\langle u_k,u_{k+1}\rangle|/(t_{k+1}-t_k)`, shape (m-1,): radians per unit time,
     at least as fine as the sampling (it cannot see more than a quarter turn between samples).
     """
-    t = np.asarray(t, dtype=float)
-    U = np.asarray(axis, dtype=float)
+    t = validate_finite_array(t, "t")
+    U = validate_finite_array(axis, "axis")
     if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
         raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
     if np.any(np.diff(t) <= 0):
@@ -415,3 +422,106 @@ def is_two_antipodal_clusters(X, threshold: float = 0.999):
     G = _unit_gram(X, threshold)
     out = (np.abs(G).min(axis=(-1, -2)) > threshold) & (G.min(axis=(-1, -2)) < -threshold)
     return bool(out) if out.ndim == 0 else out
+
+
+# ---------------------------------------------------------------------------------------------
+# oscillations in high dimension
+# ---------------------------------------------------------------------------------------------
+
+
+def coordinate_means(X) -> np.ndarray:
+    r"""Per-coordinate mean token value :math:`m_l=\frac1n\sum_k x_k^{(l)}`, :math:`l=1,\dots,d`.
+
+    The authors' diagnostic of cyclic motion [R]: :math:`m(t)` converges when the tokens come to
+    rest (clustered or not) and keeps moving when clusters rotate or the cloud oscillates, even
+    where :math:`\hat R_2` has settled. For uniform tokens :math:`|m|\approx n^{-1/2}`.
+
+    Parameters
+    ----------
+    X : array (n, d) or (m, n, d)
+
+    Returns
+    -------
+    array (d,) or (m, d)
+
+    References
+    ----------
+    Paper 2 (Li et al. 2026), its high-dimensional diagnostics (this book, chapter 5).
+    """
+    return _tokens(X).mean(axis=-2)
+
+
+def plane_order_parameters(X, planes=None) -> np.ndarray:
+    r"""The order parameter :math:`R_2` of the tokens seen in coordinate planes, weighted by their length there.
+
+    For the plane of coordinates :math:`(i, j)` and :math:`w_k=x_k^{(i)}+\mathrm i\,x_k^{(j)}`,
+
+    .. math:: z_{ij}=\frac{\sum_k w_k^2}{\sum_k|w_k|^2},\qquad |z_{ij}|\le1,
+
+    the :math:`R_2=\frac1n\sum_ke^{2\mathrm i\theta_k}` of the planar theory when the tokens lie in the
+    plane, and, in general, the :math:`R_2` of their projections counted with the mass
+    :math:`|w_k|^2` they have there (its modulus is the anisotropy of the plane's block of
+    :math:`\Sigma`: :math:`|z|=(\lambda_1-\lambda_2)/(\lambda_1+\lambda_2)`). For the block recipes of
+    chapter 5 the rotation planes of V are the coordinate planes :math:`(2p, 2p+1)`, the default.
+
+    Parameters
+    ----------
+    X : array (n, d) or (m, n, d)
+    planes : sequence of pairs (i, j), optional
+        Default: :math:`(0,1),(2,3),\dots`, the :math:`\lfloor d/2\rfloor` consecutive pairs.
+
+    Returns
+    -------
+    complex array (P,) or (m, P)
+
+    References
+    ----------
+    Paper 2 (Li et al. 2026), the order parameter :math:`R_2` (this book, chapters 4 and 5).
+    """
+    X = _tokens(X)
+    d = X.shape[-1]
+    if planes is None:
+        planes = [(2 * p, 2 * p + 1) for p in range(d // 2)]
+    idx = np.asarray(planes, dtype=int)
+    if idx.ndim != 2 or idx.shape[1] != 2 or idx.size == 0 or idx.min() < 0 or idx.max() >= d:
+        raise ValueError(f"planes must be pairs of coordinates in [0, {d}), got {planes!r}")
+    w = X[..., idx[:, 0]] + 1j * X[..., idx[:, 1]]  # (..., n, P)
+    mass = np.sum(np.abs(w) ** 2, axis=-2)
+    return np.sum(w**2, axis=-2) / np.where(mass > 0, mass, 1.0)
+
+
+def window_ranges(t, y, window: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""The range :math:`\max-\min` of a signal over consecutive windows of length ``window``.
+
+    A damped oscillation has shrinking ranges, a persistent one keeps them. ``y`` may carry extra
+    axes after time (one range per column).
+
+    Parameters
+    ----------
+    t : array (m,)
+        Increasing times.
+    y : array (m, ...)
+    window : float
+
+    Returns
+    -------
+    starts : array (w,)
+        Start of each complete window.
+    ranges : array (w, ...)
+
+    References
+    ----------
+    This book, chapter 5 (oscillations at d = 100).
+    """
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y)
+    if t.ndim != 1 or y.shape[0] != t.size or t.size < 2:
+        raise ValueError("t must be 1-D with one entry per row of y")
+    if not (window > 0):
+        raise ValueError(f"window must be positive, got {window}")
+    starts = np.arange(t[0], t[-1] - window + 1e-12 * max(1.0, abs(t[-1])), window)
+    ranges = []
+    for a in starts:
+        sel = (t >= a) & (t <= a + window)
+        ranges.append(np.ptp(y[sel], axis=0))
+    return starts, np.array(ranges)

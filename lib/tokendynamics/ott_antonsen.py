@@ -13,6 +13,11 @@ constants of the paper: [I]).
 
 For :math:`A=I` and :math:`\operatorname{tr}V=0` the flow is Hamiltonian up to a factor
 (:func:`hamiltonian`, paper 2, spec §5.5).
+
+Structural stability over long times (:func:`oa_stability`): perturbations of the uniform law are
+run with the particle system and compared, in :math:`W_1` on the circle of double angles
+(:func:`~tokendynamics.transport.circle_wasserstein1`, which bounds the bounded-Lipschitz distance
+from both sides), with the Poisson kernels of the OA solution (:func:`poisson_kernel_atoms`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,19 @@ from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
 from .kuramoto import KuramotoCoefficients, coefficients, complex_parts, order_parameter, solve_phases
-from .validation import time_grid, validate_beta, validate_matrix2
+from .transport import circle_wasserstein1
+from .validation import (
+    SOLVERS,
+    time_grid,
+    validate_beta,
+    validate_choice,
+    validate_complex,
+    validate_count,
+    validate_flag,
+    validate_matrix2,
+    validate_positive,
+    validate_tolerances,
+)
 from .watanabe_strogatz import mobius
 
 __all__ = [
@@ -38,6 +55,10 @@ __all__ = [
     "hamiltonian_centre",
     "OAAccuracy",
     "oa_accuracy",
+    "poisson_kernel_atoms",
+    "perturbed_uniform",
+    "OAStability",
+    "oa_stability",
 ]
 
 
@@ -86,7 +107,7 @@ class OAPolynomial:
 
 def oa_field(z, coef: KuramotoCoefficients):
     r""":math:`\dot z=2i\omega(z)z+H(z)-\overline{H(z)}z^2` for precomputed coefficients (broadcasts)."""
-    return OAPolynomial.of(coef)(np.asarray(z, dtype=complex))
+    return OAPolynomial.of(coef)(validate_complex(z, "z"))
 
 
 def ott_antonsen_rhs(z, A, V, beta=1.0):
@@ -97,9 +118,7 @@ def ott_antonsen_rhs(z, A, V, beta=1.0):
     ``z`` is a complex number or array; ``A`` and ``V`` are 2 x 2 matrices or stacks (..., 2, 2)
     whose batch shape broadcasts with ``z`` (many centres, or many layers, at once).
     """
-    z = np.asarray(z, dtype=complex)
-    if not np.all(np.isfinite(z)):
-        raise ValueError("z contains non-finite values")
+    z = validate_complex(z, "z")
     out = oa_field(z, coefficients(A, V, beta))
     return complex(out) if np.ndim(out) == 0 else out
 
@@ -131,9 +150,7 @@ class OASolution:
 
 
 def _check_centre(z0):
-    z0 = np.asarray(z0, dtype=complex)
-    if not np.all(np.isfinite(z0)):
-        raise ValueError("z0 contains non-finite values")
+    z0 = validate_complex(z0, "z0")
     if np.any(np.abs(z0) > 1 + 1e-12):
         raise ValueError(f"the OA centre must lie in the closed unit disk, got |z0| = {np.abs(z0).max():.6g}")
     return z0
@@ -172,6 +189,13 @@ def solve_ott_antonsen(
     """
     z0 = _check_centre(z0)
     coef = coefficients(A, V, beta)
+    method = validate_choice(method, "method", ("rk4", *SOLVERS))
+    rtol, atol = validate_tolerances(rtol, atol)
+    max_step = validate_positive(max_step, "max_step", allow_inf=True)
+    if events is not None:
+        for g in events if isinstance(events, (list, tuple)) else [events]:
+            if not callable(g):
+                raise TypeError(f"events must be a callable g(t, z) or a list of them, got {type(g).__name__}")
     field = OAPolynomial.of(coef)
     shape = np.broadcast_shapes(z0.shape, *(np.shape(k) for k in field.k))
     t0, T, t_eval = time_grid(t_span, t_eval)
@@ -222,8 +246,7 @@ def solve_ott_antonsen(
 
 
 def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASolution:
-    if not (dt > 0 and math.isfinite(dt)):
-        raise ValueError(f"rk4 needs a positive step dt, got {dt!r}")
+    dt = validate_positive(dt, "dt")
     steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
     h = (T - t0) / steps
     idx = np.unique(np.clip(np.rint((t_eval - t0) / h).astype(int), 0, steps))
@@ -262,12 +285,15 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     :math:`s_k=0`). ``z0 = 0`` gives uniform angles. Returns the angles, shape (n,); tokens are
     ``circle_tokens(theta)``.
     """
-    z0 = complex(_check_centre(z0))
+    z0 = _check_centre(z0)
+    if z0.ndim != 0:
+        raise ValueError(f"z0 must be one complex number, got shape {z0.shape}")
+    z0 = complex(z0)
     if abs(z0) >= 1:
         raise ValueError("sampling needs |z0| < 1 (|z0| = 1 is a point mass, not a density)")
-    if int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    n = int(n)
+    n = validate_count(n, "n")
+    equispaced = validate_flag(equispaced, "equispaced")
+    branches = validate_flag(branches, "branches")
     rng = np.random.default_rng(rng)
     if equispaced:
         c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi)
@@ -290,7 +316,7 @@ def _traceless_parts(V):
     scale = max(1.0, float(np.abs(V).max()))
     if abs(V[0, 0] + V[1, 1]) > 1e-12 * scale:
         raise ValueError(f"the Hamiltonian structure needs tr V = 0, got tr V = {V[0, 0] + V[1, 1]:.3g}")
-    vp, vm = complex_parts(V)
+    vp, vm = complex_parts(V, "V")
     return vp.imag, vm
 
 
@@ -305,7 +331,7 @@ def hamiltonian(z, V, beta=1.0):
     """
     kappa, vm = _traceless_parts(V)
     b = validate_beta(beta)
-    z = np.asarray(z, dtype=complex)
+    z = validate_complex(z, "z")
     r2 = np.abs(z) ** 2
     if np.any(r2 >= 1):
         raise ValueError("the Hamiltonian is defined in the open unit disk |z| < 1")
@@ -386,11 +412,12 @@ def oa_accuracy(
     :math:`C/\sqrt n` (slope :math:`-1/2`) from the initial sampling error, propagated by a
     Grönwall bound (paper 2, spec §6; constants [I]).
     """
-    ns = np.asarray(ns, dtype=int)
-    if ns.ndim != 1 or ns.size < 1 or np.any(ns < 1):
-        raise ValueError("ns must list positive sample sizes")
-    if int(seeds) != seeds or seeds < 1:
-        raise ValueError("seeds must be a positive integer")
+    if np.ndim(ns) != 1 or len(ns) < 1:
+        raise ValueError(f"ns must list positive sample sizes, got {ns!r}")
+    ns = np.array([validate_count(n, "ns[k]") for n in ns], dtype=int)
+    seeds = validate_count(seeds, "seeds")
+    T = validate_positive(T, "T")
+    n_times = validate_count(n_times, "n_times", minimum=2)
     rng = np.random.default_rng(rng)
     t_eval = np.linspace(0.0, T, n_times)
     oa = solve_ott_antonsen(z0, A, V, beta, T, t_eval=t_eval, rtol=1e-11, atol=1e-13)
@@ -413,3 +440,260 @@ def oa_accuracy(
         "atol": atol,
     }
     return OAAccuracy(ns=ns, errors=errors, slope=slope, intercept=intercept, params=params)
+
+
+# ---------------------------------------------------------------------------------------------
+# structural stability over long times (paper 2, spec §6)
+# ---------------------------------------------------------------------------------------------
+
+
+def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
+    r"""m equal-mass atoms standing for the Poisson kernel :math:`p_z` on the circle of double angles.
+
+    The Möbius map :math:`e^{ic}\mapsto\frac{e^{ic}+z}{1+\bar ze^{ic}}` pushes the uniform law to
+    :math:`p_z(\psi)=\frac1{2\pi}\frac{1-|z|^2}{|e^{i\psi}-z|^2}` and is increasing on the circle,
+    so the images
+
+    .. math:: \psi_k=\arg\frac{e^{ic_k}+z}{1+\bar ze^{ic_k}},\qquad c_k=\frac{2\pi(k+\frac12)}m,\quad k<m,
+
+    are the medians of m arcs of mass :math:`1/m` each. Moving each arc's mass to its atom costs at
+    most :math:`1/m` times the arc's length, hence :math:`W_1(p_z,\frac1m\sum_k\delta_{\psi_k})\le2\pi/m`
+    (in practice far less: the error is of second order where :math:`p_z` is smooth). For
+    :math:`|z|=1` every atom is at :math:`\arg z`: the point mass of a clustered state.
+
+    Parameters
+    ----------
+    z : complex or complex array (...)
+        Centres in the closed unit disk.
+    m : int
+        Number of atoms.
+
+    Returns
+    -------
+    array (..., m)
+        The double angles :math:`\psi_k\in(-\pi,\pi]`.
+
+    References
+    ----------
+    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al. 2026), the Ott–Antonsen manifold
+    (this book, chapter 4).
+    """
+    z = np.asarray(z, dtype=complex)
+    if not np.all(np.isfinite(z)) or np.any(np.abs(z) > 1 + 1e-9):
+        raise ValueError("the centres must be finite and lie in the closed unit disk")
+    z = z / np.maximum(1.0, np.abs(z))  # solver round-off just outside the circle
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
+    c = 2 * np.pi * (np.arange(int(m)) + 0.5) / int(m)
+    w = np.exp(1j * c)
+    zz = z[..., None]
+    out = np.angle((w + zz) / (1 + np.conj(zz) * w))
+    on_circle = np.abs(z) >= 1 - 1e-15
+    if np.any(on_circle):
+        out = np.where(on_circle[..., None], np.angle(z)[..., None], out)
+    return out
+
+
+def perturbed_uniform(n: int, epsilon, *, modes: int = 3, rng=None) -> np.ndarray:
+    r"""n token angles whose double angles are a smooth perturbation of size ``epsilon`` of the uniform law.
+
+    The double angles are :math:`\psi_k=u_k+\varepsilon\,g(u_k)` with equispaced
+    :math:`u_k=2\pi(k+\frac12)/n` and a random trigonometric polynomial
+    :math:`g(\psi)=\sum_{j=1}^{\text{modes}}a_j\cos j\psi+b_j\sin j\psi` (Gaussian coefficients
+    drawn from ``rng``), scaled so that :math:`\max|g'|=1`: for :math:`0\le\varepsilon<1` the map
+    :math:`u\mapsto u+\varepsilon g(u)` is increasing, and the perturbed law is its image of the
+    uniform law, at :math:`W_1` distance of order :math:`\varepsilon` from it (the mode
+    :math:`j=1` moves :math:`R_2` away from 0, the others move the law off the Ott–Antonsen
+    manifold). The equispaced grid itself is at :math:`W_1` distance :math:`\pi/(2n)` from uniform.
+    Token angles are :math:`\theta_k=\psi_k/2` (linear attention does not see the branch
+    :math:`\theta_k+\pi`).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens.
+    epsilon : float or array (k,)
+        Sizes of the perturbation, in :math:`[0, 1)`.
+    modes : int
+        Highest harmonic of g.
+    rng : seed or Generator
+        Draws the coefficients of g (one g for every epsilon).
+
+    Returns
+    -------
+    array (n,) or (k, n)
+        Token angles :math:`\theta_k`.
+
+    References
+    ----------
+    Paper 2 (Li et al. 2026), structural stability for data close to uniform (this book, chapter 4).
+    """
+    if int(n) != n or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    if int(modes) != modes or modes < 1:
+        raise ValueError(f"modes must be a positive integer, got {modes!r}")
+    eps = np.asarray(epsilon, dtype=float)
+    if not np.all(np.isfinite(eps)) or np.any(eps < 0) or np.any(eps >= 1):
+        raise ValueError("epsilon must lie in [0, 1) (the perturbed map must stay increasing)")
+    rng = np.random.default_rng(rng)
+    coef = rng.standard_normal((int(modes), 2))
+    j = np.arange(1, int(modes) + 1)[:, None]
+    u = 2 * np.pi * (np.arange(int(n)) + 0.5) / int(n)
+    fine = np.linspace(0, 2 * np.pi, 4096, endpoint=False)
+    slope = lambda s: np.sum(j * (-coef[:, :1] * np.sin(j * s) + coef[:, 1:] * np.cos(j * s)), axis=0)  # noqa: E731
+    g = np.sum(coef[:, :1] * np.cos(j * u) + coef[:, 1:] * np.sin(j * u), axis=0)
+    g = g / np.max(np.abs(slope(fine)))
+    psi = u + eps[..., None] * g
+    return psi / 2
+
+
+@dataclass(frozen=True, eq=False)
+class OAStability:
+    r"""Long-time distances between perturbed data and the Ott–Antonsen solutions (:func:`oa_stability`).
+
+    Attributes
+    ----------
+    t : array (m,)
+    epsilon : array (k,)
+        Sizes of the perturbations of the uniform law.
+    distance : array (m, k)
+        :math:`W_1(\mu_t,p_{z(t)})` on the circle of double angles, :math:`z` the OA solution from
+        :math:`z(0)=R_2(\mu_0)` (the Poisson kernel with the data's second moment).
+    distance_uniform : array (m, k)
+        :math:`W_1(\mu_t,p_{z_u(t)})`, :math:`z_u` the OA solution from :math:`z_u(0)=0`: the
+        solution of the uniform law itself.
+    R2 : complex array (m, k)
+        The particles' :math:`R_2(t)`.
+    z : complex array (m, k)
+    z_uniform : complex array (m,)
+    theta_final : array (k, n)
+        The token angles at the last time (for other distances, e.g.
+        :func:`~tokendynamics.transport.circle_bounded_lipschitz`).
+    params : dict
+    """
+
+    t: np.ndarray
+    epsilon: np.ndarray
+    distance: np.ndarray
+    distance_uniform: np.ndarray
+    R2: np.ndarray
+    z: np.ndarray
+    z_uniform: np.ndarray
+    theta_final: np.ndarray
+    params: dict
+
+    def growth(self, uniform: bool = False) -> np.ndarray:
+        r""":math:`\sup_{s\le t}d(s)/d(0)` for every perturbation, shape (m, k): bounded in t iff the
+        perturbed data stay within a constant times their initial distance for all time."""
+        d = self.distance_uniform if uniform else self.distance
+        return np.maximum.accumulate(d, axis=0) / d[0]
+
+
+def oa_stability(
+    A,
+    V,
+    beta=1.0,
+    epsilon=(0.01, 0.03, 0.1),
+    *,
+    n: int = 2000,
+    T: float = 200.0,
+    n_times: int = 101,
+    modes: int = 3,
+    rng=0,
+    atoms: int = 4096,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+) -> OAStability:
+    r"""Do data close to the uniform law stay close to the Ott–Antonsen solution for all time? (paper 2, structural stability).
+
+    The perturbed data :math:`\mu_0` (:func:`perturbed_uniform`, one size per entry of ``epsilon``,
+    n tokens) are run exactly, with the O(n) angle equations
+    (:func:`~tokendynamics.kuramoto.solve_phases`: the particle system of linear attention for the
+    empirical law :math:`\mu_0`, no sampling error beyond the data themselves), and compared at
+    ``n_times`` times in :math:`[0,T]` with two Ott–Antonsen solutions :math:`\nu_t=p_{z(t)}`:
+
+    * from :math:`z(0)=R_2(\mu_0)`, the Poisson kernel with the data's second moment
+      (``distance``); :math:`W_1(\mu_0,\nu_0)=O(\varepsilon)`;
+    * from :math:`z(0)=0`, the uniform law itself (``distance_uniform``).
+
+    The distance is :math:`W_1` on the circle of double angles :math:`\psi=2\theta` (length
+    :math:`2\pi`, arc length), computed exactly by
+    :func:`~tokendynamics.transport.circle_wasserstein1` against ``atoms`` atoms of :math:`p_z`
+    (:func:`poisson_kernel_atoms`, error at most :math:`2\pi/\text{atoms}`). It bounds the
+    bounded-Lipschitz distance of the paper's statement from both sides,
+    :math:`\frac2\pi W_1\le d_{BL}\le W_1` (:func:`~tokendynamics.transport.circle_bounded_lipschitz`).
+    Over a bounded time the Grönwall bound gives :math:`d(\mu_t,\nu_t)\le e^{Lt}d(\mu_0,\nu_0)`;
+    :meth:`OAStability.growth` measures whether the ratio stays bounded as t grows.
+
+    Parameters
+    ----------
+    A, V : arrays (2, 2)
+    beta : float
+    epsilon : sequence of floats in (0, 1)
+    n : int
+        Tokens per perturbed law (the equispaced grid is at distance :math:`\pi/(2n)` from uniform:
+        keep it well below the smallest epsilon).
+    T : float
+    n_times : int
+    modes : int
+        Harmonics of the perturbation.
+    rng : seed or Generator
+    atoms : int
+    rtol, atol : float
+        Tolerances of the particle integration (DOP853).
+
+    Returns
+    -------
+    OAStability
+
+    References
+    ----------
+    Paper 2 (Li et al. 2026), structural stability near the Ott–Antonsen manifold, stated for
+    :math:`V=I`, :math:`\mathrm{sym}(A)\succ0` and for :math:`A=I`, :math:`\lambda_{\max}(V)>0`
+    (this book, chapter 4).
+    """
+    eps = np.atleast_1d(np.asarray(epsilon, dtype=float))
+    if eps.ndim != 1 or np.any(eps <= 0):
+        raise ValueError("epsilon must list positive sizes")
+    if not (T > 0):
+        raise ValueError(f"T must be positive, got {T}")
+    beta = validate_beta(beta)
+    theta0 = perturbed_uniform(n, eps, modes=modes, rng=rng)
+    t_eval = np.linspace(0.0, float(T), int(n_times))
+    sol = solve_phases(theta0, A, V, beta, float(T), t_eval=t_eval, rtol=rtol, atol=atol)
+    R2 = order_parameter(sol.theta, 2)  # (m, k)
+    z = solve_ott_antonsen(R2[0], A, V, beta, float(T), t_eval=t_eval, rtol=1e-11, atol=1e-13).z
+    zu = solve_ott_antonsen(0j, A, V, beta, float(T), t_eval=t_eval, rtol=1e-11, atol=1e-13).z
+    ref = poisson_kernel_atoms(z, atoms)  # (m, k, atoms)
+    ref_u = poisson_kernel_atoms(zu, atoms)  # (m, atoms)
+    psi = 2 * sol.theta
+    m, k = psi.shape[:2]
+    d = np.empty((m, k))
+    du = np.empty((m, k))
+    for i in range(m):
+        for j in range(k):
+            d[i, j] = circle_wasserstein1(psi[i, j], ref[i, j])
+            du[i, j] = circle_wasserstein1(psi[i, j], ref_u[i])
+    params = {
+        "A": np.asarray(A, dtype=float).tolist(),
+        "V": np.asarray(V, dtype=float).tolist(),
+        "beta": float(beta),
+        "n": int(n),
+        "T": float(T),
+        "modes": int(modes),
+        "atoms": int(atoms),
+        "rtol": rtol,
+        "atol": atol,
+        "nfev": sol.params["nfev"],
+    }
+    return OAStability(
+        t=t_eval,
+        epsilon=eps,
+        distance=d,
+        distance_uniform=du,
+        R2=R2,
+        z=z,
+        z_uniform=zu,
+        theta_final=sol.theta[-1].copy(),
+        params=params,
+    )

@@ -19,12 +19,28 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy import integrate
+from scipy.optimize import brentq
 
-from .attention import Attention, LayerLike, layer_at, velocity
+from .attention import BACKENDS, Attention, LayerLike, layer_at, velocity, velocity_unchecked
 from .errors import BlowUpError, NonFiniteError
 from .transport import psd_sqrt
-from .validation import parse_span, validate_gaussian, validate_tokens, validate_weights
+from .validation import (
+    SOLVERS,
+    parse_span,
+    time_grid,
+    validate_choice,
+    validate_count,
+    validate_dimension,
+    validate_finite_array,
+    validate_flag,
+    validate_gaussian,
+    validate_positions,
+    validate_positive,
+    validate_solver,
+    validate_tokens,
+    validate_weights,
+)
 
 __all__ = [
     "Trajectory",
@@ -36,8 +52,11 @@ __all__ = [
     "sample_gaussian",
     "circle_tokens",
     "angles",
+    "rotation_matrix",
     "rk4_step",
     "euler_step",
+    "adaptive_solve",
+    "AdaptiveRun",
 ]
 
 METHODS = ("rk4", "euler", "adaptive")
@@ -50,21 +69,27 @@ MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_ev
 
 
 def normalize_rows(X) -> np.ndarray:
-    """Rows of X divided by their Euclidean norms (raises on a zero row)."""
-    X = np.asarray(X, dtype=float)
+    """Rows of X divided by their Euclidean norms (raises on a zero or non-finite row)."""
+    X = validate_finite_array(X, "X", min_ndim=1)
     r = np.linalg.norm(X, axis=-1, keepdims=True)
     if np.any(r == 0):
-        raise ValueError("cannot normalise a zero token onto the sphere")
+        raise ValueError("cannot normalise a zero token onto the sphere (X has a zero row)")
     return X / r
 
 
 def project_tangent(X, U) -> np.ndarray:
     r"""Project each row :math:`u_i` of U on the tangent space of the sphere at :math:`x_i`: :math:`u_i - \langle x_i,u_i\rangle x_i`."""
+    X = validate_finite_array(X, "X", min_ndim=1)
+    U = validate_finite_array(U, "U", min_ndim=1)
+    if U.shape != X.shape:
+        raise ValueError(f"U must have the shape of X {X.shape}, got {U.shape}")
     return U - np.sum(U * X, axis=-1, keepdims=True) * X
 
 
 def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
     """n i.i.d. tokens uniform on the unit sphere of R^d (normalised Gaussians); ``rng``: seed or Generator."""
+    n = validate_count(n, "n")
+    d = validate_dimension(d, "d", minimum=1)
     rng = np.random.default_rng(rng)
     return normalize_rows(rng.standard_normal((n, d)))
 
@@ -72,26 +97,35 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
 def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
     r"""n i.i.d. tokens from :math:`N(\alpha,\Sigma)`: :math:`x_i=\alpha+\Sigma^{1/2}z_i`, :math:`z_i` standard normal.
 
-    ``cov`` must be symmetric positive semi-definite (singular allowed; checked by
-    :func:`~tokendynamics.validation.validate_gaussian`); :math:`\Sigma^{1/2}` is the symmetric root
-    (:func:`~tokendynamics.transport.psd_sqrt`). ``rng``: a seed or a ``numpy.random.Generator``.
+    ``n`` is an integer >= 1 (2.7 or -1 are refused). ``cov`` must be symmetric positive
+    semi-definite (singular allowed; checked by :func:`~tokendynamics.validation.validate_gaussian`);
+    :math:`\Sigma^{1/2}` is the symmetric root (:func:`~tokendynamics.transport.psd_sqrt`). ``rng``:
+    a seed or a ``numpy.random.Generator``.
     """
-    rng = np.random.default_rng(rng)
+    n = validate_count(n, "n")
     mean, cov = validate_gaussian(mean, cov)
-    return mean + rng.standard_normal((int(n), mean.shape[0])) @ psd_sqrt(cov)
+    rng = np.random.default_rng(rng)
+    return mean + rng.standard_normal((n, mean.shape[0])) @ psd_sqrt(cov)
 
 
 def circle_tokens(theta) -> np.ndarray:
     r"""Tokens :math:`(\cos\theta_k, \sin\theta_k)` on the unit circle, shape (n, 2)."""
-    theta = np.asarray(theta, dtype=float)
+    theta = validate_finite_array(theta, "theta")
     return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+
+
+def rotation_matrix(theta: float) -> np.ndarray:
+    r"""The planar rotation by ``theta``,
+    :math:`R_\theta=\begin{pmatrix}\cos\theta&-\sin\theta\\\sin\theta&\cos\theta\end{pmatrix}`."""
+    c, s = math.cos(float(theta)), math.sin(float(theta))
+    return np.array([[c, -s], [s, c]])
 
 
 def angles(X) -> np.ndarray:
     r"""Angles :math:`\theta = \operatorname{atan2}(x_2, x_1)` of planar tokens (any leading shape)."""
-    X = np.asarray(X, dtype=float)
+    X = validate_finite_array(X, "X", min_ndim=1)
     if X.shape[-1] != 2:
-        raise ValueError(f"angles are defined for planar tokens (d = 2), got d = {X.shape[-1]}")
+        raise ValueError(f"X must hold planar tokens (d = 2) for angles, got d = {X.shape[-1]}")
     return np.arctan2(X[..., 1], X[..., 0])
 
 
@@ -117,9 +151,9 @@ def particle_field(
     (depth-dependent parameters, paper 1 §0.3). On the sphere the field is evaluated at the
     normalised tokens and projected: :math:`P^\perp_{x_i}\Gamma_\mu(x_i)` (paper 2 §1).
     """
-    X = np.asarray(X, dtype=float)
+    X = validate_tokens(X)
     lay = layer_at(layer, t, X.shape[1])
-    if sphere:
+    if validate_flag(sphere, "sphere"):
         X = normalize_rows(X)
     U = velocity(X, lay, weights, positions=positions, sinkhorn_state=sinkhorn_state, backend=backend)
     return project_tangent(X, U) if sphere else U
@@ -231,16 +265,18 @@ def simulate(
     rtol: float = 1e-9,
     atol: float = 1e-11,
     blowup_threshold: float = 1e8,
+    max_step_growth: float = 10.0,
     on_blowup: str = "raise",
     seed: int | None = None,
     backend: str = "auto",
+    stop_when=None,
 ) -> Trajectory:
     r"""Integrate the particle system :math:`\dot x_i = \Gamma_{\mu_t}(x_i)` (projected on the sphere if asked).
 
     Parameters
     ----------
     X0 : array (n, d)
-        Initial tokens (unit rows if ``sphere=True``).
+        Initial tokens (unit rows if ``sphere=True``). Never modified.
     layer : Attention or callable ``t -> Attention``
         The layer; a callable gives depth-dependent parameters :math:`(A_t, V_t)`.
     t_span : float or (t0, T)
@@ -250,18 +286,23 @@ def simulate(
         T exactly; the step used is stored). For ``"adaptive"``, the spacing of output times.
     method : {"rk4", "euler", "adaptive"}
         Classical fourth-order Runge–Kutta, explicit Euler (a residual network with step dt), or
-        ``solve_ivp(method=solver, rtol, atol)``.
+        the adaptive scipy method ``solver`` (one of ``"RK45", "RK23", "DOP853", "Radau", "BDF",
+        "LSODA"``) with tolerances ``rtol``, ``atol`` (positive numbers).
     sphere : bool
         Constrain tokens to the unit sphere: tangent projection of the field and retraction
         :math:`x \mapsto x/|x|` after each step.
     weights, positions : array (n,), optional
-        Token masses (uniform by default) and positions for causal layers.
+        Token masses (uniform by default) and positions (causal layers only).
     save_every : int
         Store every k-th step of the fixed-step methods (the last step is always stored).
     t_eval : array, optional
         Output times of the adaptive method (default: spacing ``dt`` or 201 points).
     blowup_threshold : float
-        A state with :math:`\max_i|x_i| >` threshold, or non-finite, counts as a blow-up.
+        Size above which the state counts as blown up, the size of a state being
+        :math:`\max_{i,a}|x_{i,a}|` (its largest coordinate in absolute value).
+    max_step_growth : float
+        Fixed-step methods only: a single step that multiplies the size of the state by more than
+        this factor (> 1) counts as a blow-up (see below).
     on_blowup : {"raise", "stop"}
         Raise :class:`~tokendynamics.errors.BlowUpError` (reporting the time), or return the
         trajectory up to the blow-up with ``blowup_time`` set.
@@ -269,57 +310,126 @@ def simulate(
         Seed that generated ``X0``, recorded in the trajectory for reproducibility.
     backend : str
         Passed to :func:`~tokendynamics.attention.velocity`.
+    stop_when : callable, optional
+        ``method="adaptive"`` only: a function ``g(X)`` of the tokens (n, d); the integration stops
+        at the first time :math:`g` crosses zero upwards (a terminal event located by the solver,
+        e.g. ``lambda X: order_parameters(X)[1] - 0.99`` for a clustering level). The time is
+        ``info["event_time"]`` (``inf`` if never reached) and the output ends there, with the
+        state at the event as last frame. It spares a run the steps after what it measures (the
+        clustered state is mildly stiff for explicit solvers).
 
     Returns
     -------
     Trajectory
+
+    Notes
+    -----
+    **What counts as a blow-up.** For every method: a non-finite state or velocity (e.g. an
+    overflowing unnormalised softmax), or a state whose size exceeds ``blowup_threshold``.
+
+    * Adaptive method: the solver is stepped directly (``scipy.integrate`` solver classes), and the
+      reported time is where the blow-up happened, not an output time: the time at which the
+      dense output of the last accepted step crosses ``blowup_threshold`` (root-finding), or, if
+      the solver cannot continue (step size below the spacing of floating-point numbers, or a
+      field that overflows at every trial step), the time of its last accepted step. For a
+      finite-time singularity :math:`|x|\sim(T^*-t)^{-p}` both are within round-off of
+      :math:`T^*` (tested against the closed form of linear attention,
+      :math:`T^*=1/(2\lambda_{\max}(\Sigma_0))`).
+    * Fixed-step methods (Euler, RK4): also **a step that multiplies the size of the state by more
+      than** ``max_step_growth`` (default 10). The exact flow of every variant grows at a finite
+      rate, so one step of length ``dt`` multiplies the size by :math:`e^{L\,dt}` at most, with
+      :math:`L` the local growth rate; a factor above 10 means either that the solution blows up
+      within that step, or that ``dt`` is far too large for the scheme to follow the flow
+      (explicit Euler with ``dt = 50`` on softmax attention multiplies the tokens by about 50 per
+      step and wanders off to :math:`|x|\approx7\cdot10^3` without ever crossing the absolute
+      threshold). The reported time is the end of the offending step, the last good time its
+      start; lower ``dt`` (or raise ``max_step_growth``) if the growth is genuine.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if on_blowup not in ("raise", "stop"):
-        raise ValueError(f"on_blowup must be 'raise' or 'stop', got {on_blowup!r}")
-    if not (blowup_threshold > 0):
-        raise ValueError("blowup_threshold must be positive")
+    method = validate_choice(method, "method", METHODS)
+    on_blowup = validate_choice(on_blowup, "on_blowup", ("raise", "stop"))
+    blowup_threshold = validate_positive(blowup_threshold, "blowup_threshold", allow_inf=True)
+    max_step_growth = validate_positive(max_step_growth, "max_step_growth")
+    if max_step_growth <= 1:
+        raise ValueError(f"max_step_growth must be a factor > 1, got {max_step_growth!r}")
+    sphere = validate_flag(sphere, "sphere")
+    validate_choice(backend, "backend", BACKENDS)
     X0 = validate_tokens(X0, name="X0")
     n, d = X0.shape
     t0, T = parse_span(t_span)
     if isinstance(layer, Attention) and layer.d != d:
         raise ValueError(f"X0 has tokens of dimension {d} but the layer has d = {layer.d}")
-    layer_at(layer, t0, d)  # a time-dependent layer is checked once before integrating
+    first = layer_at(layer, t0, d)  # a time-dependent layer is checked once before integrating
     w = validate_weights(weights, n)
+    if positions is not None:
+        if isinstance(layer, Attention) and not first.causal:
+            raise ValueError(
+                "positions are used by causal (masked) layers only, and this layer has causal=False: "
+                "drop positions or build the layer with causal=True"
+            )
+        positions = validate_positions(positions, n)
+    if seed is not None:
+        seed = validate_count(seed, "seed", minimum=0)
     if sphere:
         norms = np.linalg.norm(X0, axis=1)
         if np.max(np.abs(norms - 1)) > 1e-6:
             raise ValueError("sphere=True needs unit-norm tokens in X0 (use normalize_rows)")
         X0 = X0 / norms[:, None]
     state: dict = {}  # Sinkhorn warm start along the trajectory
+    s = np.arange(n, dtype=float) if positions is None else positions
+    constant = first if isinstance(layer, Attention) else None
 
     def rhs(t, X):
-        return particle_field(
-            X, layer, t, weights=w, positions=positions, sphere=sphere, sinkhorn_state=state, backend=backend
-        )
+        # validated once above: the per-step field skips input checks (its output is still checked)
+        lay = constant if constant is not None else layer_at(layer, t, d)
+        if sphere:
+            X = X / np.linalg.norm(X, axis=1, keepdims=True)
+        U = velocity_unchecked(X, lay, w, s, backend=backend, sinkhorn_state=state)
+        return U - np.sum(U * X, axis=1, keepdims=True) * X if sphere else U
 
     common = dict(
         layer=layer,
         sphere=sphere,
         weights=w,
-        positions=None if positions is None else np.asarray(positions, float),
+        positions=positions,
         seed=seed,
     )
+    if stop_when is not None and method != "adaptive":
+        raise ValueError("stop_when needs method='adaptive' (the solver locates the event)")
+    if stop_when is not None and not callable(stop_when):
+        raise ValueError("stop_when must be a function of the tokens X (n, d)")
     if method == "adaptive":
-        return _adaptive(rhs, X0, t0, T, dt, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common)
-    if dt is None or not (dt > 0 and math.isfinite(dt)):
-        raise ValueError(f"method={method!r} needs a positive step dt, got {dt!r}")
-    if int(save_every) != save_every or save_every < 1:
-        raise ValueError("save_every must be a positive integer")
+        solver = validate_solver(solver, "solver")
+        rtol = validate_positive(rtol, "rtol")
+        atol = validate_positive(atol, "atol")
+        if dt is not None:
+            dt = validate_positive(dt, "dt")
+        if t_eval is None:
+            count = 201 if dt is None else int(round((T - t0) / dt)) + 1
+            if count * n * d > MAX_STORED_FLOATS:
+                raise ValueError(f"storing {count} frames of {n} x {d} tokens is too much: raise dt or give t_eval")
+            t_eval = np.linspace(t0, T, max(2, count))
+        _, _, t_eval = time_grid((t0, T), t_eval)
+        return _adaptive(
+            rhs, X0, t0, T, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common, stop_when
+        )
+    if t_eval is not None:
+        raise ValueError(
+            f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
+            "(it stores every save_every-th step)"
+        )
+    if dt is None:
+        raise ValueError(f"method={method!r} needs a positive step dt, got None")
+    dt = validate_positive(dt, "dt")
+    save_every = validate_count(save_every, "save_every")
     steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
     h = (T - t0) / steps
-    n_saved = steps // save_every + 2
+    n_saved = min(steps + 1, steps // save_every + 2)
     if n_saved * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {n} x {d} tokens is too much: raise save_every")
     step = rk4_step if method == "rk4" else euler_step
     ts, Xs = [t0], [X0.copy()]
     X = X0.copy()
+    size = _size(X)
     nfev = 0
     blowup = None
     for k in range(1, steps + 1):
@@ -331,16 +441,29 @@ def simulate(
             blowup = (t + h, t, str(exc))
             break
         if sphere:
-            Xn = normalize_rows(Xn)
+            Xn = normalize_rows(Xn) if np.all(np.isfinite(Xn)) else Xn
         bad = _blowup_reason(Xn, blowup_threshold)
+        new_size = _size(Xn) if bad is None else math.inf
+        if bad is None and size > 0 and new_size > max_step_growth * size:
+            bad = (
+                f"max |x_i| grew by a factor {new_size / size:.3g} in one step of {h:.3g} (from {size:.3g} to "
+                f"{new_size:.3g}), more than max_step_growth = {max_step_growth:g}: the solution blows up "
+                "within the step or the step is too large for the scheme to follow the flow (lower dt)"
+            )
         if bad:
             blowup = (t + h, t, bad)
             break
-        X = Xn
+        X, size = Xn, new_size
         if k % save_every == 0 or k == steps:
             ts.append(t0 + k * h)
             Xs.append(X.copy())
-    info = {"nfev": nfev, "steps": steps, "save_every": int(save_every), "blowup_threshold": blowup_threshold}
+    info = {
+        "nfev": nfev,
+        "steps": steps,
+        "save_every": int(save_every),
+        "blowup_threshold": blowup_threshold,
+        "max_step_growth": max_step_growth,
+    }
     return _finish(np.array(ts), np.array(Xs), method, h, blowup, on_blowup, info, common)
 
 
@@ -399,10 +522,15 @@ def rk4_step(rhs, t, X, h):
     return X + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4), 4
 
 
+def _size(X) -> float:
+    """Size of a state: its largest coordinate in absolute value (what ``blowup_threshold`` bounds)."""
+    return float(np.max(np.abs(X)))
+
+
 def _blowup_reason(X, threshold) -> str | None:
     if not np.all(np.isfinite(X)):
         return "the tokens became non-finite"
-    m = float(np.max(np.abs(X)))
+    m = _size(X)
     if m > threshold:
         return f"max |x_i| = {m:.3g} exceeded blowup_threshold = {threshold:.3g}"
     return None
@@ -418,44 +546,225 @@ def _finish(t, X, method, dt, blowup, on_blowup, info, common) -> Trajectory:
     return Trajectory(t=t, X=X, method=method, dt=dt, info=info, **common)
 
 
-def _adaptive(rhs, X0, t0, T, dt, t_eval, solver, rtol, atol, threshold, on_blowup, sphere, common):
-    n, d = X0.shape
-    if t_eval is None:
-        t_eval = np.linspace(t0, T, 201) if dt is None else np.linspace(t0, T, int(round((T - t0) / dt)) + 1)
-    t_eval = np.asarray(t_eval, dtype=float)
-    if t_eval.ndim != 1 or t_eval[0] < t0 or t_eval[-1] > T or np.any(np.diff(t_eval) <= 0):
-        raise ValueError("t_eval must be increasing and inside t_span")
+#: scipy's solver classes, stepped directly by :func:`adaptive_solve`.
+_SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveRun:
+    """Result of :func:`adaptive_solve`.
+
+    Attributes
+    ----------
+    t : array (m,)
+        Output times reached (those of ``t_eval`` up to the stop, or every accepted step).
+    y : array (m, k)
+        States at the output times.
+    status : str
+        ``"completed"`` (reached T), ``"threshold"`` (``size`` crossed ``threshold``) or
+        ``"failed"`` (the solver could not continue).
+    time : float
+        Threshold: the crossing time (root of ``size(y(t)) - threshold`` on the dense output of the
+        step); failed: the time of the last accepted step; completed: T.
+    last_good : float
+        Start of the step in which the threshold was crossed, or the last accepted time.
+    y_stop : array (k,)
+        The state at ``time``.
+    reason : str
+        What stopped the run (empty if completed).
+    nfev : int
+    """
+
+    t: np.ndarray
+    y: np.ndarray
+    status: str
+    time: float
+    last_good: float
+    y_stop: np.ndarray
+    reason: str
+    nfev: int
+
+
+def adaptive_solve(
+    fun,
+    t_span,
+    y0,
+    t_eval=None,
+    *,
+    solver: str = "DOP853",
+    rtol: float = 1e-9,
+    atol: float = 1e-11,
+    size=None,
+    threshold: float = math.inf,
+    event=None,
+) -> AdaptiveRun:
+    r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where it blows up.
+
+    Unlike ``solve_ivp(t_eval=...)``, which only reports output times, this knows the time the
+    solver reached: it returns the time at which ``size(y)`` crosses ``threshold`` (located by
+    root-finding on the dense output of the step, so independent of the output times), or the time
+    of the last accepted step when the solver fails (step size below the spacing of
+    floating-point numbers near a singularity, or a right-hand side that raises
+    :class:`~tokendynamics.errors.NonFiniteError` at every trial step: such evaluations are turned
+    into NaNs, which make the solver reject the step and try a smaller one).
+
+    ``t_eval`` None stores every accepted step; otherwise increasing times inside ``t_span``.
+    ``size`` maps a state to a number (e.g. its largest entry, or the trace of a covariance).
+    ``event`` maps a state to a number: the run stops (status ``"event"``) at the first time it
+    crosses zero upwards, located on the dense output like the threshold.
+    """
+    t0, T = parse_span(t_span)
+    solver = validate_solver(solver, "solver")
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
+    if t_eval is not None:
+        _, _, t_eval = time_grid((t0, T), t_eval)
+    y0 = np.array(y0, dtype=float).ravel()
     failure: list = []
 
-    def fun(t, y):
+    def rhs(t, y):
+        if not np.all(np.isfinite(y)):  # a trial stage built on an overflowing one
+            failure.append("the state became non-finite")
+            return np.full(y.shape, np.nan)
         try:
-            return rhs(t, y.reshape(n, d)).ravel()
+            return np.asarray(fun(t, y), dtype=float)
         except NonFiniteError as exc:
-            failure.append((t, str(exc)))
+            failure.append(str(exc))
             return np.full(y.shape, np.nan)
 
-    def escape(t, y):
-        return threshold - np.max(np.abs(y))
+    ode = _SOLVER_CLASSES[solver](rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)
+    out_t, out_y = [], []
+    k = 0
+    if t_eval is None:
+        out_t.append(t0)
+        out_y.append(y0.copy())
+    else:
+        while k < t_eval.size and t_eval[k] <= t0:
+            out_t.append(float(t_eval[k]))
+            out_y.append(y0.copy())
+            k += 1
+    status, time, last_good, y_stop, reason = "completed", T, T, None, ""
+    event_before = -1.0 if event is None else event(y0)
+    if event is not None and not event_before < 0:  # reached at the start
+        return AdaptiveRun(
+            np.array(out_t),
+            np.array(out_y).reshape(len(out_t), y0.size),
+            "event",
+            t0,
+            t0,
+            y0,
+            "the event function is not negative at the start",
+            0,
+        )
+    while ode.status == "running":
+        message = ode.step()
+        if ode.status == "failed":
+            status, time, last_good, y_stop = "failed", float(ode.t), float(ode.t), ode.y.copy()
+            why = failure[-1] if failure else message
+            reason = f"the solver could not continue past t = {time:.6g} ({why})"
+            break
+        t_old, t_new = float(ode.t_old), float(ode.t)
+        dense = None
+        crossing = None
+        if size is not None and not size(ode.y) <= threshold:
+            dense = ode.dense_output()
 
-    escape.terminal = True
-    sol = solve_ivp(fun, (t0, T), X0.ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol, events=escape)
-    Y = sol.y.T.reshape(-1, n, d)
-    if sphere and len(Y):
+            def excess(t, dense=dense):
+                return size(dense(t)) - threshold
+
+            if not excess(t_old) < 0:
+                crossing = t_old
+            else:
+                crossing = brentq(excess, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
+        hit = None
+        if event is not None and crossing is None and not event(ode.y) < 0 and event_before < 0:
+            dense = dense or ode.dense_output()
+
+            def rise(t, dense=dense):
+                return event(dense(t))
+
+            hit = brentq(rise, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
+        if event is not None:
+            event_before = event(ode.y)
+        stop = t_new if crossing is None and hit is None else (crossing if hit is None else hit)
+        if t_eval is None:
+            if crossing is None and hit is None:
+                out_t.append(t_new)
+                out_y.append(ode.y.copy())
+        else:
+            j = k
+            while j < t_eval.size and t_eval[j] <= stop:
+                j += 1
+            if j > k:
+                dense = dense or ode.dense_output()
+                out_t.extend(float(tt) for tt in t_eval[k:j])
+                out_y.extend(dense(tt) for tt in t_eval[k:j])
+                k = j
+        if crossing is not None:
+            status, time, last_good, y_stop = "threshold", crossing, t_old, dense(crossing)
+            reason = f"the size of the state reached the threshold {threshold:.3g}"
+            break
+        if hit is not None:
+            status, time, last_good, y_stop = "event", hit, t_old, dense(hit)
+            reason = "the event function crossed zero"
+            break
+    if y_stop is None:
+        y_stop = ode.y.copy()
+    return AdaptiveRun(
+        t=np.array(out_t),
+        y=np.array(out_y).reshape(len(out_t), y0.size),
+        status=status,
+        time=float(time),
+        last_good=float(last_good),
+        y_stop=y_stop,
+        reason=reason,
+        nfev=int(ode.nfev),
+    )
+
+
+def _on_tokens(stop_when, n, d, sphere):
+    """``stop_when`` of the tokens (projected on the sphere if ``sphere``) as a function of the flat state."""
+
+    def event(y):
+        X = y.reshape(n, d)
+        return float(stop_when(X / np.linalg.norm(X, axis=1, keepdims=True) if sphere else X))
+
+    return event
+
+
+def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, sphere, common, stop_when=None):
+    n, d = X0.shape
+    run = adaptive_solve(
+        lambda t, y: rhs(t, y.reshape(n, d)).ravel(),
+        (t0, T),
+        X0.ravel(),
+        t_eval,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        size=_size,
+        threshold=threshold,
+        event=None if stop_when is None else _on_tokens(stop_when, n, d, sphere),
+    )
+    t_out, Y = run.t, run.y.reshape(-1, n, d)
+    if run.status == "event" and (t_out.size == 0 or run.time > t_out[-1]):  # the output ends at the event
+        t_out, Y = np.append(t_out, run.time), np.concatenate([Y, run.y_stop.reshape(1, n, d)])
+    if t_out.size == 0 or t_out[0] > t0:  # a trajectory starts at t0
+        t_out, Y = np.concatenate([[t0], t_out]), np.concatenate([X0[None], Y])
+    if sphere:
         Y = Y / np.linalg.norm(Y, axis=2, keepdims=True)
-    info = {"nfev": int(sol.nfev), "solver": solver, "rtol": rtol, "atol": atol, "blowup_threshold": threshold}
+    info = {
+        "nfev": run.nfev,
+        "solver": solver,
+        "rtol": rtol,
+        "atol": atol,
+        "blowup_threshold": threshold,
+        "t_reached": run.time,
+    }
+    if stop_when is not None:
+        info["event_time"] = run.time if run.status == "event" else math.inf
     blowup = None
-    if sol.status == 1 and len(sol.t_events[0]):
-        te = float(sol.t_events[0][0])
-        blowup = (te, float(sol.t[-1]) if len(sol.t) else t0, f"max |x_i| reached blowup_threshold = {threshold:.3g}")
-    elif failure or sol.status == -1 or (len(Y) and not np.all(np.isfinite(Y))):
-        tf = failure[0][0] if failure else float(sol.t[-1]) if len(sol.t) else t0
-        reason = failure[0][1] if failure else f"the solver failed: {sol.message}"
-        good = np.all(np.isfinite(Y.reshape(len(Y), -1)), axis=1) if len(Y) else np.zeros(0, bool)
-        Y, tt = Y[good], sol.t[good]
-        blowup = (tf, float(tt[-1]) if len(tt) else t0, reason)
-        return _finish(tt, Y, "adaptive", None, blowup, on_blowup, info, common)
-    t_out = sol.t
-    if t_out.size == 0 or t_out[0] > t0:
-        t_out = np.concatenate([[t0], t_out])
-        Y = np.concatenate([X0[None], Y])
+    if run.status == "threshold":
+        blowup = (run.time, run.last_good, f"max |x_i| reached blowup_threshold = {threshold:.3g}")
+    elif run.status == "failed":
+        blowup = (run.time, run.last_good, run.reason)
     return _finish(t_out, Y, "adaptive", None, blowup, on_blowup, info, common)

@@ -16,20 +16,32 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .attention import Attention
+from .attention import Attention, require_layer
 from .errors import BlowUpError
 from .metrics import order_parameters
 from .particles import Trajectory, normalize_rows
-from .validation import parse_span, time_grid, validate_beta, validate_finite, validate_tokens
+from .validation import (
+    parse_span,
+    time_grid,
+    validate_beta,
+    validate_finite,
+    validate_flag,
+    validate_solver,
+    validate_tokens,
+    validate_tolerances,
+)
 
 __all__ = ["projective_flow", "ProjectiveSolution", "solve_projective"]
 
 
 def _linear_layer(layer: Attention) -> tuple[np.ndarray, np.ndarray, float]:
-    if not isinstance(layer, Attention) or layer.kind != "linear":
-        raise ValueError("the projective reduction holds for linear attention: give Attention('linear', ...)")
+    require_layer(layer)
+    if layer.kind != "linear":
+        raise ValueError(
+            f"layer must be a linear-attention layer (the projective reduction holds for linear attention), got {layer!r}"
+        )
     if layer.n_heads != 1 or layer.causal:
-        raise ValueError("the projective reduction is implemented for one non-causal head")
+        raise ValueError("layer must have one non-causal head: the projective reduction is implemented for that case")
     return layer.A[0], layer.V[0], layer.beta
 
 
@@ -95,7 +107,10 @@ def projective_flow(
     X0 = normalize_rows(X0)
     n, d = X0.shape
     t0, T = parse_span(t_span)
-    t_eval = np.linspace(t0, T, 201) if t_eval is None else np.asarray(t_eval, dtype=float)
+    _, _, t_eval = time_grid((t0, T), t_eval, default=201)
+    solver = validate_solver(solver, "solver")
+    rtol, atol = validate_tolerances(rtol, atol)
+    return_phi = validate_flag(return_phi, "return_phi")
     AT = A.T
 
     def tokens(Phi):
@@ -176,11 +191,10 @@ def solve_projective(
     with ``Attention("linear", A=A, V=V, beta=beta)``; ``t_eval`` defaults to 401 equally spaced
     times.
     """
-    X0 = np.asarray(X0, dtype=float)
-    if X0.ndim != 2:
-        raise ValueError(f"X0 must be an (n, d) array of unit tokens, got shape {X0.shape}")
+    X0 = validate_tokens(X0, name="X0")
     layer = Attention("linear", A=A, V=V, beta=validate_beta(beta))
     t0, T, t_eval = time_grid(t_span, t_eval)
+    method = validate_solver(method, "method")
     traj, Phi = projective_flow(X0, layer, (t0, T), t_eval=t_eval, solver=method, rtol=rtol, atol=atol, return_phi=True)
     n, d = X0.shape
     return ProjectiveSolution(

@@ -29,7 +29,16 @@ from scipy.optimize import brentq
 
 from .kuramoto import cluster_velocity, coefficients, complex_parts
 from .ott_antonsen import OAPolynomial, hamiltonian_centre, solve_ott_antonsen
-from .validation import validate_beta, validate_matrix2
+from .validation import (
+    validate_beta,
+    validate_complex,
+    validate_count,
+    validate_finite,
+    validate_finite_array,
+    validate_flag,
+    validate_matrix2,
+    validate_positive,
+)
 
 __all__ = [
     "REGIMES",
@@ -104,7 +113,7 @@ def case1_region(A) -> str:
     ``"centre"`` (:math:`\operatorname{tr}A=0<\det A`).
     """
     A = validate_matrix2(A, "A")
-    ap, am = complex_parts(A)
+    ap, am = complex_parts(A, "A")
     tol = 1e-12 * _scale(A)
     tr, det = 2 * ap.real, abs(ap) ** 2 - abs(am) ** 2
     if det <= 0:
@@ -126,8 +135,8 @@ def case1_matrix(tr, det, skew=1.0):
     (..., 2, 2) (identity where infeasible) and a boolean mask. Every real 2 x 2 matrix is a
     rotation conjugate of one of these (which does not change the Case 1 regime).
     """
-    tr, det = np.broadcast_arrays(np.asarray(tr, dtype=float), np.asarray(det, dtype=float))
-    skew = float(skew)
+    tr, det = np.broadcast_arrays(validate_finite_array(tr, "tr"), validate_finite_array(det, "det"))
+    skew = validate_finite(skew, "skew")
     p2 = tr**2 / 4 + skew**2 - det
     ok = p2 >= 0
     p = np.sqrt(np.where(ok, p2, 0.0))
@@ -146,7 +155,7 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
     Vectorised over ``a`` (and ``b``, ``c``). :math:`c>0`: rotating clusters for :math:`|a|<|b|`
     with period :math:`\pi/(\beta\sqrt{b^2-a^2})`, static clusters for :math:`|a|>|b|`.
     """
-    a, b, c = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (a, b, c)))
+    a, b, c = np.broadcast_arrays(*(validate_finite_array(x, name) for x, name in ((a, "a"), (b, "b"), (c, "c"))))
     V = np.empty(a.shape + (2, 2))
     V[..., 0, 0] = c + a
     V[..., 0, 1] = b
@@ -163,11 +172,18 @@ def case1_period(A, z0, beta=1.0) -> float:
     """
     ap, am = complex_parts(validate_matrix2(A, "A"))
     zs = -am / np.conj(ap)
-    r = abs(complex(z0) - zs)
+    r = abs(_one_complex(z0, "z0") - zs)
     if not r < 1 - abs(zs):
         raise ValueError("the orbit of z0 touches the circle: it is not an oscillation")
     disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
     return 4 * math.pi / (validate_beta(beta) * abs(ap.imag) * math.sqrt(disc))
+
+
+def _one_complex(z, name: str) -> complex:
+    z = validate_complex(z, name)
+    if z.ndim != 0:
+        raise ValueError(f"{name} must be one complex number, got shape {z.shape}")
+    return complex(z)
 
 
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
@@ -205,7 +221,7 @@ def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: comp
 
 
 def _case1(A, beta, z0) -> Prediction:
-    ap, am = complex_parts(A)
+    ap, am = complex_parts(A, "A")
     region = case1_region(A)
     words = {
         "det<=0": "det A <= 0",
@@ -234,7 +250,7 @@ def _case1(A, beta, z0) -> Prediction:
 
 
 def _identity_score(V, beta, z0, tol) -> Prediction | None:
-    vp, vm = complex_parts(V)
+    vp, vm = complex_parts(V, "V")
     c, b = vp.real, -vp.imag  # V = [[c + a, b], [-b, c - a]] up to a rotation, |a| = |v_-|
     if abs(b) <= tol:  # V symmetric: Case 2
         lam = np.linalg.eigvalsh(0.5 * (V + V.T))
@@ -355,7 +371,7 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
     if A.ndim != 2 or V.ndim != 2:
         raise ValueError("predict_regime takes one pair of 2 x 2 matrices")
     beta = validate_beta(beta)
-    z0 = complex(z0)
+    z0 = _one_complex(z0, "z0")
     if not abs(z0) <= 1 + 1e-12:
         raise ValueError(f"z0 must lie in the closed unit disk, got |z0| = {abs(z0):.6g}")
     tol = 1e-12 * _scale(A, V)
@@ -442,8 +458,14 @@ def classify_regime(
     :class:`RegimeClassification` with the measured quantities and, for one layer, the
     closed-form :func:`predict_regime`.
     """
-    if not (T > 0 and 0 < window <= 1):
-        raise ValueError("need T > 0 and 0 < window <= 1")
+    T = validate_positive(T, "T")
+    window = validate_positive(window, "window")
+    if window > 1:
+        raise ValueError(f"window must be a fraction in (0, 1], got {window!r}")
+    boundary_tol = validate_positive(boundary_tol, "boundary_tol")
+    arg_tol = validate_positive(arg_tol, "arg_tol")
+    fixed_tol = validate_positive(fixed_tol, "fixed_tol")
+    details = validate_flag(details, "details")
     # sample the window finely enough to unwrap arg z: |d arg z/dt| <= |dz/dt| / |z| <= sum |k_i| near the circle
     field = OAPolynomial.of(coefficients(A, V, beta))
     speed = float(np.max(sum(np.abs(k) for k in field.k)))
@@ -515,8 +537,10 @@ def rotation_period(
     before ``transient`` (default :math:`T/2`) are ignored. Returns ``math.inf`` if fewer than two
     crossings remain (no rotation: frequency 0).
     """
-    transient = 0.5 * T if transient is None else float(transient)
-    centre = complex(centre)
+    T = validate_positive(T, "T")
+    transient = 0.5 * T if transient is None else validate_finite(transient, "transient")
+    centre = _one_complex(centre, "centre")
+    return_intervals = validate_flag(return_intervals, "return_intervals")
 
     def crossing(t, z):
         return float(np.imag(z - centre))
@@ -539,8 +563,9 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
     accurate as the sampling (use :func:`rotation_period` for the OA flow itself). Samples before
     ``transient`` are ignored; returns ``math.inf`` with fewer than two crossings.
     """
-    t = np.asarray(t, dtype=float)
-    y = np.imag(np.asarray(R, dtype=complex) - complex(centre))
+    t = validate_finite_array(t, "t")
+    y = np.imag(validate_complex(R, "R") - _one_complex(centre, "centre"))
+    transient = validate_finite(transient, "transient")
     if t.ndim != 1 or y.shape != t.shape:
         raise ValueError("t and R must be 1-D arrays of the same length")
     keep = t >= transient
@@ -681,7 +706,12 @@ def regime_portrait(
     """
     A = validate_matrix2(A, "A")
     V = validate_matrix2(V, "V")
-    s = np.linspace(-1, 1, int(n_grid))
+    n_grid = validate_count(n_grid, "n_grid", minimum=2)
+    T_orbit = validate_positive(T_orbit, "T_orbit")
+    T_classify = validate_positive(T_classify, "T_classify")
+    if dt is not None:
+        dt = validate_positive(dt, "dt")
+    s = np.linspace(-1, 1, n_grid)
     grid = s[None, :] + 1j * s[:, None]
     inside = np.abs(grid) <= 1.0
     poly = OAPolynomial.of(coefficients(A, V, beta))

@@ -36,9 +36,18 @@ import math
 
 import numpy as np
 
-from .attention import Attention, LayerLike
+from .attention import Attention, LayerLike, require_layer
 from .particles import rk4_step
 from .transport import conditional_wasserstein, wasserstein
+from .validation import (
+    validate_count,
+    validate_finite,
+    validate_finite_array,
+    validate_instance,
+    validate_positive,
+    validate_tokens,
+)
+from .variants import Variant
 
 __all__ = [
     "has_explicit_bound",
@@ -56,7 +65,7 @@ def _opnorm(M) -> float:
 
 def has_explicit_bound(layer: Attention) -> bool:
     """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (all kinds but Sinkhorn)."""
-    return layer.kind != "sinkhorn"
+    return require_layer(layer).kind != "sinkhorn"
 
 
 def _exp(x: float) -> float:
@@ -65,6 +74,8 @@ def _exp(x: float) -> float:
 
 def support_speed(layer: Attention, R: float) -> float:
     r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)` (so :math:`\dot R\le` it)."""
+    require_layer(layer)
+    R = np.float64(validate_positive(R, "R", allow_zero=True))  # numpy scalar: overflow gives inf, not an error
     out = 0.0
     for h in range(layer.n_heads):
         v = _opnorm(layer.V[h])
@@ -95,7 +106,9 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
             "no explicit stability constant is available for Sinkhorn attention "
             "(the spec's §3.2 gives none); measure the growth factor instead"
         )
-    R = float(R)
+    R = np.float64(validate_positive(R, "R", allow_zero=True))
+    if m0 is not None:
+        m0 = validate_finite(m0, "m0")
     normalised_causal = layer.causal and layer.kind in ("softmax", "l2")
     if normalised_causal and not (m0 is not None and m0 > 0):
         raise ValueError("a causal softmax layer has no uniform constant without an attention sink: give m0 > 0")
@@ -135,11 +148,13 @@ def log_stability_bound(
     overflows quickly; it is ``inf`` once the support bound has blown up (linear and unnormalised
     attention).
     """
-    t = np.asarray(t, dtype=float)
+    t = validate_finite_array(t, "t")
     if t.ndim != 1 or t.size == 0 or t[0] != 0 or np.any(np.diff(t) <= 0):
         raise ValueError("t must be an increasing array of times starting at 0")
-    if not (R0 >= 0 and math.isfinite(R0)):
-        raise ValueError(f"R0 must be a finite non-negative radius, got {R0!r}")
+    R0 = validate_positive(R0, "R0", allow_zero=True)
+    substeps = validate_count(substeps, "substeps")
+    if not (isinstance(layer, Attention) or callable(layer)):
+        raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
     lay = (lambda s: layer) if isinstance(layer, Attention) else layer  # noqa: E731
 
     def rhs(s, y):
@@ -170,7 +185,8 @@ def log_stability_bound(
 
 def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
     r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d` (paper 1 §3.3)."""
-    X = np.asarray(X, dtype=float)
+    X = validate_tokens(X)
+    delta = validate_positive(delta, "delta", allow_zero=True)
     rng = np.random.default_rng(rng)
     n, d = X.shape
     g = rng.standard_normal((n, d))
@@ -197,6 +213,10 @@ def stability_study(
     ``R0`` (support radius of the initial data), ``log_bound`` (:func:`log_stability_bound`, or
     NaN where no explicit constant exists) and ``blowup`` (time or NaN, per delta).
     """
+    validate_instance(variant, Variant, "variant", "a Variant (tokendynamics.variants)")
+    deltas = validate_finite_array(deltas, "deltas", ndim=1)
+    if deltas.size == 0 or np.any(deltas <= 0):
+        raise ValueError(f"deltas must be a non-empty list of positive sizes, got {deltas.tolist()}")
     rng = np.random.default_rng(rng)
     base, system = variant.run(X0, T, dt=dt, save_every=save_every)
     t = base.t

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from .validation import validate_flag
+
 __all__ = ["grid", "sweep", "mean_by"]
 
 
@@ -41,7 +43,11 @@ def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
     [{'beta': 1, 'd': 10}, {'beta': 2, 'd': 10}]
     """
     names = list(axes)
-    values = [list(v) for v in axes.values()]
+    values = []
+    for name, v in axes.items():
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            raise ValueError(f"axis {name!r} of the grid must be a list of values, got {v!r:.60}")
+        values.append(list(v))
     for name, v in zip(names, values):
         if not v:
             raise ValueError(f"axis {name!r} of the grid is empty")
@@ -90,12 +96,19 @@ def sweep(
     from joblib import Parallel, delayed
     from tqdm import tqdm
 
-    pts = [dict(p) for p in points]
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable (a module-level function), got {type(fn).__name__}")
+    pts = []
+    for k, p in enumerate(points):
+        if not isinstance(p, Mapping):
+            raise ValueError(f"points must be keyword dicts (e.g. from grid), got {type(p).__name__} at points[{k}]")
+        pts.append(dict(p))
     clash = [sorted(set(p) & set(fixed)) for p in pts if set(p) & set(fixed)]
     if clash:
         raise ValueError(f"parameters {clash[0]} are given both in the grid and as fixed keywords")
-    if int(n_jobs) != n_jobs or n_jobs == 0:
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
         raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
+    progress = validate_flag(progress, "progress")
     jobs = (delayed(fn)(**fixed, **p) for p in pts)
     bar = tqdm(total=len(pts), desc=desc, disable=not progress, file=sys.stderr, leave=True)
     out = []
@@ -154,7 +167,9 @@ def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_leve
     """
     rows = list(results)
     if not rows:
-        raise ValueError("no results to group")
+        raise ValueError("results is empty: no results to group")
+    if not all(isinstance(r, Mapping) for r in rows):
+        raise ValueError("results must be a list of dicts (e.g. from sweep)")
     missing = [k for k in (key, value) if any(k not in r for r in rows)]
     if missing:
         raise ValueError(f"every result needs the entries {missing}")

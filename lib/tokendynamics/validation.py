@@ -32,9 +32,20 @@ __all__ = [
     "validate_count",
     "validate_flag",
     "validate_dimension",
+    "validate_choice",
+    "validate_instance",
+    "validate_solver",
+    "validate_tolerances",
+    "validate_pair",
+    "validate_finite_array",
+    "validate_complex",
     "parse_span",
     "time_grid",
+    "SOLVERS",
 ]
+
+#: The ``scipy.integrate.solve_ivp`` methods the library's adaptive integrators accept.
+SOLVERS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
 
 
 def real_array(x, name: str) -> np.ndarray:
@@ -42,6 +53,10 @@ def real_array(x, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} must be real, got a complex array")
+    if arr.dtype.kind in "USV":
+        raise ValueError(
+            f"{name} must be an array of real numbers, got {arr.dtype.kind == 'V' and 'raw bytes' or 'strings'}"
+        )
     if arr.dtype.kind not in "biuf":
         try:
             arr = arr.astype(float)
@@ -122,21 +137,21 @@ def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float =
     return S
 
 
-def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name: str = "cov"):
+def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name: str = "cov", mean_name: str = "mean"):
     r"""Check the parameters of a Gaussian :math:`N(\alpha,\Sigma)`; return ``(mean, cov)`` as float64 arrays.
 
     ``mean`` must be a finite vector (a number is read as a vector of length one) and ``cov`` a
     finite symmetric positive semi-definite matrix of the same dimension (singular matrices are
     allowed). ``d``, if given, is the dimension both must have; ``what`` names it in the error
-    message (e.g. "the layer has d"), ``name`` the covariance.
+    message (e.g. "the layer has d"), ``name`` the covariance and ``mean_name`` the mean.
     """
-    mean = np.atleast_1d(real_array(mean, "mean"))
+    mean = np.atleast_1d(real_array(mean, mean_name))
     if mean.ndim != 1:
-        raise ValueError(f"mean must be a vector (d,), got shape {mean.shape}")
+        raise ValueError(f"{mean_name} must be a vector (d,), got shape {mean.shape}")
     if not np.all(np.isfinite(mean)):
-        raise ValueError("mean contains non-finite values (inf or NaN)")
+        raise ValueError(f"{mean_name} contains non-finite values (inf or NaN)")
     if d is not None and mean.shape[0] != d:
-        raise ValueError(f"mean has dimension {mean.shape[0]} but {what} = {d}")
+        raise ValueError(f"{mean_name} has dimension {mean.shape[0]} but {what} = {d}")
     cov = validate_covariance(np.atleast_2d(real_array(cov, name)), name, mean.shape[0])
     return mean, cov
 
@@ -194,7 +209,7 @@ def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
         raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
     b = real_array(beta, name)
     if not (np.all(np.isfinite(b)) and np.all(b > 0)):
-        raise ValueError(f"{name} must be finite and positive, got {beta!r}")
+        raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
     return float(b) if b.ndim == 0 else b
 
 
@@ -214,9 +229,11 @@ def validate_finite(x, name: str) -> float:
     return v
 
 
-def validate_positive(x, name: str, *, allow_zero: bool = False) -> float:
-    """A finite real number > 0 (or >= 0 with ``allow_zero``)."""
-    v = validate_finite(x, name)
+def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
+    """A finite real number > 0 (or >= 0 with ``allow_zero``; ``+inf`` too with ``allow_inf``)."""
+    v = _scalar(x, name) if allow_inf else validate_finite(x, name)
+    if math.isnan(v):
+        raise ValueError(f"{name} must be a positive number, got {x!r}")
     if v < 0 or (v == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {x!r}")
     return v
@@ -247,6 +264,69 @@ def validate_flag(x, name: str) -> bool:
 def validate_dimension(d, name: str = "d", *, minimum: int = 2) -> int:
     """A token dimension: an integer >= ``minimum``."""
     return validate_count(d, name, minimum=minimum)
+
+
+def validate_choice(x, name: str, choices) -> str:
+    """One of the strings ``choices`` (anything else, e.g. a wrong case or a non-string, is refused)."""
+    choices = tuple(choices)
+    if not isinstance(x, str) or x not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {x!r}")
+    return x
+
+
+def validate_instance(x, cls, name: str, what: str | None = None):
+    """``x`` itself if it is an instance of ``cls``; else a TypeError naming ``name`` and the expected type."""
+    if not isinstance(x, cls):
+        expected = what or (cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls))
+        raise TypeError(f"{name} must be {expected}, got {type(x).__name__} {x!r:.60}")
+    return x
+
+
+def validate_solver(method, name: str = "solver") -> str:
+    """A ``solve_ivp`` method name among :data:`SOLVERS` (the error names the library's argument, not scipy's)."""
+    return validate_choice(method, name, SOLVERS)
+
+
+def validate_tolerances(rtol, atol, *, rtol_name: str = "rtol", atol_name: str = "atol") -> tuple[float, float]:
+    """Positive finite relative and absolute tolerances of an adaptive solver.
+
+    scipy silently raises an ``rtol`` below ``100 * machine epsilon`` to that value and accepts a
+    negative one with a warning; here both must be positive numbers (a tiny ``rtol`` stays scipy's
+    business).
+    """
+    return validate_positive(rtol, rtol_name), validate_positive(atol, atol_name)
+
+
+def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
+    """A pair: a tuple or list of two entries (None is not a pair; the caller handles it)."""
+    if isinstance(x, (str, bytes, dict)) or not hasattr(x, "__len__") or isinstance(x, np.ndarray) and x.ndim == 0:
+        raise ValueError(f"{name} must be {what}, got {type(x).__name__}")
+    if len(x) != 2:
+        raise ValueError(f"{name} must be {what}, got {len(x)} entries")
+    return x[0], x[1]
+
+
+def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: int = 0) -> np.ndarray:
+    """A real float64 array with finite entries (optionally of ``ndim`` dimensions, or at least ``min_ndim``)."""
+    arr = real_array(x, name)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
+    if arr.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return arr
+
+
+def validate_complex(z, name: str) -> np.ndarray:
+    """A complex128 array (a complex number, or an array of them) with finite entries; real input is accepted."""
+    arr = np.asarray(z)
+    if arr.dtype.kind not in "biufc":
+        raise ValueError(f"{name} must be a complex number or an array of them, got {z!r:.60}")
+    arr = arr.astype(complex)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return arr
 
 
 def parse_span(t_span) -> tuple[float, float]:

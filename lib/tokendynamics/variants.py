@@ -23,10 +23,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import Attention
+from .attention import KINDS, Attention
 from .masked import SinkSystem, with_sink
 from .particles import Trajectory, simulate
-from .validation import validate_tokens
+from .validation import (
+    real_array,
+    validate_choice,
+    validate_count,
+    validate_finite,
+    validate_positive,
+    validate_square,
+    validate_tokens,
+)
 
 __all__ = [
     "VARIANT_NAMES",
@@ -65,27 +73,21 @@ def multihead_from_rows(
         Any row-wise kind of the core (``softmax`` by default; ``l2`` uses :math:`Q_h, K_h`
         directly and then needs every head to have rows).
     """
-    Q = np.atleast_2d(np.asarray(Q, dtype=float))
-    K = np.atleast_2d(np.asarray(K, dtype=float))
-    V = np.asarray(V, dtype=float)
-    if V.ndim != 2 or V.shape[0] != V.shape[1]:
-        raise ValueError(f"V must be a square d x d matrix, got shape {V.shape}")
+    Q = np.atleast_2d(real_array(Q, "Q"))
+    K = np.atleast_2d(real_array(K, "K"))
+    V = validate_square(V, "V")
     d = V.shape[0]
-    H = int(n_heads)
-    if H != n_heads or H < 1:
-        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+    H = validate_count(n_heads, "n_heads")
+    validate_choice(kind, "kind", KINDS)
     if d % H:
-        raise ValueError(f"the number of heads H = {H} must divide d = {d} (head size k = d / H)")
+        raise ValueError(f"n_heads = {H} must divide d = {d} (head size k = d / n_heads)")
     if Q.shape != K.shape or Q.ndim != 2 or Q.shape[1] != d:
         raise ValueError(f"Q and K must both be (r, {d}) with the same r, got {Q.shape} and {K.shape}")
     k = d // H
     if Q.shape[0] > H * k:
         raise ValueError(f"Q and K have {Q.shape[0]} rows, more than H k = {H * k}")
-    W = np.eye(d) if W is None else np.asarray(W, dtype=float)
-    if W.shape != (d, d):
-        raise ValueError(f"W must be {d} x {d}, got {W.shape}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
+    W = np.eye(d) if W is None else validate_square(W, "W", d)
+    scale = validate_positive(scale, "scale")
     blocks = [slice(h * k, (h + 1) * k) for h in range(H)]
     C = np.stack([W[b].T @ V[b] for b in blocks])
     if kind == "l2":
@@ -112,18 +114,19 @@ def sigmoid_layer(
     summed form with this bias differs from unnormalised exponential attention
     :math:`\int e^{s}Vy\,d\mu` by :math:`\int\frac{e^{2s}}{n+e^s}Vy\,d\mu=O(e^{2\|A\|R^2}R\|V\|/n)`.
     """
-    if normalization not in ("mean", "sum"):
-        raise ValueError(f"normalization must be 'mean' or 'sum', got {normalization!r}")
+    normalization = validate_choice(normalization, "normalization", ("mean", "sum"))
     needs_n = normalization == "sum" or (isinstance(bias, str))
-    if needs_n and (n is None or int(n) != n or n < 1):
+    if needs_n and n is None:
         raise ValueError(f"normalization={normalization!r} / bias={bias!r} needs the number of tokens n")
+    if n is not None:
+        n = validate_count(n, "n")
     if isinstance(bias, str):
         if bias.replace(" ", "") != "-logn":
             raise ValueError(f"bias must be a number or the string '-log n', got {bias!r}")
         b = -math.log(n)
     else:
-        b = float(bias)
-    V = np.asarray(V, dtype=float)
+        b = validate_finite(bias, "bias")
+    V = real_array(V, "V")
     if normalization == "sum":
         V = n * V
     return Attention("sigmoid", A=A, V=V, beta=beta, bias=b, causal=causal)
@@ -158,7 +161,8 @@ class Variant:
         X0 = validate_tokens(X0, self.layer_at(0.0).d, name="X0")
         if not self.masked:
             n = X0.shape[0]
-            return SinkSystem(X0.copy(), np.full(n, 1.0 / n), np.arange(1, n + 1) / n, 0, 0.0)
+            causal = isinstance(self.layer, Attention) and self.layer.causal
+            return SinkSystem(X0.copy(), np.full(n, 1.0 / n), np.arange(1, n + 1) / n, 0, 0.0, causal=causal)
         return with_sink(X0, self.sink_mass, sink=self.sink_token)
 
     def run(
@@ -210,22 +214,23 @@ def paper1_variants(
                               :math:`s=0` (default sink token: the origin)
     ========================  =====================================================================
     """
-    A = np.asarray(A, dtype=float)
-    V = np.asarray(V, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or V.shape != A.shape:
-        raise ValueError(f"A and V must be square matrices of the same size, got {A.shape} and {V.shape}")
+    A = validate_square(A, "A")
+    V = validate_square(V, "V", A.shape[0])
     d = A.shape[0]
+    if isinstance(names, str):
+        raise ValueError(f"names must be a list of variant names, got the string {names!r}")
     unknown = set(names) - set(VARIANT_NAMES)
     if unknown:
-        raise ValueError(f"unknown variant(s) {sorted(unknown)}; known: {VARIANT_NAMES}")
-    H = d if n_heads is None else n_heads
+        raise ValueError(f"names lists unknown variant(s) {sorted(unknown)}; known: {VARIANT_NAMES}")
+    H = d if n_heads is None else validate_count(n_heads, "n_heads")
+    sink_mass = validate_finite(sink_mass, "sink_mass")
+    if not 0 <= sink_mass < 1:
+        raise ValueError(f"sink_mass must be in [0, 1), got {sink_mass!r}")
     build = {
         "softmax": lambda: Variant("softmax", Attention("softmax", A=A, V=V, beta=beta)),
         "multihead": lambda: Variant("multihead", multihead_from_rows(np.eye(d), A, V, H, beta=beta)),
         "l2": lambda: Variant("l2", Attention("l2", Q=np.eye(d), K=A, V=V, beta=beta)),
-        "sinkhorn": lambda: Variant(
-            "sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps, sinkhorn_tol=1e-10)
-        ),
+        "sinkhorn": lambda: Variant("sinkhorn", Attention("sinkhorn", A=A, V=V, beta=beta, eps=eps)),
         "sigmoid": lambda: Variant("sigmoid", sigmoid_layer(A, V, beta=beta, bias=bias)),
         "linear": lambda: Variant("linear", Attention("linear", A=A, V=V, beta=beta)),
         "unnormalized_softmax": lambda: Variant(

@@ -24,7 +24,15 @@ from scipy.integrate import solve_ivp
 
 from .errors import NonFiniteError
 from .kuramoto import coefficients, order_parameter
-from .validation import time_grid, validate_angles, validate_matrix2
+from .validation import (
+    time_grid,
+    validate_angles,
+    validate_complex,
+    validate_finite_array,
+    validate_matrix2,
+    validate_solver,
+    validate_tolerances,
+)
 
 __all__ = [
     "ws_constants",
@@ -60,8 +68,10 @@ def mobius(alpha, eta, c):
     S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*,
     Physica D 74 (1994); paper 2 (Li et al.), the Watanabe–Strogatz reduction (this book, chapter 4).
     """
-    alpha = np.asarray(alpha)[..., None]
-    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
+    alpha = validate_complex(alpha, "alpha")[..., None]
+    eta = validate_finite_array(eta, "eta")
+    c = validate_finite_array(c, "c")
+    w = np.exp(1j * (eta[..., None] + c))
     return (alpha + w) / (1 + np.conj(alpha) * w)
 
 
@@ -80,7 +90,9 @@ def ws_constants(theta0, alpha0=None):
     th = validate_angles(theta0, "theta0")
     if th.ndim != 1:
         raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
-    a = complex(order_parameter(th, 2)) if alpha0 is None else complex(alpha0)
+    if alpha0 is not None and np.ndim(alpha0) != 0:
+        raise ValueError(f"alpha0 must be one complex number (or None), got shape {np.shape(alpha0)}")
+    a = complex(order_parameter(th, 2)) if alpha0 is None else complex(validate_complex(alpha0, "alpha0"))
     if not abs(a) < 1 - 1e-10:
         raise ValueError(
             f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
@@ -91,7 +103,7 @@ def ws_constants(theta0, alpha0=None):
 
 def ws_order_parameter(alpha, eta, c):
     r""":math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}` (paper 2, spec §3); vectorised over alpha, eta."""
-    return mobius(alpha, eta, np.asarray(c, dtype=float)).mean(axis=-1)
+    return mobius(alpha, eta, c).mean(axis=-1)
 
 
 def ws_reconstruct(alpha, eta, c, theta0):
@@ -105,9 +117,9 @@ def ws_reconstruct(alpha, eta, c, theta0):
     :math:`\theta_k+\pi` without any sampling condition. Returns shape (m, n).
     """
     th0 = validate_angles(theta0, "theta0")
-    alpha = np.atleast_1d(np.asarray(alpha, dtype=complex))
-    eta = np.atleast_1d(np.asarray(eta, dtype=float))
-    c = np.asarray(c, dtype=float)
+    alpha = np.atleast_1d(validate_complex(alpha, "alpha"))
+    eta = np.atleast_1d(validate_finite_array(eta, "eta"))
+    c = validate_finite_array(c, "c")
     if alpha.shape != eta.shape or alpha.ndim != 1:
         raise ValueError(
             f"alpha and eta must be 1-D arrays over time of the same length, got {alpha.shape}, {eta.shape}"
@@ -193,6 +205,8 @@ def solve_watanabe_strogatz(
     if np.ndim(coef.a_plus) or np.ndim(coef.v_plus):
         raise ValueError("solve_watanabe_strogatz takes one pair of 2 x 2 matrices A, V")
     t0, T, t_eval = time_grid(t_span, t_eval)
+    method = validate_solver(method, "method")
+    rtol, atol = validate_tolerances(rtol, atol)
 
     def rhs(t, y):
         a = y[0] + 1j * y[1]

@@ -1,11 +1,178 @@
-"""Tests of ``tokendynamics.book.cache``: results cached with their parameters and the code that made them."""
+"""The result cache (tokendynamics.book.cache): damaged files, atomic writes, checksums, the code fingerprint."""
 
 from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tokendynamics.book import cache
+from tokendynamics.book.experiments import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.arange(4.0), "k": np.array([3, 1], dtype=np.int64)}
+
+    return tmp_path, compute, calls
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(b"this is not a zip file at all" * 10)
+    elif how == "pickled":  # a valid npz whose metadata needs pickle (object array)
+        np.savez(path, __meta__=np.array([{"params": 1}], dtype=object), x=np.zeros(2))
+    else:  # the metadata is not JSON
+        np.savez(path, __meta__=np.array("{not json"), x=np.zeros(2))
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "pickled", "bad-json"])
+def test_a_damaged_cache_file_is_recomputed_and_replaced_with_a_warning_naming_it(store, how):
+    folder, compute, calls = store
+    cache.cached("demo", {"n": 1}, compute)
+    path = folder / "demo.npz"
+    _damage(path, how)
+    with pytest.warns(cache.CacheWarning, match="demo.npz") as record:
+        out = cache.cached("demo", {"n": 1}, compute)
+    assert "damaged" in str(record[0].message)
+    assert len(calls) == 2 and np.array_equal(out["x"], np.arange(4.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the replaced file is good: no warning, no recomputation
+        again = cache.cached("demo", {"n": 1}, compute)
+    assert len(calls) == 2 and np.array_equal(again["k"], [3, 1])
+
+
+def test_the_checksum_of_the_arrays_is_verified_on_load(store):
+    folder, compute, calls = store
+    cache.cached("demo", {"n": 1}, compute)
+    path = folder / "demo.npz"
+    meta = cache.describe("demo")
+    expected = {"x": np.arange(4.0), "k": np.array([3, 1], dtype=np.int64)}
+    assert len(meta["sha256"]) == 64 and meta["sha256"] == cache.arrays_digest(expected)
+    # same metadata, altered array: a stale or tampered file that still parses
+    np.savez_compressed(path, __meta__=np.array(json.dumps(meta)), x=np.arange(4.0) + 1, k=np.array([3, 1]))
+    with pytest.warns(cache.CacheWarning, match="checksum"):
+        out = cache.cached("demo", {"n": 1}, compute)
+    assert len(calls) == 2 and np.array_equal(out["x"], np.arange(4.0))
+
+
+def test_writes_are_atomic_an_interrupted_write_keeps_the_old_file(store, monkeypatch):
+    folder, compute, calls = store
+    cache.cached("demo", {"n": 1}, compute)
+    before = (folder / "demo.npz").read_bytes()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # e.g. the reader interrupts the chapter while it writes
+
+    monkeypatch.setattr(np, "savez_compressed", crash)
+    with pytest.raises(KeyboardInterrupt):
+        cache.cached("demo", {"n": 2}, compute)
+    assert (folder / "demo.npz").read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == ["demo.npz"]  # no temporary file left
+
+
+def test_cache_files_get_the_permissions_of_any_new_file(store):
+    folder, compute, calls = store
+    old = os.umask(0o022)
+    try:
+        cache.cached("demo", {"n": 1}, compute)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((folder / "demo.npz").stat().st_mode) == 0o644  # not mkstemp's private 0o600
+
+
+def test_an_unwritable_data_folder_still_returns_the_result(store, monkeypatch):
+    folder, compute, calls = store
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(cache.tempfile, "mkstemp", refuse)
+    out = cache.cached("demo", {"n": 1}, compute)
+    assert np.array_equal(out["x"], np.arange(4.0)) and not (folder / "demo.npz").exists()
+
+
+def test_the_fingerprint_covers_every_module_of_the_package(tmp_path, monkeypatch):
+    copy = tmp_path / "tokendynamics"
+    shutil.copytree(cache.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
+    base = cache.fingerprint(root=copy)
+    assert base == cache.fingerprint()  # the copy has the same sources
+    sources = cache.package_sources(copy)
+    assert {p.name for p in sources} >= {"gaussian.py", "attention.py", "cache.py", "experiments.py", "validation.py"}
+    for path in sources:  # editing any module, the book layer included, changes the fingerprint
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text + "\n# edited\n", encoding="utf-8")
+        assert cache.fingerprint(root=copy) != base, path.name
+        path.write_text(text, encoding="utf-8")
+    assert cache.fingerprint(root=copy) == base
+    (copy / "new_module.py").write_text("x = 1\n")
+    assert cache.fingerprint(root=copy) != base
+    (copy / "new_module.py").unlink()
+    (copy / "metrics.py").rename(copy / "metrics2.py")  # a rename counts too
+    assert cache.fingerprint(root=copy) != base
+
+
+def test_editing_a_function_the_result_depends_on_invalidates_the_cache(store, tmp_path, monkeypatch):
+    """The stale-cache bug: changing gaussian.covariance_eigenvalues left the rank histograms as they were."""
+    folder, compute, calls = store
+    copy = tmp_path / "pkg" / "tokendynamics"
+    shutil.copytree(cache.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "PACKAGE_ROOT", copy)
+    cache.cached("demo", {"n": 1}, compute)
+    cache.cached("demo", {"n": 1}, compute)
+    assert len(calls) == 1
+    gaussian = copy / "gaussian.py"
+    gaussian.write_text(
+        gaussian.read_text().replace(
+            "return np.linalg.eigvalsh(_sym(cov))[..., ::-1]", "return np.linalg.eigvalsh(cov)[..., ::-1]"
+        )
+    )
+    cache.cached("demo", {"n": 1}, compute)
+    assert len(calls) == 2
+
+
+def test_extra_code_objects_still_enter_the_fingerprint(store):
+    def helper():
+        return 1
+
+    assert cache.fingerprint([helper]) != cache.fingerprint()
+
+
+def test_the_data_folder_is_the_repository_data_folder(monkeypatch):
+    monkeypatch.delenv("TOKENDYNAMICS_DATA", raising=False)
+    assert cache.data_dir() == ROOT / "data"
+    assert (ROOT / "data" / "README.md").exists()
+
+
+@pytest.mark.parametrize("row", sorted(settings("gaussian_F6")["rows"]))
+def test_committed_caches_are_readable_checksummed_and_made_with_the_current_settings(row, monkeypatch):
+    monkeypatch.delenv("TOKENDYNAMICS_DATA", raising=False)
+    meta = cache.describe(f"gaussian_F6_{row}")
+    _, arrays = cache._read(cache.data_dir() / f"gaussian_F6_{row}.npz")
+    assert meta["sha256"] == cache.arrays_digest(arrays)
+    p = settings("gaussian_F6")
+    expected = {k: v for k, v in p.items() if k != "rows"} | {"row": p["rows"][row]}
+    assert meta["params"] == cache._jsonable(expected)
+    assert settings("gaussian_F6", "full") == p  # one cache serves both settings
+    assert row in (ROOT / "data" / "README.md").read_text()
 
 
 def test_cached_recomputes_when_parameters_or_code_change(tmp_path, monkeypatch):

@@ -31,6 +31,6 @@ def test_live_widgets_are_built_live_but_not_in_the_headless_build(monkeypatch):
     assert plotting.live_widgets()
     monkeypatch.setenv("TOKENDYNAMICS_HEADLESS", "1")
     assert not plotting.live_widgets()
-    from tokendynamics.book.gaussian_plots import cone_explorer
+    from tokendynamics.book.explorers import cone_explorer
 
     assert cone_explorer() is None  # builds nothing headless

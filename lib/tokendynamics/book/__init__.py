@@ -3,6 +3,6 @@
 Experiment parameters (:mod:`.experiments`), cached results (:mod:`.cache`), the plotting style
 and figure helpers (:mod:`.plotting`, :mod:`.gaussian_plots`, :mod:`.kuramoto_plots`,
 :mod:`.highdim_plots`), the official figure protocols of paper 1 (:mod:`.gaussian_figures`) and
-the chapters' explorers (:mod:`.explorers`). The mathematics (``tokendynamics.*`` outside this
+the chapters' explorers (:mod:`.explorers`, one module per chapter, on the framework :mod:`.widgets`). The mathematics (``tokendynamics.*`` outside this
 package) never imports from here.
 """

@@ -1,11 +1,21 @@
 """Cached expensive results, stored with the parameters and the code that made them.
 
-``cached(name, params, compute, code=[...])`` returns the arrays stored in ``data/<name>.npz`` when
-the stored parameters and the fingerprint of the listed code (source of functions or modules) are
-the same as now; otherwise it calls ``compute()``, stores its arrays with the parameters and the
-fingerprint, and returns them. A result is therefore recomputed whenever the parameters or the
-code that makes it change, and a reader can always see what produced a cached file
-(:func:`describe`).
+``cached(name, params, compute)`` returns the arrays stored in ``data/<name>.npz`` when the stored
+parameters and code fingerprint are the same as now; otherwise it calls ``compute()``, stores its
+arrays with the parameters and the fingerprint, and returns them. A reader can always see what
+produced a cached file (:func:`describe`).
+
+* **What invalidates a result.** The fingerprint (:func:`fingerprint`) is a hash of the source of
+  the *whole* ``tokendynamics`` package (every ``.py`` file, sorted by path, with its path), plus
+  the source of any extra objects passed as ``code`` (e.g. a function defined outside the
+  package). Listing by hand the functions a result depends on missed some (a change of
+  ``gaussian.covariance_eigenvalues`` left the rank histograms stale); hashing the package cannot
+  miss one, at the price of recomputing after any change of the library.
+* **Integrity.** The metadata stores a SHA-256 of the arrays (names, dtypes, shapes and bytes),
+  checked on every load. A truncated, empty, garbage or tampered file is recomputed and replaced,
+  with a :class:`CacheWarning` naming the file.
+* **Atomic writes.** A result is written to a temporary file in the same folder and moved over the
+  old one with ``os.replace``: an interrupted write never leaves a half-written cache behind.
 """
 
 from __future__ import annotations
@@ -14,13 +24,45 @@ import hashlib
 import inspect
 import json
 import os
+import pickle
+import tempfile
+import warnings
+import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["data_dir", "fingerprint", "cached", "describe"]
+__all__ = [
+    "PACKAGE_ROOT",
+    "CacheWarning",
+    "data_dir",
+    "package_sources",
+    "fingerprint",
+    "arrays_digest",
+    "cached",
+    "describe",
+]
+
+#: The folder of the ``tokendynamics`` package whose sources make the code fingerprint.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+# what np.load can raise on a damaged .npz (truncated zip, garbage, a pickled object, bad header)
+_UNREADABLE = (
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    zipfile.BadZipFile,
+    zlib.error,
+    pickle.UnpicklingError,
+)
+
+
+class CacheWarning(UserWarning):
+    """A cache file could not be used as it is (damaged, or its checksum does not match) and is recomputed."""
 
 
 def data_dir() -> Path:
@@ -28,7 +70,7 @@ def data_dir() -> Path:
     env = os.environ.get("TOKENDYNAMICS_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "data"
+    return Path(__file__).resolve().parents[3] / "data"
 
 
 def _jsonable(obj: Any):
@@ -45,12 +87,70 @@ def _jsonable(obj: Any):
     raise TypeError(f"cache parameters must be plain data (numbers, strings, lists, arrays), got {type(obj).__name__}")
 
 
-def fingerprint(code: Iterable[Any]) -> str:
-    """SHA-256 (first 16 hex digits) of the source code of the given functions, classes or modules."""
+def package_sources(root: Path | None = None) -> list[Path]:
+    """Every ``.py`` file of the package (``PACKAGE_ROOT`` unless ``root`` is given), sorted by relative path."""
+    root = PACKAGE_ROOT if root is None else Path(root)
+    files = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def fingerprint(code: Iterable[Any] = (), *, root: Path | None = None) -> str:
+    """SHA-256 (first 16 hex digits) of the package's source files and of the source of the extra ``code`` objects.
+
+    Every ``.py`` file of the package enters with its path relative to the package, so editing,
+    adding, removing or renaming any module changes the fingerprint.
+    """
+    root = PACKAGE_ROOT if root is None else Path(root)
     h = hashlib.sha256()
+    for path in package_sources(root):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
     for obj in code:
         h.update(inspect.getsource(obj).encode())
     return h.hexdigest()[:16]
+
+
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of a dict of arrays: names, dtypes, shapes and bytes, in sorted name order."""
+    h = hashlib.sha256()
+    for key in sorted(arrays):
+        arr = np.ascontiguousarray(arrays[key])
+        h.update(key.encode())
+        h.update(b"\0")
+        h.update(arr.dtype.str.encode())
+        h.update(repr(arr.shape).encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """Metadata and arrays of a cache file; raises one of ``_UNREADABLE`` if the file is damaged."""
+    with np.load(path, allow_pickle=False) as f:
+        meta = json.loads(str(f["__meta__"]))
+        arrays = {k: f[k] for k in f.files if k != "__meta__"}
+    if not isinstance(meta, dict):
+        raise ValueError("the metadata is not a JSON object")
+    return meta, arrays
+
+
+def _write_atomic(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a cache is as readable as any file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def cached(
@@ -61,34 +161,51 @@ def cached(
     code: Iterable[Any] = (),
     refresh: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Load ``data/<name>.npz`` if made with the same ``params`` and ``code``; else compute and store.
+    """Load ``data/<name>.npz`` if made with the same ``params`` and code; else compute and store.
 
-    ``compute`` returns a dict of arrays. If the data folder is not writable the result is
-    computed and returned without being stored.
+    ``compute`` returns a dict of arrays. The code fingerprint covers the whole package plus the
+    extra objects in ``code`` (:func:`fingerprint`). A damaged file, or one whose arrays do not
+    match their stored checksum, is recomputed and replaced with a :class:`CacheWarning`. If the
+    data folder is not writable the result is computed and returned without being stored.
     """
-    if not name.replace("-", "_").replace(".", "_").isidentifier():
+    if not isinstance(name, str) or not name.replace("-", "_").replace(".", "_").isidentifier():
         raise ValueError(f"cache name must be a simple identifier-like stem, got {name!r}")
-    meta = {"params": _jsonable(params), "code": fingerprint(code)}
-    key = json.dumps(meta, sort_keys=True)
+    wanted = {"params": _jsonable(params), "code": fingerprint(code)}
     path = data_dir() / f"{name}.npz"
     if path.exists() and not refresh:
-        with np.load(path, allow_pickle=False) as f:
-            stored = str(f["__meta__"]) if "__meta__" in f.files else ""
-            if stored == key:
-                return {k: f[k] for k in f.files if k != "__meta__"}
+        try:
+            meta, arrays = _read(path)
+        except _UNREADABLE as exc:
+            warnings.warn(
+                f"cache file {path} is damaged and cannot be read ({type(exc).__name__}: {exc}); "
+                "recomputing it and replacing the file",
+                CacheWarning,
+                stacklevel=2,
+            )
+        else:
+            same = meta.get("params") == wanted["params"] and meta.get("code") == wanted["code"]
+            if same and meta.get("sha256") == arrays_digest(arrays):
+                return arrays
+            if same:
+                warnings.warn(
+                    f"cache file {path} does not match its stored checksum (its arrays were altered); "
+                    "recomputing it and replacing the file",
+                    CacheWarning,
+                    stacklevel=2,
+                )
     result = compute()
     if not isinstance(result, dict) or not result:
         raise TypeError("compute() must return a non-empty dict of arrays")
     arrays = {k: np.asarray(v) for k, v in result.items()}
+    meta = {**wanted, "sha256": arrays_digest(arrays)}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, __meta__=np.array(key), **arrays)
+        _write_atomic(path, meta, arrays)
     except OSError:
         pass
     return arrays
 
 
 def describe(name: str) -> dict:
-    """Parameters and code fingerprint stored with ``data/<name>.npz``."""
-    with np.load(data_dir() / f"{name}.npz", allow_pickle=False) as f:
-        return json.loads(str(f["__meta__"]))
+    """Parameters, code fingerprint and array checksum stored with ``data/<name>.npz``."""
+    meta, _ = _read(data_dir() / f"{name}.npz")
+    return meta

@@ -65,6 +65,7 @@ CHAPTERS = {
     "02_gaussian_preservation": "Gaussian tokens: clustering and blow-up",
     "03_gradient_flow": "The gradient-flow structure",
     "04_kuramoto_reduction": "Linear attention on the circle: a Kuramoto model",
+    "04_kuramoto_regimes": "Linear attention on the circle: the regimes",
     "05_high_dimensional": "High dimension: do the planar regimes persist?",
 }
 
@@ -901,7 +902,7 @@ CLAIMS: tuple[Claim, ...] = (
         r"$10^{-8}$ relative",
         ("gf_nc_trace_long", ".1e"),
     ),
-    # ------------------------------------------------------------------ paper 2, chapter 04
+    # ------------------------------------------------------------------ paper 2, chapter 04 (the reduction, then the regimes)
     _c(
         "kuramoto-daido-form",
         2,
@@ -973,7 +974,7 @@ CLAIMS: tuple[Claim, ...] = (
         "four-regimes",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"Linear attention on the circle shows static antipodal clusters, rotating clusters, oscillations and "
         r"partial clustering, depending on $A$ and $V$.",
         [
@@ -1046,6 +1047,24 @@ CLAIMS: tuple[Claim, ...] = (
         ("oa_slope", ".2f"),
     ),
     _c(
+        "structural-stability-for-all-time",
+        2,
+        "S",
+        "04_kuramoto_reduction",
+        r"Structural stability for all time: for $V=I$ with $\operatorname{sym}A\succ0$ and for $A=I$ with "
+        r"$\lambda_{\max}(V)>0$, data close to the uniform law in the bounded-Lipschitz distance stay close to the "
+        r"Ott–Antonsen solution for all time (largest ratio $\sup_t d/d_0$ in those regions shown; $d=W_1$ on the "
+        r"circle of double angles, $\tfrac2\pi W_1\le d_{BL}\le W_1$).",
+        [
+            T
+            + "test_ott_antonsen.py::test_oa_stability_data_close_to_uniform_stay_close_for_all_time_in_the_summarys_regions",
+            T + "test_transport.py::test_circle_bounded_lipschitz_lies_between_two_over_pi_w1_and_w1",
+            T + "test_transport.py::test_circle_wasserstein1_equals_the_exact_transport_lp_with_the_arc_length_cost",
+        ],
+        r"ratio constant from $t=100$ to $200$ and below 4",
+        ("stab_growth_inside", ".1f"),
+    ),
+    _c(
         "equispaced-constants-make-oa-exact",
         2,
         "D",
@@ -1070,7 +1089,7 @@ CLAIMS: tuple[Claim, ...] = (
         "regime-table",
         2,
         "D",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"A classifier of the Ott–Antonsen flow and the closed forms agree on every row of the table of example "
         r"regimes, bistable case included (rows that agree shown).",
         [
@@ -1085,7 +1104,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-closed-form",
         2,
         "D",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"With $V=I$ the Ott–Antonsen field factorises: $\dot z=\frac\beta2(1-|z|^2)(\bar a_+z+a_-)$.",
         [T + "test_ott_antonsen.py::test_ott_antonsen_rhs_with_V_identity_is_the_case1_closed_form"],
         "$10^{-13}$",
@@ -1094,7 +1113,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-regimes",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$V=I$: $\operatorname{tr}A>0$ or $\det A\le0$ give static clusters, $\operatorname{sym}A\prec0$ partial "
         r"clustering at $z^*=-a_-/\bar a_+$, and $\operatorname{tr}A<0<\det A$ with $\operatorname{sym}A$ indefinite "
         r"is bistable.",
@@ -1109,7 +1128,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-oscillation-period",
         2,
         "D",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"On $\operatorname{tr}A=0<\det A$ the orbits are circles around $z^*$, with period "
         r"$P=4\pi\big/\big(\beta|\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}\big)$.",
         [T + "test_regimes.py::test_case1_period_matches_the_measured_oscillation_period"],
@@ -1119,7 +1138,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case2-clusters-iff-the-top-eigenvalue-is-nonnegative",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$A=I$, $V$ symmetric: the tokens cluster on the top eigenvector if and only if $\lambda_{\max}(V)\ge0$; "
         r"otherwise $R_2\to\frac{\lambda_1-\lambda_2}{|\lambda_1+\lambda_2|}e^{2i\theta_1}$.",
         [T + "test_regimes.py::test_predict_regime_case2_limit_on_197_random_symmetric_V"],
@@ -1130,7 +1149,7 @@ CLAIMS: tuple[Claim, ...] = (
         "rotating-clusters",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"Non-commuting $A=\operatorname{diag}(\alpha_1,\alpha_2)\succ0$ and $V=cI+sJ$, $c>0$: the clusters rotate "
         r"for ever, with period $P=\pi/(\beta|s|\sqrt{\alpha_1\alpha_2})$.",
         [T + "test_regimes.py::test_rotation_period_of_rotating_clusters_is_pi_over_beta_s_sqrt_a1_a2"],
@@ -1141,7 +1160,7 @@ CLAIMS: tuple[Claim, ...] = (
         "hidden-hamiltonian",
         2,
         "S",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$A=I$, $\operatorname{tr}V=0$: the Ott–Antonsen flow conserves $\mathcal E(z)$, with "
         r"$\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E$; $\det V>0$ gives closed orbits around a centre, "
         r"$\det V<0$ static clusters.",
@@ -1157,7 +1176,7 @@ CLAIMS: tuple[Claim, ...] = (
         "saddle-node-on-the-circle",
         2,
         "I",
-        "04_kuramoto_reduction",
+        "04_kuramoto_regimes",
         r"$A=I$ and $V$ with diagonal $(c+a,c-a)$, off-diagonal $(b,-b)$, $c>0$: the clusters rotate with period "
         r"$\pi/(\beta\sqrt{b^2-a^2})$ for $|a|<|b|$, stop at a saddle-node on the circle at $|a|=|b|$, and are "
         r"static beyond.",
@@ -1319,13 +1338,44 @@ CLAIMS: tuple[Claim, ...] = (
     _c(
         "oscillation-is-damped-in-high-dimension",
         2,
-        "I",
+        "D",
         "05_high_dimensional",
-        r"Paper 2's summary says the oscillations persist in high dimension; the book's runs find them damped: the "
-        r"range of $\hat R_2$ shrinks along the run (an open disagreement; late range shown).",
-        [T + "test_highdim.py::test_run_variant_case4_oscillation_is_damped_in_high_dimension"],
+        r"Paper 2's summary says the oscillations persist at $d=100$; in $\hat R_2$ the book finds them damped for "
+        r"uniform data: the rotation planes of $V$ start in step and drift out of step, and $\hat R_2$ averages them "
+        r"(late range over early range of $\hat R_2$ shown).",
+        [
+            T + "test_highdim.py::test_run_variant_case4_oscillation_is_damped_in_high_dimension",
+            T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane",
+        ],
         "late range below 0.6 times the early range ($d=30$)",
-        ("hd_osc_late", ".4f"),
+        ("hd_osc_R2_ratio", ".2f"),
+    ),
+    _c(
+        "oscillations-persist-in-the-coordinate-means",
+        2,
+        "S",
+        "05_high_dimensional",
+        r"At $d=100$ the oscillations of Case 4 ($|a|<|b|$) persist for linear and softmax attention, in the "
+        r"authors' diagnostic: the per-coordinate mean token values keep oscillating with an undiminished range "
+        r"(late over early range shown, linear attention).",
+        [
+            T
+            + "test_highdim.py::test_case4_oscillation_persists_in_the_coordinate_means_for_linear_and_softmax_attention"
+        ],
+        "late range at least 0.7 times the early range ($d=30$)",
+        ("hd_osc_means_ratio", ".2f"),
+    ),
+    _c(
+        "oscillation-persists-near-one-plane",
+        2,
+        "D",
+        "05_high_dimensional",
+        r"The oscillation of $\hat R_2$ persists at $d=100$ when the data lie near one rotation plane, and the "
+        r"order parameter of a dominant rotation plane keeps oscillating (late over early range of $\hat R_2$ "
+        r"shown, data near a plane).",
+        [T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane"],
+        "late range at least 0.7 times the early range ($d=30$)",
+        ("hd_osc_near_ratio", ".2f"),
     ),
 )
 

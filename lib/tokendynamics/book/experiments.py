@@ -7,10 +7,23 @@ and identical between the book, the tests and a reader's own runs.
 
 from __future__ import annotations
 
+import ast
+import math
+import re
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EXPERIMENTS", "MODES", "settings"]
+__all__ = [
+    "EXPERIMENTS",
+    "MODES",
+    "settings",
+    "PARAMETER_RULES",
+    "ChapterParameter",
+    "parameters_cell",
+    "parameter_schema",
+    "check_parameters",
+]
 
 MODES = ("fast", "full")
 
@@ -213,16 +226,13 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "b": 1.0,
             "c": 0.3,
             "a": [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.85, 0.92, 0.96, 0.985, 1.03, 1.1, 1.25, 1.5],
-            "T": 160.0,
-            "transient": 80.0,
+            "T_min": 40.0,  # each period is measured over four closed-form periods, at least T_min
             "rtol": 1e-9,
         },
         # a = b = 1 itself is the degenerate saddle-node: left out of the grids
         "full": {
             "a": [round(0.025 * k, 3) for k in range(61) if k != 40] + [0.96, 0.985, 0.995, 0.999],
-            "T": 800.0,
-            "transient": 400.0,
-            "rtol": 1e-11,
+            "rtol": 1e-10,
         },
     },
     # F9 rotating clusters for non-commuting A, V (spec F9)
@@ -251,6 +261,42 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"ns": [250, 1000, 4000, 16000], "seeds": 10},
     },
+    # Long-time structural stability (chapter 04_kuramoto_reduction): perturbations of the uniform law
+    # (ott_antonsen.perturbed_uniform) against their Ott-Antonsen solution, for two (A, V) in each
+    # family of paper 2's summary (V = I with sym A > 0; A = I with lambda_max(V) > 0), the Kuramoto
+    # case A = V = I (in both) and two outside them.
+    "kuramoto_stability": {
+        "fast": {
+            "n": 800,
+            "T": 200.0,
+            "n_times": 121,
+            "epsilon": [0.01, 0.03, 0.1],
+            "seed": 3,
+            "cases": {
+                "V = I, sym A ≻ 0": {"A": [[1.0, 0.5], [-0.3, 2.0]], "V": [[1.0, 0.0], [0.0, 1.0]], "inside": True},
+                "A = I, V = diag(2, −1)": {
+                    "A": [[1.0, 0.0], [0.0, 1.0]],
+                    "V": [[2.0, 0.0], [0.0, -1.0]],
+                    "inside": True,
+                },
+                "A = V = I": {"A": [[1.0, 0.0], [0.0, 1.0]], "V": [[1.0, 0.0], [0.0, 1.0]], "inside": True},
+                "A = I, V traceless, det V > 0": {
+                    "A": [[1.0, 0.0], [0.0, 1.0]],
+                    "V": [[0.5, 1.0], [-1.0, -0.5]],
+                    "inside": False,
+                },
+                "A = I, V = diag(−1, −3)": {
+                    "A": [[1.0, 0.0], [0.0, 1.0]],
+                    "V": [[-1.0, 0.0], [0.0, -3.0]],
+                    "inside": False,
+                },
+            },
+            "oscillating": "A = I, V traceless, det V > 0",
+            "kuramoto": "A = V = I",
+            "case2": "A = I, V = diag(2, −1)",
+        },
+        "full": {"n": 2000, "T": 400.0, "n_times": 241, "epsilon": [0.005, 0.01, 0.03, 0.1]},
+    },
     # live widget and its static stand-in: a path through the regimes in the SNIC family
     # A = I, V = [[c + a, 1], [-1, c - a]]: c from -0.3 to 0.3 at a = 0.5, then a from 0.5 to 1.5
     "kuramoto_explorer": {
@@ -262,14 +308,18 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "z0_abs": 0.3,
             "z0_arg": 0.6,
             "n_grid": 15,
-            "timing_repeats": 5,
+            "live_n_grid": 11,  # the live explorer's arrows: a coarser grid, lighter to redraw
         },
-        "full": {"frames": 45, "n": 200, "n_grid": 19, "timing_repeats": 9},
+        "full": {"frames": 45, "n": 200, "n_grid": 19},
     },
-    # Chapter 5 (paper 2 §7, F11-F12, spec §7.5): d = 100, n = 200, linear vs unnormalised softmax
-    # vs softmax attention on the matrix recipes of spec §7.5. Every run costs well under a second
-    # at this size, so even the fast setting uses the paper's d and n; "full" adds tighter
-    # tolerances, a longer random-case run, finer sweeps with several token seeds, and more frames.
+    # Chapter 5 (paper 2's high-dimensional experiments): d = 100, n = 200, linear vs unnormalised
+    # softmax vs softmax attention on the matrix recipes of the authors' app. Every run costs about
+    # a second at this size, so even the fast setting uses the paper's d and n. Runs last what they
+    # need: linear attention clusters by t ~ 50 in the structured cases and t ~ 300 in the random
+    # one, the softmax variants by t ~ 20; after clustering the state is mildly stiff and an explicit
+    # solver only pays for resting clusters, so longer runs buy nothing but cost. "full" adds a
+    # longer run of the random case, three token seeds and finer grids in the sweeps, more stored
+    # times, and runs independent jobs on two processes.
     "highdim_cases": {
         "fast": {
             "d": 100,
@@ -278,9 +328,11 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "seed": 0,
             "matrix_seed": 42,
             "T": {"linear": 400.0, "unnormalized_softmax": 40.0, "softmax": 40.0},
+            "T_random_linear": 400.0,
             "n_eval": 201,
             "rtol": 1e-6,
             "atol": 1e-8,
+            "n_jobs": 1,
             "cases": [
                 {"case": "case1", "spectrum": "positive"},
                 {"case": "case1", "spectrum": "mixed"},
@@ -292,16 +344,12 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
                 {"case": "case4", "a": 0.5, "b": 1.0},
                 {"case": "random", "sigma": 1.0},
             ],
-            "gram_cases": [0, 3, 5, 7],
+            "gram_cases": [0, 3, 7],
+            "means_cases": [3, 5, 7],
             "levels": [0.1, 0.5, 0.99],
             "check_T": 40.0,
         },
-        "full": {
-            "T": {"linear": 1200.0, "unnormalized_softmax": 100.0, "softmax": 100.0},
-            "n_eval": 801,
-            "rtol": 1e-8,
-            "atol": 1e-10,
-        },
+        "full": {"T_random_linear": 1200.0, "n_eval": 401, "n_jobs": 2},
     },
     "highdim_sweeps": {
         "fast": {
@@ -318,13 +366,30 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "n_eval": 301,
         },
         "full": {
-            "seeds": [0, 1, 2, 3, 4],
+            "seeds": [0, 1, 2],
             "n_jobs": -1,
-            "betas": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-            "tops": [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-            "dims": [5, 10, 25, 50, 100, 200, 400],
-            "T": {"linear": 1000.0, "unnormalized_softmax": 60.0},
+            "betas": [0.25, 0.5, 1.0, 2.0, 4.0],
+            "tops": [0.25, 0.5, 1.0, 2.0, 4.0],
+            "dims": [5, 10, 25, 50, 100, 200],
         },
+    },
+    # Oscillations at d = 100 (Case 4, |a| < |b|): uniform data (n tokens, and a larger n), data near
+    # one plane, and one dominant rotation plane; T long enough for several periods.
+    "highdim_oscillation": {
+        "fast": {
+            "d": 100,
+            "n": 200,
+            "n_large": 1000,
+            "a": 0.5,
+            "b": 1.0,
+            "T": 400.0,
+            "n_eval": 801,
+            "spread": 0.05,
+            "dominant": 5.0,
+            "seed": 0,
+            "window": 50.0,
+        },
+        "full": {"n_large": 2000},
     },
     # The static stand-in for the widget: Case 4 with b = 1 and a crossing |a| = |b| (spec §5.5).
     "highdim_family": {
@@ -521,7 +586,6 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "T": 6.0,
             "step": 0.01,
             "grid": [7, 7, -0.8, 0.8, -0.8, 0.8],
-            "timing_repeats": 5,
         },
         "full": {"frames": 60},
     },
@@ -586,11 +650,13 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "fast": {"s_max": 1.5, "n_s": 61, "times": 31, "eps": 1.0, "t_long": 1000.0},
         "full": {"n_s": 121, "times": 61},
     },
-    # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2).
+    # Widget and its static stand-in: softmax, A = rotation of diag(a1, a2), V = diag(v1, v2); the live
+    # explorer evaluates the curves at live_n_times times (a third of the library call's cost).
     "gradient_flow_widget": {
         "fast": {
             "T": 3.0,
             "n_times": 121,
+            "live_n_times": 41,
             "frames": 30,
             "a1": -1.0,
             "a2_range": [-1.0, 1.5],
@@ -624,16 +690,20 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             },
             "recipes": ["identity", "gaussian", "goe", "minus_identity"],
             "recipe_kinds": ["softmax", "linear"],
-            # a finer beta grid around the transition of softmax (Q = K = V = I), the same clouds
-            "critical": {"kind": "softmax", "betas": [1.414, 1.682, 2.378, 2.828, 3.364]},
+            # finer beta grids around the transitions of softmax and linear attention (Q = K = V = I),
+            # on the same clouds: the critical beta is interpolated between grid points
+            "critical": {
+                "softmax": [1.414, 1.682, 2.378, 2.828, 3.364],
+                "linear": [0.0884, 0.1768, 0.3536, 0.7071, 1.4142],
+            },
             "resample_kind": "softmax",
             "resample_recipe": "gaussian",
             "resample_every": [4.0, 1.0],
             "count_ns": [8, 16, 32, 64],
             "count_clouds": 6,
             "count_depth": 24.0,
-            "step_check": {"clouds": 5, "factor": 4, "depth": 12.0},
-            "planar": {"clouds": 32, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
+            "step_check": {"clouds": 5, "factor": 4, "depth": 12.0, "betas": 1},
+            "planar": {"clouds": 32, "beta": 1.0, "depths": [25.0, 50.0, 100.0], "dt": 0.5},
             "ward_sample": 64,
             "bootstrap": 1000,
             "n_jobs": 1,
@@ -641,7 +711,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "full": {
             "clouds": 256,
             "count_clouds": 64,
-            "step_check": {"clouds": 16, "factor": 4, "depth": 24.0},
+            "step_check": {"clouds": 16, "factor": 4, "depth": 24.0, "betas": 2},
             "planar": {"clouds": 256, "beta": 1.0, "depths": [25.0, 50.0, 100.0, 200.0], "dt": 0.5},
             "ward_sample": 256,
             "bootstrap": 2000,
@@ -669,4 +739,169 @@ def settings(name: str, mode: str = "fast", **overrides) -> dict[str, Any]:
     if unknown:
         raise KeyError(f"experiment {name!r} has no parameter(s) {sorted(unknown)}")
     out.update({k: v for k, v in overrides.items() if v is not None})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the chapters' own parameters (papermill's ``-p name value``), checked before a chapter runs
+# ---------------------------------------------------------------------------------------------
+
+#: Types and ranges of chapter parameters, by name. A chapter's parameters, their defaults and
+#: their descriptions come from its ``parameters`` cell (:func:`parameter_schema`); the type is
+#: ``"type"`` here if given, else that of the default (None is accepted iff the default is None);
+#: ``"min"``/``"max"`` bound numbers (``"strict"``: the bound itself is excluded), ``"choices"``
+#: lists the accepted values. A new chapter's parameter needs an entry here only if its default
+#: is None or its range is restricted.
+PARAMETER_RULES: dict[str, dict[str, Any]] = {
+    "mode": {"choices": MODES},
+    "n": {"type": int, "min": 1},
+    "seed": {"type": int, "min": 0},
+    "beta": {"type": float, "min": 0.0, "strict": True},
+    "T": {"type": float, "min": 0.0, "strict": True},
+}
+
+_TYPE_WORDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+
+
+@dataclass(frozen=True)
+class ChapterParameter:
+    """One parameter of a chapter: its name, default, description (the comment on its line) and rule."""
+
+    name: str
+    default: Any
+    comment: str
+    type: type
+    rule: dict
+
+    def expected(self) -> str:
+        """What a valid value is, in words (for error messages)."""
+        rule = self.rule
+        if "choices" in rule:
+            words = "one of " + ", ".join(repr(c) for c in rule["choices"])
+        else:
+            words = _TYPE_WORDS.get(self.type, self.type.__name__)
+            for key, op in (("min", ">"), ("max", "<")):
+                if key in rule:
+                    words += f" {op}{'' if rule.get('strict') else '='} {rule[key]:g}"
+        return words + (" or None" if self.default is None else "")
+
+    def check(self, value) -> Any:
+        """``value`` if it is valid; a ValueError naming the parameter and what is expected otherwise."""
+        if value is None and self.default is None:
+            return None
+        given = value
+        ok = value is not None
+        if ok and self.type is bool:
+            ok = isinstance(value, bool)
+        elif ok and self.type is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif ok and self.type is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            value = float(value) if ok else value
+        elif ok:
+            ok = isinstance(value, self.type)
+        rule = self.rule
+        if ok and "choices" in rule:
+            ok = value in rule["choices"]
+        if ok and "min" in rule:
+            ok = value > rule["min"] if rule.get("strict") else value >= rule["min"]
+        if ok and "max" in rule:
+            ok = value < rule["max"] if rule.get("strict") else value <= rule["max"]
+        if not ok:
+            hint = f" ({self.comment})" if self.comment else ""
+            raise ValueError(f"parameter {self.name} must be {self.expected()}, got {given!r}{hint}")
+        return value
+
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
+
+
+def parameters_cell(markdown: str) -> str | None:
+    """Source of the code cell tagged ``parameters`` in a MyST-markdown notebook (None if there is none).
+
+    Reads ``:tags: [parameters]`` option lines and ``---``-delimited YAML option blocks, the two
+    forms jupytext writes.
+    """
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence = m.group(1)
+        j = i + 1
+        options = []
+        if j < len(lines) and lines[j].strip() == "---":
+            j += 1
+            while j < len(lines) and lines[j].strip() != "---":
+                options.append(lines[j])
+                j += 1
+            j += 1
+        else:
+            while j < len(lines) and lines[j].startswith(":"):
+                options.append(lines[j])
+                j += 1
+        body = []
+        while j < len(lines) and not lines[j].startswith(fence):
+            body.append(lines[j])
+            j += 1
+        tagged = any(re.match(r"^:?tags:\s*\[[^\]]*\bparameters\b[^\]]*\]", o.strip()) for o in options)
+        if tagged:
+            return "\n".join(body).strip("\n")
+        i = j + 1
+    return None
+
+
+def parameter_schema(source: str) -> dict[str, ChapterParameter]:
+    """The parameters defined by a ``parameters`` cell: ``name = literal  # description`` lines.
+
+    Names and defaults come from the cell (parsed with ``ast``; defaults must be literals), the
+    description from the comment on each line, the type from the default (or from
+    :data:`PARAMETER_RULES` when the default is None) and the range from :data:`PARAMETER_RULES`.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    out: dict[str, ChapterParameter] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise ValueError(f"the parameters cell may only assign literals to names, found: {ast.unparse(node)}")
+        name = node.targets[0].id
+        try:
+            default = ast.literal_eval(node.value)
+        except ValueError:
+            raise ValueError(
+                f"the default of parameter {name} must be a literal, got {ast.unparse(node.value)}"
+            ) from None
+        line = lines[node.end_lineno - 1]
+        comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset :] else ""
+        rule = dict(PARAMETER_RULES.get(name, {}))
+        typ = rule.pop("type", None) or (None if default is None else type(default))
+        if typ is None:
+            raise ValueError(
+                f"parameter {name} defaults to None and has no type in PARAMETER_RULES "
+                "(tokendynamics.book.experiments): add one"
+            )
+        param = ChapterParameter(name, default, comment, typ, rule)
+        try:
+            param.check(default)
+        except ValueError as exc:
+            raise ValueError(f"the default of parameter {name} breaks its own rule: {exc}") from None
+        out[name] = param
+    return out
+
+
+def check_parameters(schema: dict[str, ChapterParameter], given: dict[str, Any], chapter: str = "") -> dict[str, Any]:
+    """Check reader-given parameter values against a chapter's schema; return them (floats as floats).
+
+    Raises a one-line ValueError naming the first wrong parameter: an unknown name (listing the
+    chapter's parameters) or a value of the wrong type or out of range (saying what is expected).
+    """
+    where = f" of chapter {chapter}" if chapter else ""
+    out = {}
+    for name, value in given.items():
+        if name not in schema:
+            known = ", ".join(schema) or "none"
+            raise ValueError(f"unknown parameter {name!r}{where}; its parameters are: {known}")
+        out[name] = schema[name].check(value)
     return out

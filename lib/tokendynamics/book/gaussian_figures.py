@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import gaussian
 from ..attention import Attention
 from ..gaussian import clustering_limit, cone_coordinates, cone_grid, covariance_eigenvalues, projected_euler
 from .cache import cached
@@ -366,34 +365,16 @@ def rank_histogram(
 def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
     """F6 for every row, through :func:`tokendynamics.book.cache.cached` (parameters + code fingerprint).
 
-    Recomputed only when the F6 settings or the code that makes them change; the cache files are
-    ``data/gaussian_F6_<row>.npz``.
+    Recomputed only when the F6 settings or the code of the package change (the fingerprint
+    covers every module of ``tokendynamics``); the cache files are ``data/gaussian_F6_<row>.npz``
+    (see ``data/README.md``; the fast and full settings of F6 are the same).
     """
-    from .. import _gaussian_kernels  # an accelerator, imported lazily (numba)
-
     p = settings("gaussian_F6", mode)
     rows = list(p["rows"]) if rows is None else list(rows)
     out = {}
     for row in rows:
         params = {k: v for k, v in p.items() if k != "rows"}
         params["row"] = p["rows"][row]
-        arrays = cached(
-            f"gaussian_F6_{row}",
-            params,
-            lambda row=row: rank_histogram(row, mode).to_arrays(),
-            code=[
-                rank_histogram,
-                _histogram_parameters,
-                official_layer,
-                legacy_rng,
-                _gaussian_kernels,
-                gaussian.projected_euler,
-                gaussian._projected_euler_numpy,
-                gaussian._affine_field,
-                gaussian._project_psd,
-                gaussian.clustering_limit,
-                RankHistogram,
-            ],
-        )
+        arrays = cached(f"gaussian_F6_{row}", params, lambda row=row: rank_histogram(row, mode).to_arrays())
         out[row] = RankHistogram.from_arrays(row, arrays)
     return out

@@ -1,4 +1,4 @@
-r"""Pictures of Gaussian dynamics: the PSD cone of 2 x 2 covariances, the normalised disc, ellipses, a widget.
+r"""Pictures of Gaussian dynamics: the PSD cone of 2 x 2 covariances, the normalised disc, ellipses, explorer runs.
 
 A 2 x 2 covariance :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` is the point
 :math:`(u,w,v)=(a-b,2c,a+b)` of the solid cone :math:`v\ge\sqrt{u^2+w^2}`; rank-one matrices form
@@ -10,8 +10,6 @@ in one of these two pictures (spec §6.0, F1–F7).
 
 from __future__ import annotations
 
-import time
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colormaps
@@ -19,7 +17,6 @@ from matplotlib import colormaps
 from ..attention import Attention
 from ..gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point, projected_euler, solve_gaussian
 from ..transport import psd_sqrt
-from .plotting import live_widgets
 
 __all__ = [
     "trajectory_colors",
@@ -30,8 +27,8 @@ __all__ = [
     "plot_covariance_ellipse",
     "cone_and_disc_figure",
     "explorer_layer",
+    "explorer_grid_paths",
     "explorer_trajectories",
-    "cone_explorer",
     "family_runs",
     "family_animation",
 ]
@@ -172,7 +169,7 @@ def cone_and_disc_figure(
 
 
 # ---------------------------------------------------------------------------------------------
-# the explorer (widget) and its library call
+# the explorer's library calls (its widget: tokendynamics.book.explorers.gaussian_preservation)
 # ---------------------------------------------------------------------------------------------
 
 EXPLORER_KINDS = ("softmax", "l2", "sinkhorn", "linear")
@@ -194,6 +191,30 @@ def explorer_layer(kind: str, A, V) -> Attention:
     return Attention(kind, A=A, V=V)
 
 
+def explorer_grid_paths(
+    kind: str, A, V, T: float = 5.0, *, trace: float = 1.0, grid: int = 5, step: float | None = None
+):
+    r"""The faint trajectories of the explorer: projected Euler from a ``grid x grid`` disc grid of trace ``trace``.
+
+    Faithful mode (:func:`~tokendynamics.gaussian.projected_euler`) with ``step`` (by default
+    ``max(0.01, T/250)``, so that an update stays fast), stopped at ``T`` or at trace :math:`10^3`.
+    Returns the list of covariance paths (arrays (m_k, 2, 2)). They do not depend on :math:`\Sigma_0`:
+    the explorer computes them once per variant, :math:`A`, :math:`V` and :math:`T`.
+    """
+    step = max(0.01, T / 250) if step is None else step
+    runs = projected_euler(
+        trace * cone_grid(grid, grid, (-0.8, 0.8, -0.8, 0.8)),
+        explorer_layer(kind, A, V),
+        step=step,
+        tol_low=1e-7,
+        tol_high=1e3,
+        max_iter=int(np.ceil(T / step)) + 1,
+        t_max=T,
+        save=10,
+    )
+    return runs.saved_cov
+
+
 def explorer_trajectories(
     kind: str, A, V, u: float, w: float, trace: float = 1.0, T: float = 5.0, *, grid: int = 5, step: float | None = None
 ):
@@ -201,91 +222,16 @@ def explorer_trajectories(
 
     :math:`\Sigma_0` is given by its disc point :math:`(u,w)` (:math:`u^2+w^2<1`) and its trace.
     Returns ``(trajectory, grid_covs)``: a :class:`~tokendynamics.gaussian.GaussianTrajectory`
-    (accurate mode, blow-up event at trace :math:`10^3`) and a list of covariance paths from a
-    ``grid x grid`` disc grid of the same trace (projected Euler with ``step``, by default
-    ``max(0.01, T/250)`` so that an update stays fast, stopped at ``T``).
+    (accurate mode, blow-up event at trace :math:`10^3`) and the paths of
+    :func:`explorer_grid_paths` (none if ``grid`` is 0).
     """
-    step = max(0.01, T / 250) if step is None else step
     if u * u + w * w >= 1:
         raise ValueError("the disc point (u, w) must lie inside the unit disc")
     layer = explorer_layer(kind, A, V)
     cov0 = trace * cov_from_cone([u, w, 1.0])
     traj = solve_gaussian(np.zeros(2), cov0, layer, T, rtol=1e-7, atol=1e-10, blowup_trace=1e3)
-    covs = []
-    if grid:
-        runs = projected_euler(
-            trace * cone_grid(grid, grid, (-0.8, 0.8, -0.8, 0.8)),
-            layer,
-            step=step,
-            tol_low=1e-7,
-            tol_high=1e3,
-            max_iter=int(np.ceil(T / step)) + 1,
-            t_max=T,
-            save=10,
-        )
-        covs = runs.saved_cov
+    covs = explorer_grid_paths(kind, A, V, T, trace=trace, grid=grid, step=step) if grid else []
     return traj, covs
-
-
-def cone_explorer():  # pragma: no cover - interactive
-    """A live ipywidgets explorer (Jupyter only): choose the variant, A, V and Sigma_0; see the cone and the disc.
-
-    Each update calls :func:`explorer_trajectories` (its median time is printed in the chapter).
-    Returns the displayed widget box (None in the headless book build, which builds no widgets).
-    """
-    if not live_widgets():  # headless build: nothing to interact with (see plotting.live_widgets)
-        return None
-    import ipywidgets as W
-    from IPython.display import display
-
-    sl = lambda v, d="": W.FloatSlider(
-        value=v,
-        min=-2,
-        max=2,
-        step=0.05,
-        description=d,  # noqa: E731
-        continuous_update=False,
-        layout=W.Layout(width="220px"),
-    )
-    kind = W.Dropdown(options=EXPLORER_KINDS, value="softmax", description="variant")
-    a = [sl(-1.0, "A11"), sl(0.3, "A12"), sl(-0.3, "A21"), sl(0.4, "A22")]
-    v = [sl(1.0, "V11"), sl(0.0, "V12"), sl(0.0, "V21"), sl(1.0, "V22")]
-    u = W.FloatSlider(value=0.3, min=-0.95, max=0.95, step=0.05, description="u of Σ0", continuous_update=False)
-    w = W.FloatSlider(value=-0.2, min=-0.95, max=0.95, step=0.05, description="w of Σ0", continuous_update=False)
-    T = W.FloatSlider(value=5.0, min=0.5, max=20, step=0.5, description="T", continuous_update=False)
-    out = W.Output()
-    info = W.HTML()
-
-    def update(*_):
-        A = np.array([[a[0].value, a[1].value], [a[2].value, a[3].value]])
-        V = np.array([[v[0].value, v[1].value], [v[2].value, v[3].value]])
-        if u.value**2 + w.value**2 >= 1:
-            info.value = "(u, w) must lie inside the unit disc"
-            return
-        start = time.perf_counter()
-        traj, covs = explorer_trajectories(kind.value, A, V, u.value, w.value, T=T.value)
-        took = time.perf_counter() - start
-        status = f"blow-up at t = {traj.blowup_time:.3f}" if traj.blew_up else f"t = {traj.t[-1]:.1f}"
-        info.value = f"{status}; computed in {1e3 * took:.0f} ms"
-        with out:
-            out.clear_output(wait=True)
-            fig = plt.figure(figsize=(8, 3.6))
-            ax3 = fig.add_subplot(1, 2, 1, projection="3d")
-            ax2 = fig.add_subplot(1, 2, 2)
-            grey = [(0.6, 0.6, 0.6, 1.0)] * len(covs)
-            if covs:
-                plot_cone_trajectories(ax3, covs, colors=grey, alpha=0.3, lw=0.6)
-                plot_disc_trajectories(ax2, covs, colors=grey, alpha=0.3, lw=0.6)
-            plot_cone_trajectories(ax3, [traj.cov], colors=["C3"], lw=2, alpha=1)
-            plot_disc_trajectories(ax2, [traj.cov], colors=["C3"], lw=2, alpha=1)
-            plt.show()
-
-    for wd in [kind, *a, *v, u, w, T]:
-        wd.observe(update, names="value")
-    update()
-    box = W.VBox([W.HBox([kind, T]), W.HBox(a), W.HBox(v), W.HBox([u, w]), info, out])
-    display(box)
-    return box
 
 
 def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.ticker import NullLocator
 
-__all__ = ["VARIANT_COLORS", "VARIANT_LABELS", "plot_runs"]
+__all__ = ["VARIANT_COLORS", "VARIANT_LABELS", "run_axes", "plot_runs"]
 
 #: One colour per attention variant, used by every figure of the high-dimensional chapter.
 VARIANT_COLORS = {"linear": "#1f5fa8", "unnormalized_softmax": "#d95f02", "softmax": "#1b9e77"}
@@ -13,22 +13,16 @@ VARIANT_COLORS = {"linear": "#1f5fa8", "unnormalized_softmax": "#d95f02", "softm
 VARIANT_LABELS = {"linear": "LA", "unnormalized_softmax": "USA", "softmax": "SA"}
 
 
-def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | None = None):
-    r"""Two panels for runs of several variants: :math:`\hat R_2(t)` on a log scale (left, with
-    :math:`1/d` dotted, the value of uniform tokens) and :math:`\hat R_1(t)` (right), time on a
-    symmetric-log axis (linear below t = 1).
+def run_axes(axes, T: float, d: int | None = None):
+    r"""Style a pair of axes for :func:`plot_runs`: :math:`\hat R_2` on a log scale (left, with :math:`1/d`
+    dotted, the value of uniform tokens), :math:`\hat R_1` (right), time on a symmetric-log axis
+    (linear below t = 1) up to ``T``.
 
-    ``axes`` is a pair of matplotlib axes; ``runs`` maps variant names to :class:`RunSummary`
-    (e.g. the dict returned by :func:`tokendynamics.book.explorers.highdim_update`). Tick and axis labels are plain text, not mathtext,
-    and there are no minor ticks: parsing mathtext tick labels and building minor ticks took most
-    of a redraw, which matters in the live widget.
+    Tick and axis labels are plain text, not mathtext, and there are no minor ticks: parsing
+    mathtext tick labels and building minor ticks took most of a redraw, which matters in the live
+    explorer (:func:`tokendynamics.book.explorers.highdim_explorer`).
     """
     ax2, ax1 = axes
-    T = max(runs[k].T for k in kinds)
-    for kind in kinds:
-        r = runs[kind]
-        ax2.plot(r.t, r.R2, color=VARIANT_COLORS[kind], lw=1.8, label=VARIANT_LABELS[kind])
-        ax1.plot(r.t, r.R1, color=VARIANT_COLORS[kind], lw=1.5, label=VARIANT_LABELS[kind])
     if d:
         ax2.axhline(1 / d, color="0.5", lw=0.8, ls=":")
     ax2.set_yscale("log")
@@ -45,5 +39,21 @@ def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | Non
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("time (depth) t")
+    return axes
+
+
+def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | None = None):
+    r"""Two panels for runs of several variants (axes styled by :func:`run_axes`): :math:`\hat R_2(t)`
+    (left) and :math:`\hat R_1(t)` (right), one colour per variant.
+
+    ``axes`` is a pair of matplotlib axes; ``runs`` maps variant names to :class:`RunSummary`
+    (e.g. the dict returned by :func:`tokendynamics.book.explorers.highdim_update`).
+    """
+    ax2, ax1 = axes
+    for kind in kinds:
+        r = runs[kind]
+        ax2.plot(r.t, r.R2, color=VARIANT_COLORS[kind], lw=1.8, label=VARIANT_LABELS[kind])
+        ax1.plot(r.t, r.R1, color=VARIANT_COLORS[kind], lw=1.5, label=VARIANT_LABELS[kind])
+    run_axes(axes, max(runs[k].T for k in kinds), d)
     ax2.legend(fontsize="x-small", loc="lower right")
     return axes

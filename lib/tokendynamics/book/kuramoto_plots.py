@@ -17,6 +17,7 @@ from .plotting import plot_circle
 
 __all__ = [
     "REGIME_COLORS",
+    "matrix_tex",
     "plot_disk",
     "plot_portrait",
     "plot_hamiltonian_levels",
@@ -31,6 +32,27 @@ REGIME_COLORS = {
     "oscillation": "#2a9d5c",
     "partial": "#b23a48",
 }
+
+
+def matrix_tex(M) -> str:
+    r"""A real 2 x 2 matrix as TeX for a Markdown table: ``$\begin{pmatrix}a&b\\c&d\end{pmatrix}$``.
+
+    Entries are printed with ``:g``; a diagonal matrix becomes ``\operatorname{diag}(a,d)``, the
+    identity ``I``.
+
+    >>> matrix_tex([[1, 0], [0, 1]])
+    '$I$'
+    >>> matrix_tex([[2, 0], [0, -1]])
+    '$\\operatorname{diag}(2,-1)$'
+    """
+    M = np.asarray(M, dtype=float)
+    if M.shape != (2, 2):
+        raise ValueError(f"a 2 x 2 matrix, please (got shape {M.shape})")
+    if M[0, 1] == 0 and M[1, 0] == 0:
+        if M[0, 0] == 1 and M[1, 1] == 1:
+            return "$I$"
+        return rf"$\operatorname{{diag}}({M[0, 0]:g},{M[1, 1]:g})$"
+    return rf"$\begin{{pmatrix}}{M[0, 0]:g}&{M[0, 1]:g}\\{M[1, 0]:g}&{M[1, 1]:g}\end{{pmatrix}}$"
 
 
 def regime_label(name: str) -> str:
@@ -60,11 +82,15 @@ def plot_portrait(
     orbit: bool = True,
     style: str = "quiver",
     cmap: str = "viridis",
+    norm=None,
 ):
     r"""The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
 
     ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
-    widget); ``style="stream"``: streamlines coloured the same way.
+    widget); ``style="stream"``: streamlines coloured the same way. ``norm`` (a matplotlib
+    ``Normalize``) fixes the colour scale, so that several panels can share one colour bar. Returns
+    the artist that carries the colours (``Quiver``, or the ``LineCollection`` of the streamlines):
+    pass it to ``fig.colorbar``.
     """
     if style not in ("quiver", "stream"):
         raise ValueError(f"style must be 'quiver' or 'stream', got {style!r}")
@@ -90,14 +116,25 @@ def plot_portrait(
             headwidth=4,
             pivot="mid",
             zorder=2,
+            norm=norm,
         )
     else:
         U = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).real)
         W = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(f).imag)
         C = np.where(np.ma.getmaskarray(f), np.nan, np.ma.getdata(colour))
         art = ax.streamplot(
-            g.real[0], g.imag[:, 0], U, W, color=C, cmap=cmap, density=1.1, linewidth=0.8, arrowsize=0.8, zorder=2
-        )
+            g.real[0],
+            g.imag[:, 0],
+            U,
+            W,
+            color=C,
+            cmap=cmap,
+            norm=norm,
+            density=1.1,
+            linewidth=0.8,
+            arrowsize=0.8,
+            zorder=2,
+        ).lines
     if orbit:
         z = portrait.orbit
         ax.plot(z.real, z.imag, color="k", lw=1.3, zorder=3)

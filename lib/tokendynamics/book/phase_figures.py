@@ -67,7 +67,7 @@ def phase_points(p: dict) -> list[dict]:
     ``kind/recipe`` (the maps), ``kind/identity/fine`` (a finer grid of beta around a transition,
     the same clouds), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
     (cluster counts at other n), ``check/kind`` (the same clouds with a step ``factor`` times
-    smaller, at the two largest beta), ``planar/recipe`` (linear attention in d = 2).
+    smaller, at the largest beta or two), ``planar/recipe`` (linear attention in d = 2).
     """
     common = dict(d=p["d"], seed=p["seed"], layer_seed=p["layer_seed"], threshold=p["threshold"])
 
@@ -90,8 +90,7 @@ def phase_points(p: dict) -> list[dict]:
         )
 
     pts = [point(f"{kind}/identity", kind, "identity") for kind in p["kinds"]]
-    crit = p["critical"]
-    pts.append(point(f"{crit['kind']}/identity/fine", crit["kind"], "identity", betas=crit["betas"]))
+    pts += [point(f"{kind}/identity/fine", kind, "identity", betas=b) for kind, b in p["critical"].items()]
     pts += [point(f"{k}/{r}", k, r) for k in p["recipe_kinds"] for r in p["recipes"] if r != "identity"]
     k, r = p["resample_kind"], p["resample_recipe"]
     pts += [point(f"{k}/{r}/every{tau:g}", k, r, resample_every=tau) for tau in p["resample_every"]]
@@ -108,7 +107,7 @@ def phase_points(p: dict) -> list[dict]:
             "identity",
             clouds=chk["clouds"],
             depths=[chk["depth"]],
-            betas=p["kinds"][kind]["betas"][-2:],
+            betas=p["kinds"][kind]["betas"][-chk["betas"] :],
             dt_factor=chk["factor"],
         )
         for kind in p["kinds"]

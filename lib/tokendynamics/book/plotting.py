@@ -25,9 +25,13 @@ __all__ = [
     "plot_circle",
     "plot_angle_paths",
     "animate_circle",
+    "animate_clustering",
     "plot_token_paths",
     "animate_token_panels",
     "animation_html",
+    "smallest_text",
+    "COLUMN_PX",
+    "live_widgets",
 ]
 
 # Deliberately plain: float-friendly formatting, no usetex, no hard-coded fonts.
@@ -149,6 +153,62 @@ def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = "
     return anim
 
 
+def animate_clustering(traj, *, frames: int = 60, interval: int = 80, width: float = 7.0):
+    r"""Planar tokens on the circle (left) beside the order parameter :math:`|R_1(t)|` (right), animated.
+
+    Sized for the book's column (``width`` inches, 7.0 = 770 px at the book's 110 dpi): the left
+    panel shows the tokens at the frame's time, the right one the curve :math:`|R_1|` up to that
+    time, where :math:`R_1=\frac1n\sum_j x_j` (1 exactly when all tokens sit at one point). Render
+    with :func:`animation_html` (the HTML carries every frame: it plays without a kernel).
+
+    Parameters
+    ----------
+    traj : Trajectory
+        A planar trajectory (d = 2), e.g. from :func:`tokendynamics.particles.simulate`.
+    frames : int
+        Number of frames, spread evenly over the stored times.
+    interval : int
+        Milliseconds between frames.
+    width : float
+        Figure width in inches.
+
+    Returns
+    -------
+    matplotlib.animation.FuncAnimation
+    """
+    from matplotlib.animation import FuncAnimation
+
+    if traj.d != 2:
+        raise ValueError("animate_clustering shows planar tokens (d = 2)")
+    idx = np.unique(np.linspace(0, len(traj.t) - 1, frames).round().astype(int))
+    R1 = np.linalg.norm(traj.X.mean(axis=1), axis=1)
+    fig, (ax_c, ax_r) = plt.subplots(
+        1, 2, figsize=(width, 0.46 * width), gridspec_kw={"width_ratios": [1, 1.35]}, layout="constrained"
+    )
+    plot_circle(ax_c, traj.X[0])
+    scat = ax_c.collections[-1]
+    stamp = ax_c.text(0.0, -1.2, f"t = {traj.t[0]:.1f}", ha="center", va="top")
+    ax_r.plot(traj.t, R1, color="0.8", lw=1)
+    (line,) = ax_r.plot(traj.t[:1], R1[:1], color="k", lw=1.6)
+    (dot,) = ax_r.plot(traj.t[:1], R1[:1], "o", color=TOKEN_COLOR)
+    ax_r.set_xlim(traj.t[0], traj.t[-1])
+    ax_r.set_ylim(0, 1.05)
+    ax_r.set_xlabel("time (depth) t")
+    ax_r.set_ylabel("|R1(t)|")
+
+    def update(k):
+        j = idx[k]
+        scat.set_offsets(traj.X[j])
+        stamp.set_text(f"t = {traj.t[j]:.1f}")
+        line.set_data(traj.t[: j + 1], R1[: j + 1])
+        dot.set_data(traj.t[j : j + 1], R1[j : j + 1])
+        return scat, stamp, line, dot
+
+    anim = FuncAnimation(fig, update, frames=len(idx), interval=interval, blit=False)
+    plt.close(fig)
+    return anim
+
+
 def _panel_limits(points, pad: float = 0.08, q: float = 0.0):
     """Square limits holding the q..(100-q) percentile box of all given planar points."""
     P = np.concatenate([np.asarray(p, float).reshape(-1, 2) for p in points])
@@ -255,14 +315,55 @@ def animate_token_panels(
     return anim
 
 
-def animation_html(anim, *, dpi: int = 60, default_mode: str = "once") -> str:
-    """The self-contained HTML of an animation (``to_jshtml``) rendered at ``dpi``.
+#: Width of the book's text column in CSS pixels (the theme at a desktop window): animations are
+#: rendered at this width so that they are shown at their natural size, neither blurred nor shrunk.
+COLUMN_PX = 770
+#: Smallest legible text in a figure on screen, in CSS pixels (body text is 16 px).
+MIN_TEXT_PX = 9.0
 
-    ``to_jshtml`` renders frames at ``savefig.dpi``; the book style's print resolution would make
-    each frame several times larger than needed on screen.
+
+def smallest_text(fig) -> tuple[float, str]:
+    """The smallest font size (points) among the visible, non-empty texts of ``fig``, and that text."""
+    from matplotlib.text import Text
+
+    texts = [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and (t.axes is None or t.axes.get_visible())
+    ]
+    if not texts:
+        return float("inf"), ""
+    smallest = min(texts, key=lambda t: t.get_fontsize())
+    return float(smallest.get_fontsize()), smallest.get_text().strip()
+
+
+def animation_html(
+    anim, *, width: int = COLUMN_PX, min_text_px: float = MIN_TEXT_PX, default_mode: str = "once"
+) -> str:
+    """The self-contained HTML of an animation (``to_jshtml``), its frames rendered ``width`` pixels wide.
+
+    The dpi is chosen so that a frame is ``width`` pixels wide (the book's column: shown at its
+    natural size), without a tight bounding box (every frame the same size). Raises ``ValueError`` if
+    a text of the figure would be smaller than ``min_text_px`` pixels at that size, checked on the
+    first frame and on the last.
     """
+    fig = anim._fig
+    dpi = float(width) / fig.get_figwidth()
+
+    def check(when: str) -> None:
+        fig.canvas.draw()  # tick labels exist once drawn
+        pt, text = smallest_text(fig)
+        if pt * dpi / 72 < min_text_px:
+            raise ValueError(
+                f"animation text {text!r} ({when}) is {pt:g} pt = {pt * dpi / 72:.1f} px at {width} px wide "
+                f"(< {min_text_px:g} px): make it larger or the figure narrower"
+            )
+
+    check("first frame")
     with mpl.rc_context({"savefig.dpi": dpi, "savefig.bbox": "standard"}):
-        return anim.to_jshtml(default_mode=default_mode)
+        html = anim.to_jshtml(default_mode=default_mode)
+    check("last frame")
+    return html
 
 
 def live_widgets() -> bool:

@@ -1,0 +1,561 @@
+"""Bad inputs across the public API (issue #12): each raises a clear error that names the argument.
+
+Every row of the table is one bad call: the exception type it must raise and the words (argument
+names) its message must contain. The runner also checks that no input array is modified and that
+no call returns silently (which is how NaNs leaked out before). Run this file as a script to
+classify the table instead of asserting: ``clear`` (right type, message names the argument),
+``weak`` (raises, but an internal or misnamed error) and ``silent`` (returns).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from tokendynamics import attention as att
+from tokendynamics import gaussian as ga
+from tokendynamics import gradient_flow as gf
+from tokendynamics import highdim as hd
+from tokendynamics import kuramoto as ku
+from tokendynamics import masked as ma
+from tokendynamics import meanfield as mf
+from tokendynamics import metrics as me
+from tokendynamics import ott_antonsen as oa
+from tokendynamics import particles as pa
+from tokendynamics import projective as pr
+from tokendynamics import regimes as rg
+from tokendynamics import stability as st
+from tokendynamics import sweeps as sw
+from tokendynamics import transport as tr
+from tokendynamics import variants as va
+from tokendynamics import watanabe_strogatz as ws
+from tokendynamics.attention import Attention
+
+# ---------------------------------------------------------------------------------------------
+# shared inputs (checked for mutation after every call)
+# ---------------------------------------------------------------------------------------------
+
+_rng = np.random.default_rng(0)
+X = _rng.uniform(-1, 1, (6, 2))
+X3 = _rng.uniform(-1, 1, (6, 3))
+XNAN = X.copy()
+XNAN[2, 1] = np.nan
+U = pa.normalize_rows(X)  # unit tokens
+A = np.array([[-1.0, 0.5], [-0.5, -0.5]])
+ASYM = np.array([[-1.0, 0.2], [0.2, -0.5]])
+I2 = np.eye(2)
+A3 = np.eye(3)
+ACPLX = A + 1j * np.eye(2)
+W = np.full(6, 1 / 6)
+POS = np.arange(6.0)
+MEAN = np.array([0.3, -0.2])
+COV = np.array([[0.5, 0.1], [0.1, 0.3]])
+NOTPSD = np.array([[1.0, 2.0], [2.0, 1.0]])
+THETA = np.linspace(0.1, 6.0, 8)
+VTRACELESS = np.array([[0.5, 1.0], [-1.0, -0.5]])
+T_GRID = np.linspace(0.0, 1.0, 11)
+SHARED = {
+    name: value
+    for name, value in dict(globals()).items()
+    if isinstance(value, np.ndarray) and name.isupper() and not name.startswith("_")
+}
+SNAPSHOT = {name: value.copy() for name, value in SHARED.items()}
+
+SOFTMAX = Attention("softmax", A=A, V=I2)
+CAUSAL = Attention("softmax", A=A, V=I2, causal=True)
+LINEAR = Attention("linear", A=A, V=I2)
+SINKHORN = Attention("sinkhorn", A=A, V=I2)
+SIGMOID = Attention("sigmoid", A=A, V=I2)
+CLUSTERING = Attention("softmax", A=-I2, V=I2)
+LAYER_1D = Attention("softmax", A=[[0.5]], V=[[1.0]])
+VARIANT = va.paper1_variants(A, I2, names=["softmax"])["softmax"]
+SYSTEM = ma.with_sink(X, 0.1)
+MC = hd.case2(4)
+
+
+def _f(**kw):  # a module-level function for the sweeps
+    return kw
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    id: str
+    call: Callable[[], object]
+    exc: type
+    words: tuple[str, ...] = field(default_factory=tuple)
+
+
+CASES: list[Case] = []
+_count = itertools.count()
+
+
+def case(fn, *args, exc=ValueError, words=(), **kwargs):
+    """One bad call of ``fn``: it must raise ``exc`` with a message containing every word of ``words``."""
+    words = (words,) if isinstance(words, str) else tuple(words)
+    name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}-{next(_count)}"
+    CASES.append(Case(name, lambda: fn(*args, **kwargs), exc, words))
+
+
+# -- attention --------------------------------------------------------------------------------
+case(Attention, "softmax", A=A, V=I2, causal="no", words="causal")  # was silently causal
+case(Attention, "softmax", A=A, V=I2, causal=1, words="causal")
+case(Attention, "soft", A=A, V=I2, words="kind")
+case(Attention, 3, A=A, V=I2, words="kind")
+case(Attention, "softmax", A=ACPLX, V=I2, words="A")  # was cast to real with numpy's warning
+case(Attention, "softmax", A=A, V=ACPLX, words="V")
+case(Attention, "l2", Q=ACPLX, K=I2, V=I2, words="Q")
+case(Attention, "l2", Q=I2, K=ACPLX, V=I2, words="K")
+case(Attention, "softmax", A=[[np.nan, 0], [0, 1]], V=I2, words="A")
+case(Attention, "softmax", A=np.ones((2, 3)), V=I2, words="A")
+case(Attention, "softmax", A=A, words="V")
+case(Attention, "softmax", A=A, V=A3, words="V")
+case(Attention, "softmax", A="abc", V=I2, words="A")
+case(Attention, "softmax", A=A, V=I2, beta=0, words="beta")
+case(Attention, "softmax", A=A, V=I2, beta=-1.0, words="beta")
+case(Attention, "softmax", A=A, V=I2, beta="1", words="beta")
+case(Attention, "softmax", A=A, V=I2, beta=True, words="beta")
+case(Attention, "softmax", A=A, V=I2, beta=np.nan, words="beta")
+case(Attention, "sinkhorn", A=A, V=I2, eps=0, words="eps")
+case(Attention, "sinkhorn", A=A, V=I2, eps="a", words="eps")
+case(Attention, "sinkhorn", A=A, V=I2, sinkhorn_iters=2.5, words="sinkhorn_iters")
+case(Attention, "sinkhorn", A=A, V=I2, sinkhorn_iters=0, words="sinkhorn_iters")
+case(Attention, "sinkhorn", A=A, V=I2, sinkhorn_tol=-1, words="sinkhorn_tol")
+case(Attention, "sinkhorn", A=A, V=I2, sinkhorn_tol="a", words="sinkhorn_tol")
+case(Attention, "sigmoid", A=A, V=I2, bias=np.nan, words="bias")
+case(Attention, "softmax", A=A, V=I2, bias=1.0, words="bias")
+case(Attention, "l2", A=A, V=I2, words="Q")
+case(att.velocity, X, "softmax", exc=TypeError, words="layer")  # was an AttributeError
+case(att.velocity, X, SOFTMAX, positions=POS, words="positions")  # was ignored
+case(att.velocity, XNAN, SOFTMAX, words="X")
+case(att.velocity, X3, SOFTMAX, words="X")
+case(att.velocity, X, SOFTMAX, weights=W[:5], words="weights")
+case(att.velocity, X, SOFTMAX, weights=-W, words="weights")
+case(att.velocity, X, SOFTMAX, weights=2 * W, words="weights")
+case(att.velocity, X, SOFTMAX, backend="gpu", words="backend")
+case(att.velocity, X, CAUSAL, positions=POS[:4], words="positions")
+case(att.velocity, X, CAUSAL, positions=np.full(6, np.nan), words="positions")
+case(att.velocity, X + 1j, SOFTMAX, words="X")
+case(att.velocity, X[0], SOFTMAX, words="X")
+case(att.velocity, X, SINKHORN, sinkhorn_state="x", exc=TypeError, words="sinkhorn_state")
+case(att.attention_matrix, X, SOFTMAX, head=5, words="head")
+case(att.attention_matrix, X, SOFTMAX, head=-1, words="head")
+case(att.attention_matrix, X, SOFTMAX, head=0.5, words="head")
+case(att.attention_matrix, X, None, exc=TypeError, words="layer")
+
+# -- particles --------------------------------------------------------------------------------
+case(pa.sample_gaussian, 2.7, MEAN, COV, words="n")  # drew 2 samples
+case(pa.sample_gaussian, -1, MEAN, COV, words="n")  # failed inside numpy
+case(pa.sample_gaussian, "3", MEAN, COV, words="n")
+case(pa.sample_gaussian, 3, [np.nan, 0.0], COV, words="mean")
+case(pa.sample_gaussian, 3, MEAN, NOTPSD, words="cov")
+case(pa.sample_gaussian, 3, MEAN, A3, words="cov")
+case(pa.sample_sphere, 2.7, 2, words="n")
+case(pa.sample_sphere, 0, 2, words="n")
+case(pa.sample_sphere, 3, 0, words="d")
+case(pa.sample_sphere, 3, 2.5, words="d")
+case(pa.normalize_rows, [[0.0, 0.0]], words="X")
+case(pa.normalize_rows, XNAN, words="X")
+case(pa.circle_tokens, [np.nan], words="theta")
+case(pa.angles, X3, words="X")
+case(pa.project_tangent, X, X3, words="U")
+case(pa.simulate, XNAN, SOFTMAX, 1.0, dt=0.1, words="X0")
+case(pa.simulate, X, SOFTMAX, 1.0, words="dt")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0, words="dt")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=-1.0, words="dt")
+case(pa.simulate, X, SOFTMAX, 1.0, dt="a", words="dt")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, method="rk5", words="method")
+case(pa.simulate, X, SOFTMAX, 1.0, method="adaptive", dt=0, words="dt")  # was a ZeroDivisionError
+case(pa.simulate, X, SOFTMAX, 1.0, method="adaptive", rtol=-1, words="rtol")  # ran with scipy's clamp
+case(pa.simulate, X, SOFTMAX, 1.0, method="adaptive", atol=0, words="atol")
+case(pa.simulate, X, SOFTMAX, 1.0, method="adaptive", solver="FOO", words="solver")  # was scipy's `method`
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, on_blowup="ignore", words="on_blowup")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, blowup_threshold=0, words="blowup_threshold")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, save_every=0, words="save_every")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, save_every=1.5, words="save_every")
+case(pa.simulate, U, SOFTMAX, 1.0, dt=0.1, sphere="yes", words="sphere")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, sphere=True, words="sphere")
+case(pa.simulate, X, SOFTMAX, (1.0, 0.0), dt=0.1, words="t_span")
+case(pa.simulate, X, SOFTMAX, "a", dt=0.1, words="t_span")
+case(pa.simulate, X, SOFTMAX, np.nan, dt=0.1, words="t_span")
+case(pa.simulate, X, "softmax", 1.0, dt=0.1, exc=TypeError, words="layer")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, positions=POS, words="positions")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, weights=W[:3], words="weights")
+case(pa.simulate, X, SOFTMAX, 1.0, method="adaptive", t_eval=[0.0, 2.0], words="t_eval")
+case(pa.simulate, X3, SOFTMAX, 1.0, dt=0.1, words="X0")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, backend="gpu", words="backend")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, seed=-1, words="seed")
+case(pa.simulate, X, SOFTMAX, 1.0, dt=0.1, t_eval=[0.0, 1.0], words="t_eval")  # was ignored by rk4
+case(pa.particle_field, X, "x", exc=TypeError, words="layer")
+case(pa.particle_field, U, SOFTMAX, sphere="no", words="sphere")
+
+# -- transport --------------------------------------------------------------------------------
+case(tr.wasserstein, X, X, weights=W, words="weights")  # was an unpacking error
+case(tr.wasserstein, X, X3, words="X and Y")
+case(tr.wasserstein, X, X, p=0.5, words="p")
+case(tr.wasserstein, X, X, p="2", words="p")
+case(tr.wasserstein, X, X, method="fast", words="method")
+case(tr.wasserstein, XNAN, X, words="X")
+case(tr.wasserstein, X, X, weights=(-W, None), words="weights[0]")
+case(tr.wasserstein, X, X, method="sliced", n_projections=0, words="n_projections")
+case(tr.wasserstein, X, X + 1j, words="Y")
+case(tr.bures_wasserstein, [np.nan, 0], COV, MEAN, COV, words="m1")
+case(tr.bures_wasserstein, MEAN, COV, [0, 0, 0], A3, words="m2")
+case(tr.bures_wasserstein, MEAN, NOTPSD, MEAN, COV, words="S1")
+case(tr.wasserstein_gaussian_1d, X[:, 0], "a", 1.0, words="mean")
+case(tr.wasserstein_gaussian_1d, X[:, 0], 0.0, -1.0, words="std")
+case(tr.wasserstein_gaussian_1d, [np.nan], 0.0, 1.0, words="x")
+case(tr.conditional_wasserstein, X, X, POS[:3], words="positions")
+case(tr.conditional_wasserstein, X, X, POS, reduce="max", words="reduce")
+case(tr.conditional_wasserstein, X, X, POS, bins=0, words="bins")
+case(tr.psd_sqrt, [[np.nan, 0], [0, 1]], words="S")
+case(tr.psd_sqrt, np.ones((2, 3)), words="S")
+
+# -- gaussian ---------------------------------------------------------------------------------
+case(ga.gaussian_velocity, MEAN, COV, "layer", exc=TypeError, words="layer")
+case(ga.gaussian_velocity, MEAN, NOTPSD, SOFTMAX, words="cov")
+case(ga.gaussian_velocity, [np.nan, 0], COV, SOFTMAX, words="mean")
+case(ga.gaussian_velocity, MEAN, COV, SIGMOID, exc=ga.NotGaussianPreservingError, words="layer")
+case(ga.gaussian_rhs, [0, 0, 0], COV, SOFTMAX, words="mean")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, None, words="t_span")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, mode="fast", words="mode")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, method="FOO", words="method")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, rtol=-1, words="rtol")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, blowup_trace=0, words="blowup_trace")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, on_blowup="x", words="on_blowup")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", words="step")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", step=-1.0, words="step")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, step=0.1, words="step")  # was ignored by the accurate mode
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", step=0.1, t_eval=[0.0, 1.0], words="t_eval")
+case(ga.solve_gaussian, [np.nan, 0], COV, SOFTMAX, 1.0, words="mean0")
+case(ga.solve_gaussian, MEAN, NOTPSD, SOFTMAX, 1.0, words="cov0")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, t_eval=[0.0, 2.0], words="t_eval")
+case(ga.projected_euler, COV, SOFTMAX, step=0, words="step")
+case(ga.projected_euler, COV, SOFTMAX, step=0.1, max_iter=0, words="max_iter")
+case(ga.projected_euler, COV, SOFTMAX, step=0.1, tol_high=-1, words="tol_high")
+case(ga.projected_euler, A3, SOFTMAX, step=0.1, words="cov0")
+case(ga.projected_euler, COV, SOFTMAX, step=0.1, backend="gpu", words="backend")
+case(ga.empirical_moments, XNAN, words="X")  # returned NaN moments
+case(ga.empirical_moments, X, weights=W[:2], words="weights")
+case(ga.gauss_hermite, MEAN, COV, k=0, words="k")
+case(ga.gauss_hermite, MEAN, COV, k=2.5, words="k")
+case(ga.gauss_hermite, [np.nan, 0], COV, words="mean")
+case(ga.covariance_eigenvalues, [[np.nan, 0], [0, 1]], words="cov")
+case(ga.covariance_eigenvalues, np.ones((2, 3)), words="cov")
+case(ga.numerical_rank, COV, threshold="a", words="threshold")
+case(ga.cone_coordinates, A3, words="cov")
+case(ga.disc_point, np.zeros((2, 2)), words="cov")
+case(ga.cov_from_cone, [1.0, 2.0], words="uwv")
+case(ga.cone_grid, 0, 5, words="n_u")
+case(ga.cone_grid, 5, 2.5, words="n_w")
+case(ga.cone_grid, 5, 5, limits=(1, 0, 0, 1), words="limits")
+case(ga.one_dimensional_solution, "a", 1.0, LAYER_1D, 1.0, words="mean0")
+case(ga.one_dimensional_solution, 0.0, -1.0, LAYER_1D, 1.0, words="var0")
+case(ga.isotropic_covariance, COV, SOFTMAX.with_(A=I2), np.nan, words="t")
+case(ga.blowup_time, NOTPSD, SOFTMAX.with_(A=I2), words="cov0")
+case(ga.rank_one_velocity, [np.nan, 0.0], SOFTMAX, words="z")
+case(ga.decoupled_mean, [1.0, 2.0, 3.0], SINKHORN, 1.0, words="mean0")
+case(ga.compare_with_particles, SOFTMAX, MEAN, COV, n=0, T=1.0, dt=0.1, words="n")
+case(ga.clustering_limit, COV, CLUSTERING, tol=-1, words="tol")
+
+# -- gradient_flow ----------------------------------------------------------------------------
+case(gf.interaction_energy, XNAN, A, words="X")
+case(gf.interaction_energy, X, A3, words="A")
+case(gf.interaction_energy, X, A, log="yes", words="log")
+case(gf.partition_function, X, A, at=X3, words="at")
+case(gf.partition_function, X, A, gradient=1, words="gradient")
+case(gf.energy_rate, X, "layer", exc=TypeError, words="layer")
+case(gf.twisted_matrix, A, I2, words="A")  # not symmetric
+case(gf.twisted_matrix, np.zeros((2, 2)), I2, words="A")  # not invertible
+case(gf.kinetic_norm, XNAN, words="U")
+case(gf.kinetic_norm, X, M=NOTPSD, words="M")
+case(gf.sinkhorn_energy, MEAN, COV, ASYM, eps=0, words="eps")
+case(gf.sinkhorn_energy_empirical, X, ASYM, max_iter=0, words="max_iter")
+case(gf.sinkhorn_energy_empirical, X, ASYM, tol=0, words="tol")
+case(gf.twisted_wasserstein, X, X3, I2, words="Y")
+case(gf.twisted_bures_wasserstein, MEAN, COV, [np.nan, 0], COV, I2, words="m2")
+case(gf.sign_rule_survey, 0, words="cases")
+case(gf.sign_rule_survey, 3, kind="linear", words="kind")
+case(gf.second_variation, X, X3, A, words="U")
+case(gf.dirac_second_variation, [np.nan, 0.0], [1.0, 0.0], A, words="x0")
+case(gf.finite_difference_gradient, "f", MEAN, COV, exc=TypeError, words="fun")
+case(gf.gaussian_energy_curves, MEAN, COV, SOFTMAX, 0.0, words="T")
+case(gf.gaussian_energy_curves, MEAN, COV, SOFTMAX, 1.0, n_times=1, words="n_times")
+case(gf.descent_profile, "traj", exc=TypeError, words="traj")
+case(gf.bw_gradient_velocity, [np.nan, 0], COV, COV, words="grad_mean")
+case(gf.energy_curve, X, A, words="Xs")
+
+# -- kuramoto ---------------------------------------------------------------------------------
+case(ku.complex_parts, A3, words="M")
+case(ku.coefficients, A3, I2, words="A")  # the 2 x 2 validators said M
+case(ku.coefficients, A, A3, words="V")
+case(ku.coefficients, A, I2, beta=0, words="beta")
+case(ku.phase_velocity, [np.nan, 1.0], A, I2, words="theta")
+case(ku.phase_velocity, THETA, ACPLX, I2, words="A")
+case(ku.order_parameter, THETA, m=0, words="m")
+case(ku.order_parameter, THETA, m=1.5, words="m")
+case(ku.order_parameter, [], words="theta")
+case(ku.solve_phases, THETA, A, I2, method="FOO", words="method")
+case(ku.solve_phases, THETA, A, I2, t_span=-1.0, words="t_span")
+case(ku.solve_phases, THETA, A, I2, rtol=0, words="rtol")
+case(ku.matrix_from_parts, "a", 1.0, words="m_plus")
+case(ku.cluster_velocity, np.nan, A, I2, words="theta")
+case(ku.transverse_exponent, THETA, A, I2, beta=-1.0, words="beta")
+case(ku.frequency_and_forcing, A, I2, beta="x", words="beta")
+
+# -- watanabe_strogatz ------------------------------------------------------------------------
+case(ws.ws_constants, THETA, alpha0=2.0, words="alpha0")
+case(ws.ws_constants, THETA, alpha0="a", words="alpha0")
+case(ws.ws_constants, np.ones((2, 3)), words="theta0")
+case(ws.solve_watanabe_strogatz, THETA, A, I2, method="FOO", words="method")
+case(ws.solve_watanabe_strogatz, THETA, A3, I2, words="A")
+case(ws.ws_reconstruct, [0.1, 0.2], [0.0], THETA, THETA, words="alpha")
+case(ws.mobius, np.nan, 0.0, THETA, words="alpha")
+case(ws.ws_order_parameter, 0.1, 0.0, [np.nan], words="c")
+
+# -- ott_antonsen -----------------------------------------------------------------------------
+case(oa.ott_antonsen_rhs, "z", A, I2, words="z")
+case(oa.ott_antonsen_rhs, np.nan, A, I2, words="z")
+case(oa.solve_ott_antonsen, 2.0, A, I2, words="z0")
+case(oa.solve_ott_antonsen, 0.1, A, I2, method="FOO", words="method")
+case(oa.solve_ott_antonsen, 0.1, A, I2, method="rk4", dt=0, words="dt")
+case(oa.solve_ott_antonsen, 0.1, A, I2, rtol=-1, words="rtol")
+case(oa.solve_ott_antonsen, 0.1, A, I2, events="x", exc=TypeError, words="events")
+case(oa.sample_ott_antonsen, 0.1, 2.5, words="n")
+case(oa.sample_ott_antonsen, 0.1, -1, words="n")
+case(oa.sample_ott_antonsen, 1.0, 5, words="z0")
+case(oa.hamiltonian, 0.1, I2, words="tr V")
+case(oa.hamiltonian, 1.0, VTRACELESS, words="|z| < 1")
+case(oa.oa_accuracy, A, I2, ns=[0], words="ns")
+case(oa.oa_accuracy, A, I2, seeds=0, words="seeds")
+
+# -- regimes ----------------------------------------------------------------------------------
+case(rg.case1_region, A3, words="A")
+case(rg.case1_matrix, "a", 1.0, words="tr")
+case(rg.snic_family, np.nan, words="a")
+case(rg.case1_period, I2, 5.0, words="z0")
+case(rg.predict_regime, A, I2, z0=2.0, words="z0")
+case(rg.predict_regime, A, I2, z0="a", words="z0")
+case(rg.predict_regime, A, I2, beta=0, words="beta")
+case(rg.classify_regime, A, I2, T=-1.0, words="T")
+case(rg.classify_regime, A, I2, window=2.0, words="window")
+case(rg.rotation_period, A, I2, T=0.0, words="T")
+case(rg.sampled_period, T_GRID, np.zeros(3, complex), words="t and R")
+case(rg.regime_portrait, A, I2, n_grid=1, words="n_grid")
+case(rg.regime_portrait, A, I2, dt=0.0, words="dt")
+
+# -- projective -------------------------------------------------------------------------------
+case(pr.projective_flow, U, SOFTMAX, 1.0, words="layer")
+case(pr.projective_flow, U, "x", 1.0, exc=TypeError, words="layer")
+case(pr.projective_flow, X, LINEAR, 1.0, words="X0")
+case(pr.projective_flow, U, LINEAR, 1.0, solver="FOO", words="solver")
+case(pr.projective_flow, U, LINEAR, 1.0, until="a", words="until")
+case(pr.solve_projective, U, A, I2, beta=0, words="beta")
+case(pr.solve_projective, XNAN, A, I2, words="X0")
+case(pr.solve_projective, U, A, I2, method="FOO", words="method")
+
+# -- metrics ----------------------------------------------------------------------------------
+case(me.second_moment, XNAN, words="X")
+case(me.order_parameters, X[0], words="X")
+case(me.top_direction, X[:1], words="X")
+case(me.detect_clusters, U, threshold=2.0, words="threshold")
+case(me.detect_clusters, U, threshold="a", words="threshold")
+case(me.sorted_gram, U, axis=[1.0, 2.0, 3.0], words="axis")
+case(me.first_passage_times, T_GRID, T_GRID[:3], words="t and R")
+case(me.first_passage_times, T_GRID, T_GRID, levels=[np.nan], words="levels")
+case(me.axis_speed, T_GRID[::-1], np.ones((11, 2)), words="t")
+
+# -- highdim ----------------------------------------------------------------------------------
+case(hd.case1, 1, words="d")
+case(hd.case1, 4, spectrum="weird", words="spectrum")
+case(hd.case1, 4, seed=-1, words="seed")
+case(hd.case2, 4, spread=-1.0, words="spread")
+case(hd.case3, 4, a=np.nan, words="a")
+case(hd.random_case, 4, sigma=0.0, words="sigma")
+case(hd.matrix_case, "case9", 4, words="name")
+case(hd.predict_2d_regime, "case7", words="case")
+case(hd.predict_2d_regime, "case1", A=A3, words="A")
+case(hd.run_variant, MC, "sigmoid", U, 1.0, words="kind")
+case(hd.run_variant, MC, "linear", U, 1.0, engine="x", words="engine")
+case(hd.run_variant, "mc", "linear", U, 1.0, exc=TypeError, words="mc")
+case(hd.observed_regime, T_GRID, T_GRID[:3], np.ones((11, 2)), words="t, R2 and axis")
+case(hd.agreement, "foo", "static_clusters", words="predicted")
+case(hd.summarize, "traj", exc=TypeError, words="traj")
+case(hd.clustering_time, kind="x", words="kind")
+case(hd.case_parameters, "case9", words="case")
+case(hd.make_case, "case9", 4, words="name")
+
+# -- variants ---------------------------------------------------------------------------------
+case(va.multihead_from_rows, I2, A, I2, 0, words="n_heads")
+case(va.multihead_from_rows, I2, A, I2, 3, words="n_heads")
+case(va.multihead_from_rows, I2, A, I2, 1, scale=0.0, words="scale")
+case(va.multihead_from_rows, I2, A, ACPLX, 1, words="V")
+case(va.sigmoid_layer, A, I2, normalization="max", words="normalization")
+case(va.sigmoid_layer, A, I2, normalization="sum", words="n")
+case(va.sigmoid_layer, A, I2, normalization="sum", n=2.5, words="n")
+case(va.sigmoid_layer, A, I2, bias="log n", n=5, words="bias")
+case(va.paper1_variants, A, A3, words="V")
+case(va.paper1_variants, A, I2, names=["foo"], words="names")
+case(va.paper1_variants, A, I2, sink_mass=1.5, words="sink_mass")
+
+# -- masked -----------------------------------------------------------------------------------
+case(ma.with_sink, X, 1.0, words="m0")
+case(ma.with_sink, X, "a", words="m0")
+case(ma.with_sink, X, 0.1, positions=POS, words="positions")
+case(ma.with_sink, X, 0.1, sink=[[np.nan, 0.0]], words="sink")
+case(ma.prefix_mass, W, np.full(6, np.nan), words="positions")
+case(ma.causal_log_partition, X, CAUSAL, None, None, words="positions")
+case(ma.causal_log_partition, X, "layer", W, POS, exc=TypeError, words="layer")
+case(ma.sink_attention, X, CAUSAL, "system", exc=TypeError, words="system")
+
+# -- stability --------------------------------------------------------------------------------
+case(st.has_explicit_bound, "x", exc=TypeError, words="layer")
+case(st.support_speed, SOFTMAX, -1.0, words="R")
+case(st.lipschitz_constants, SOFTMAX, "a", words="R")
+case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], -1.0, words="R0")
+case(st.log_stability_bound, SOFTMAX, [1.0, 2.0], 1.0, words="t")
+case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], 1.0, substeps=0, words="substeps")
+case(st.perturb_in_ball, X, -1.0, words="delta")
+case(st.perturb_in_ball, XNAN, 1.0, words="X")
+case(st.stability_study, "variant", X, [0.1], T=1.0, dt=0.1, exc=TypeError, words="variant")
+case(st.stability_study, VARIANT, X, [-0.1], T=1.0, dt=0.1, words="deltas")
+
+# -- meanfield --------------------------------------------------------------------------------
+case(mf.blowup_time_1d, 0.0, 1.0, 1.0, words="sigma0")
+case(mf.blowup_time_1d, 1.0, "a", 1.0, words="a")
+case(mf.gaussian_1d_solution, 1.0, 0.0, 1.0, np.nan, 1.0, words="a")
+case(mf.gaussian_1d_flow_map, X[:, 0], 1.0, 0.0, -1.0, 1.0, 1.0, words="sigma0")
+case(mf.meanfield_study_1d, [0], [0], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.1, words="ns")
+case(mf.meanfield_study_1d, [10], [-1], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.1, words="seeds")
+case(
+    mf.meanfield_study_reference,
+    SOFTMAX,
+    "s",
+    [5],
+    [0],
+    N_ref=5,
+    ref_seed=9,
+    T=1.0,
+    dt=0.1,
+    exc=TypeError,
+    words="sample",
+)
+case(mf.meanfield_study_reference, SOFTMAX, _f, [5], [0], N_ref=0, ref_seed=9, T=1.0, dt=0.1, words="N_ref")
+case(
+    mf.masked_meanfield_study,
+    [5],
+    [0],
+    [1.5],
+    T=1.0,
+    a=-0.5,
+    v=1.0,
+    alpha0=0.0,
+    sigma0=1.0,
+    dt=0.1,
+    words="sink_masses",
+)
+case(
+    mf.masked_meanfield_study,
+    [5],
+    [0],
+    [0.1],
+    T=1.0,
+    a=-0.5,
+    v=1.0,
+    alpha0=0.0,
+    sigma0=1.0,
+    dt=0.1,
+    against=("x",),
+    words="against",
+)
+case(mf.fit_power_law, [10], [1.0], words="ns")
+case(mf.fit_power_law, [10, 20], [1.0, -1.0], words="errors")
+case(mf.fit_power_law, [10, 20], [1.0, 0.5], bootstrap=-1, words="bootstrap")
+
+# -- sweeps -----------------------------------------------------------------------------------
+case(sw.grid, beta=5, words="axis 'beta'")
+case(sw.grid, beta=[], words="axis 'beta'")
+case(sw.sweep, "f", [{}], exc=TypeError, words="fn")
+case(sw.sweep, _f, [1], words="points")
+case(sw.sweep, _f, [{"a": 1}], a=2, words="['a']")
+case(sw.sweep, _f, [{}], n_jobs=0, words="n_jobs")
+case(sw.sweep, _f, [{}], progress="yes", words="progress")
+case(sw.mean_by, [], "d", words="results")
+case(sw.mean_by, [{"d": 1}], "d", "t", words="['t']")
+
+
+# ---------------------------------------------------------------------------------------------
+# the runner
+# ---------------------------------------------------------------------------------------------
+
+
+def classify(c: Case) -> tuple[str, str]:
+    """``("clear" | "weak" | "silent", what happened)`` for one case."""
+    try:
+        out = c.call()
+    except Exception as exc:  # noqa: BLE001 - classifying every exception is the point
+        msg = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, c.exc) and all(w in str(exc) for w in c.words):
+            return "clear", msg
+        return "weak", msg
+    nan = ""
+    try:
+        if not np.all(np.isfinite(np.asarray(out, dtype=complex))):
+            nan = " (with NaN/inf)"
+    except (TypeError, ValueError):
+        pass
+    return "silent", f"returned {type(out).__name__}{nan}"
+
+
+def test_the_table_covers_every_module_and_is_large_enough():
+    modules = {c.id.split(".")[0] for c in CASES}
+    assert len(CASES) >= 150
+    assert modules >= {
+        "attention",
+        "particles",
+        "transport",
+        "gaussian",
+        "gradient_flow",
+        "kuramoto",
+        "watanabe_strogatz",
+        "ott_antonsen",
+        "regimes",
+        "projective",
+        "metrics",
+        "highdim",
+        "variants",
+        "masked",
+        "stability",
+        "meanfield",
+        "sweeps",
+    }
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_bad_input_raises_a_clear_error_naming_the_argument(c):
+    verdict, what = classify(c)
+    for name, value in SHARED.items():  # no input array is modified
+        np.testing.assert_array_equal(value, SNAPSHOT[name], err_msg=f"{c.id} modified {name}")
+    assert verdict == "clear", f"{c.id}: expected {c.exc.__name__} naming {c.words}, got {what}"
+
+
+if __name__ == "__main__":  # python tests/test_bad_inputs.py: the counts (before/after a change)
+    import warnings
+
+    warnings.simplefilter("ignore")
+    counts = {"clear": 0, "weak": 0, "silent": 0}
+    for c in CASES:
+        verdict, what = classify(c)
+        counts[verdict] += 1
+        if verdict != "clear" and "-v" in sys.argv:
+            print(f"{verdict:6s} {c.id}: {what[:160]}")
+    print(f"{len(CASES)} cases: {counts['clear']} clear, {counts['weak']} weak, {counts['silent']} silent")

@@ -1,0 +1,206 @@
+"""Chapter parameters are checked before a chapter runs, and a failed run never destroys the last good one.
+
+The schema of each chapter comes from its own ``parameters`` cell (names, defaults, comments) and
+the ranges of ``tokendynamics.book.experiments.PARAMETER_RULES``; a new chapter (e.g. a sixth,
+``06_phase_diagrams.md``) is covered as soon as it exists.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokendynamics.book.experiments import MODES, PARAMETER_RULES, check_parameters, parameter_schema, parameters_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(
+    p
+    for p in (ROOT / "chapters").glob("*.md")
+    if p.read_text()[:2000].startswith("---") and "kernelspec:" in p.read_text()[:2000]
+)
+
+
+def _load_build_script():
+    spec = importlib.util.spec_from_file_location("build_book", ROOT / "scripts" / "build_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _schema(md: Path):
+    return parameter_schema(parameters_cell(md.read_text(encoding="utf-8")) or "")
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_has_a_derivable_schema_read_like_jupytext_reads_it(md):
+    jupytext = pytest.importorskip("jupytext")
+    cells = [c.source for c in jupytext.read(md).cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{md.stem}: one cell tagged parameters"
+    assert parameters_cell(md.read_text(encoding="utf-8")) == cells[0]
+    schema = _schema(md)  # raises if a default breaks its rule or a None default has no type
+    assert schema["mode"].default == "fast" and schema["mode"].rule["choices"] == MODES
+    for p in schema.values():
+        assert p.comment, f"{md.stem}: parameter {p.name} has no comment describing it"
+        assert p.check(p.default) == p.default
+        with pytest.raises(ValueError, match=f"parameter {p.name} must be"):
+            p.check(object())
+    with pytest.raises(ValueError, match="unknown parameter 'foo'"):
+        check_parameters(schema, {"foo": 1}, md.stem)
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"foo": 1}, r"unknown parameter 'foo' of chapter index; its parameters are: mode, n, beta, T, seed"),
+        ({"n": -5}, r"parameter n must be an integer >= 1 or None, got -5"),
+        ({"n": 2.5}, r"parameter n must be an integer >= 1 or None, got 2.5"),
+        ({"n": True}, r"parameter n must be an integer"),
+        ({"seed": "abc"}, r"parameter seed must be an integer >= 0 or None, got 'abc'"),
+        ({"seed": -1}, r"parameter seed must be an integer >= 0"),
+        ({"beta": 0}, r"parameter beta must be a number > 0 or None, got 0"),
+        ({"T": float("inf")}, r"parameter T must be a number > 0"),
+        ({"mode": "medium"}, r"parameter mode must be one of 'fast', 'full', got 'medium'"),
+        ({"mode": None}, r"parameter mode must be one of"),
+    ],
+)
+def test_wrong_parameters_of_the_intro_are_one_line_errors_naming_them(given, message):
+    with pytest.raises(ValueError, match=message) as info:
+        check_parameters(_schema(ROOT / "chapters" / "index.md"), given, "index")
+    assert "\n" not in str(info.value)
+
+
+def test_good_parameters_pass_and_numbers_become_floats_where_floats_are_expected():
+    schema = _schema(ROOT / "chapters" / "index.md")
+    assert check_parameters(schema, {"n": 64, "beta": 2, "T": 5, "seed": None, "mode": "full"}) == {
+        "n": 64,
+        "beta": 2.0,
+        "T": 5.0,
+        "seed": None,
+        "mode": "full",
+    }
+    kuramoto = _schema(ROOT / "chapters" / "04_kuramoto_reduction.md")
+    assert check_parameters(kuramoto, {"seed": 3}) == {"seed": 3}
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got None"):  # its default is 0, not None
+        check_parameters(kuramoto, {"seed": None})
+
+
+def test_a_new_chapter_with_new_parameters_is_covered_without_touching_the_build(tmp_path):
+    md = tmp_path / "06_phase_diagrams.md"
+    md.write_text(
+        "---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n---\n\n"
+        "# Phase diagrams\n\n```{code-cell} ipython3\n---\ntags: [parameters]\n---\n"
+        'mode = "fast"       # "fast" or "full"\n'
+        "grid = 21           # points per axis of the diagram\n"
+        "tol = 1e-3          # classification tolerance\n"
+        "n_jobs = 1          # joblib workers\n"
+        "label = 'beta'      # the swept parameter\n"
+        "show = True         # draw the diagram\n"
+        "```\n\n```{code-cell} ipython3\nprint(grid)\n```\n"
+    )
+    schema = _schema(md)
+    assert [p.type for p in schema.values()] == [str, int, float, int, str, bool]
+    assert check_parameters(schema, {"grid": 41, "tol": 1, "show": False}) == {"grid": 41, "tol": 1.0, "show": False}
+    for given, message in [
+        ({"grid": 2.5}, "parameter grid must be an integer, got 2.5 (points per axis of the diagram)"),
+        ({"tol": "x"}, "parameter tol must be a number"),
+        ({"show": 1}, "parameter show must be True or False"),
+        ({"label": 3}, "parameter label must be a string"),
+        ({"seed": 3}, "unknown parameter 'seed' of chapter 06_phase_diagrams; its parameters are: mode, grid, tol"),
+    ]:
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            check_parameters(schema, given, "06_phase_diagrams")
+    # a parameter defaulting to None needs a type in PARAMETER_RULES, and the error says so
+    with pytest.raises(ValueError, match="PARAMETER_RULES"):
+        parameter_schema("mode = 'fast'  # setting\nresolution = None  # cells per axis")
+    # a default outside its own rule is a mistake of the chapter
+    with pytest.raises(ValueError, match="default of parameter n"):
+        parameter_schema("n = 0  # tokens")
+    assert "n" in PARAMETER_RULES and "seed" in PARAMETER_RULES
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-p", "foo", "1"], "unknown parameter 'foo'"),
+        (["-p", "n", "-5"], "parameter n must be an integer >= 1 or None, got -5"),
+        (["-p", "n", "2.5"], "parameter n must be an integer >= 1 or None, got 2.5"),
+        (["-p", "seed", "abc"], "parameter seed must be an integer >= 0 or None, got 'abc'"),
+    ],
+)
+def test_make_chapter_stops_before_executing_with_one_line_naming_the_parameter(args, words):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_book.py"), "chapter", "index", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert "running index" not in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# a failed run keeps the last good output
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def build(tmp_path, monkeypatch):
+    bb = _load_build_script()
+    for name, sub in (
+        ("BUILD", ""),
+        ("RUNS", "run"),
+        ("FAILED", "failed"),
+        ("EXECUTED", "executed"),
+        ("FIGURES", "figures"),
+    ):
+        monkeypatch.setattr(bb, name, tmp_path / "_build" / sub)
+    return bb
+
+
+def _fake_run(fail=False, text="good"):
+    def run(md, out, parameters, figdir, cwd, timeout):
+        figdir.mkdir(parents=True, exist_ok=True)
+        (figdir / "figure.png").write_text(text)
+        out.write_text(text)
+        if fail:
+            raise RuntimeError("a cell failed\nZeroDivisionError: division by zero")
+        return 1.0
+
+    return run
+
+
+def test_a_failed_make_chapter_keeps_the_previous_run_and_its_figures(build):
+    build.chapter("index", [["n", "8"]], None, run=_fake_run(text="first"))
+    target = build.RUNS / "index"
+    assert (target / "index.ipynb").read_text() == "first" and (
+        target / "figures" / "figure.png"
+    ).read_text() == "first"
+    with pytest.raises(SystemExit, match="chapter index FAILED: RuntimeError: ZeroDivisionError") as info:
+        build.chapter("index", [], None, run=_fake_run(fail=True, text="broken"))
+    assert "untouched" in str(info.value)
+    assert (target / "index.ipynb").read_text() == "first" and (
+        target / "figures" / "figure.png"
+    ).read_text() == "first"
+    assert (build.FAILED / "index" / "index.ipynb").read_text() == "broken"  # kept for inspection
+    build.chapter("index", [], None, run=_fake_run(text="second"))
+    assert (target / "index.ipynb").read_text() == "second" and (
+        target / "figures" / "figure.png"
+    ).read_text() == "second"
+    assert sorted(p.name for p in target.iterdir()) == ["figures", "index.ipynb"]  # no temporary folder left
+
+
+def test_a_failed_book_execution_keeps_the_executed_notebook_and_figures(build):
+    md = ROOT / "chapters" / "index.md"
+    notebook, figures = build.EXECUTED / "index.ipynb", build.FIGURES / "index"
+    build.run_atomically(md, {}, notebook, figures, timeout=10, run=_fake_run(text="good"))
+    with pytest.raises(RuntimeError):
+        build.run_atomically(md, {}, notebook, figures, timeout=10, run=_fake_run(fail=True, text="bad"))
+    assert notebook.read_text() == "good" and (figures / "figure.png").read_text() == "good"
+    assert sorted(p.name for p in build.EXECUTED.iterdir()) == ["index.ipynb"]

@@ -85,6 +85,7 @@ __all__ = [
     "CovarianceBatch",
     "solve_covariance_batch",
     "CONDITION_READINGS",
+    "SEARCH_VALUES",
     "condition_matrix",
     "ConditionSearch",
     "clustering_condition_search",
@@ -594,7 +595,9 @@ class CovarianceBatch:
         For a blow-up, :math:`t+\operatorname{tr}\Sigma_t/\frac{d}{dt}\operatorname{tr}\Sigma_t` at the
         crossing: the exact blow-up time if :math:`\Sigma_t\sim S/(T^*-t)` (a simple pole); ``nan`` otherwise.
     crossing_times : array (B, L)
-        First time at which the trace reached each of ``trace_levels`` (``nan`` if never).
+        First time at which the trace reached each of ``trace_levels`` (``nan`` if never),
+        interpolated linearly in :math:`\log\operatorname{tr}\Sigma` within the step that crossed it
+        (an error of order the step squared; exact for exponential growth).
     cov_last : array (B, d, d)
         The covariance at the end (at ``T``, or at the blow-up crossing).
     t_end : array (B,)
@@ -728,7 +731,7 @@ def solve_covariance_batch(
     if not (rtol > 0 and atol > 0 and blowup_trace > 0):
         raise ValueError("rtol, atol and blowup_trace must be positive")
     C0 = np.array(cov0, dtype=float, copy=True)
-    if C0.ndim == 2:
+    if C0.shape == (d, d):
         C0 = np.broadcast_to(C0, (B, d, d)).copy()
     if C0.shape != (B, d, d):
         raise ValueError(f"cov0 must be ({d}, {d}) or ({B}, {d}, {d}) for {B} layers of dimension {d}, got {C0.shape}")
@@ -870,7 +873,7 @@ def solve_covariance_batch(
                 if run.status == "blowup":
                     status[b] = "blowup"
                     blowup_time[b] = run.exit_time
-                    pole_time[b] = run.info["blowup_time_extrapolated"]
+                    pole_time[b] = run.info.get("blowup_time_extrapolated", np.nan)
     return CovarianceBatch(
         status=status.astype(str),
         blowup_time=blowup_time,
@@ -891,6 +894,9 @@ def solve_covariance_batch(
 
 #: the two readings of the matrix A in the condition "V A + A^T V^T negative definite"
 CONDITION_READINGS = ("book", "transposed")
+
+#: the value-matrix families of :func:`clustering_condition_search`
+SEARCH_VALUES = ("symmetric", "positive", "general")
 
 
 def condition_matrix(A, V, reading: str = "book") -> np.ndarray:
@@ -951,7 +957,7 @@ class ConditionSearch:
     candidates : int
         Number of candidate draws made (most satisfy neither reading and are not integrated).
     value, start : str
-        The value-matrix family (``"symmetric"`` or ``"general"``) and the initial covariances
+        The value-matrix family (one of :data:`SEARCH_VALUES`) and the initial covariances
         (``"identity"`` or ``"random"``).
     T : float
         Horizon of the integrations.
@@ -996,9 +1002,10 @@ def clustering_condition_search(
     r"""A seeded random search for softmax covariances that blow up although the clustering condition holds.
 
     Candidates are drawn from one generator (``numpy.random.default_rng(seed)``): :math:`A` with
-    i.i.d. :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``value="symmetric"``)
-    or :math:`V` with i.i.d. :math:`N(0,1)` entries (``value="general"``, non-symmetric, eigenvalues
-    of either sign or complex); :math:`\Sigma_0=I` (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
+    i.i.d. :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``value="symmetric"``),
+    :math:`V` with i.i.d. :math:`N(0,1)` entries kept only if :math:`V+V^\top\succ0`
+    (``value="positive"``: non-symmetric, positive definite as a quadratic form), or :math:`V` with
+    i.i.d. :math:`N(0,1)` entries (``value="general"``, eigenvalues of either sign or complex); :math:`\Sigma_0=I` (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
     with :math:`L` Gaussian (``start="random"``). A candidate counts for a reading of
     :func:`condition_matrix` when that matrix is negative definite, until ``draws`` candidates
     count for each reading; the others are discarded. Every kept draw is then integrated on
@@ -1012,7 +1019,7 @@ def clustering_condition_search(
         Draws per reading that satisfy its condition.
     d : int
         Dimension.
-    value : {"symmetric", "general"}
+    value : {"symmetric", "positive", "general"}
     start : {"identity", "random"}
     T : float
         Horizon (a draw that has not blown up by ``T`` counts as no blow-up).
@@ -1030,8 +1037,8 @@ def clustering_condition_search(
     arXiv 2501.18322 (the condition, stated in the summary); the book's chapter "Gaussian tokens:
     clustering and blow-up" (the search and its counterexample).
     """
-    if value not in ("symmetric", "general"):
-        raise ValueError(f"value must be 'symmetric' or 'general', got {value!r}")
+    if value not in SEARCH_VALUES:
+        raise ValueError(f"value must be one of {SEARCH_VALUES}, got {value!r}")
     if start not in ("identity", "random"):
         raise ValueError(f"start must be 'identity' or 'random', got {start!r}")
     if int(draws) != draws or draws < 1:
@@ -1043,9 +1050,13 @@ def clustering_condition_search(
     candidates = 0
     while min(have.values()) < draws:
         candidates += 1
+        if candidates > 10_000 * draws:
+            raise RuntimeError(f"fewer than {draws} of {candidates - 1} candidates satisfy the condition: {have}")
         A = rng.standard_normal((d, d))
         B = rng.standard_normal((d, d))
         V = B @ B.T + 0.1 * eye if value == "symmetric" else B
+        if value == "positive" and np.linalg.eigvalsh(B + B.T)[0] <= 0:
+            continue
         if start == "identity":
             S = eye.copy()
         else:

@@ -6,13 +6,13 @@ in-context field of a Gaussian :math:`\mu = N(\alpha,\Sigma)` is affine,
 .. math:: \Gamma_{N(\alpha,\Sigma)}(x) = b + Mx ,
 
 so the Transformer PDE started from a Gaussian stays Gaussian and reduces to the ODEs
-(paper 1 §4.1, eq. (G))
+(Castin et al., arXiv:2501.18322, Gaussian initial data; chapter 2 of the book, eq. (2.1))
 
 .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma + \Sigma M^\top .
 
-Library convention (``../shared/spec/README.md``): the score of query :math:`x` on key :math:`y` is
+Library convention (chapter 2 of the book, "Convention"): the score of query :math:`x` on key :math:`y` is
 :math:`\beta\langle x, Ay\rangle`; paper 1 writes :math:`\langle A_1x,y\rangle`, so :math:`A_1=A^\top`.
-Per head :math:`h` with value :math:`V_h` (paper 1 §4.2, in library terms):
+Per head :math:`h` with value :math:`V_h` (Castin et al., arXiv:2501.18322, in library terms):
 
 * softmax: :math:`b = V\alpha`, :math:`M = \beta V\Sigma A^\top`
   (exponential tilting: :math:`e^{\beta\langle x,Ay\rangle}N(\alpha,\Sigma)(dy)\propto N(\alpha+\beta\Sigma A^\top x,\Sigma)`);
@@ -26,7 +26,7 @@ Per head :math:`h` with value :math:`V_h` (paper 1 §4.2, in library terms):
 * several heads add their :math:`(b, M)`.
 
 Unnormalised softmax and sigmoid attention do not preserve Gaussians (their field is not affine,
-§4.2.6); :func:`gaussian_velocity` refuses them with :class:`NotGaussianPreservingError`.
+chapter 2 of the book); :func:`gaussian_velocity` refuses them with :class:`NotGaussianPreservingError`.
 
 Two solvers (:func:`solve_gaussian`):
 
@@ -39,7 +39,7 @@ Two solvers (:func:`solve_gaussian`):
   (:func:`projected_euler`, vectorised over a batch of initial covariances), to regenerate the
   paper's pictures.
 
-Closed forms of paper 1 §4.3 (:func:`isotropic_covariance`, :func:`blowup_time`,
+Closed forms derived for chapter 2 of the book (:func:`isotropic_covariance`, :func:`blowup_time`,
 :func:`rank_one_velocity`, :func:`clustering_limit`, :func:`one_dimensional_solution`, ...) and
 diagnostics (eigenvalues, numerical rank, cone coordinates) complete the module.
 """
@@ -136,12 +136,12 @@ def _check_layer(layer: Attention) -> None:
     if layer.kind not in GAUSSIAN_KINDS:
         raise NotGaussianPreservingError(
             f"layer: {layer.kind!r} attention does not preserve Gaussian measures: its field on "
-            f"N(alpha, Sigma) is not affine (paper 1 §4.2.6). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
+            f"N(alpha, Sigma) is not affine (chapter 2 of the book). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
         )
     if layer.causal:
         raise NotGaussianPreservingError(
             "layer: masked (causal) attention preserves Gaussians only for position-independent data "
-            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (paper 1 §2.6): "
+            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (Castin et al., arXiv:2501.18322, masked attention): "
             "use the same layer with causal=False"
         )
 
@@ -156,7 +156,7 @@ def sinkhorn_spectrum(root, cov, B):
     With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
     returns :math:`(\sqrt{1+4h},W)`. The plan's cross-covariance is
     :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
-    (paper 1 §4.2.4, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
+    (chapter 2 of the book, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
     :mod:`tokendynamics.gradient_flow` is a sum over the same :math:`\sqrt{1+4h}`.
     """
     lam, W = np.linalg.eigh(_sym(root @ np.swapaxes(B, -1, -2) @ cov @ B @ root))
@@ -220,7 +220,7 @@ def _validate_state(mean, cov, d: int | None = None, names=("mean", "cov")):
 def gaussian_velocity(mean, cov, layer: Attention):
     r"""The affine field of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`: :math:`\Gamma(x) = b + Mx`.
 
-    Formulas (library convention :math:`\beta\langle x,Ay\rangle`; paper 1 §4.2 with
+    Formulas (library convention :math:`\beta\langle x,Ay\rangle`; Castin et al., arXiv:2501.18322, with
     :math:`A_1=A^\top`), summed over heads: softmax :math:`b=V\alpha`, :math:`M=\beta V\Sigma A^\top`;
     linear :math:`b=0`, :math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2
     :math:`b=V(I+2\beta\Sigma K^\top K)^{-1}\alpha`, :math:`M=2\beta V(I+2\beta\Sigma K^\top K)^{-1}\Sigma K^\top Q`;
@@ -255,7 +255,7 @@ def gaussian_velocity(mean, cov, layer: Attention):
 
 
 def gaussian_rhs(mean, cov, layer: Attention):
-    r"""Right-hand side of the mean/covariance ODEs (paper 1 §4.1 (G)): :math:`(\dot\alpha,\dot\Sigma)`.
+    r"""Right-hand side of the mean/covariance ODEs (chapter 2 of the book, eq. (2.1)): :math:`(\dot\alpha,\dot\Sigma)`.
 
     .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma+\Sigma M^\top,
 
@@ -382,7 +382,7 @@ def solve_gaussian(
     max_iter: int = 50_000,
     save="all",
 ) -> GaussianTrajectory:
-    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (paper 1 §4).
+    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (Castin et al., arXiv:2501.18322, Gaussian initial data).
 
     Parameters
     ----------
@@ -412,7 +412,7 @@ def solve_gaussian(
         located on the dense output of the step, or, if the solver cannot continue (near a
         singularity, with a huge ``blowup_trace``), its last accepted step;
         ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
-        exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, §4.3.3).
+        exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, chapter 2 of the book).
     on_blowup : {"stop", "raise"}
         Return the trajectory up to the blow-up (``status="blowup"``), or raise
         :class:`~tokendynamics.errors.BlowUpError` with the time.
@@ -1197,7 +1197,7 @@ def projected_euler(
 ) -> EulerRuns:
     r"""The official code's projected Euler scheme for the covariance ODE, for a batch of initial covariances.
 
-    Loop ``i = 0, 1, ..., max_iter - 1`` (paper 1 official code, spec §6.0): store :math:`\Sigma_i`;
+    Loop ``i = 0, 1, ..., max_iter - 1`` (the authors' code, vcastin/2025-transformers-PDEs): store :math:`\Sigma_i`;
     compute :math:`R=\dot\Sigma(\Sigma_i)` and :math:`r_i=\|R\|_F`; update
     :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)`, where :math:`\Pi_{\succeq0}` replaces negative
     eigenvalues by ``psd_floor``; stop as *converged* if :math:`r_i<` ``tol_low``, else as *blow-up*
@@ -1391,7 +1391,7 @@ def empirical_moments(X, weights=None):
 
     with :math:`w_j=1/n` by default (the moments of the empirical measure, normalised by n) or the
     given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
-    trajectory. These are the moments the Gaussian ODEs predict (paper 1 §4).
+    trajectory. These are the moments the Gaussian ODEs predict (Castin et al., arXiv:2501.18322, Gaussian initial data).
     """
     X = validate_finite_array(X, "X", min_ndim=2)
     n = X.shape[-2]
@@ -1482,7 +1482,7 @@ def compare_with_particles(
     removes the :math:`O(n^{-1/2})` sampling error of the initial condition, and from
     :math:`(\alpha_0,\Sigma_0)`. At every stored time the particle cloud is summarised by its fitted
     Gaussian and compared with :func:`~tokendynamics.transport.bures_wasserstein`
-    (paper 1 §3.3, claims C1–C3). What remains from the sample's moments is the effect of the
+    (chapter 2 of the book). What remains from the sample's moments is the effect of the
     sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
     """
     _check_layer(layer)
@@ -1518,7 +1518,7 @@ def compare_with_particles(
 
 
 # ---------------------------------------------------------------------------------------------
-# closed forms (paper 1 §4.3)
+# closed forms (derived and checked in chapter 2 of the book)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1544,7 +1544,7 @@ def _sym_part(layer: Attention) -> np.ndarray:
 
 
 def isotropic_covariance(cov0, layer: Attention, t):
-    r"""Closed-form covariance for softmax with :math:`V=vI` (paper 1 §4.3.2).
+    r"""Closed-form covariance for softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     The precision solves a linear equation, :math:`\frac{d}{dt}\Sigma^{-1}=-v\beta(A+A^\top)`, so
     with :math:`S=\beta(A+A^\top)` and :math:`R=\Sigma_0^{1/2}`
@@ -1572,7 +1572,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
 
 
 def blowup_time(cov0, layer: Attention) -> float:
-    r"""Blow-up time of softmax with :math:`V=vI` (paper 1 §4.3.3), ``inf`` if there is none.
+    r"""Blow-up time of softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book), ``inf`` if there is none.
 
     .. math:: T^* = \frac{1}{\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)}
 
@@ -1590,7 +1590,7 @@ def blowup_time(cov0, layer: Attention) -> float:
 
 
 def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (paper 1 §4.3.7).
+    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
 
@@ -1625,7 +1625,7 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
 
 
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
-    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (paper 1 §4.3.5).
+    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`: with
     :math:`S=\beta(A+A^\top)`,
@@ -1680,7 +1680,7 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
 
 
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
-    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (paper 1 §4.3.4), softmax.
+    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (Castin et al., arXiv:2501.18322; chapter 2 of the book), softmax.
 
     .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
 
@@ -1723,7 +1723,7 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
 
 
 def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
-    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (paper 1 §4.3.4).
+    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with
     :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
@@ -1746,7 +1746,7 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
 
 
 def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
-    r"""Exact solution in d = 1 for softmax (paper 1 §4.3.8), with :math:`a=\beta A`, :math:`v=V`.
+    r"""Exact solution in d = 1 for softmax (Castin et al., arXiv:2501.18322; chapter 2 of the book), with :math:`a=\beta A`, :math:`v=V`.
 
     .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
               \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2};
@@ -1779,7 +1779,7 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
 
 
 def decoupled_mean(mean0, layer: Attention, t):
-    r"""Sinkhorn mean (paper 1 §4.2.4): :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`."""
+    r"""Sinkhorn mean (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`."""
     _check_layer(layer)
     if layer.kind != "sinkhorn":
         raise ValueError(f"the mean decouples from the covariance for Sinkhorn attention, not {layer.kind!r}")
@@ -1795,10 +1795,10 @@ def decoupled_mean(mean0, layer: Attention, t):
 def growth_rate(layer: Attention) -> float:
     r"""Rate :math:`c` of the a-priori bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
 
-    * L2 (paper 1 §4.3.9): :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)`
+    * L2 (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)`
       (``inf`` unless every :math:`K_h^\top K_h\succ0`), from
       :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
-    * Sinkhorn (§4.3.10): :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
+    * Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
     """
     _check_layer(layer)
     c = 0.0
@@ -1836,7 +1836,7 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     The official histograms count eigenvalues above 0.1 (absolute, ``relative=False``); with
     ``relative=True`` the threshold is a fraction of the largest eigenvalue. Report both the rank and
     the eigenvalues: a decaying eigenvalue can sit above a threshold when a stopping rule fires
-    (paper 1 §6, F6 interpretation note). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
+    (chapter 2 of the book, the rank histograms). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
     """
     threshold = validate_finite(threshold, "threshold")
     relative = validate_flag(relative, "relative")
@@ -1849,7 +1849,7 @@ def cone_coordinates(cov) -> np.ndarray:
     r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (..., 3)).
 
     :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
-    the set of rank-one matrices (paper 1 §0.3).
+    the set of rank-one matrices (chapter 2 of the book, the cone figure).
     """
     S = validate_finite_array(cov, "cov", min_ndim=2)
     if S.shape[-2:] != (2, 2):

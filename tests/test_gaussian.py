@@ -883,7 +883,7 @@ def test_clustering_condition_search_is_reproducible_from_its_seed():
 def test_clustering_condition_counterexample_blows_up_in_the_solvers_and_in_a_particle_run():
     """Paper 1 (Castin et al., arXiv 2501.18322) states in its summary clustering when V A + A^T V^T <= 0. With a
     non-symmetric V (V + V^T > 0) that condition does not prevent blow-up: for A_CE, V_CE and Sigma_0 = I the
-    softmax covariance blows up at T* = 1.1206 (batched and single accurate solver agree, to 1e-8), and the
+    softmax covariance blows up at T* = 1.1197 (batched and single accurate solver agree, to 1e-8), and the
     Transformer PDE moved as weighted particles (Gauss-Hermite grid) doubles its trace when the ODE does (1e-2).
     A random search finds such draws in a sizeable fraction of cases (the book's chapter 2).
     """
@@ -895,7 +895,7 @@ def test_clustering_condition_counterexample_blows_up_in_the_solvers_and_in_a_pa
     one = solve_gaussian(np.zeros(2), np.eye(2), layer, 5.0)
     batch = solve_covariance_batch(np.eye(2), [layer], 5.0)
     assert one.status == "blowup" and batch.status[0] == "blowup"
-    assert abs(one.info["blowup_time_extrapolated"] - 1.1206) < 1e-3
+    assert abs(one.info["blowup_time_extrapolated"] - 1.1197) < 1e-4
     assert abs(batch.blowup_time[0] - one.exit_time) < 1e-8
     # the volume cannot grow (d/dt log det Sigma = tr(Sigma (V^T A + A^T V)) < 0 here), the trace does
     dets = np.linalg.det(one.cov)

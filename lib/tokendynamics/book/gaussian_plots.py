@@ -164,25 +164,25 @@ def cone_and_disc_figure(
     ncol = 2 if n == 4 else min(n, 3)
     nrow = -(-n // ncol)
     w = width / ncol
-    fig = plt.figure(figsize=(width, nrow * (2.0 * w + 0.55)))
-    gs = fig.add_gridspec(3 * nrow, ncol, height_ratios=[w, w, 0.09 * w] * nrow, hspace=0.12, wspace=0.08)
+    fig = plt.figure(figsize=(width, nrow * (2.0 * w + 0.8)))
+    gs = fig.add_gridspec(4 * nrow, ncol, height_ratios=[w, w, 0.09 * w, 0.3] * nrow, hspace=0.12, wspace=0.2)
     label = "initial $2c$" if color == "start" else r"final tr $\Sigma$"
     for k, (title, covs) in enumerate(panels.items()):
         r, c = divmod(k, ncol)
         colors = trajectory_colors(covs, by=color)
-        ax = fig.add_subplot(gs[3 * r, c], projection="3d")
+        ax = fig.add_subplot(gs[4 * r, c], projection="3d")
         ln = line.get(title) if isinstance(line, dict) else line
         plot_cone_trajectories(ax, covs, colors=colors, view=view, line=ln, max_height=max_height)
         ax.set_title(title)
-        plot_disc_trajectories(fig.add_subplot(gs[3 * r + 1, c]), covs, colors=colors)
+        plot_disc_trajectories(fig.add_subplot(gs[4 * r + 1, c]), covs, colors=colors)
         vals = np.array([cone_coordinates(S[0])[1] if color == "start" else np.trace(S[-1]) for S in covs])
-        cax = fig.add_subplot(gs[3 * r + 2, c])
+        cax = fig.add_subplot(gs[4 * r + 2, c])
         cb = fig.colorbar(
             ScalarMappable(Normalize(vals.min(), vals.max()), "viridis"), cax=cax, orientation="horizontal"
         )
         cb.set_label(label)
-        cb.ax.xaxis.set_major_locator(plt.MaxNLocator(4))
-    fig.subplots_adjust(left=0.02, right=0.98, top=0.95, bottom=0.07)
+        cb.ax.xaxis.set_major_locator(plt.MaxNLocator(3))
+    fig.subplots_adjust(left=0.03, right=0.97, top=0.97, bottom=0.02)
     return fig
 
 

@@ -558,7 +558,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "n_sinkhorn": 1500,
             "n_list": [250, 1000, 4000],
             "n_list_sinkhorn": [250, 500, 1000, 1500],
-            "quadrature": 24,
+            "quadrature": 20,
             "dt_pde": 0.0125,
         },
     },

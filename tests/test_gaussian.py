@@ -775,3 +775,196 @@ def test_cone_grid_order_is_the_official_u_outer_w_inner():
     w = 2 * g[:, 0, 1]
     assert np.all(np.diff(u) >= -1e-15)
     assert np.all(np.diff(w[u == u[0]]) > 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# batched covariance solves, the clustering condition in its two readings, the search
+# ---------------------------------------------------------------------------------------------
+
+# a counterexample found by clustering_condition_search (value="positive", seed 0): V + V^T > 0 and
+# V A + A^T V^T < 0 (the book's reading), yet the softmax covariance from Sigma_0 = I blows up
+A_CE = np.array([[-0.666, 0.704], [-0.59, 0.184]])
+V_CE = np.array([[1.048, 0.719], [-1.338, 0.303]])
+
+
+@pytest.mark.parametrize("kind", ["softmax", "softmax-2-heads", "l2"])
+def test_solve_covariance_batch_equals_a_loop_of_solve_gaussian(kind):
+    from tokendynamics.attention import LayerStack
+    from tokendynamics.gaussian import solve_covariance_batch
+
+    rng = np.random.default_rng(5)
+    B, d = 8, 2 if kind != "l2" else 3
+    if kind == "l2":
+        Q, K = rng.standard_normal((B, d, d)), rng.standard_normal((B, d, d))
+        stack = LayerStack("l2", Q=Q, K=K, V=rng.standard_normal((B, d, d)))
+    elif kind == "softmax":
+        stack = LayerStack("softmax", A=rng.standard_normal((B, d, d)), V=rng.standard_normal((B, d, d)))
+    else:
+        stack = LayerStack("softmax", A=rng.standard_normal((B, 2, d, d)), V=0.5 * rng.standard_normal((B, 2, d, d)))
+    L = rng.standard_normal((B, d, d))
+    S0 = L @ np.swapaxes(L, 1, 2) / d
+    T, t_eval = 2.0, np.linspace(0.0, 2.0, 5)
+    res = solve_covariance_batch(S0, stack, T, t_eval=t_eval, rtol=1e-10, atol=1e-12, trace_levels=(10.0,))
+    assert len(res) == B and res.cov.shape == (B, 5, d, d)
+    blew = 0
+    for b in range(B):
+        one = solve_gaussian(np.zeros(d), S0[b], stack.layer(b), T, t_eval=t_eval, rtol=1e-10, atol=1e-12)
+        if one.status == "blowup":
+            blew += 1
+            assert res.status[b] == "blowup"
+            assert abs(res.blowup_time[b] - one.exit_time) < 1e-8 * one.exit_time
+            assert abs(res.pole_time[b] - one.info["blowup_time_extrapolated"]) < 1e-7 * one.exit_time
+            stored = ~np.isnan(res.cov[b, :, 0, 0])
+            assert np.allclose(res.cov[b, stored], one.cov[: stored.sum()], rtol=1e-7, atol=1e-10)
+        else:
+            assert res.status[b] == "completed" and np.isnan(res.blowup_time[b])
+            assert np.allclose(res.cov[b], one.cov, rtol=1e-7, atol=1e-10)
+            assert np.allclose(res.cov_last[b], one.cov[-1], rtol=1e-7, atol=1e-10)
+    if kind != "l2":
+        assert 0 < blew < B  # both outcomes are exercised
+
+
+def test_solve_covariance_batch_stiff_members_finish_with_lsoda_and_inputs_are_checked():
+    from tokendynamics.attention import LayerStack
+    from tokendynamics.gaussian import solve_covariance_batch
+
+    stack = LayerStack("softmax", A=np.stack([A_CE, A_MILD]), V=np.stack([V_CE, V_MILD]))
+    t_eval = np.linspace(0, 1.0, 3)
+    fast = solve_covariance_batch(np.eye(2), stack, 1.0, t_eval=t_eval, trace_levels=(4.0,))
+    slow = solve_covariance_batch(np.eye(2), stack, 1.0, t_eval=t_eval, trace_levels=(4.0,), max_steps=3)
+    assert np.allclose(fast.cov, slow.cov, rtol=1e-6, atol=1e-9)
+    # crossings are interpolated in log trace within a step: accurate to about the step squared
+    assert np.allclose(fast.crossing_times, slow.crossing_times, rtol=1e-3, equal_nan=True)
+    assert np.all(slow.steps >= 3)
+    with pytest.raises(ValueError, match="handles"):
+        solve_covariance_batch(np.eye(2), [Attention("sinkhorn", A=A_MILD, V=V_MILD)], 1.0)
+    with pytest.raises(ValueError, match="cov0"):
+        solve_covariance_batch(np.eye(3), stack, 1.0)
+    with pytest.raises(ValueError, match="t_eval"):
+        solve_covariance_batch(np.eye(2), stack, 1.0, t_eval=[0.5, 2.0])
+
+
+def test_condition_matrix_readings_agree_for_isotropic_V_or_symmetric_A_and_differ_otherwise():
+    from tokendynamics.gaussian import condition_matrix
+
+    rng = np.random.default_rng(2)
+    A, V = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
+    assert np.allclose(condition_matrix(A, V, "book"), V @ A + A.T @ V.T)
+    assert np.allclose(condition_matrix(A, V, "transposed"), V @ A.T + A @ V.T)
+    assert not np.allclose(condition_matrix(A, V, "book"), condition_matrix(A, V, "transposed"))
+    assert np.allclose(condition_matrix(A, 2 * np.eye(2), "book"), condition_matrix(A, 2 * np.eye(2), "transposed"))
+    As = A + A.T
+    assert np.allclose(condition_matrix(As, V, "book"), condition_matrix(As, V, "transposed"))
+    with pytest.raises(ValueError, match="reading"):
+        condition_matrix(A, V, "paper")
+
+
+def test_clustering_condition_search_is_reproducible_from_its_seed():
+    from tokendynamics.gaussian import clustering_condition_search, condition_matrix
+
+    one = clustering_condition_search(12, value="positive", T=20.0, seed=4)
+    two = clustering_condition_search(12, value="positive", T=20.0, seed=4)
+    other = clustering_condition_search(12, value="positive", T=20.0, seed=5)
+    assert np.array_equal(one.A, two.A) and np.array_equal(one.V, two.V) and np.array_equal(one.blew_up, two.blew_up)
+    assert np.array_equal(one.blowup_time, two.blowup_time, equal_nan=True)
+    assert not np.array_equal(one.A[:3], other.A[:3])
+    for reading, (draws, blowups) in one.counts().items():
+        assert draws == 12 and 0 <= blowups <= draws
+        mask = one.drawn_for[reading]
+        assert np.all(np.linalg.eigvalsh(condition_matrix(one.A[mask], one.V[mask], reading))[:, -1] < 0)
+    assert np.all(np.linalg.eigvalsh(one.V + np.swapaxes(one.V, 1, 2))[:, 0] > 0)
+    sym = clustering_condition_search(5, value="symmetric", start="random", T=5.0, seed=1)
+    assert np.allclose(sym.V, np.swapaxes(sym.V, 1, 2)) and np.all(np.linalg.eigvalsh(sym.V)[:, 0] > 0)
+    with pytest.raises(ValueError, match="value"):
+        clustering_condition_search(3, value="diagonal")
+
+
+@pytest.mark.claim("clustering-condition-counterexample")
+def test_clustering_condition_counterexample_blows_up_in_the_solvers_and_in_a_particle_run():
+    """Paper 1 (Castin et al., arXiv 2501.18322) states in its summary clustering when V A + A^T V^T <= 0. With a
+    non-symmetric V (V + V^T > 0) that condition does not prevent blow-up: for A_CE, V_CE and Sigma_0 = I the
+    softmax covariance blows up at T* = 1.1197 (batched and single accurate solver agree, to 1e-8), and the
+    Transformer PDE moved as weighted particles (Gauss-Hermite grid) doubles its trace when the ODE does (1e-2).
+    A random search finds such draws in a sizeable fraction of cases (the book's chapter 2).
+    """
+    from tokendynamics.gaussian import condition_matrix, solve_covariance_batch
+
+    assert np.linalg.eigvalsh(condition_matrix(A_CE, V_CE, "book"))[-1] < 0
+    assert np.linalg.eigvalsh(V_CE + V_CE.T)[0] > 0
+    layer = Attention("softmax", A=A_CE, V=V_CE)
+    one = solve_gaussian(np.zeros(2), np.eye(2), layer, 5.0)
+    batch = solve_covariance_batch(np.eye(2), [layer], 5.0)
+    assert one.status == "blowup" and batch.status[0] == "blowup"
+    assert abs(one.info["blowup_time_extrapolated"] - 1.1197) < 1e-4
+    assert abs(batch.blowup_time[0] - one.exit_time) < 1e-8
+    # the volume cannot grow (d/dt log det Sigma = tr(Sigma (V^T A + A^T V)) < 0 here), the trace does
+    dets = np.linalg.det(one.cov)
+    assert np.all(np.diff(dets) < 0) or np.linalg.eigvalsh(V_CE.T @ A_CE + A_CE.T @ V_CE)[-1] > 0
+    # particles: the PDE on a Gauss-Hermite grid of N(0, I) doubles its trace when the ODE does
+    X, w = gauss_hermite(np.zeros(2), np.eye(2), 12)
+    twice = solve_gaussian(np.zeros(2), np.eye(2), layer, 5.0, blowup_trace=4.0).exit_time
+
+    def trace_minus_4(Y):
+        m = w @ Y
+        return float(np.einsum("i,ij,ij->", w, Y, Y) - m @ m) - 4.0
+
+    run = simulate(X, layer, 2.0, method="adaptive", weights=w, stop_when=trace_minus_4, rtol=1e-8, atol=1e-10)
+    assert abs(run.info["event_time"] - twice) < 1e-2 * twice
+
+
+@pytest.mark.claim("blowup-profile-not-rank-one-in-general")
+def test_blowup_profile_is_rank_one_for_isotropic_V_but_not_for_the_counterexample():
+    """Paper 1 (Castin et al., arXiv 2501.18322): at a blow-up with V = v I the normalised covariance tends to rank
+    one (the book's chapter 2). Not for a general V: the counterexample's Sigma_t / tr Sigma_t keeps
+    lambda_min / lambda_max near 0.27 as the trace passes 1e10.
+    """
+    from tokendynamics.gaussian import solve_covariance_batch
+
+    layers = [
+        Attention("softmax", A=A_CE, V=V_CE),
+        Attention("softmax", A=np.array([[1.0, 0.3], [0.0, 0.5]]), V=np.eye(2)),
+    ]
+    res = solve_covariance_batch(np.eye(2), layers, 5.0, blowup_trace=1e10)
+    assert np.all(res.blew_up)
+    lam = covariance_eigenvalues(res.cov_last)
+    ratio = lam[:, 1] / lam[:, 0]
+    assert ratio[1] < 1e-8 and 0.2 < ratio[0] < 0.35
+
+
+@pytest.mark.claim("l2-rank-one-keys-grow-exponentially")
+def test_l2_with_rank_one_keys_grows_exponentially_and_never_blows_up():
+    """Paper 1 (Castin et al., arXiv 2501.18322): L2 attention with K^T K invertible cannot blow up. With a rank-one
+    K (V = I, random Q) the bound is lost, yet no draw blows up: the trace crosses 1e2, 1e4, 1e6 at evenly spaced
+    times (exponential growth; a pole would bunch them up), as the book's chapter 2 shows.
+    """
+    from tokendynamics.attention import LayerStack
+    from tokendynamics.gaussian import solve_covariance_batch
+
+    rng = np.random.default_rng(0)
+    B = 40
+    K = rng.standard_normal((B, 2, 1)) @ rng.standard_normal((B, 1, 2))
+    stack = LayerStack("l2", Q=rng.standard_normal((B, 2, 2)), K=K, V=np.broadcast_to(np.eye(2), (B, 2, 2)))
+    assert growth_rate(stack.layer(0)) == math.inf
+    res = solve_covariance_batch(np.eye(2), stack, 30.0, trace_levels=(1e2, 1e4, 1e6), blowup_trace=1e8)
+    ct = res.crossing_times
+    grown = ~np.isnan(ct).any(axis=1)
+    assert grown.sum() >= 10
+    gaps = (ct[grown, 2] - ct[grown, 1]) / (ct[grown, 1] - ct[grown, 0])
+    assert np.all(gaps > 0.5) and np.median(gaps) > 0.95  # a simple pole gives 1e-2
+
+
+@pytest.mark.claim("sinkhorn-low-rank-limit")
+def test_sinkhorn_with_rank_one_negative_A_converges_to_the_softmax_conditional_covariance():
+    """Paper 1 (Castin et al., arXiv 2501.18322): Sinkhorn attention clusters like softmax. With V = I and
+    A = -q q^T the Sinkhorn covariance converges, like 1/t, to a rank-one limit: the conditional covariance of x
+    given <q, x>, the softmax limit (derived for the book's chapter 2).
+    """
+    q = np.array([0.6, 0.8])
+    A = -np.outer(q, q)
+    S0 = np.array([[0.7, 0.2], [0.2, 0.5]])
+    limit = clustering_limit(S0, Attention("softmax", A=A, V=np.eye(2)))
+    run = solve_gaussian(np.zeros(2), S0, Attention("sinkhorn", A=A, V=np.eye(2)), 400.0, t_eval=[100.0, 400.0])
+    dist = np.linalg.norm(run.cov - limit, axis=(1, 2))
+    assert dist[1] < 2e-3 and 3.0 < dist[0] / dist[1] < 5.0  # like 1/t
+    lam = covariance_eigenvalues(run.cov[-1])
+    assert lam[1] / lam[0] < 5e-3 and np.linalg.matrix_rank(limit, tol=1e-10) == 1

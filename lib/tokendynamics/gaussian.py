@@ -6,13 +6,13 @@ in-context field of a Gaussian :math:`\mu = N(\alpha,\Sigma)` is affine,
 .. math:: \Gamma_{N(\alpha,\Sigma)}(x) = b + Mx ,
 
 so the Transformer PDE started from a Gaussian stays Gaussian and reduces to the ODEs
-(paper 1 §4.1, eq. (G))
+(Castin et al., arXiv:2501.18322, Gaussian initial data; chapter 2 of the book, eq. (2.1))
 
 .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma + \Sigma M^\top .
 
-Library convention (``../shared/spec/README.md``): the score of query :math:`x` on key :math:`y` is
+Library convention (chapter 2 of the book, "Convention"): the score of query :math:`x` on key :math:`y` is
 :math:`\beta\langle x, Ay\rangle`; paper 1 writes :math:`\langle A_1x,y\rangle`, so :math:`A_1=A^\top`.
-Per head :math:`h` with value :math:`V_h` (paper 1 §4.2, in library terms):
+Per head :math:`h` with value :math:`V_h` (Castin et al., arXiv:2501.18322, in library terms):
 
 * softmax: :math:`b = V\alpha`, :math:`M = \beta V\Sigma A^\top`
   (exponential tilting: :math:`e^{\beta\langle x,Ay\rangle}N(\alpha,\Sigma)(dy)\propto N(\alpha+\beta\Sigma A^\top x,\Sigma)`);
@@ -26,7 +26,7 @@ Per head :math:`h` with value :math:`V_h` (paper 1 §4.2, in library terms):
 * several heads add their :math:`(b, M)`.
 
 Unnormalised softmax and sigmoid attention do not preserve Gaussians (their field is not affine,
-§4.2.6); :func:`gaussian_velocity` refuses them with :class:`NotGaussianPreservingError`.
+chapter 2 of the book); :func:`gaussian_velocity` refuses them with :class:`NotGaussianPreservingError`.
 
 Two solvers (:func:`solve_gaussian`):
 
@@ -39,7 +39,7 @@ Two solvers (:func:`solve_gaussian`):
   (:func:`projected_euler`, vectorised over a batch of initial covariances), to regenerate the
   paper's pictures.
 
-Closed forms of paper 1 §4.3 (:func:`isotropic_covariance`, :func:`blowup_time`,
+Closed forms derived for chapter 2 of the book (:func:`isotropic_covariance`, :func:`blowup_time`,
 :func:`rank_one_velocity`, :func:`clustering_limit`, :func:`one_dimensional_solution`, ...) and
 diagnostics (eigenvalues, numerical rank, cone coordinates) complete the module.
 """
@@ -53,7 +53,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm, fractional_matrix_power
 
-from .attention import Attention, LayerLike, layer_at
+from .attention import Attention, LayerLike, LayerStack, layer_at
 from .errors import BlowUpError, NonFiniteError
 from .particles import adaptive_solve, sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
@@ -81,6 +81,14 @@ __all__ = [
     "gaussian_rhs",
     "GaussianTrajectory",
     "solve_gaussian",
+    "BATCH_KINDS",
+    "CovarianceBatch",
+    "solve_covariance_batch",
+    "CONDITION_READINGS",
+    "SEARCH_VALUES",
+    "condition_matrix",
+    "ConditionSearch",
+    "clustering_condition_search",
     "EulerRuns",
     "projected_euler",
     "empirical_moments",
@@ -128,12 +136,12 @@ def _check_layer(layer: Attention) -> None:
     if layer.kind not in GAUSSIAN_KINDS:
         raise NotGaussianPreservingError(
             f"layer: {layer.kind!r} attention does not preserve Gaussian measures: its field on "
-            f"N(alpha, Sigma) is not affine (paper 1 §4.2.6). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
+            f"N(alpha, Sigma) is not affine (chapter 2 of the book). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
         )
     if layer.causal:
         raise NotGaussianPreservingError(
             "layer: masked (causal) attention preserves Gaussians only for position-independent data "
-            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (paper 1 §2.6): "
+            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (Castin et al., arXiv:2501.18322, masked attention): "
             "use the same layer with causal=False"
         )
 
@@ -148,7 +156,7 @@ def sinkhorn_spectrum(root, cov, B):
     With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
     returns :math:`(\sqrt{1+4h},W)`. The plan's cross-covariance is
     :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
-    (paper 1 §4.2.4, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
+    (chapter 2 of the book, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
     :mod:`tokendynamics.gradient_flow` is a sum over the same :math:`\sqrt{1+4h}`.
     """
     lam, W = np.linalg.eigh(_sym(root @ np.swapaxes(B, -1, -2) @ cov @ B @ root))
@@ -212,7 +220,7 @@ def _validate_state(mean, cov, d: int | None = None, names=("mean", "cov")):
 def gaussian_velocity(mean, cov, layer: Attention):
     r"""The affine field of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`: :math:`\Gamma(x) = b + Mx`.
 
-    Formulas (library convention :math:`\beta\langle x,Ay\rangle`; paper 1 §4.2 with
+    Formulas (library convention :math:`\beta\langle x,Ay\rangle`; Castin et al., arXiv:2501.18322, with
     :math:`A_1=A^\top`), summed over heads: softmax :math:`b=V\alpha`, :math:`M=\beta V\Sigma A^\top`;
     linear :math:`b=0`, :math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2
     :math:`b=V(I+2\beta\Sigma K^\top K)^{-1}\alpha`, :math:`M=2\beta V(I+2\beta\Sigma K^\top K)^{-1}\Sigma K^\top Q`;
@@ -247,7 +255,7 @@ def gaussian_velocity(mean, cov, layer: Attention):
 
 
 def gaussian_rhs(mean, cov, layer: Attention):
-    r"""Right-hand side of the mean/covariance ODEs (paper 1 §4.1 (G)): :math:`(\dot\alpha,\dot\Sigma)`.
+    r"""Right-hand side of the mean/covariance ODEs (chapter 2 of the book, eq. (2.1)): :math:`(\dot\alpha,\dot\Sigma)`.
 
     .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma+\Sigma M^\top,
 
@@ -374,7 +382,7 @@ def solve_gaussian(
     max_iter: int = 50_000,
     save="all",
 ) -> GaussianTrajectory:
-    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (paper 1 §4).
+    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (Castin et al., arXiv:2501.18322, Gaussian initial data).
 
     Parameters
     ----------
@@ -404,7 +412,7 @@ def solve_gaussian(
         located on the dense output of the step, or, if the solver cannot continue (near a
         singularity, with a huge ``blowup_trace``), its last accepted step;
         ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
-        exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, §4.3.3).
+        exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, chapter 2 of the book).
     on_blowup : {"stop", "raise"}
         Return the trajectory up to the blow-up (``status="blowup"``), or raise
         :class:`~tokendynamics.errors.BlowUpError` with the time.
@@ -552,6 +560,541 @@ def solve_gaussian(
 
 
 # ---------------------------------------------------------------------------------------------
+# the accurate solver for a batch of covariance equations (one layer per member)
+# ---------------------------------------------------------------------------------------------
+
+# Dormand-Prince 5(4) tableau (the method of scipy's RK45): nodes, stages, 5th-order weights and
+# the error weights (5th minus embedded 4th order)
+_DP_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
+_DP_A = (
+    (),
+    (1 / 5,),
+    (3 / 40, 9 / 40),
+    (44 / 45, -56 / 15, 32 / 9),
+    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
+)
+_DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+_DP_E = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])
+
+#: kinds whose covariance equation does not involve the mean (and has a closed-form M without a pseudo-inverse)
+BATCH_KINDS = ("softmax", "l2")
+
+
+@dataclass(frozen=True, eq=False)
+class CovarianceBatch:
+    r"""Result of :func:`solve_covariance_batch`: B covariance equations integrated together.
+
+    Attributes
+    ----------
+    status : array (B,) of str
+        ``"completed"`` (reached ``T``) or ``"blowup"`` (the trace reached ``blowup_trace``).
+    blowup_time : array (B,)
+        Time at which :math:`\operatorname{tr}\Sigma_t` reached ``blowup_trace`` (``nan`` without a blow-up).
+    pole_time : array (B,)
+        For a blow-up, :math:`t+\operatorname{tr}\Sigma_t/\frac{d}{dt}\operatorname{tr}\Sigma_t` at the
+        crossing: the exact blow-up time if :math:`\Sigma_t\sim S/(T^*-t)` (a simple pole); ``nan`` otherwise.
+    crossing_times : array (B, L)
+        First time at which the trace reached each of ``trace_levels`` (``nan`` if never),
+        interpolated linearly in :math:`\log\operatorname{tr}\Sigma` within the step that crossed it
+        (an error of order the step squared; exact for exponential growth).
+    cov_last : array (B, d, d)
+        The covariance at the end (at ``T``, or at the blow-up crossing).
+    t_end : array (B,)
+        Time of ``cov_last``.
+    t_eval : array (m,)
+    cov : array (B, m, d, d)
+        The covariances at ``t_eval`` (``nan`` after a member stopped).
+    steps : array (B,) of int
+        Accepted steps per member (explicit steps plus, for a stiff member, the LSODA steps).
+    trace_levels : tuple of float
+    """
+
+    status: np.ndarray
+    blowup_time: np.ndarray
+    pole_time: np.ndarray
+    crossing_times: np.ndarray
+    cov_last: np.ndarray
+    t_end: np.ndarray
+    t_eval: np.ndarray
+    cov: np.ndarray
+    steps: np.ndarray
+    trace_levels: tuple
+
+    @property
+    def blew_up(self) -> np.ndarray:
+        """Boolean mask of the members that blew up."""
+        return self.status == "blowup"
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+
+def _as_stack(layers) -> LayerStack:
+    stack = layers if isinstance(layers, LayerStack) else LayerStack.of(layers)
+    if stack.kind not in BATCH_KINDS:
+        raise ValueError(
+            f"the batched covariance solver handles {BATCH_KINDS} attention (whose covariance equation "
+            f"does not involve the mean), got {stack.kind!r}: use solve_gaussian member by member"
+        )
+    return stack
+
+
+def _field_matrix_batch(cov, stack: LayerStack, idx) -> np.ndarray:
+    r"""M of the affine field on :math:`N(\alpha,\Sigma_b)` for the members ``idx`` of a stack, shape (b, d, d)."""
+    beta = stack.beta[idx][:, None, None]
+    M = np.zeros(cov.shape)
+    for h in range(stack.n_heads):
+        V = stack.V[idx, h]
+        if stack.kind == "softmax":
+            M += beta * (V @ cov @ np.swapaxes(stack.A[idx, h], -1, -2))
+        else:  # l2: 2 beta V (I + 2 beta Sigma K^T K)^{-1} Sigma K^T Q
+            K, Q = stack.K[idx, h], stack.Q[idx, h]
+            KT = np.swapaxes(K, -1, -2)
+            lhs = np.eye(cov.shape[-1]) + 2.0 * beta * (cov @ KT @ K)
+            M += 2.0 * beta * (V @ np.linalg.solve(lhs, cov @ KT @ Q))
+    return M
+
+
+def solve_covariance_batch(
+    cov0,
+    layers,
+    T: float,
+    *,
+    t_eval=None,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+    blowup_trace: float = 1e8,
+    trace_levels=(),
+    max_steps: int = 3000,
+    first_step: float | None = None,
+) -> CovarianceBatch:
+    r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
+
+    Member :math:`b` solves :math:`\dot\Sigma=M_b\Sigma+\Sigma M_b^\top` on :math:`[0,T]` through
+    :math:`\Sigma_t=\Phi_t\Sigma_0\Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi`, :math:`\Phi_0=I`
+    (symmetric positive semi-definite by construction, as in :func:`solve_gaussian`), where
+    :math:`M_b` is the matrix of the affine field of layer :math:`b` on a centred Gaussian:
+    softmax :math:`M=\sum_h\beta V_h\Sigma A_h^\top`, L2
+    :math:`M=\sum_h2\beta V_h(I+2\beta\Sigma K_h^\top K_h)^{-1}\Sigma K_h^\top Q_h`. For these kinds the
+    covariance equation does not involve the mean, so the mean is not integrated.
+
+    The integrator is the Dormand–Prince 5(4) pair of ``scipy.integrate.RK45`` with the same error
+    norm (root mean square of the error over :math:`(1+\texttt{rtol}\,|y|/\texttt{atol})`-scaled
+    entries of :math:`\Phi`) and step control, each member with its own step size: one call of the
+    field per stage for the whole batch instead of a Python loop over :func:`solve_gaussian`, which
+    it matches to the tolerance (tested). A member stops when its trace reaches ``blowup_trace``:
+    the crossing time is interpolated in :math:`\log\operatorname{tr}\Sigma` within the last step, and
+    ``pole_time`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`, the remaining time of a
+    simple pole :math:`\Sigma\sim S/(T^*-t)`. The first crossings of ``trace_levels`` tell a pole
+    (the crossings of :math:`10^3, 10^6, 10^9` bunch up, the gaps shrinking by :math:`10^{-3}`) from
+    exponential growth (evenly spaced crossings).
+
+    Parameters
+    ----------
+    cov0 : array (d, d) or (B, d, d)
+        Initial covariances (one for all members, or one each). Never modified.
+    layers : LayerStack or sequence of Attention
+        One layer per member, all of kind ``"softmax"`` or all ``"l2"`` (:data:`BATCH_KINDS`), any
+        number of heads.
+    T : float
+        Final time.
+    t_eval : array (m,), optional
+        Increasing times in :math:`[0,T]` at which to store the covariances (steps land on them).
+    rtol, atol : float
+        Tolerances of the error control.
+    blowup_trace : float
+        Trace at which a member counts as blown up and stops.
+    trace_levels : sequence of float
+        Traces whose first crossing times are recorded (below ``blowup_trace``).
+    max_steps : int
+        Explicit steps after which a member counts as stiff (typically a large covariance
+        collapsing onto rank one, whose fast transverse rate forces tiny explicit steps) and is
+        finished alone by :func:`solve_gaussian` with ``method="LSODA"`` (same tolerances and event).
+    first_step : float, optional
+        Initial step (default :math:`10^{-2}/(1+\|\dot\Sigma_0\|_F)`, at most :math:`T/10`).
+
+    Returns
+    -------
+    CovarianceBatch
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
+    arXiv 2501.18322 (the Gaussian ODEs); the book's chapter "Gaussian tokens: clustering and blow-up".
+    """
+    stack = _as_stack(layers)
+    B, d = stack.size, stack.d
+    T = float(T)
+    if not (T > 0 and math.isfinite(T)):
+        raise ValueError(f"T must be a positive number, got {T!r}")
+    if not (rtol > 0 and atol > 0 and blowup_trace > 0):
+        raise ValueError("rtol, atol and blowup_trace must be positive")
+    C0 = np.array(cov0, dtype=float, copy=True)
+    if C0.shape == (d, d):
+        C0 = np.broadcast_to(C0, (B, d, d)).copy()
+    if C0.shape != (B, d, d):
+        raise ValueError(f"cov0 must be ({d}, {d}) or ({B}, {d}, {d}) for {B} layers of dimension {d}, got {C0.shape}")
+    for k in range(B):
+        C0[k] = validate_covariance(C0[k], f"cov0[{k}]", d)
+    tr0 = np.trace(C0, axis1=1, axis2=2)
+    if np.any(tr0 >= blowup_trace):
+        raise ValueError("some initial trace is already above blowup_trace")
+    levels = tuple(float(x) for x in trace_levels)
+    t_eval = np.zeros(0) if t_eval is None else np.asarray(t_eval, dtype=float)
+    if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (t_eval.size and (t_eval[0] < 0 or t_eval[-1] > T)):
+        raise ValueError("t_eval must be increasing and inside [0, T]")
+
+    def covs(Phi, idx):
+        return _sym(Phi @ C0[idx] @ np.swapaxes(Phi, -1, -2))
+
+    def rhs(Phi, idx):
+        return _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi
+
+    status = np.full(B, "completed", dtype=object)
+    blowup_time = np.full(B, np.nan)
+    pole_time = np.full(B, np.nan)
+    crossing = np.full((B, len(levels)), np.nan)
+    stored = np.full((B, t_eval.size, d, d), np.nan)
+    steps = np.zeros(B, dtype=int)
+    t = np.zeros(B)
+    Phi = np.broadcast_to(np.eye(d), (B, d, d)).copy()
+    cov_last = C0.copy()
+    t_end = np.zeros(B)
+    next_out = np.zeros(B, dtype=int)
+    for k, lev in enumerate(levels):
+        crossing[tr0 >= lev, k] = 0.0
+    at0 = t_eval.size and t_eval[0] == 0.0
+    if at0:
+        stored[:, 0] = C0
+        next_out[:] = 1
+    idx = np.arange(B)
+    K1 = rhs(Phi, idx)
+    if first_step is None:
+        dS0 = np.linalg.norm(2 * _sym(K1 @ C0), axis=(1, 2))
+        h = np.minimum(1e-2 / (1.0 + dS0), T / 10)
+    else:
+        h = np.full(B, float(first_step))
+    active = np.ones(B, dtype=bool)
+    tr_prev = tr0.copy()
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        while np.any(active):
+            idx = np.flatnonzero(active)
+            ti, Yi, hi, K0 = t[idx], Phi[idx], h[idx].copy(), K1[idx]
+            # land on the next output time and on T
+            if t_eval.size:
+                target = np.where(next_out[idx] < t_eval.size, t_eval[np.minimum(next_out[idx], t_eval.size - 1)], T)
+            else:
+                target = np.full(idx.size, T)
+            h_free = hi.copy()
+            hi = np.minimum(hi, target - ti)
+            clipped = hi < h_free
+            hb = hi[:, None, None]
+            ks = [K0]
+            for s in range(1, 6):
+                Ys = Yi + hb * sum(a * k for a, k in zip(_DP_A[s], ks))
+                ks.append(rhs(Ys, idx))
+            Ynew = Yi + hb * sum(b * k for b, k in zip(_DP_B, ks))
+            Knew = rhs(Ynew, idx)
+            ks.append(Knew)
+            err = hb * sum(e * k for e, k in zip(_DP_E, ks))
+            scale = atol + rtol * np.maximum(np.abs(Yi), np.abs(Ynew))
+            enorm = np.sqrt(np.mean((err / scale) ** 2, axis=(1, 2)))
+            finite = np.isfinite(enorm) & np.all(np.isfinite(Ynew), axis=(1, 2))
+            ok = finite & (enorm <= 1.0)
+            factor = np.where(
+                finite,
+                np.clip(0.9 * np.where(enorm > 0, enorm, 1e-10) ** -0.2, 0.2, 10.0),
+                0.1,
+            )
+            factor = np.where(ok, factor, np.minimum(factor, 1.0))
+            # accepted members move on
+            acc = idx[ok]
+            if acc.size:
+                t_new = ti[ok] + hi[ok]
+                S_new = covs(Ynew[ok], acc)
+                tr_new = np.trace(S_new, axis1=1, axis2=2)
+                for k, lev in enumerate(levels):
+                    hit = np.isnan(crossing[acc, k]) & (tr_new >= lev)
+                    if np.any(hit):
+                        a = acc[hit]
+                        frac = np.log(lev / tr_prev[a]) / np.log(tr_new[hit] / tr_prev[a])
+                        crossing[a, k] = t[a] + frac * hi[ok][hit]
+                blow = tr_new >= blowup_trace
+                if np.any(blow):
+                    a = acc[blow]
+                    frac = np.log(blowup_trace / tr_prev[a]) / np.log(tr_new[blow] / tr_prev[a])
+                    blowup_time[a] = t[a] + frac * hi[ok][blow]
+                    Mb = _field_matrix_batch(S_new[blow], stack, a)
+                    dtr = 2.0 * np.einsum("bij,bji->b", Mb, S_new[blow])
+                    pole_time[a] = t_new[blow] + tr_new[blow] / dtr
+                    status[a] = "blowup"
+                    active[a] = False
+                    cov_last[a], t_end[a] = S_new[blow], t_new[blow]
+                t[acc], Phi[acc], K1[acc], tr_prev[acc] = t_new, Ynew[ok], Knew[ok], tr_new
+                steps[acc] += 1
+                # outputs
+                out = np.isclose(t_new, target[ok], rtol=0, atol=1e-12 * max(T, 1.0)) & (next_out[acc] < t_eval.size)
+                out &= ~blow
+                if np.any(out):
+                    a = acc[out]
+                    stored[a, next_out[a]] = S_new[out]
+                    next_out[a] += 1
+                done = ~blow & (t_new >= T * (1 - 1e-15))
+                if np.any(done):
+                    a = acc[done]
+                    active[a] = False
+                    cov_last[a], t_end[a] = S_new[done], t_new[done]
+            h[idx] = np.where(clipped & ok, np.maximum(hi * factor, h_free), hi * factor)
+            stiff = active & ((h < 1e-12 * np.maximum(1.0, t)) | (steps >= max_steps))
+            for b in np.flatnonzero(stiff):
+                # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
+                active[b] = False
+                S_b = covs(Phi[b : b + 1], [b])[0]
+                lay = stack.layer(b)
+                kw = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+                run = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), **kw)
+                steps[b] += len(run.t)
+                trs = np.concatenate([[tr_prev[b]], run.trace()[1:]])
+                tts = np.concatenate([[t[b]], run.t[1:]])
+                for k, lev in enumerate(levels):
+                    if np.isnan(crossing[b, k]) and np.any(trs >= lev):
+                        j = int(np.argmax(trs >= lev))
+                        frac = np.log(lev / trs[j - 1]) / np.log(trs[j] / trs[j - 1])
+                        crossing[b, k] = tts[j - 1] + frac * (tts[j] - tts[j - 1])
+                rest = t_eval[next_out[b] :]
+                rest = rest[rest > t[b]]
+                if rest.size:
+                    dense = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), t_eval=rest, **kw)
+                    outs = dense.cov[:-1] if dense.status == "blowup" else dense.cov
+                    first = t_eval.size - rest.size
+                    stored[b, first : first + len(outs)] = outs
+                cov_last[b], t_end[b] = run.cov[-1], run.t[-1]
+                if run.status == "blowup":
+                    status[b] = "blowup"
+                    blowup_time[b] = run.exit_time
+                    pole_time[b] = run.info.get("blowup_time_extrapolated", np.nan)
+    return CovarianceBatch(
+        status=status.astype(str),
+        blowup_time=blowup_time,
+        pole_time=pole_time,
+        crossing_times=crossing,
+        cov_last=cov_last,
+        t_end=t_end,
+        t_eval=t_eval,
+        cov=stored,
+        steps=steps,
+        trace_levels=levels,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the clustering condition of paper 1's summary: a random search in both readings of A
+# ---------------------------------------------------------------------------------------------
+
+#: the two readings of the matrix A in the condition "V A + A^T V^T negative definite"
+CONDITION_READINGS = ("book", "transposed")
+
+#: the value-matrix families of :func:`clustering_condition_search`
+SEARCH_VALUES = ("symmetric", "positive", "general")
+
+
+def condition_matrix(A, V, reading: str = "book") -> np.ndarray:
+    r"""The symmetric matrix of the clustering condition in one reading (batched over leading axes).
+
+    Paper 1's summary states clustering when :math:`VA+A^\top V^\top\preceq0` (and blow-up when it has
+    a positive eigenvalue). In the book's convention (score :math:`\langle x,Ay\rangle`) that is
+    ``reading="book"``: :math:`VA+A^\top V^\top`; with paper 1's own matrix :math:`A_1=A^\top`
+    substituted, ``reading="transposed"``: :math:`VA^\top+AV^\top`. The two agree when :math:`V=vI`
+    or when :math:`A` is symmetric.
+
+    Parameters
+    ----------
+    A, V : arrays (..., d, d)
+    reading : {"book", "transposed"}
+
+    Returns
+    -------
+    array (..., d, d)
+        The symmetric matrix whose negative definiteness is the condition.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (summary); the book's chapter "Gaussian tokens:
+    clustering and blow-up".
+    """
+    A = np.asarray(A, dtype=float)
+    V = np.asarray(V, dtype=float)
+    if reading == "book":
+        P = V @ A
+    elif reading == "transposed":
+        P = V @ np.swapaxes(A, -1, -2)
+    else:
+        raise ValueError(f"reading must be one of {CONDITION_READINGS}, got {reading!r}")
+    return P + np.swapaxes(P, -1, -2)
+
+
+@dataclass(frozen=True, eq=False)
+class ConditionSearch:
+    r"""Result of :func:`clustering_condition_search`.
+
+    Attributes
+    ----------
+    A, V, cov0 : arrays (N, d, d)
+        The integrated draws: score matrix, value matrix, initial covariance.
+    lam : dict
+        Reading -> array (N,): the largest eigenvalue of :func:`condition_matrix` in that reading
+        (the condition holds where it is negative).
+    lam_sym : array (N,)
+        Largest eigenvalue of :math:`A+A^\top` (the condition a proof covers for symmetric
+        :math:`V\succ0` needs it :math:`\le0`).
+    drawn_for : dict
+        Reading -> boolean mask (N,): the draws counted for that reading (the condition holds there;
+        a draw can count for both).
+    blew_up : array (N,) of bool
+    blowup_time, pole_time : arrays (N,)
+        From :func:`solve_covariance_batch` (``nan`` without a blow-up).
+    candidates : int
+        Number of candidate draws made (most satisfy neither reading and are not integrated).
+    value, start : str
+        The value-matrix family (one of :data:`SEARCH_VALUES`) and the initial covariances
+        (``"identity"`` or ``"random"``).
+    T : float
+        Horizon of the integrations.
+    """
+
+    A: np.ndarray
+    V: np.ndarray
+    cov0: np.ndarray
+    lam: dict
+    lam_sym: np.ndarray
+    drawn_for: dict
+    blew_up: np.ndarray
+    blowup_time: np.ndarray
+    pole_time: np.ndarray
+    candidates: int
+    value: str
+    start: str
+    T: float
+
+    def counts(self) -> dict:
+        """Reading -> ``(draws, blow-ups)``: how many draws satisfy the condition, and how many of them blow up."""
+        return {r: (int(m.sum()), int((m & self.blew_up).sum())) for r, m in self.drawn_for.items()}
+
+    def counterexamples(self, reading: str) -> np.ndarray:
+        """Indices of the draws that satisfy the condition in ``reading`` and blow up, earliest blow-up first."""
+        idx = np.flatnonzero(self.drawn_for[reading] & self.blew_up)
+        return idx[np.argsort(self.blowup_time[idx])]
+
+
+def clustering_condition_search(
+    draws: int,
+    *,
+    d: int = 2,
+    value: str = "symmetric",
+    start: str = "identity",
+    T: float = 200.0,
+    seed=0,
+    blowup_trace: float = 1e8,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+) -> ConditionSearch:
+    r"""A seeded random search for softmax covariances that blow up although the clustering condition holds.
+
+    Candidates are drawn from one generator (``numpy.random.default_rng(seed)``): :math:`A` with
+    i.i.d. :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``value="symmetric"``),
+    :math:`V` with i.i.d. :math:`N(0,1)` entries kept only if :math:`V+V^\top\succ0`
+    (``value="positive"``: non-symmetric, positive definite as a quadratic form), or :math:`V` with
+    i.i.d. :math:`N(0,1)` entries (``value="general"``, eigenvalues of either sign or complex); :math:`\Sigma_0=I` (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
+    with :math:`L` Gaussian (``start="random"``). A candidate counts for a reading of
+    :func:`condition_matrix` when that matrix is negative definite, until ``draws`` candidates
+    count for each reading; the others are discarded. Every kept draw is then integrated on
+    :math:`[0,T]` by :func:`solve_covariance_batch` (the covariance equation
+    :math:`\dot\Sigma=V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top` of softmax attention, accurate
+    solver, blow-up when the trace reaches ``blowup_trace``).
+
+    Parameters
+    ----------
+    draws : int
+        Draws per reading that satisfy its condition.
+    d : int
+        Dimension.
+    value : {"symmetric", "positive", "general"}
+    start : {"identity", "random"}
+    T : float
+        Horizon (a draw that has not blown up by ``T`` counts as no blow-up).
+    seed : int or Generator
+    blowup_trace, rtol, atol : float
+        Passed to :func:`solve_covariance_batch`.
+
+    Returns
+    -------
+    ConditionSearch
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
+    arXiv 2501.18322 (the condition, stated in the summary); the book's chapter "Gaussian tokens:
+    clustering and blow-up" (the search and its counterexample).
+    """
+    if value not in SEARCH_VALUES:
+        raise ValueError(f"value must be one of {SEARCH_VALUES}, got {value!r}")
+    if start not in ("identity", "random"):
+        raise ValueError(f"start must be 'identity' or 'random', got {start!r}")
+    if int(draws) != draws or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    rng = np.random.default_rng(seed)
+    eye = np.eye(d)
+    kept_A, kept_V, kept_S, flags = [], [], [], {r: [] for r in CONDITION_READINGS}
+    have = dict.fromkeys(CONDITION_READINGS, 0)
+    candidates = 0
+    while min(have.values()) < draws:
+        candidates += 1
+        if candidates > 10_000 * draws:
+            raise RuntimeError(f"fewer than {draws} of {candidates - 1} candidates satisfy the condition: {have}")
+        A = rng.standard_normal((d, d))
+        B = rng.standard_normal((d, d))
+        V = B @ B.T + 0.1 * eye if value == "symmetric" else B
+        if value == "positive" and np.linalg.eigvalsh(B + B.T)[0] <= 0:
+            continue
+        if start == "identity":
+            S = eye.copy()
+        else:
+            L = rng.standard_normal((d, d))
+            S = L @ L.T / d
+        take = {
+            r: have[r] < draws and np.linalg.eigvalsh(condition_matrix(A, V, r))[-1] < 0 for r in CONDITION_READINGS
+        }
+        if not any(take.values()):
+            continue
+        for r in CONDITION_READINGS:
+            flags[r].append(take[r])
+            have[r] += int(take[r])
+        kept_A.append(A)
+        kept_V.append(V)
+        kept_S.append(S)
+    A, V, S = np.array(kept_A), np.array(kept_V), np.array(kept_S)
+    runs = solve_covariance_batch(
+        S, LayerStack("softmax", A=A, V=V), T, rtol=rtol, atol=atol, blowup_trace=blowup_trace
+    )
+    return ConditionSearch(
+        A=A,
+        V=V,
+        cov0=S,
+        lam={r: np.linalg.eigvalsh(condition_matrix(A, V, r))[:, -1] for r in CONDITION_READINGS},
+        lam_sym=np.linalg.eigvalsh(A + np.swapaxes(A, -1, -2))[:, -1],
+        drawn_for={r: np.array(f, dtype=bool) for r, f in flags.items()},
+        blew_up=runs.blew_up,
+        blowup_time=runs.blowup_time,
+        pole_time=runs.pole_time,
+        candidates=candidates,
+        value=value,
+        start=start,
+        T=float(T),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # the official projected Euler scheme, vectorised over a batch of initial covariances
 # ---------------------------------------------------------------------------------------------
 
@@ -654,7 +1197,7 @@ def projected_euler(
 ) -> EulerRuns:
     r"""The official code's projected Euler scheme for the covariance ODE, for a batch of initial covariances.
 
-    Loop ``i = 0, 1, ..., max_iter - 1`` (paper 1 official code, spec §6.0): store :math:`\Sigma_i`;
+    Loop ``i = 0, 1, ..., max_iter - 1`` (the authors' code, vcastin/2025-transformers-PDEs): store :math:`\Sigma_i`;
     compute :math:`R=\dot\Sigma(\Sigma_i)` and :math:`r_i=\|R\|_F`; update
     :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)`, where :math:`\Pi_{\succeq0}` replaces negative
     eigenvalues by ``psd_floor``; stop as *converged* if :math:`r_i<` ``tol_low``, else as *blow-up*
@@ -848,7 +1391,7 @@ def empirical_moments(X, weights=None):
 
     with :math:`w_j=1/n` by default (the moments of the empirical measure, normalised by n) or the
     given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
-    trajectory. These are the moments the Gaussian ODEs predict (paper 1 §4).
+    trajectory. These are the moments the Gaussian ODEs predict (Castin et al., arXiv:2501.18322, Gaussian initial data).
     """
     X = validate_finite_array(X, "X", min_ndim=2)
     n = X.shape[-2]
@@ -939,7 +1482,7 @@ def compare_with_particles(
     removes the :math:`O(n^{-1/2})` sampling error of the initial condition, and from
     :math:`(\alpha_0,\Sigma_0)`. At every stored time the particle cloud is summarised by its fitted
     Gaussian and compared with :func:`~tokendynamics.transport.bures_wasserstein`
-    (paper 1 §3.3, claims C1–C3). What remains from the sample's moments is the effect of the
+    (chapter 2 of the book). What remains from the sample's moments is the effect of the
     sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
     """
     _check_layer(layer)
@@ -975,7 +1518,7 @@ def compare_with_particles(
 
 
 # ---------------------------------------------------------------------------------------------
-# closed forms (paper 1 §4.3)
+# closed forms (derived and checked in chapter 2 of the book)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1001,7 +1544,7 @@ def _sym_part(layer: Attention) -> np.ndarray:
 
 
 def isotropic_covariance(cov0, layer: Attention, t):
-    r"""Closed-form covariance for softmax with :math:`V=vI` (paper 1 §4.3.2).
+    r"""Closed-form covariance for softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     The precision solves a linear equation, :math:`\frac{d}{dt}\Sigma^{-1}=-v\beta(A+A^\top)`, so
     with :math:`S=\beta(A+A^\top)` and :math:`R=\Sigma_0^{1/2}`
@@ -1029,7 +1572,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
 
 
 def blowup_time(cov0, layer: Attention) -> float:
-    r"""Blow-up time of softmax with :math:`V=vI` (paper 1 §4.3.3), ``inf`` if there is none.
+    r"""Blow-up time of softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book), ``inf`` if there is none.
 
     .. math:: T^* = \frac{1}{\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)}
 
@@ -1047,7 +1590,7 @@ def blowup_time(cov0, layer: Attention) -> float:
 
 
 def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (paper 1 §4.3.7).
+    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
 
@@ -1082,7 +1625,7 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
 
 
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
-    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (paper 1 §4.3.5).
+    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`: with
     :math:`S=\beta(A+A^\top)`,
@@ -1137,7 +1680,7 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
 
 
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
-    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (paper 1 §4.3.4), softmax.
+    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (Castin et al., arXiv:2501.18322; chapter 2 of the book), softmax.
 
     .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
 
@@ -1180,7 +1723,7 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
 
 
 def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
-    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (paper 1 §4.3.4).
+    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
     For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with
     :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
@@ -1203,7 +1746,7 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
 
 
 def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
-    r"""Exact solution in d = 1 for softmax (paper 1 §4.3.8), with :math:`a=\beta A`, :math:`v=V`.
+    r"""Exact solution in d = 1 for softmax (Castin et al., arXiv:2501.18322; chapter 2 of the book), with :math:`a=\beta A`, :math:`v=V`.
 
     .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
               \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2};
@@ -1236,7 +1779,7 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
 
 
 def decoupled_mean(mean0, layer: Attention, t):
-    r"""Sinkhorn mean (paper 1 §4.2.4): :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`."""
+    r"""Sinkhorn mean (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`."""
     _check_layer(layer)
     if layer.kind != "sinkhorn":
         raise ValueError(f"the mean decouples from the covariance for Sinkhorn attention, not {layer.kind!r}")
@@ -1252,10 +1795,10 @@ def decoupled_mean(mean0, layer: Attention, t):
 def growth_rate(layer: Attention) -> float:
     r"""Rate :math:`c` of the a-priori bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
 
-    * L2 (paper 1 §4.3.9): :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)`
+    * L2 (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)`
       (``inf`` unless every :math:`K_h^\top K_h\succ0`), from
       :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
-    * Sinkhorn (§4.3.10): :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
+    * Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
     """
     _check_layer(layer)
     c = 0.0
@@ -1293,7 +1836,7 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     The official histograms count eigenvalues above 0.1 (absolute, ``relative=False``); with
     ``relative=True`` the threshold is a fraction of the largest eigenvalue. Report both the rank and
     the eigenvalues: a decaying eigenvalue can sit above a threshold when a stopping rule fires
-    (paper 1 §6, F6 interpretation note). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
+    (chapter 2 of the book, the rank histograms). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
     """
     threshold = validate_finite(threshold, "threshold")
     relative = validate_flag(relative, "relative")
@@ -1306,7 +1849,7 @@ def cone_coordinates(cov) -> np.ndarray:
     r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (..., 3)).
 
     :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
-    the set of rank-one matrices (paper 1 §0.3).
+    the set of rank-one matrices (chapter 2 of the book, the cone figure).
     """
     S = validate_finite_array(cov, "cov", min_ndim=2)
     if S.shape[-2:] != (2, 2):

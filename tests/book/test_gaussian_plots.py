@@ -49,8 +49,10 @@ def test_cone_and_disc_figure_draws_every_trajectory_and_colours_follow_the_star
     w = np.array([2 * S[0, 0, 1] for S in covs])
     assert np.allclose(colors[np.argmin(w)], plt.get_cmap("viridis")(0.0))
     fig = cone_and_disc_figure({"a": covs, "b": covs[:3]})
-    assert len(fig.axes) == 4
-    disc_a, disc_b = fig.axes[1], fig.axes[3]  # the normalised discs under the cones of panels a and b
+    assert len(fig.axes) == 6  # per panel: the cone, the disc, a colour bar
+    assert fig.get_size_inches()[0] <= 7.0
+    disc_a, disc_b = fig.axes[1], fig.axes[4]  # the normalised discs under the cones of panels a and b
+    assert "2c" in fig.axes[2].get_xlabel()
     for ax, panel in ((disc_a, covs), (disc_b, covs[:3])):
         paths = ax.collections[0].get_segments()  # one path per trajectory
         assert len(paths) == len(panel)

@@ -526,6 +526,59 @@ CLAIMS: tuple[Claim, ...] = (
         r"no blow-up by $T=200$; blow-up time to $10^{-2}$",
     ),
     _c(
+        "clustering-condition-counterexample",
+        1,
+        "S",
+        "02_gaussian_preservation",
+        r"The summary's condition $VA+A^\top V^\top\preceq0$ for clustering does not hold as stated for a "
+        r"non-symmetric $V$ with $V+V^\top\succ0$: a random search finds softmax covariances that blow up although "
+        r"$VA+A^\top V^\top\prec0$ (fraction of such draws shown); one of them blows up at $T^*\approx1.12$, "
+        r"confirmed by the accurate solvers and by the PDE moved as weighted particles.",
+        [
+            T
+            + "test_gaussian.py::test_clustering_condition_counterexample_blows_up_in_the_solvers_and_in_a_particle_run"
+        ],
+        r"blow-up time to $10^{-3}$ (solvers to $10^{-8}$), particle doubling time to $10^{-2}$",
+        ("cond_frac_positive", ".2f"),
+    ),
+    _c(
+        "blowup-profile-not-rank-one-in-general",
+        1,
+        "D",
+        "02_gaussian_preservation",
+        r"The rank-one blow-up profile needs $V=vI$: for the counterexample's non-symmetric $V$ the normalised "
+        r"covariance stays full rank at the blow-up ($\lambda_{\min}/\lambda_{\max}$ at trace $10^{10}$ shown).",
+        [T + "test_gaussian.py::test_blowup_profile_is_rank_one_for_isotropic_V_but_not_for_the_counterexample"],
+        r"$V=I$: below $10^{-8}$; counterexample: between 0.2 and 0.35",
+        ("ce_profile_ratio", ".2f"),
+    ),
+    _c(
+        "l2-rank-one-keys-grow-exponentially",
+        1,
+        "D",
+        "02_gaussian_preservation",
+        r"The full-rank-$K$ condition of the $\ell^2$ bound is not needed in the draws tried: with a rank-one $K$ "
+        r"($V=I$) covariances grow exponentially, never in finite time (number of draws that blow up shown).",
+        [T + "test_gaussian.py::test_l2_with_rank_one_keys_grows_exponentially_and_never_blows_up"],
+        r"trace crossings of $10^2,10^4,10^6$ evenly spaced (gap ratio $>0.5$, median $>0.95$)",
+        ("l2r1_poles", ""),
+    ),
+    _c(
+        "sinkhorn-low-rank-limit",
+        1,
+        "D",
+        "02_gaussian_preservation",
+        r"Sinkhorn attention with $V=I$ and $A=-qq^\top$ clusters like softmax: the covariance converges like $1/t$ "
+        r"to the same rank-one limit, the conditional covariance of $x$ given $\langle q,x\rangle$ (distance at the "
+        r"final time shown).",
+        [
+            T
+            + "test_gaussian.py::test_sinkhorn_with_rank_one_negative_A_converges_to_the_softmax_conditional_covariance"
+        ],
+        r"distance below $2\times10^{-3}$ at $t=400$, decreasing like $1/t$",
+        ("sk_limit_dist", ".1e"),
+    ),
+    _c(
         "l2-never-blows-up",
         1,
         "D",

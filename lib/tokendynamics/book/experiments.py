@@ -558,9 +558,30 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "n_sinkhorn": 1500,
             "n_list": [250, 1000, 4000],
             "n_list_sinkhorn": [250, 500, 1000, 1500],
-            "quadrature": 24,
+            "quadrature": 20,
             "dt_pde": 0.0125,
         },
+    },
+    # The clustering condition of paper 1's summary, V A + A^T V^T < 0, in two readings of A: a seeded
+    # random search (tokendynamics.gaussian.clustering_condition_search) for two value families, a
+    # counterexample (a draw of the "positive" search, seed 0, rounded), L2 with rank-one keys, and
+    # the low-rank limit of Sinkhorn attention (A = -q q^T, V = I).
+    "gaussian_condition": {
+        "fast": {
+            "draws": 40,
+            "T": 100.0,
+            "seed": 0,
+            "families": ["symmetric", "positive"],
+            "A_ce": [[-0.666, 0.704], [-0.59, 0.184]],
+            "V_ce": [[1.048, 0.719], [-1.338, 0.303]],
+            "quadrature": 12,
+            "l2_draws": 40,
+            "l2_T": 30.0,
+            "q": [0.6, 0.8],
+            "cov0": [[0.7, 0.2], [0.2, 0.5]],
+            "sk_T": 400.0,
+        },
+        "full": {"draws": 200, "l2_draws": 200},
     },
     # The mean: Sinkhorn decouples it (e^{tV} alpha_0), softmax does not.
     "gaussian_mean": {

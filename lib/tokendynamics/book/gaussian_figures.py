@@ -1,6 +1,6 @@
 r"""The official figure protocols of paper 1 (cone figures F1–F5, rank histograms F6), regenerated.
 
-The authors' code (``vcastin/2025-transformers-PDEs``, spec §6) integrates the covariance ODEs
+The authors' code (``vcastin/2025-transformers-PDEs``) integrates the covariance ODEs
 with a projected Euler scheme from grids of trace-one initial covariances, with matrices drawn
 from NumPy's legacy global generator. This module rebuilds exactly those matrices
 (:func:`legacy_rng` with the same seeds and call order), the layers with the code's scalings in the
@@ -9,7 +9,7 @@ library convention (:func:`official_layer`), the initial grids and the solver se
 :func:`tokendynamics.gaussian.projected_euler` (:func:`run_figure`) or, for the histograms,
 through the official sequential protocol (:func:`rank_histogram`).
 
-Corrections of the official scripts' known slips (spec §6): F3's softmax panel is the real
+Corrections of the official scripts' known slips: F3's softmax panel is the real
 softmax run (the script overwrote it with the L2 run), and F5's multi-head panel uses two heads
 (the script omitted ``H=2``).
 """
@@ -52,7 +52,7 @@ def official_layer(kind: str, Q, K, V, *, H: int = 1) -> Attention:
     r"""The layer whose Gaussian ODE is the official code's right-hand side, in the library convention.
 
     The code writes paper 1's matrix :math:`A_1=K^\top Q/\sqrt d`; the library's score matrix is its
-    transpose, :math:`A=A_1^\top=Q^\top K/\sqrt d` (``spec/README.md``).
+    transpose, :math:`A=A_1^\top=Q^\top K/\sqrt d` (chapter 2 of the book, "Convention").
 
     * ``"softmax"``: ``rhs_trad``, :math:`A=(K^\top Q/\sqrt d)^\top`.
     * ``"l2"``: ``rhs_L2`` uses :math:`K^\top Q/\sqrt d` but an unscaled :math:`K^\top K`; that is exactly
@@ -138,7 +138,7 @@ def _mixed_sign_QK(rs):
 
 
 def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
-    """Matrices, layers, initial grid and projected-Euler settings of cone figure F1–F5 (spec §6).
+    """Matrices, layers, initial grid and projected-Euler settings of one cone figure of the authors' code.
 
     Numbers live in ``tokendynamics.experiments.EXPERIMENTS`` under ``gaussian_<name>``; the
     random matrices are redrawn with :func:`legacy_rng` in the official call order.

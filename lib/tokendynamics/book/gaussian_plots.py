@@ -5,7 +5,7 @@ A 2 x 2 covariance :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` is the po
 its surface, zero is the apex (:func:`tokendynamics.gaussian.cone_coordinates`). Dividing by the
 trace maps the cone onto the unit disc, whose boundary circle is the set of rank-one trace-one
 matrices (:func:`tokendynamics.gaussian.disc_point`). Paper 1 draws every covariance trajectory
-in one of these two pictures (spec §6.0, F1–F7).
+in one of these two pictures (the authors' code, vcastin/2025-transformers-PDEs).
 """
 
 from __future__ import annotations
@@ -148,23 +148,41 @@ def plot_covariance_ellipse(ax, mean, cov, *, nsig: float = 2.0, **kw):
 
 
 def cone_and_disc_figure(
-    panels: dict, *, view=(20, -112), color: str = "start", line=None, max_height=None, size: float = 2.7
+    panels: dict, *, view=(20, -112), color: str = "start", line=None, max_height=None, width: float = 7.0
 ):
-    r"""A figure with one column per panel: trajectories in the 3-D cone (top) and the normalised disc (bottom).
+    r"""Trajectories in the 3-D cone (top) and the normalised disc (below), one block per panel, with colour bars.
 
     ``panels`` maps a title to a list of covariance trajectories (arrays (m_k, 2, 2)). ``line`` may
-    be a dict title -> unit cone direction. Colours follow :func:`trajectory_colors` (``color``).
+    be a dict title -> unit cone direction. Colours follow :func:`trajectory_colors` (``color``);
+    each block has a colour bar of its own range (initial :math:`2c`, or final trace). At most three
+    blocks per row (four panels make a 2 x 2 grid), ``width`` inches wide in all.
     """
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
     n = len(panels)
-    fig = plt.figure(figsize=(size * n, 2 * size))
+    ncol = 2 if n == 4 else min(n, 3)
+    nrow = -(-n // ncol)
+    w = width / ncol
+    fig = plt.figure(figsize=(width, nrow * (2.0 * w + 0.8)))
+    gs = fig.add_gridspec(4 * nrow, ncol, height_ratios=[w, w, 0.09 * w, 0.3] * nrow, hspace=0.12, wspace=0.2)
+    label = "initial $2c$" if color == "start" else r"final tr $\Sigma$"
     for k, (title, covs) in enumerate(panels.items()):
+        r, c = divmod(k, ncol)
         colors = trajectory_colors(covs, by=color)
-        ax = fig.add_subplot(2, n, k + 1, projection="3d")
+        ax = fig.add_subplot(gs[4 * r, c], projection="3d")
         ln = line.get(title) if isinstance(line, dict) else line
         plot_cone_trajectories(ax, covs, colors=colors, view=view, line=ln, max_height=max_height)
         ax.set_title(title)
-        plot_disc_trajectories(fig.add_subplot(2, n, n + k + 1), covs, colors=colors)
-    fig.subplots_adjust(wspace=0.02, hspace=0.05)
+        plot_disc_trajectories(fig.add_subplot(gs[4 * r + 1, c]), covs, colors=colors)
+        vals = np.array([cone_coordinates(S[0])[1] if color == "start" else np.trace(S[-1]) for S in covs])
+        cax = fig.add_subplot(gs[4 * r + 2, c])
+        cb = fig.colorbar(
+            ScalarMappable(Normalize(vals.min(), vals.max()), "viridis"), cax=cax, orientation="horizontal"
+        )
+        cb.set_label(label)
+        cb.ax.xaxis.set_major_locator(plt.MaxNLocator(3))
+    fig.subplots_adjust(left=0.03, right=0.97, top=0.97, bottom=0.02)
     return fig
 
 

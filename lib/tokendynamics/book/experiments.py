@@ -555,9 +555,9 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {
             "n": 4000,
-            "n_sinkhorn": 1500,
+            "n_sinkhorn": 1000,
             "n_list": [250, 1000, 4000],
-            "n_list_sinkhorn": [250, 500, 1000, 1500],
+            "n_list_sinkhorn": [250, 500, 1000],
             "quadrature": 20,
             "dt_pde": 0.0125,
         },

@@ -15,7 +15,8 @@ Library convention (chapter 2 of the book, "Convention"): the score of query :ma
 Per head :math:`h` with value :math:`V_h` (Castin et al., arXiv:2501.18322, in library terms):
 
 * softmax: :math:`b = V\alpha`, :math:`M = \beta V\Sigma A^\top`
-  (exponential tilting: :math:`e^{\beta\langle x,Ay\rangle}N(\alpha,\Sigma)(dy)\propto N(\alpha+\beta\Sigma A^\top x,\Sigma)`);
+  (exponential tilting: :math:`e^{\beta\langle x,Ay\rangle}N(\alpha,\Sigma)(dy)\propto N(\alpha+\beta\Sigma A^\top
+  x,\Sigma)`);
 * linear: :math:`b = 0`, :math:`M = \beta V(\Sigma+\alpha\alpha^\top)A^\top`;
 * L2 (kernel :math:`e^{-\beta|Qx-Ky|^2}`): with :math:`N = (I+2\beta\Sigma K^\top K)^{-1}`,
   :math:`b = VN\alpha`, :math:`M = 2\beta VN\Sigma K^\top Q`;
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -141,7 +143,8 @@ def _check_layer(layer: Attention) -> None:
     if layer.causal:
         raise NotGaussianPreservingError(
             "layer: masked (causal) attention preserves Gaussians only for position-independent data "
-            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect (Castin et al., arXiv:2501.18322, masked attention): "
+            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect "
+            "(Castin et al., arXiv:2501.18322, masked attention): "
             "use the same layer with causal=False"
         )
 
@@ -151,9 +154,11 @@ def _sym(S):
 
 
 def sinkhorn_spectrum(root, cov, B):
-    r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}` (batched).
+    r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}`
+    (batched).
 
-    With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
+    With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma
+    B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
     returns :math:`(\sqrt{1+4h},W)`. The plan's cross-covariance is
     :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
     (chapter 2 of the book, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
@@ -357,7 +362,8 @@ class GaussianTrajectory:
 
 
 def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
-    """The layer at time t (constant or ``t -> Attention``), checked like the particle core's, and Gaussian-preserving."""
+    """The layer at time t (constant or ``t -> Attention``), checked like the particle core's, and
+    Gaussian-preserving."""
     lay = layer_at(layer, t, d)
     _check_layer(lay)
     return lay
@@ -382,7 +388,8 @@ def solve_gaussian(
     max_iter: int = 50_000,
     save="all",
 ) -> GaussianTrajectory:
-    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (Castin et al., arXiv:2501.18322, Gaussian initial data).
+    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (Castin et
+    al., arXiv:2501.18322, Gaussian initial data).
 
     Parameters
     ----------
@@ -851,8 +858,8 @@ def solve_covariance_batch(
                 # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
                 active[b] = False
                 S_b = covs(Phi[b : b + 1], [b])[0]
-                lay = stack.layer(b)
-                kw = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+                lay = stack.layer(int(b))
+                kw: dict[str, Any] = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
                 run = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), **kw)
                 steps[b] += len(run.t)
                 trs = np.concatenate([[tr_prev[b]], run.trace()[1:]])
@@ -1005,7 +1012,8 @@ def clustering_condition_search(
     i.i.d. :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``value="symmetric"``),
     :math:`V` with i.i.d. :math:`N(0,1)` entries kept only if :math:`V+V^\top\succ0`
     (``value="positive"``: non-symmetric, positive definite as a quadratic form), or :math:`V` with
-    i.i.d. :math:`N(0,1)` entries (``value="general"``, eigenvalues of either sign or complex); :math:`\Sigma_0=I` (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
+    i.i.d. :math:`N(0,1)` entries (``value="general"``, eigenvalues of either sign or complex); :math:`\Sigma_0=I`
+    (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
     with :math:`L` Gaussian (``start="random"``). A candidate counts for a reading of
     :func:`condition_matrix` when that matrix is negative definite, until ``draws`` candidates
     count for each reading; the others are discarded. Every kept draw is then integrated on
@@ -1045,7 +1053,10 @@ def clustering_condition_search(
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     rng = np.random.default_rng(seed)
     eye = np.eye(d)
-    kept_A, kept_V, kept_S, flags = [], [], [], {r: [] for r in CONDITION_READINGS}
+    kept_A: list = []
+    kept_V: list = []
+    kept_S: list = []
+    flags: dict[str, list] = {r: [] for r in CONDITION_READINGS}
     have = dict.fromkeys(CONDITION_READINGS, 0)
     candidates = 0
     while min(have.values()) < draws:
@@ -1391,7 +1402,8 @@ def empirical_moments(X, weights=None):
 
     with :math:`w_j=1/n` by default (the moments of the empirical measure, normalised by n) or the
     given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
-    trajectory. These are the moments the Gaussian ODEs predict (Castin et al., arXiv:2501.18322, Gaussian initial data).
+    trajectory. These are the moments the Gaussian ODEs predict (Castin et al., arXiv:2501.18322, Gaussian initial
+    data).
     """
     X = validate_finite_array(X, "X", min_ndim=2)
     n = X.shape[-2]
@@ -1475,7 +1487,8 @@ def compare_with_particles(
     rtol: float = 1e-10,
     atol: float = 1e-12,
 ) -> ParticleComparison:
-    r"""Run n particles from :math:`N(\alpha_0,\Sigma_0)` with :func:`~tokendynamics.particles.simulate` and compare with the ODE.
+    r"""Run n particles from :math:`N(\alpha_0,\Sigma_0)` with :func:`~tokendynamics.particles.simulate` and compare
+    with the ODE.
 
     The particles follow :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` (the shared core, fixed step ``dt``).
     The ODE (:func:`solve_gaussian`, accurate) is solved twice: from the sample's moments, which
@@ -1572,7 +1585,8 @@ def isotropic_covariance(cov0, layer: Attention, t):
 
 
 def blowup_time(cov0, layer: Attention) -> float:
-    r"""Blow-up time of softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book), ``inf`` if there is none.
+    r"""Blow-up time of softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book), ``inf`` if
+    there is none.
 
     .. math:: T^* = \frac{1}{\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)}
 
@@ -1590,7 +1604,8 @@ def blowup_time(cov0, layer: Attention) -> float:
 
 
 def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
+    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter
+    2 of the book).
 
     .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
 
@@ -1620,12 +1635,13 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     for s in ts:
         P = np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A
         out.append(np.exp(v * s) * np.real(fractional_matrix_power(P, -0.5)) @ mean0)
-    out = np.array(out)
-    return out[0] if np.ndim(t) == 0 else out
+    means = np.array(out)
+    return means[0] if np.ndim(t) == 0 else means
 
 
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
-    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (Castin et al., arXiv:2501.18322; chapter 2 of the book).
+    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (Castin et al.,
+    arXiv:2501.18322; chapter 2 of the book).
 
     Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`: with
     :math:`S=\beta(A+A^\top)`,
@@ -1680,7 +1696,8 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
 
 
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
-    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (Castin et al., arXiv:2501.18322; chapter 2 of the book), softmax.
+    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (Castin et al., arXiv:2501.18322; chapter 2
+    of the book), softmax.
 
     .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
 
@@ -1701,7 +1718,10 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
 
 
 def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
-    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval`` (from 0); returns (m, d)."""
+    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval``.
+
+    Starts at time 0; returns the states, shape (m, d).
+    """
     _check_layer(layer)
     z0 = validate_finite_array(z0, "z0", ndim=1)
     if z0.shape != (layer.d,):
@@ -1723,7 +1743,8 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
 
 
 def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
-    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (Castin et al., arXiv:2501.18322; chapter 2 of the book).
+    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (Castin et
+    al., arXiv:2501.18322; chapter 2 of the book).
 
     For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with
     :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
@@ -1746,7 +1767,8 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
 
 
 def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
-    r"""Exact solution in d = 1 for softmax (Castin et al., arXiv:2501.18322; chapter 2 of the book), with :math:`a=\beta A`, :math:`v=V`.
+    r"""Exact solution in d = 1 for softmax (Castin et al., arXiv:2501.18322; chapter 2 of the book), with
+    :math:`a=\beta A`, :math:`v=V`.
 
     .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
               \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2};
@@ -1779,7 +1801,10 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
 
 
 def decoupled_mean(mean0, layer: Attention, t):
-    r"""Sinkhorn mean (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`."""
+    r"""Sinkhorn mean: :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`.
+
+    Castin et al., arXiv:2501.18322 (Sinkhorn attention on Gaussians); chapter 2 of the book.
+    """
     _check_layer(layer)
     if layer.kind != "sinkhorn":
         raise ValueError(f"the mean decouples from the covariance for Sinkhorn attention, not {layer.kind!r}")
@@ -1795,7 +1820,8 @@ def decoupled_mean(mean0, layer: Attention, t):
 def growth_rate(layer: Attention) -> float:
     r"""Rate :math:`c` of the a-priori bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
 
-    * L2 (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)`
+    * L2 (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`c=\sum_h\|V_h\|\,\|K_h^\top
+      Q_h\|/\lambda_{\min}(K_h^\top K_h)`
       (``inf`` unless every :math:`K_h^\top K_h\succ0`), from
       :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
     * Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
@@ -1846,7 +1872,8 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
 
 
 def cone_coordinates(cov) -> np.ndarray:
-    r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (..., 3)).
+    r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (...,
+    3)).
 
     :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
     the set of rank-one matrices (chapter 2 of the book, the cone figure).
@@ -1859,7 +1886,8 @@ def cone_coordinates(cov) -> np.ndarray:
 
 
 def disc_point(cov) -> np.ndarray:
-    r"""Point :math:`(a-b,\,2c)/(a+b)` of the trace-normalised matrix :math:`\Sigma/\operatorname{tr}\Sigma` in the unit disc (shape (..., 2)).
+    r"""Point :math:`(a-b,\,2c)/(a+b)` of the trace-normalised matrix :math:`\Sigma/\operatorname{tr}\Sigma` in the unit
+    disc (shape (..., 2)).
 
     The unit circle is the set of rank-one trace-one matrices; the centre is :math:`I/2`.
     """
@@ -1893,8 +1921,8 @@ def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
         raise ValueError(f"limits must be (u_min, u_max, w_min, w_max) with min <= max, got {limits!r}")
     U = np.linspace(lim[0], lim[1], n_u)
     W = np.linspace(lim[2], lim[3], n_w)
-    uu, ww = np.meshgrid(U, W, indexing="ij")
-    uu, ww = uu.ravel(), ww.ravel()
+    grid_u, grid_w = np.meshgrid(U, W, indexing="ij")
+    uu, ww = grid_u.ravel(), grid_w.ravel()
     inside = 1.0 - uu**2 > ww**2
     pts = np.stack([uu[inside], ww[inside], np.ones(inside.sum())], axis=-1)
     return cov_from_cone(pts)

@@ -375,6 +375,10 @@ def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
     for row in rows:
         params = {k: v for k, v in p.items() if k != "rows"}
         params["row"] = p["rows"][row]
-        arrays = cached(f"gaussian_F6_{row}", params, lambda row=row: rank_histogram(row, mode).to_arrays())
+
+        def compute(row: str = row) -> dict:
+            return rank_histogram(row, mode).to_arrays()
+
+        arrays = cached(f"gaussian_F6_{row}", params, compute)
         out[row] = RankHistogram.from_arrays(row, arrays)
     return out

@@ -35,7 +35,11 @@ __all__ = [
 
 
 def trajectory_colors(covs, by: str = "start", cmap: str = "viridis"):
-    r"""One colour per trajectory, as in the official plots: viridis of the initial :math:`2c` (``by="start"``) or of the final trace (``by="end"``), min–max normalised."""
+    r"""One colour per trajectory, as in the official plots.
+
+    Viridis of the initial :math:`2c` (``by="start"``) or of the final trace (``by="end"``), min–max
+    normalised.
+    """
     if by not in ("start", "end"):
         raise ValueError(f"by must be 'start' or 'end', got {by!r}")
     vals = np.array([cone_coordinates(S[0])[1] if by == "start" else np.trace(S[-1]) for S in covs])
@@ -80,9 +84,9 @@ def plot_cone_trajectories(
         segs.append(p)
         cols.append(c)
         ends.append(p[-1])
-    ends = np.array(ends).reshape(-1, 3)
+    tips = np.array(ends).reshape(-1, 3)
     ax.add_collection3d(Line3DCollection(segs, colors=cols, linewidths=lw, alpha=alpha))
-    ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color=cols, s=5, depthshade=False)
+    ax.scatter(tips[:, 0], tips[:, 1], tips[:, 2], color=cols, s=5, depthshade=False)
     top = max((float(p[:, 2].max()) for p in segs), default=1.0)
     plot_cone_surface(ax, top)
     if line is not None:
@@ -96,7 +100,10 @@ def plot_cone_trajectories(
 
 
 def plot_disc_trajectories(ax, covs, *, colors=None, lw: float = 1.0, alpha: float = 0.6):
-    r"""Trace-normalised trajectories :math:`\Sigma/\operatorname{tr}\Sigma` in the unit disc (the circle = rank one)."""
+    r"""Trace-normalised trajectories :math:`\Sigma/\operatorname{tr}\Sigma` in the unit disc.
+
+    The circle is the set of rank-one covariances.
+    """
     from matplotlib.collections import LineCollection
 
     colors = trajectory_colors(covs) if colors is None else colors
@@ -253,7 +260,8 @@ def explorer_trajectories(
 
 
 def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):
-    r"""Projected Euler runs (faithful scheme, stopped at ``T`` or at trace ``tol_high``) of ``inits`` for each layer of a family.
+    r"""Projected Euler runs (faithful scheme, stopped at ``T`` or at trace ``tol_high``) of ``inits`` for each layer of
+    a family.
 
     Returns a list (one entry per layer) of lists of covariance paths, for :func:`family_animation`.
     """

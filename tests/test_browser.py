@@ -516,7 +516,7 @@ def _assumed_min_pt() -> float:
     """Without metadata: the smallest text the book style sets (legend), in points."""
     from matplotlib import font_manager, rcParams
 
-    from tokendynamics.plotting import BOOK_STYLE
+    from tokendynamics.book.plotting import BOOK_STYLE
 
     base = rcParams["font.size"]
     sizes = [BOOK_STYLE.get(k, rcParams[k]) for k in ("legend.fontsize", "xtick.labelsize", "ytick.labelsize")]

@@ -91,7 +91,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
     "p1_meanfield_1d": {
         "fast": {
             "ns": [50, 200, 800],
-            "seeds": 16,
+            "seeds": 24,
             "T": 2.0,
             "a": 0.25,
             "v": -1.0,

@@ -1,6 +1,6 @@
 r"""Masked (causal) attention in the extended space :math:`(s, x)`, with an attention sink.
 
-Paper 1 §2.6. Tokens carry a position :math:`s\in[0,1]`; the state is a measure
+Paper 1 (Castin et al., arXiv:2501.18322), masked attention; chapter 1 of the book. Tokens carry a position :math:`s\in[0,1]`; the state is a measure
 :math:`\mu\in\mathcal P([0,1]\times\mathbb R^d)` whose position marginal :math:`\lambda` does not
 move, and token :math:`(s,x)` attends only to positions :math:`r\le s`:
 
@@ -13,7 +13,7 @@ at :math:`s=0` — bounds it below by :math:`m_0e^{-\|A\|R^2}` for every positio
 
 The library's core already evaluates this field: ``Attention(..., causal=True)`` with token
 ``weights`` (masses) and ``positions`` (ties see each other). :func:`with_sink` only builds the
-discrete measure of the spec: sink token(s) at :math:`s=0` carrying mass :math:`m_0`, and
+discrete measure the book uses: sink token(s) at :math:`s=0` carrying mass :math:`m_0`, and
 :math:`n` tokens at :math:`s_i=i/n` with mass :math:`(1-m_0)/n` each.
 """
 
@@ -87,7 +87,7 @@ class SinkSystem:
 
 
 def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
-    r"""The discrete masked model of paper 1 §2.6 with an attention sink of mass :math:`m_0` at :math:`s=0`.
+    r"""The discrete masked model (paper 1, arXiv:2501.18322; chapter 1 of the book) with an attention sink of mass :math:`m_0` at :math:`s=0`.
 
     Parameters
     ----------
@@ -156,7 +156,7 @@ def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0)
     r"""Log of the causal softmax denominators :math:`Z_i=\sum_{j:\,s_j\le s_i}w_j\,e^{\beta\langle x_i,Ax_j\rangle}`.
 
     The quantity bounded below by :math:`m_0e^{-\beta\|A\|R^2}` when a sink of mass :math:`m_0`
-    is present (paper 1 §2.6, §3.2). Dense :math:`n\times n`; for tests and figures.
+    is present (paper 1, arXiv:2501.18322, masked attention; chapter 1 of the book). Dense :math:`n\times n`; for tests and figures.
     """
     require_layer(layer)
     X = validate_tokens(X, layer.d)

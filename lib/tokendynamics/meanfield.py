@@ -1,6 +1,7 @@
 r"""Mean-field limit of the particle system: the exact 1-D Gaussian oracle and convergence studies.
 
-Paper 1 §3 (Theorem B) and §4.3 item 8. The empirical measure of :math:`n` particles solves the
+Paper 1 (Castin et al., arXiv:2501.18322): its mean-field limit theorem, and the Gaussian solutions of its section on
+Gaussian data. The empirical measure of :math:`n` particles solves the
 Transformer PDE with empirical data, so :math:`W_p(\mu^n_t,\mu_t)\le C(t)\,W_p(\mu^n_0,\mu_0)`, and
 for i.i.d. data :math:`W_p(\mu^n_0,\mu_0)\to0` at the rate of the empirical measure.
 
@@ -80,14 +81,15 @@ def _layer_1d(a: float, v: float) -> Attention:
 def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
     r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``.
 
-    The d = 1 case of :func:`tokendynamics.gaussian.blowup_time` (paper 1 §4.3 items 3 and 8).
+    The d = 1 case of :func:`tokendynamics.gaussian.blowup_time` (paper 1, Castin et al., arXiv:2501.18322, Gaussian data;
+    chapter 2 of the book).
     """
     _, sigma0, a, v = _check_scalars(0.0, sigma0, a, v)
     return blowup_time([[sigma0**2]], _layer_1d(a, v))
 
 
 def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
-    r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1 §4.3 item 8).
+    r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1, arXiv:2501.18322; chapter 2 of the book).
 
     The closed form of :func:`tokendynamics.gaussian.one_dimensional_solution` (score :math:`a`,
     value :math:`v`), in terms of the standard deviation. ``t`` may be an array. Raises
@@ -178,7 +180,7 @@ def meanfield_study_1d(
     References
     ----------
     Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
-    arXiv 2501.18322 (Theorem B, the mean-field limit); the book's chapter on the Transformer PDE.
+    arXiv 2501.18322 (the mean-field limit theorem); the book's chapter on the Transformer PDE.
     """
     ns = _counts(ns, "ns")
     seeds = _counts(seeds, "seeds", minimum=0)
@@ -250,8 +252,7 @@ def meanfield_study_pairs(
 
     References
     ----------
-    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (Theorems A and B: stability and mean-field
-    limit); Ajtai, Komlós, Tusnády, *On optimal matchings*, Combinatorica 4 (1984); the book's
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the stability and mean-field limit theorems); Ajtai, Komlós, Tusnády, *On optimal matchings*, Combinatorica 4 (1984); the book's
     chapter on the Transformer PDE.
     """
     ns = [int(n) for n in ns]
@@ -320,8 +321,8 @@ def masked_meanfield_study(
 ) -> dict[str, np.ndarray]:
     r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1: how far from unmasked dynamics.
 
-    Paper 1 §2.6. Fact [D]: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
-    :math:`\lambda\otimes\nu_t` with :math:`\nu_t` the *unmasked* solution (claim C22). For each sink mass
+    Paper 1 (Castin et al., arXiv:2501.18322), masked attention. Fact [D]: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
+    :math:`\lambda\otimes\nu_t` with :math:`\nu_t` the *unmasked* solution (derived for the book, chapter 1). For each sink mass
     :math:`m_0` (0 = no sink), :math:`n` and seed: :math:`n` tokens i.i.d. :math:`N(\alpha_0,\sigma_0^2)` at
     :math:`s_i=i/n` and, if :math:`m_0>0`, a sink cloud of :math:`\max(1,\mathrm{round}(m_0n))` tokens drawn
     from the same law at :math:`s=0` with total mass :math:`m_0` (the atom :math:`\lambda(\{0\})=m_0`);
@@ -503,7 +504,7 @@ def fit_rate(ns, errors, *, weighted: bool = True) -> RateFit:
 
     References
     ----------
-    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (Theorem B); the book's chapter on the
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the mean-field limit theorem); the book's chapter on the
     Transformer PDE, where the slopes are measured.
     """
     n = np.asarray(ns, dtype=float)
@@ -545,7 +546,7 @@ def rate_shape(n, law: str) -> np.ndarray:
 
     The factor only matters through :func:`curve_slope`: the slope of the theory over the
     :math:`n` of a measurement. Used in the book's chapter on the Transformer PDE (paper 1,
-    Castin et al., arXiv 2501.18322, Theorem B: the mean-field error inherits this rate).
+    Castin et al., arXiv 2501.18322, mean-field limit theorem: the mean-field error inherits this rate).
     """
     n = np.asarray(n, dtype=float)
     if law == "gaussian-1d":

@@ -1,7 +1,7 @@
 r"""Stability of the Transformer PDE in :math:`W_p`: explicit constants and measured growth factors.
 
-Paper 1 §3.1 (Theorem A, [S] for the statement, [I] for its exact form) and §3.2 (constants
-derived by the spec team, [D]). For two solutions with data supported in :math:`B(0,R_0)`,
+Paper 1 (Castin et al., arXiv:2501.18322), its well-posedness and stability theorem ([S] for the statement, [I]
+for its exact form), with explicit constants derived for this book ([D]; chapter 1 of the book). For two solutions with data supported in :math:`B(0,R_0)`,
 
 .. math:: W_p(\mu_t,\nu_t)\le\exp\Big(\int_0^tL_s\,ds\Big)\,W_p(\mu_0,\nu_0),\qquad
           L_s=\mathrm{Lip}_x(R_s)+\mathrm{Lip}_\mu(R_s),
@@ -12,11 +12,11 @@ the sup norm on :math:`B(0,R)`, and the support radius obeys :math:`\dot R_s=\su
 :math:`a=\beta\|A\|`, :math:`v=\|V\|` (operator norms; per head, summed over heads), the bounds
 :math:`(\sup|\Gamma|,\ \mathrm{Lip}_x,\ \mathrm{Lip}_\mu)` are:
 
-* softmax [D, spec §3.2]: :math:`\sup|\Gamma|\le vR`, :math:`\mathrm{Lip}_x=avR^2`,
+* softmax [D]: :math:`\sup|\Gamma|\le vR`, :math:`\mathrm{Lip}_x=avR^2`,
   :math:`\mathrm{Lip}_\mu=v(1+2aR^2)e^{2aR^2}`;
-* masked softmax with a sink of mass :math:`m_0` [D, spec §3.2]: the same with
+* masked softmax with a sink of mass :math:`m_0` [D]: the same with
   :math:`\mathrm{Lip}_\mu` divided by :math:`m_0`, for the conditional distance :math:`W_{1,\lambda}`;
-* sigmoid [D, spec §3.2]: :math:`vR`, :math:`avR^2/4`, :math:`v(1+aR^2/4)`;
+* sigmoid [D]: :math:`vR`, :math:`avR^2/4`, :math:`v(1+aR^2/4)`;
 * l2 [D, here]: :math:`vR`, :math:`2\beta\|Q^\top K\|vR^2`,
   :math:`v(1+4\beta\kappa(q+\kappa)R^2)e^{\beta(q+\kappa)^2R^2}`;
 * unnormalised softmax [D, here]: :math:`vRe^{aR^2}`, :math:`avR^2e^{aR^2}`, :math:`v(1+aR^2)e^{aR^2}`;
@@ -90,7 +90,7 @@ def support_speed(layer: Attention, R: float) -> float:
 
 
 def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) -> tuple[float, float]:
-    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (paper 1 §3.2; table in the module docstring).
+    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (derived for the book; table in the module docstring).
 
     ``m0`` is the sink mass, required for causal row-normalised layers (their denominators are
     only bounded below through it); the constant is then for the conditional distance
@@ -104,7 +104,7 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
     if not has_explicit_bound(layer):
         raise ValueError(
             "no explicit stability constant is available for Sinkhorn attention "
-            "(the spec's §3.2 gives none); measure the growth factor instead"
+            "(none is derived in this book); measure the growth factor instead"
         )
     R = np.float64(validate_positive(R, "R", allow_zero=True))
     if m0 is not None:
@@ -138,7 +138,7 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
 def log_stability_bound(
     layer: LayerLike, t, R0: float, *, m0: float | None = None, substeps: int = 20
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of Theorem A, and the support radius :math:`R_t`.
+    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of paper 1's stability theorem, and the support radius :math:`R_t`.
 
     Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and
     :math:`\frac{d}{dt}\log C=L(R)=\mathrm{Lip}_x(R)+\mathrm{Lip}_\mu(R)` (:func:`lipschitz_constants`)
@@ -184,7 +184,7 @@ def log_stability_bound(
 
 
 def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
-    r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d` (paper 1 §3.3)."""
+    r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d` (the perturbations of chapter 1 of the book)."""
     X = validate_tokens(X)
     delta = validate_positive(delta, "delta", allow_zero=True)
     rng = np.random.default_rng(rng)
@@ -198,7 +198,7 @@ def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
 def stability_study(
     variant, X0, deltas, *, T: float, dt: float, save_every: int = 1, rng=None, p: float = 2
 ) -> dict[str, np.ndarray]:
-    r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (paper 1 §3.3 item 1).
+    r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (chapter 1 of the book; paper 1, arXiv:2501.18322).
 
     :math:`\mu_0` is the empirical measure of ``X0``, :math:`\nu_0` that of
     :math:`x_i+\delta\xi_i` for each ``delta``, with the same :math:`\xi_i` uniform in the unit ball

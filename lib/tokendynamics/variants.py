@@ -1,13 +1,13 @@
-r"""The attention variants of paper 1 §2, built on the one attention core.
+r"""The attention variants of paper 1 (Castin et al., arXiv:2501.18322), built on the one attention core.
 
 Each variant is an :class:`~tokendynamics.attention.Attention` layer (plus, for masked attention,
 a sink and positions); this module adds the constructors the paper's conventions need and a small
 :class:`Variant` object that pushes tokens with :func:`~tokendynamics.particles.simulate`:
 
-* :func:`multihead_from_rows` — paper 1 §2.2 as in the authors' code: :math:`Q, K, V` split by
+* :func:`multihead_from_rows` — multi-head attention of paper 1, as in the authors' code: :math:`Q, K, V` split by
   row blocks into heads, :math:`A_h = Q_h^\top K_h` (library convention, i.e. the paper's
   :math:`K_h^\top Q_h`), output :math:`C_h = W_h^\top V_h` with :math:`W = I` split the same way;
-* :func:`sigmoid_layer` — paper 1 §2.5, either averaged over tokens (``normalization="mean"``:
+* :func:`sigmoid_layer` — sigmoid attention of paper 1, either averaged over tokens (``normalization="mean"``:
   :math:`\frac1n\sum_j\sigma(s_{ij}+b)Vx_j`) or summed with the bias :math:`b=-\log n` of
   Ramapuram et al. (``normalization="sum"``, ``bias="-log n"``: :math:`\sum_j\sigma(s_{ij}-\log n)Vx_j`,
   which tends to unnormalised exponential attention as :math:`n\to\infty`);
@@ -50,7 +50,7 @@ VARIANT_NAMES = ("softmax", "multihead", "l2", "sinkhorn", "sigmoid", "linear", 
 def multihead_from_rows(
     Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax", beta: float = 1.0, **layer_kwargs
 ) -> Attention:
-    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1 §2.2).
+    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1, arXiv:2501.18322; chapter 1 of the book).
 
     Head :math:`h` uses rows :math:`hk,\dots,(h+1)k-1` (:math:`k=d/H`) of :math:`Q`, :math:`K`,
     :math:`V` and of the output matrix :math:`W` (default :math:`I_d`):
@@ -103,7 +103,7 @@ def multihead_from_rows(
 def sigmoid_layer(
     A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "mean", n: int | None = None, causal: bool = False
 ) -> Attention:
-    r"""Sigmoid attention (paper 1 §2.5), averaged over tokens or summed as in Ramapuram et al.
+    r"""Sigmoid attention (paper 1, arXiv:2501.18322), averaged over tokens or summed as in Ramapuram et al.
 
     * ``normalization="mean"``: :math:`\Gamma_\mu(x)=\int\sigma(\beta\langle x,Ay\rangle+b)\,Vy\,d\mu(y)`,
       i.e. :math:`\frac1n\sum_j\sigma(s_{ij}+b)Vx_j` for particles — linear in :math:`\mu`;
@@ -134,7 +134,7 @@ def sigmoid_layer(
 
 @dataclass(frozen=True, eq=False)
 class Variant:
-    r"""A named attention variant of paper 1 §2, ready to push tokens.
+    r"""A named attention variant of paper 1 (arXiv:2501.18322), ready to push tokens.
 
     ``layer`` is the core layer, or a callable ``t -> Attention`` for depth-dependent parameters
     :math:`(A_t, V_t)`; for masked attention ``sink_mass`` (:math:`m_0`) and ``sink_token`` say how
@@ -198,7 +198,7 @@ def paper1_variants(
     sink_token=None,
     names=VARIANT_NAMES,
 ) -> dict[str, Variant]:
-    r"""The gallery of paper 1 §2 from one score matrix :math:`A` and value matrix :math:`V` (library convention).
+    r"""The gallery of paper 1's variants (arXiv:2501.18322; chapter 1 of the book) from one score matrix :math:`A` and value matrix :math:`V` (library convention).
 
     ========================  =====================================================================
     ``softmax``               :math:`\mathrm{Attention}(\text{softmax}, A, V, \beta)`

@@ -232,7 +232,7 @@ CLAIMS: tuple[Claim, ...] = (
         1,
         "S",
         "01_well_posedness",
-        r"Theorem A: for softmax, multi-head, $\ell^2$, Sinkhorn, sigmoid and masked attention, with bounded "
+        r"Well-posedness and stability: for softmax, multi-head, $\ell^2$, Sinkhorn, sigmoid and masked attention, with bounded "
         r"parameters and compactly supported data, the Transformer PDE is well posed and "
         r"$W_p(\mu_t,\nu_t)\le e^{\int_0^tL_s\,ds}\,W_p(\mu_0,\nu_0)$.",
         [T + "test_stability.py::test_stability_study_growth_factor_stays_below_the_explicit_bound"],
@@ -260,7 +260,7 @@ CLAIMS: tuple[Claim, ...] = (
         1,
         "S",
         "01_well_posedness",
-        r"Theorem B: $n$ i.i.d. tokens follow the Transformer PDE as $n\to\infty$ at the rate of the empirical "
+        r"Mean-field limit: $n$ i.i.d. tokens follow the Transformer PDE as $n\to\infty$ at the rate of the empirical "
         r"measure: on the line, for Gaussian data, $W_2$ to the exact solution decays like $n^{-1/2}$ up to "
         r"$\sqrt{\log\log n}$ (fitted slope over independent seeds shown).",
         [

@@ -50,9 +50,10 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "fast": {"n": 32, "beta": 6.0, "T": 200.0, "dt": 0.05, "seed": 0, "save_every": 4},
         "full": {"T": 400.0, "dt": 0.02, "save_every": 10},
     },
-    # ---- Paper 1, chapter 01_well_posedness (spec §2, §3.3) -----------------------------------
-    # One layer for the gallery, the stability study, the d = 2 mean-field study and the widget:
-    # A (library convention, score <x, A y>) has negative definite symmetric part, V = I.
+    # ---- Paper 1, chapter 01_well_posedness (variants, stability, mean-field limit, masked attention) ----
+    # One layer for the gallery, the stability study and the widget: A (library convention, score
+    # <x, A y>) has negative definite symmetric part, V = I; the d = 2 mean-field study flips the signs of
+    # both (the same covariance dynamics, a contracting mean).
     "p1_gallery": {
         "fast": {
             "n": 120,
@@ -65,7 +66,9 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "sink_mass": 0.1,
             "frames": 30,
         },
-        "full": {"n": 400, "dt": 0.01, "frames": 60},
+        # RK4 with dt = 0.025 agrees with dt = 0.01 to plotting accuracy: the full setting spends its
+        # time on more tokens and frames, not on a smaller step
+        "full": {"n": 400, "dt": 0.025, "frames": 60},
     },
     "p1_stability": {
         "fast": {
@@ -80,36 +83,36 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "save_every": 4,
             "sink_mass": 0.1,
         },
-        "full": {"n": 400, "dt": 0.01, "save_every": 10},
+        "full": {"n": 400},
     },
-    # d = 1 Gaussian oracle (spec §3.3 item 2: v = 1, alpha0 = 0.5, sigma0 = 1, T = 2) with a = -0.5
-    # instead of the spec's -1, so that a^2 sigma0^4 < 1/2 (see the chapter).
+    # d = 1 Gaussian oracle: v = -1 (the mean contracts, so that no single random number, such as the
+    # empirical mean amplified by e^{vT}, dominates a run's error) and a = 0.25, so that a^2 sigma0^4 < 1/2
+    # (see the chapter). An independent sample for every (seed, n); RK4 with dt = 0.5 is exact to 1e-5 here.
     "p1_meanfield_1d": {
         "fast": {
-            "ns": [100, 400, 1600],
-            "seeds": 20,
+            "ns": [50, 200, 800],
+            "seeds": 24,
             "T": 2.0,
-            "a": -0.5,
-            "v": 1.0,
+            "a": 0.25,
+            "v": -1.0,
             "alpha0": 0.5,
             "sigma0": 1.0,
             "dt": 0.5,
         },
-        "full": {"ns": [100, 200, 400, 800, 1600, 3200, 6400], "seeds": 20, "dt": 0.25},
+        "full": {"ns": [50, 100, 200, 400, 800, 1600], "seeds": 24},
     },
+    # d = 2, uniform tokens in a square: two independent n-token solutions per seed (no reference run)
     "p1_meanfield_2d": {
         "fast": {
-            "ns": [25, 50, 100, 200],
+            "ns": [50, 200, 800],
             "seeds": 8,
-            "N_ref": 2000,
-            "ref_seed": 1000,
-            "A": [[-1.0, 0.5], [-0.5, -0.5]],
-            "V": [[1.0, 0.0], [0.0, 1.0]],
+            "A": [[1.0, -0.5], [0.5, 0.5]],
+            "V": [[-1.0, 0.0], [0.0, -1.0]],
             "beta": 1.0,
             "T": 1.0,
             "dt": 0.2,
         },
-        "full": {"ns": [25, 50, 100, 200, 400, 800], "seeds": 12, "N_ref": 4000, "dt": 0.1},
+        "full": {"ns": [50, 100, 200, 400, 800], "seeds": 12},
     },
     # masked attention, d = 1 product data lambda x N(alpha0, sigma0^2), sink cloud of mass m0
     "p1_masked": {
@@ -126,7 +129,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "share_sink_masses": [0.02, 0.1, 0.3],
             "share_n": 200,
         },
-        "full": {"ns": [50, 200, 800, 3200], "seeds": 8, "dt": 0.25},
+        "full": {"ns": [50, 100, 200, 400, 800, 1600], "seeds": 6},
     },
     "p1_widget": {
         "fast": {

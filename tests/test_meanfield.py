@@ -104,7 +104,8 @@ def test_gaussian_1d_solution_solves_the_moment_odes_and_its_flow_map_pushes_gau
 
 @pytest.mark.claim("theorem-b-mean-field-limit")
 def test_fit_power_law_recovers_an_exact_slope():
-    """The fit behind the mean-field rate of Paper 1 (Castin et al., arXiv 2501.18322) (the mean-field limit theorem): an exact power
+    """The fit behind the mean-field rate of Paper 1 (Castin et al., arXiv 2501.18322) (the mean-field limit theorem):
+    an exact power
     law gives its exponent, and the bootstrap over seeds gives a visible uncertainty only for noisy seeds.
     """
     ns = np.array([10, 100, 1000])
@@ -122,7 +123,8 @@ def test_fit_power_law_recovers_an_exact_slope():
 @pytest.mark.claim("theorem-b-mean-field-limit")
 @pytest.mark.slow
 def test_meanfield_study_1d_rate_is_about_n_to_the_minus_one_half():
-    """Paper 1 (Castin et al., arXiv 2501.18322), mean-field limit theorem: n i.i.d. tokens follow the Transformer PDE at the rate
+    """Paper 1 (Castin et al., arXiv 2501.18322), mean-field limit theorem: n i.i.d. tokens follow the Transformer PDE
+    at the rate
     of the empirical measure, about n^{-1/2} on the line (up to sqrt(log log n) for Gaussian data, Bobkov and
     Ledoux).
 
@@ -170,7 +172,8 @@ def test_meanfield_study_pairs_equals_the_loop_and_the_linear_program():
 
 @pytest.mark.claim("mean-field-limit-in-the-plane")
 def test_meanfield_study_pairs_rate_in_the_plane_follows_the_optimal_matching_rate():
-    """Paper 1 (Castin et al., arXiv 2501.18322), mean-field limit theorem in d = 2: two independent clouds of n uniform tokens in
+    """Paper 1 (Castin et al., arXiv 2501.18322), mean-field limit theorem in d = 2: two independent clouds of n uniform
+    tokens in
     the square, pushed by the same softmax layer, are W2-close at the rate of the optimal matching of Ajtai, Komlos
     and Tusnady, (log n / n)^{1/2}: the fitted slope at time T is within three standard errors of that rate's
     slope over the same n.

@@ -20,7 +20,8 @@ from tokendynamics.variants import VARIANT_NAMES, paper1_variants
 
 @pytest.mark.claim("stability-constants")
 def test_log_stability_bound_integrates_the_support_radius_and_the_constant():
-    """Paper 1 (Castin et al., arXiv 2501.18322), the stability theorem with the book's explicit constants: R' = |V| R and
+    """Paper 1 (Castin et al., arXiv 2501.18322), the stability theorem with the book's explicit constants: R' = |V| R
+    and
     L = a v R^2 + v (1 + 2 a R^2) e^{2 a R^2} for softmax, also for depth-dependent parameters.
     """
     layer = Attention("softmax", A=[[0.5, 0.2], [-0.1, -0.3]], V=1.3 * np.eye(2))
@@ -70,7 +71,8 @@ def test_perturb_in_ball_is_uniform_in_the_ball_of_radius_delta():
 @pytest.mark.claim("theorem-a-stability", "stability-constants")
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_stability_study_growth_factor_stays_below_the_explicit_bound(name):
-    """Paper 1 (Castin et al., arXiv 2501.18322), the stability theorem: W_p(mu_t, nu_t) <= exp(int_0^t L_s ds) W_p(mu_0,
+    """Paper 1 (Castin et al., arXiv 2501.18322), the stability theorem: W_p(mu_t, nu_t) <= exp(int_0^t L_s ds)
+    W_p(mu_0,
     nu_0); the measured growth factor of every variant stays below the book's explicit bound (Sinkhorn: measured
     only).
     """

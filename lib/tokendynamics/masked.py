@@ -1,6 +1,7 @@
 r"""Masked (causal) attention in the extended space :math:`(s, x)`, with an attention sink.
 
-Paper 1 (Castin et al., arXiv:2501.18322), masked attention; chapter 1 of the book. Tokens carry a position :math:`s\in[0,1]`; the state is a measure
+Paper 1 (Castin et al., arXiv:2501.18322), masked attention; chapter 1 of the book. Tokens carry a position
+:math:`s\in[0,1]`; the state is a measure
 :math:`\mu\in\mathcal P([0,1]\times\mathbb R^d)` whose position marginal :math:`\lambda` does not
 move, and token :math:`(s,x)` attends only to positions :math:`r\le s`:
 
@@ -80,14 +81,16 @@ class SinkSystem:
         return self.positions[self.n_sink :]
 
     def simulate_kwargs(self) -> dict:
-        """``weights`` (and, for a causal system, ``positions``) to pass to :func:`~tokendynamics.particles.simulate`."""
+        """``weights`` (and, for a causal system, ``positions``) to pass to
+        :func:`~tokendynamics.particles.simulate`."""
         if not self.causal:
             return {"weights": self.weights}
         return {"weights": self.weights, "positions": self.positions}
 
 
 def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
-    r"""The discrete masked model (paper 1, arXiv:2501.18322; chapter 1 of the book) with an attention sink of mass :math:`m_0` at :math:`s=0`.
+    r"""The discrete masked model (paper 1, arXiv:2501.18322; chapter 1 of the book) with an attention sink of mass
+    :math:`m_0` at :math:`s=0`.
 
     Parameters
     ----------
@@ -108,8 +111,12 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
         Pass ``system.X`` and ``**system.simulate_kwargs()`` to the core with a layer built with
         ``causal=True``. With one sink token :math:`x_0` the core's field is exactly
 
-        .. math:: \dot x_i=\frac{m_0e^{\langle x_i,Ax_0\rangle}Vx_0+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
-                  {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}},\qquad \dot x_0=Vx_0 .
+        .. math::
+
+           \dot x_i=\frac{m_0e^{\langle x_i,Ax_0\rangle}Vx_0
+           +\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
+           {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}},
+           \qquad \dot x_0=Vx_0 .
     """
     X = validate_tokens(X)
     n, d = X.shape
@@ -144,6 +151,7 @@ def prefix_mass(weights, positions) -> np.ndarray:
     if weights is None:
         raise ValueError("weights are required: the masses w_j of the tokens")
     w = validate_weights(weights, s.shape[0])
+    assert w is not None  # weights were given
     order = np.argsort(s, kind="stable")
     cum = np.cumsum(w[order])
     last = np.searchsorted(s[order], s[order], side="right") - 1
@@ -156,7 +164,8 @@ def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0)
     r"""Log of the causal softmax denominators :math:`Z_i=\sum_{j:\,s_j\le s_i}w_j\,e^{\beta\langle x_i,Ax_j\rangle}`.
 
     The quantity bounded below by :math:`m_0e^{-\beta\|A\|R^2}` when a sink of mass :math:`m_0`
-    is present (paper 1, arXiv:2501.18322, masked attention; chapter 1 of the book). Dense :math:`n\times n`; for tests and figures.
+    is present (paper 1, arXiv:2501.18322, masked attention; chapter 1 of the book). Dense :math:`n\times n`; for tests
+    and figures.
     """
     require_layer(layer)
     X = validate_tokens(X, layer.d)

@@ -81,7 +81,8 @@ def _layer_1d(a: float, v: float) -> Attention:
 def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
     r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``.
 
-    The d = 1 case of :func:`tokendynamics.gaussian.blowup_time` (paper 1, Castin et al., arXiv:2501.18322, Gaussian data;
+    The d = 1 case of :func:`tokendynamics.gaussian.blowup_time` (paper 1, Castin et al., arXiv:2501.18322, Gaussian
+    data;
     chapter 2 of the book).
     """
     _, sigma0, a, v = _check_scalars(0.0, sigma0, a, v)
@@ -89,7 +90,8 @@ def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
 
 
 def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
-    r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1, arXiv:2501.18322; chapter 2 of the book).
+    r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1,
+    arXiv:2501.18322; chapter 2 of the book).
 
     The closed form of :func:`tokendynamics.gaussian.one_dimensional_solution` (score :math:`a`,
     value :math:`v`), in terms of the standard deviation. ``t`` may be an array. Raises
@@ -101,7 +103,8 @@ def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
 
 
 def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v: float):
-    r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D Gaussian solution.
+    r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D Gaussian
+    solution.
 
     :math:`(\Phi_t)_\#N(\alpha_0,\sigma_0^2)=N(\alpha_t,\sigma_t^2)`, and :math:`\Phi_t(x_i(0))` is
     where the mean-field flow takes a token: :math:`|x_i(t)-\Phi_t(x_i(0))|` measures how far the
@@ -252,7 +255,8 @@ def meanfield_study_pairs(
 
     References
     ----------
-    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the stability and mean-field limit theorems); Ajtai, Komlós, Tusnády, *On optimal matchings*, Combinatorica 4 (1984); the book's
+    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (the stability and mean-field limit theorems); Ajtai, Komlós,
+    Tusnády, *On optimal matchings*, Combinatorica 4 (1984); the book's
     chapter on the Transformer PDE.
     """
     ns = [int(n) for n in ns]
@@ -319,10 +323,13 @@ def masked_meanfield_study(
     dt: float,
     against=("unmasked",),
 ) -> dict[str, np.ndarray]:
-    r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1: how far from unmasked dynamics.
+    r"""Masked attention on product data :math:`\mu_0=\lambda\otimes N(\alpha_0,\sigma_0^2)`, d = 1: how far from
+    unmasked dynamics.
 
-    Paper 1 (Castin et al., arXiv:2501.18322), masked attention. Fact [D]: for :math:`\mu_0=\lambda\otimes\nu_0` the masked solution is
-    :math:`\lambda\otimes\nu_t` with :math:`\nu_t` the *unmasked* solution (derived for the book, chapter 1). For each sink mass
+    Paper 1 (Castin et al., arXiv:2501.18322), masked attention. Fact [D]: for :math:`\mu_0=\lambda\otimes\nu_0` the
+    masked solution is
+    :math:`\lambda\otimes\nu_t` with :math:`\nu_t` the *unmasked* solution (derived for the book, chapter 1). For each
+    sink mass
     :math:`m_0` (0 = no sink), :math:`n` and seed: :math:`n` tokens i.i.d. :math:`N(\alpha_0,\sigma_0^2)` at
     :math:`s_i=i/n` and, if :math:`m_0>0`, a sink cloud of :math:`\max(1,\mathrm{round}(m_0n))` tokens drawn
     from the same law at :math:`s=0` with total mass :math:`m_0` (the atom :math:`\lambda(\{0\})=m_0`);
@@ -423,7 +430,8 @@ def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, f
 
 @dataclass(frozen=True)
 class RateFit:
-    r"""A fitted power law :math:`\bar e(n)\approx e^{c}\,n^{\gamma}` of mean errors over independent seeds (:func:`fit_rate`).
+    r"""A fitted power law :math:`\bar e(n)\approx e^{c}\,n^{\gamma}` of mean errors over independent seeds
+    (:func:`fit_rate`).
 
     Attributes
     ----------
@@ -535,7 +543,8 @@ def fit_rate(ns, errors, *, weighted: bool = True) -> RateFit:
 
 
 def rate_shape(n, law: str) -> np.ndarray:
-    r"""The rate at which :math:`\mathbb E\,W_2(\mu^n,\mu)` tends to 0, up to a constant factor, for the empirical measure :math:`\mu^n` of :math:`n` i.i.d. samples.
+    r"""The rate at which :math:`\mathbb E\,W_2(\mu^n,\mu)` tends to 0, up to a constant factor, for the empirical
+    measure :math:`\mu^n` of :math:`n` i.i.d. samples.
 
     * ``"gaussian-1d"``: :math:`(\log\log n/n)^{1/2}`, a Gaussian on the line (Bobkov and Ledoux,
       *One-dimensional empirical measures, order statistics, and Kantorovich transport distances*,

@@ -1,7 +1,8 @@
 r"""Stability of the Transformer PDE in :math:`W_p`: explicit constants and measured growth factors.
 
 Paper 1 (Castin et al., arXiv:2501.18322), its well-posedness and stability theorem ([S] for the statement, [I]
-for its exact form), with explicit constants derived for this book ([D]; chapter 1 of the book). For two solutions with data supported in :math:`B(0,R_0)`,
+for its exact form), with explicit constants derived for this book ([D]; chapter 1 of the book). For two solutions with
+data supported in :math:`B(0,R_0)`,
 
 .. math:: W_p(\mu_t,\nu_t)\le\exp\Big(\int_0^tL_s\,ds\Big)\,W_p(\mu_0,\nu_0),\qquad
           L_s=\mathrm{Lip}_x(R_s)+\mathrm{Lip}_\mu(R_s),
@@ -73,7 +74,10 @@ def _exp(x: float) -> float:
 
 
 def support_speed(layer: Attention, R: float) -> float:
-    r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)` (so :math:`\dot R\le` it)."""
+    r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)`.
+
+    So the support radius grows no faster than it: :math:`\dot R\le` this bound.
+    """
     require_layer(layer)
     R = np.float64(validate_positive(R, "R", allow_zero=True))  # numpy scalar: overflow gives inf, not an error
     out = 0.0
@@ -90,7 +94,8 @@ def support_speed(layer: Attention, R: float) -> float:
 
 
 def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) -> tuple[float, float]:
-    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (derived for the book; table in the module docstring).
+    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (derived for the book; table
+    in the module docstring).
 
     ``m0`` is the sink mass, required for causal row-normalised layers (their denominators are
     only bounded below through it); the constant is then for the conditional distance
@@ -131,14 +136,15 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
         else:  # linear
             lx, lm = a * v * r2, 2 * a * v * r2
         lip_x += lx
-        lip_mu += lm / m0 if normalised_causal else lm
+        lip_mu += lm / m0 if normalised_causal and m0 is not None else lm
     return lip_x, lip_mu
 
 
 def log_stability_bound(
     layer: LayerLike, t, R0: float, *, m0: float | None = None, substeps: int = 20
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of paper 1's stability theorem, and the support radius :math:`R_t`.
+    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of paper 1's stability theorem, and the support radius
+    :math:`R_t`.
 
     Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and
     :math:`\frac{d}{dt}\log C=L(R)=\mathrm{Lip}_x(R)+\mathrm{Lip}_\mu(R)` (:func:`lipschitz_constants`)
@@ -184,7 +190,10 @@ def log_stability_bound(
 
 
 def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
-    r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d` (the perturbations of chapter 1 of the book)."""
+    r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d`.
+
+    The perturbations of chapter 1 of the book.
+    """
     X = validate_tokens(X)
     delta = validate_positive(delta, "delta", allow_zero=True)
     rng = np.random.default_rng(rng)
@@ -198,7 +207,8 @@ def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
 def stability_study(
     variant, X0, deltas, *, T: float, dt: float, save_every: int = 1, rng=None, p: float = 2
 ) -> dict[str, np.ndarray]:
-    r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (chapter 1 of the book; paper 1, arXiv:2501.18322).
+    r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (chapter 1 of the
+    book; paper 1, arXiv:2501.18322).
 
     :math:`\mu_0` is the empirical measure of ``X0``, :math:`\nu_0` that of
     :math:`x_i+\delta\xi_i` for each ``delta``, with the same :math:`\xi_i` uniform in the unit ball

@@ -50,13 +50,17 @@ VARIANT_NAMES = ("softmax", "multihead", "l2", "sinkhorn", "sigmoid", "linear", 
 def multihead_from_rows(
     Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax", beta: float = 1.0, **layer_kwargs
 ) -> Attention:
-    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1, arXiv:2501.18322; chapter 1 of the book).
+    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1, arXiv:2501.18322; chapter 1
+    of the book).
 
     Head :math:`h` uses rows :math:`hk,\dots,(h+1)k-1` (:math:`k=d/H`) of :math:`Q`, :math:`K`,
     :math:`V` and of the output matrix :math:`W` (default :math:`I_d`):
 
-    .. math:: \Gamma_\mu(x)=\sum_{h=1}^H C_h\,\frac{\int e^{\langle x,A_hy\rangle}y\,d\mu(y)}{\int e^{\langle x,A_hy\rangle}d\mu(y)},
-              \qquad A_h=\text{scale}\cdot Q_h^\top K_h,\quad C_h=W_h^\top V_h .
+    .. math::
+
+       \Gamma_\mu(x)=\sum_{h=1}^H C_h\,
+       \frac{\int e^{\langle x,A_hy\rangle}y\,d\mu(y)}{\int e^{\langle x,A_hy\rangle}d\mu(y)},
+       \qquad A_h=\text{scale}\cdot Q_h^\top K_h,\quad C_h=W_h^\top V_h .
 
     The authors' code uses ``scale = 1/sqrt(k)`` (pass it to reproduce their figures); the library
     keeps the scale out of the model. If :math:`Q, K` have fewer than :math:`Hk` rows, the heads
@@ -123,6 +127,7 @@ def sigmoid_layer(
     if isinstance(bias, str):
         if bias.replace(" ", "") != "-logn":
             raise ValueError(f"bias must be a number or the string '-log n', got {bias!r}")
+        assert n is not None  # checked above
         b = -math.log(n)
     else:
         b = validate_finite(bias, "bias")
@@ -163,6 +168,7 @@ class Variant:
             n = X0.shape[0]
             causal = isinstance(self.layer, Attention) and self.layer.causal
             return SinkSystem(X0.copy(), np.full(n, 1.0 / n), np.arange(1, n + 1) / n, 0, 0.0, causal=causal)
+        assert self.sink_mass is not None  # masked
         return with_sink(X0, self.sink_mass, sink=self.sink_token)
 
     def run(
@@ -198,7 +204,8 @@ def paper1_variants(
     sink_token=None,
     names=VARIANT_NAMES,
 ) -> dict[str, Variant]:
-    r"""The gallery of paper 1's variants (arXiv:2501.18322; chapter 1 of the book) from one score matrix :math:`A` and value matrix :math:`V` (library convention).
+    r"""The gallery of paper 1's variants (arXiv:2501.18322; chapter 1 of the book) from one score matrix :math:`A` and
+    value matrix :math:`V` (library convention).
 
     ========================  =====================================================================
     ``softmax``               :math:`\mathrm{Attention}(\text{softmax}, A, V, \beta)`

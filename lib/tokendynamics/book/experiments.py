@@ -145,8 +145,8 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "full": {"betas": [0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]},
     },
     # ---- paper 2, d = 2: the Kuramoto reduction (chapter 04_kuramoto_reduction) --------------
-    # beta = 1 throughout (paper 2 §7 defaults); matrices of the regime examples: spec §5.7.
-    # F1 token paths and F4 OA portraits, one example per regime (labels of regimes.REGIME_TABLE)
+    # beta = 1 throughout (the defaults of paper 2's code); matrices of the regime examples of chapter 4.
+    # Token paths and OA portraits, one example per regime (labels of regimes.REGIME_TABLE)
     "kuramoto_regimes": {
         "fast": {
             "n": 100,
@@ -164,12 +164,12 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"n": 200, "dt": 0.01, "n_grid": 23},
     },
-    # F2 particles vs OA from a wrapped-Cauchy start (spec §4, F2)
+    # particles vs OA from a wrapped-Cauchy start (chapter 4, the OA figure)
     "kuramoto_oa_vs_particles": {
         "fast": {"n": 2000, "z0_abs": 0.3, "z0_arg": 0.7, "T": 15.0, "dt": 0.04, "seed": 1},
         "full": {"n": 8000, "T": 20.0, "dt": 0.01},
     },
-    # F3 Watanabe–Strogatz variables over the particles (repo WS app: n = 20, T = 10) and the
+    # Watanabe–Strogatz variables over the particles (repo WS app: n = 20, T = 10) and the
     # exactness check for n in {3, 10, 50}
     "kuramoto_ws": {
         "fast": {
@@ -184,12 +184,12 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"frames": 1001},
     },
-    # F5 Case 1 (V = I): regime map over (tr A, det A) at fixed skew part (a21 - a12)/2
+    # Case 1 (V = I): regime map over (tr A, det A) at fixed skew part (a21 - a12)/2
     "kuramoto_case1": {
         "fast": {"skew": 1.0, "tr": [-3.0, 3.0], "det": [-2.0, 3.0], "grid": 41, "T": 400.0, "z0": [0.0, 0.1]},
         "full": {"grid": 101, "T": 1500.0},
     },
-    # F6 Case 2 (A = I, V symmetric): |R2(inf)| vs lambda_max with lambda_2 = lambda_max - gap
+    # Case 2 (A = I, V symmetric): |R2(inf)| vs lambda_max with lambda_2 = lambda_max - gap
     "kuramoto_case2": {
         "fast": {
             "gap": 2.0,
@@ -211,7 +211,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "dt": 0.05,
         },
     },
-    # F7 hidden Hamiltonian: A = I, V = [[v11, v12], [-v12, -v11]]
+    # hidden Hamiltonian: A = I, V = [[v11, v12], [-v12, -v11]]
     "kuramoto_hamiltonian": {
         "fast": {
             "family": [[0.5, 1.0], [1.0, 1.0], [1.5, 1.0]],
@@ -223,7 +223,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"n": 4000, "dt": 0.02, "T": 60.0},
     },
-    # F8 SNIC: A = I, V = [[c + a, b], [-b, c - a]], rotation frequency 2 pi / P vs a
+    # SNIC: A = I, V = [[c + a, b], [-b, c - a]], rotation frequency 2 pi / P vs a
     "kuramoto_snic": {
         "fast": {
             "b": 1.0,
@@ -238,7 +238,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "rtol": 1e-10,
         },
     },
-    # F9 rotating clusters for non-commuting A, V (spec F9)
+    # rotating clusters for non-commuting A, V
     "kuramoto_rotating": {
         "fast": {
             "A": [[2.0, 0.0], [0.0, 1.0]],
@@ -251,7 +251,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"T": 40.0, "dt": 0.005},
     },
-    # F10 OA accuracy vs n (spec §4: n = 250 ... 16000, 3-10 seeds)
+    # OA accuracy vs n (n = 250 ... 16000, 3-10 seeds)
     "kuramoto_oa_accuracy": {
         "fast": {
             "ns": [100, 400, 1600, 6400],
@@ -394,7 +394,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "full": {"n_large": 1500},
     },
-    # The static stand-in for the widget: Case 4 with b = 1 and a crossing |a| = |b| (spec §5.5).
+    # The static stand-in for the widget: Case 4 with b = 1 and a crossing |a| = |b| (chapter 5).
     "highdim_family": {
         "fast": {
             "d": 100,
@@ -411,7 +411,7 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "fast": {"d": 16, "n": 64, "T": 30.0, "seed": 0},
     },
     # ---- paper 1, Gaussian chapter (chapters/02_gaussian_preservation.md) -------------------
-    # Cone figures F1-F5 of the official code (spec §6). Matrices come from the legacy NumPy
+    # The cone figures of the authors' code (paper 1, chapter 2 of the book). Matrices come from the legacy NumPy
     # generator with the seeds below (tokendynamics.gaussian_figures.figure_setup); "grid" is
     # (n_u, n_w, u_min, u_max, w_min, w_max) of the official init_grid; every variant has the
     # official projected-Euler settings. "every": keep every k-th initial condition (1 = all).
@@ -923,7 +923,7 @@ def parameter_schema(source: str) -> dict[str, ChapterParameter]:
             raise ValueError(
                 f"the default of parameter {name} must be a literal, got {ast.unparse(node.value)}"
             ) from None
-        line = lines[node.end_lineno - 1]
+        line = lines[(node.end_lineno or node.lineno) - 1]
         comment = line.split("#", 1)[1].strip() if "#" in line[node.end_col_offset :] else ""
         rule = dict(PARAMETER_RULES.get(name, {}))
         typ = rule.pop("type", None) or (None if default is None else type(default))

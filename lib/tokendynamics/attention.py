@@ -160,8 +160,11 @@ class Attention:
         inputs that cannot converge (e.g. a tiny ``eps`` against a wide range of scores), which
         raise a :class:`~tokendynamics.errors.ConvergenceError` saying what to change.
 
-    Several heads are given by stacking matrices along a first axis: the field is the sum over
-    heads of each head's field (paper 1's multi-head attention). All arrays are copied and made read-only.
+    Notes
+    -----
+    Several heads are given by stacking matrices along a first axis; the field is the sum over
+    heads of each head's field (paper 1's multi-head attention). All arrays are copied and made
+    read-only.
 
     References
     ----------

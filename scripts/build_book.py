@@ -271,12 +271,19 @@ def timing_key(stem: str, mode: str) -> str:
 
 
 def longest_first(stems: list[str], times: dict, mode: str) -> list[str]:
-    """Chapters ordered by their last measured time, longest first (unknown ones first of all).
+    """Chapters ordered by their last measured time, longest first; a chapter never timed on this
+    machine counts with its budget (a chapter with neither comes first of all).
 
     With two workers, starting the longest chapters first is the classic longest-processing-time
     rule: the short ones fill in at the end instead of leaving one worker idle behind a long one.
     """
-    return sorted(stems, key=lambda stem: -times.get(timing_key(stem, mode), float("inf")))
+    column = MODES.index(mode)
+
+    def expected(stem: str) -> float:
+        budget = BUDGETS.get(stem, (float("inf"), float("inf")))[column]
+        return times.get(timing_key(stem, mode), budget)
+
+    return sorted(stems, key=lambda stem: -expected(stem))
 
 
 def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None, mode: str = "fast") -> None:

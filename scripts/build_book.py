@@ -86,11 +86,11 @@ BOOK_CELL_TIMEOUT_FULL = 900  # the full setting: a loaded machine can triple a 
 BUDGETS = {
     "index": (30, 60),
     "01_well_posedness": (60, 150),
-    "02_gaussian_preservation": (60, 150),
+    "02_gaussian_preservation": (80, 150),
     "03_gradient_flow": (45, 60),
     "04_kuramoto_reduction": (60, 120),
     "04_kuramoto_regimes": (45, 60),
-    "05_high_dimensional": (90, 170),
+    "05_high_dimensional": (100, 170),
     "06_phase_diagrams": (45, 150),
     "claims": (30, 30),
 }  # full: 950 s in all, under 8 minutes on two cores

@@ -185,7 +185,7 @@ async ({wait_ms}) => {
   // ---- visible text, by block, for two scopes
   const BLOCK = 'p, li, td, th, dt, dd, figcaption, caption, h1, h2, h3, h4, h5, h6, pre, blockquote, summary, .admonition-title, div, nav, section, article';
   const TEX_SKIP = 'script, style, noscript, template, pre, code, kbd, samp, .highlight, .cell_input, .headerlink';
-  const LABEL_SKIP = 'script, style, noscript, template, .cell_input, dt.sig, .headerlink, .highlight-python, .highlight-default, .highlight-ipython3';
+  const LABEL_SKIP = 'script, style, noscript, template, .cell_input, dt.sig, .headerlink, .highlight-python, .highlight-default, .highlight-ipython3, code, kbd, samp';
   const visible = (el) => (el.checkVisibility ? el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}) : !!el.offsetParent);
   const blocks = {tex: new Map(), label: new Map(), outtex: new Map()};
   const push = (scope, el, text) => {

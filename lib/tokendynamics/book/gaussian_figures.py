@@ -1,4 +1,4 @@
-r"""The official figure protocols of paper 1 (cone figures F1–F5, rank histograms F6), regenerated.
+r"""The official figure protocols of paper 1's code (five cone figures, the rank histograms), regenerated.
 
 The authors' code (``vcastin/2025-transformers-PDEs``) integrates the covariance ODEs
 with a projected Euler scheme from grids of trace-one initial covariances, with matrices drawn
@@ -9,9 +9,11 @@ library convention (:func:`official_layer`), the initial grids and the solver se
 :func:`tokendynamics.gaussian.projected_euler` (:func:`run_figure`) or, for the histograms,
 through the official sequential protocol (:func:`rank_histogram`).
 
-Corrections of the official scripts' known slips: F3's softmax panel is the real
-softmax run (the script overwrote it with the L2 run), and F5's multi-head panel uses two heads
-(the script omitted ``H=2``).
+The cone figures are named by their keys ``"F1"`` ... ``"F5"`` (convergence to zero, to a line,
+to two lines, blow-up, two basins; chapter 2 of the book shows them), the histograms by ``"F6"``.
+Corrections of the official scripts' known slips: the softmax panel of the two-lines figure is the
+real softmax run (the script overwrote it with the L2 run), and the multi-head panel of the
+two-basins figure uses two heads (the script omitted ``H=2``).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ class FigureSetup:
     color : str
         ``"start"`` (colour by the initial :math:`2c`) or ``"end"`` (by the final trace).
     matrices : dict
-        The drawn matrices (``Q``, ``K``, ``V``, ...) and derived quantities (e.g. F2's line).
+        The drawn matrices (``Q``, ``K``, ``V``, ...) and derived quantities (e.g. the line of the
+        convergence-to-a-line figure).
     """
 
     name: str
@@ -126,7 +129,8 @@ class FigureSetup:
 
 
 def _mixed_sign_QK(rs):
-    """Draw (Q, K) until eig(A + A^T) has opposite signs (official F3/F5 loop)."""
+    """Draw (Q, K) until eig(A + A^T) has opposite signs (the official loop of the two-lines and
+    two-basins figures)."""
     for _ in range(1000):
         Q = rs.randn(2, 2)
         K = rs.randn(2, 2)
@@ -219,7 +223,7 @@ def run_figure(setup: FigureSetup, variants=None, *, save="log") -> dict:
 
 @dataclass(frozen=True, eq=False)
 class RankHistogram:
-    r"""Result of the official rank-histogram protocol for one row of F6.
+    r"""Result of the official rank-histogram protocol for one row of the rank histograms.
 
     Attributes
     ----------
@@ -299,7 +303,7 @@ def _histogram_parameters(row: str, mode: str, dims):
 def rank_histogram(
     row: str, mode: str = "fast", *, dims=None, backend: str = "auto", max_attempts: int | None = None
 ) -> RankHistogram:
-    r"""Run the official rank-histogram protocol (``histograms.py``) for one row of F6.
+    r"""Run the official rank-histogram protocol (``histograms.py``) for one row of the rank histograms.
 
     For each dimension :math:`d` (index :math:`j`): reseed the legacy generator with
     ``seed_inits``; for each attempt draw :math:`L` = ``randn(d, d)``, :math:`\Sigma_0=LL^\top`,
@@ -363,11 +367,12 @@ def rank_histogram(
 
 
 def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
-    """F6 for every row, through :func:`tokendynamics.book.cache.cached` (parameters + code fingerprint).
+    """The rank histograms of every row, through :func:`tokendynamics.book.cache.cached` (parameters + code
+    fingerprint).
 
-    Recomputed only when the F6 settings or the code of the package change (the fingerprint
+    Recomputed only when the rank-histogram settings or the code of the package change (the fingerprint
     covers every module of ``tokendynamics``); the cache files are ``data/gaussian_F6_<row>.npz``
-    (see ``data/README.md``; the fast and full settings of F6 are the same).
+    (see ``data/README.md``; the fast and full settings of the histograms are the same).
     """
     p = settings("gaussian_F6", mode)
     rows = list(p["rows"]) if rows is None else list(rows)

@@ -66,7 +66,7 @@ def plot_cone_trajectories(
     r"""Covariance trajectories in the cone coordinates :math:`(a-b, 2c, a+b)`, each with a dot at its last point.
 
     ``covs`` is a list of arrays (m_k, 2, 2). ``line`` draws a black ray along a given unit
-    direction of the cone (a rank-one line, F2). The cone surface is drawn up to the largest trace
+    direction of the cone (a rank-one line). The cone surface is drawn up to the largest trace
     (or ``max_height``); trajectories are cut where their trace first exceeds ``max_height``. All
     paths go into one line collection (fast with thousands of trajectories).
     """
@@ -121,7 +121,7 @@ def plot_disc_trajectories(ax, covs, *, colors=None, lw: float = 1.0, alpha: flo
 
 
 def plot_cone_explainer(ax, *, view=(20, -112)):
-    r"""F7: the cone of 2 x 2 PSD matrices, the trace-one section (a disc, here at height 1/2) and landmarks.
+    r"""The cone of 2 x 2 PSD matrices, the trace-one section (a disc, here at height 1/2) and landmarks.
 
     Marks the apex (:math:`\Sigma=0`), the isotropic matrix :math:`I/2` (centre of the trace-one disc)
     and two rank-one matrices :math:`uu^\top` on the surface.

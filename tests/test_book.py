@@ -262,3 +262,34 @@ def test_claims_page_measured_cells_are_never_empty_and_show_the_glued_values():
         else:
             assert cells[3].select("span.pasted-text"), f"{claim.key}: no glued value"
         assert all(t.removeprefix("tests/") in cells[5].get_text() for t in claim.tests), claim.key
+
+
+def _book_numbers():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("book_numbers", ROOT / "_ext" / "book_numbers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_numbers_in_e_notation_are_written_for_prose():
+    readable = _book_numbers().readable
+    assert readable("1.2e-01") == "1.2 × 10⁻¹"
+    assert readable("3e-08") == "3 × 10⁻⁸"
+    assert readable("1e-10") == "10⁻¹⁰"
+    assert readable("-2.5e+06") == "−2.5 × 10⁶"
+    assert readable("4.0e+00") == "4.0"
+    for text in ("0.42", "12", "n = 4000", "e-3", "1.2e"):
+        assert readable(text) is None
+
+
+@pytest.mark.parametrize("page", _toc_files())
+def test_no_pasted_number_shows_e_notation(page):
+    """Values glued with an ``e`` format (``{glue:text}`key:.1e```) read as 1.2 × 10⁻¹ on the page."""
+    path = HTML / f"{page}.html"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make book` first")
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    raw = [s.get_text() for s in soup.select("span.pasted-text") if _book_numbers().E_NOTATION.match(s.get_text())]
+    assert not raw, f"{page}: pasted numbers in e-notation: {raw[:5]}"

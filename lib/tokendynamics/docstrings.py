@@ -1,0 +1,106 @@
+"""Shared paragraphs of numpydoc docstrings.
+
+Sibling functions often document the same parameter, return value or reference in the same
+words. Rather than copying those paragraphs, a docstring names a shared fragment on a line of
+its own, ``%(name)s``, and :func:`fill_doc` substitutes the fragment when the module is
+imported, indented like the placeholder. ``help()``, doctests and the API pages therefore see
+the complete text. This is the technique of SciPy's ``scipy._lib.doccer`` and MNE's
+``mne.utils.fill_doc``.
+
+Examples
+--------
+>>> from tokendynamics.docstrings import fill_doc
+>>> @fill_doc({"seed": "seed : int\\n    Seed of the generator."})
+... def draw(seed):
+...     '''Draw.
+...
+...     Parameters
+...     ----------
+...     %(seed)s
+...     '''
+>>> print(draw.__doc__.splitlines()[4].strip())
+seed : int
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+__all__ = ["fill_doc", "substitute"]
+
+T = TypeVar("T")
+
+_PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)%\((?P<name>\w+)\)s[ \t]*$", re.MULTILINE)
+
+
+def substitute(doc: str | None, fragments: Mapping[str, str]) -> str | None:
+    """Replace each whole-line placeholder ``%(name)s`` of ``doc`` by its fragment.
+
+    Every line of the fragment (dedented with :func:`textwrap.dedent`) is indented like the
+    placeholder, so a multi-line Parameters entry or References paragraph lands at the right
+    depth of the numpydoc section it is written in.
+
+    Parameters
+    ----------
+    doc : str or None
+        A docstring; ``None`` (docstrings stripped with ``python -OO``) is returned unchanged.
+    fragments : mapping of str to str
+        The shared fragments, by name.
+
+    Returns
+    -------
+    str or None
+        The docstring with every placeholder replaced.
+
+    Raises
+    ------
+    KeyError
+        If a placeholder names no fragment (a typo would otherwise print ``%(nmae)s`` on the
+        API page).
+
+    References
+    ----------
+    SciPy's ``scipy._lib.doccer`` (https://github.com/scipy/scipy) substitutes docstring
+    fragments the same way.
+    """
+    if doc is None:
+        return None
+
+    def replace(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in fragments:
+            known = ", ".join(sorted(fragments))
+            raise KeyError(f"docstring placeholder %({name})s has no fragment; known fragments: {known}")
+        indent = match["indent"]
+        lines = textwrap.dedent(fragments[name]).strip("\n").splitlines()
+        return "\n".join(indent + line if line.strip() else "" for line in lines)
+
+    return _PLACEHOLDER.sub(replace, doc)
+
+
+def fill_doc(fragments: Mapping[str, str]) -> Callable[[T], T]:
+    """Decorator substituting the shared fragments into a function's or class's docstring.
+
+    Parameters
+    ----------
+    fragments : mapping of str to str
+        The shared fragments, by name (see :func:`substitute`).
+
+    Returns
+    -------
+    callable
+        A decorator returning its argument with ``__doc__`` completed.
+
+    References
+    ----------
+    MNE-Python's ``mne.utils.fill_doc`` (https://mne.tools) decorates docstrings the same way.
+    """
+
+    def decorate(obj: T) -> T:
+        obj.__doc__ = substitute(obj.__doc__, fragments)
+        return obj
+
+    return decorate

@@ -37,6 +37,7 @@ import numpy as np
 from scipy.stats import ortho_group
 
 from .attention import Attention
+from .docstrings import fill_doc
 from .kuramoto import complex_parts
 from .metrics import (
     ClusterReport,
@@ -97,6 +98,33 @@ VARIANTS = ("linear", "unnormalized_softmax", "softmax")
 #: (Case 1 with tr A < 0 < det A, outcome depends on the data) and ``undetermined`` (no closed form).
 CASE_REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial", "bistable", "undetermined")
 
+_REFS_APP = """\
+Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
+(https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
+``chapters/05_high_dimensional.md``."""
+
+_PARAM_D = "d : int\n    Dimension."
+
+_REFS_CASES = """\
+Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
+and ``chapters/05_high_dimensional.md``."""
+
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    "refs_app": _REFS_APP,
+    # the Returns and References sections of every matrix recipe
+    "recipe_sections": "Returns\n-------\nMatrixCase\n\nReferences\n----------\n" + _REFS_APP,
+    "d": _PARAM_D,
+    "block_params": _PARAM_D + "\na, b : float\n    Block entries.",
+    "refs_cases": _REFS_CASES,
+    # the Returns and References sections of the predictions
+    "prediction_sections": "Returns\n-------\nCasePrediction\n\nReferences\n----------\n" + _REFS_CASES,
+    "refs_model": """
+        Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+        equation (eq-hd-model).
+    """,
+}
+
 
 # ---------------------------------------------------------------------------------------------
 # matrix recipes (after the authors' high-dimensional app [R])
@@ -109,6 +137,7 @@ def _readonly(M) -> np.ndarray:
     return M
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class MatrixCase:
     r"""A pair :math:`(A, V)` of d x d matrices made by one of the recipes of the authors' app [R].
@@ -135,9 +164,7 @@ class MatrixCase:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(refs_app)s
     """
 
     name: str
@@ -175,6 +202,7 @@ def _orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     return ortho_group.rvs(d, random_state=rng)
 
 
+@fill_doc(_DOC)
 def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 42) -> MatrixCase:
     r"""Case 1 (after the authors' app [R]): :math:`V=I`,
     :math:`A=Q\,\mathrm{diag}(\lambda)\,Q^\top+0.2\,s\,(P-P^\top)`.
@@ -191,8 +219,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
 
     Parameters
     ----------
-    d : int
-        Dimension.
+    %(d)s
     spectrum : str or array (d,)
         As above.
     skew_scale : float
@@ -200,15 +227,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     seed : int
         Seed of :math:`Q` and :math:`P`.
 
-    Returns
-    -------
-    MatrixCase
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(recipe_sections)s
     """
     d = validate_dimension(d)
     s = validate_finite(skew_scale, "skew_scale")
@@ -251,6 +270,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     )
 
 
+@fill_doc(_DOC)
 def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> MatrixCase:
     r"""Case 2 (after the authors' app [R]): :math:`A=I`, :math:`V=Q\,\mathrm{diag}(\lambda)\,Q^\top` symmetric
     with top eigenvalue exactly :math:`\lambda_1` = ``top``.
@@ -263,8 +283,7 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
 
     Parameters
     ----------
-    d : int
-        Dimension.
+    %(d)s
     top : float
         :math:`\lambda_1`.
     spread : float
@@ -272,21 +291,11 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     seed : int
         Seed of :math:`Q` and the eigenvalues.
 
-    Returns
-    -------
-    MatrixCase
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(recipe_sections)s
     """
     d = validate_dimension(d)
     top = validate_finite(top, "top")
-    spread = validate_finite(spread, "spread")
-    if spread < 0:
-        raise ValueError(f"spread must be non-negative, got {spread}")
+    spread = validate_positive(spread, "spread", allow_zero=True)
     rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     Q = _orthogonal(d, rng)
     others = rng.normal(0.0, spread, size=d - 1)
@@ -308,10 +317,14 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     )
 
 
-def _block_diag(d: int, block: np.ndarray, last: float, seed) -> np.ndarray:
+def _block_diag(d: int, block: np.ndarray, last: float, seed, first: np.ndarray | None = None) -> np.ndarray:
+    """d x d block-diagonal matrix of 2 x 2 copies of ``block`` (``first`` in the top-left slot if given), ``last``
+    in the corner if d is odd, conjugated by a Haar-orthogonal matrix drawn with ``seed`` unless it is None."""
     V = np.zeros((d, d))
     for i in range(0, d - 1, 2):
         V[i : i + 2, i : i + 2] = block
+    if first is not None:
+        V[:2, :2] = first
     if d % 2:
         V[-1, -1] = last
     if seed is not None:
@@ -320,6 +333,12 @@ def _block_diag(d: int, block: np.ndarray, last: float, seed) -> np.ndarray:
     return V
 
 
+def _block_args(d, a, b) -> tuple[int, float, float]:
+    """The checked dimension and block entries of Cases 3 and 4."""
+    return validate_dimension(d), validate_finite(a, "a"), validate_finite(b, "b")
+
+
+@fill_doc(_DOC)
 def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) -> MatrixCase:
     r"""Case 3 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with blocks
     :math:`\begin{pmatrix}a&b\\-b&a\end{pmatrix}` (:math:`a` in the last slot if d is odd).
@@ -331,25 +350,13 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
 
     Parameters
     ----------
-    d : int
-        Dimension.
-    a, b : float
-        Block entries.
+    %(block_params)s
     seed : int, optional
         Seed of the orthogonal conjugation.
 
-    Returns
-    -------
-    MatrixCase
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(recipe_sections)s
     """
-    d = validate_dimension(d)
-    a, b = validate_finite(a, "a"), validate_finite(b, "b")
+    d, a, b = _block_args(d, a, b)
     block = np.array([[a, b], [-b, a]])
     V = _block_diag(d, block, a, seed)
     return MatrixCase(
@@ -363,6 +370,7 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
     )
 
 
+@fill_doc(_DOC)
 def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None, dominant: float = 1.0) -> MatrixCase:
     r"""Case 4 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
     :math:`\begin{pmatrix}a&b\\-b&-a\end{pmatrix}` (0 in the last slot if d is odd).
@@ -373,35 +381,19 @@ def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None, do
 
     Parameters
     ----------
-    d : int
-        Dimension.
-    a, b : float
-        Block entries.
+    %(block_params)s
     seed : int, optional
         As in :func:`case3`.
     dominant : float
         Multiplies the first block (coordinates 0 and 1): a value above 1 makes one rotation plane
         dominant (oscillations at d = 100); the spectrum stored is that of the other blocks.
 
-    Returns
-    -------
-    MatrixCase
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(recipe_sections)s
     """
-    d = validate_dimension(d)
-    a, b = validate_finite(a, "a"), validate_finite(b, "b")
+    d, a, b = _block_args(d, a, b)
     dominant = validate_finite(dominant, "dominant")
     block = np.array([[a, b], [-b, -a]])
-    V = _block_diag(d, block, 0.0, None)
-    V[:2, :2] *= dominant
-    if seed is not None:
-        Q = _orthogonal(d, np.random.default_rng(seed))
-        V = Q @ V @ Q.T
+    V = _block_diag(d, block, 0.0, seed, first=dominant * block)
     params = {"d": d, "a": a, "b": b, "seed": seed}
     label = f"Case 4, a = {a:g}, b = {b:g}"
     words = f"A = I, V with {d // 2} traceless blocks [[a, b], [-b, -a]], a = {a:g}, b = {b:g}"
@@ -448,41 +440,29 @@ def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndar
     d = validate_dimension(d)
     if d < 2 or int(n) != n or n < 1:
         raise ValueError(f"need n >= 1 tokens in d >= 2 dimensions, got n = {n!r}, d = {d}")
-    spread = validate_finite(spread, "spread")
-    if spread < 0:
-        raise ValueError(f"spread must be non-negative, got {spread}")
+    spread = validate_positive(spread, "spread", allow_zero=True)
     rng = np.random.default_rng(rng)
     theta = rng.uniform(0.0, 2 * np.pi, int(n))
     Y = np.concatenate([np.c_[np.cos(theta), np.sin(theta)], spread * rng.standard_normal((int(n), d - 2))], axis=1)
     return normalize_rows(Y)
 
 
+@fill_doc(_DOC)
 def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
     r"""Random case (after the authors' app [R]): :math:`A_{ij}, V_{ij}\sim N(0,\sigma^2/d)` i.i.d.
 
     Parameters
     ----------
-    d : int
-        Dimension.
+    %(d)s
     sigma : float
         :math:`\sigma > 0`.
     seed : int
         Seed.
 
-    Returns
-    -------
-    MatrixCase
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(recipe_sections)s
     """
     d = validate_dimension(d)
-    sigma = validate_finite(sigma, "sigma")
-    if sigma <= 0:
-        raise ValueError(f"sigma must be positive, got {sigma}")
+    sigma = validate_positive(sigma, "sigma")
     rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     A = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
     V = rng.normal(0.0, sigma / math.sqrt(d), (d, d))
@@ -506,6 +486,7 @@ _RECIPES: dict[str, Callable[..., MatrixCase]] = {
 }
 
 
+@fill_doc(_DOC)
 def matrix_case(name: str, d: int, **params) -> MatrixCase:
     """The recipe called ``name`` (one of :data:`CASES`) in dimension d with its parameters.
 
@@ -513,20 +494,11 @@ def matrix_case(name: str, d: int, **params) -> MatrixCase:
     ----------
     name : str
         One of :data:`CASES`.
-    d : int
-        Dimension.
+    %(d)s
     **params
         Passed to the recipe (:func:`case1`, ..., :func:`random_case`).
 
-    Returns
-    -------
-    MatrixCase
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
-    (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-    ``chapters/05_high_dimensional.md``.
+    %(recipe_sections)s
 
     Examples
     --------
@@ -554,6 +526,7 @@ FAMILIES = {
 }
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True)
 class CasePrediction:
     """A regime predicted by the d = 2 theory.
@@ -572,8 +545,7 @@ class CasePrediction:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
-    and ``chapters/05_high_dimensional.md``.
+    %(refs_cases)s
     """
 
     regime: str
@@ -622,6 +594,7 @@ def _predict_identity_A(c, a, b, family):
     return CasePrediction(p.regime, family, p.detail)
 
 
+@fill_doc(_DOC)
 def predict_2d_regime(
     case: str,
     *,
@@ -674,14 +647,7 @@ def predict_2d_regime(
     tol : float
         Values of ``lambda_max`` within ``tol`` of 0 count as 0.
 
-    Returns
-    -------
-    CasePrediction
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
-    and ``chapters/05_high_dimensional.md``.
+    %(prediction_sections)s
 
     Examples
     --------
@@ -713,6 +679,7 @@ def predict_2d_regime(
     raise ValueError(f"unknown case {case!r}: case must be one of {CASES + ('identity_A',)}")
 
 
+@fill_doc(_DOC)
 def predict_for_case(mc: MatrixCase) -> CasePrediction:
     r"""The 2D prediction for a high-dimensional recipe: the planar criterion applied to its planar analogue.
 
@@ -729,14 +696,7 @@ def predict_for_case(mc: MatrixCase) -> CasePrediction:
     mc : MatrixCase
         A recipe.
 
-    Returns
-    -------
-    CasePrediction
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
-    and ``chapters/05_high_dimensional.md``.
+    %(prediction_sections)s
     """
     if mc.name == "case1":
         w, U = np.linalg.eigh(0.5 * (mc.A + mc.A.T))
@@ -754,6 +714,7 @@ def predict_for_case(mc: MatrixCase) -> CasePrediction:
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class RunSummary:
     r"""What a chapter keeps from one run (the full trajectory is not stored).
@@ -791,8 +752,7 @@ class RunSummary:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
-    equation (eq-hd-model).
+    %(refs_model)s
     """
 
     case: str
@@ -904,6 +864,7 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
     )
 
 
+@fill_doc(_DOC)
 def run_variant(
     mc: MatrixCase,
     kind: str,
@@ -952,8 +913,7 @@ def run_variant(
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
-    equation (eq-hd-model).
+    %(refs_model)s
     """
     validate_instance(mc, MatrixCase, "mc", "a MatrixCase (e.g. matrix_case('case2', d))")
     validate_choice(kind, "kind", VARIANTS)
@@ -974,6 +934,7 @@ def run_variant(
     return summarize(traj, mc.label, seconds, engine)
 
 
+@fill_doc(_DOC)
 def observed_regime(
     t,
     R2,
@@ -1019,8 +980,7 @@ def observed_regime(
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
-    equation (eq-hd-model).
+    %(refs_model)s
     """
     t = validate_finite_array(t, "t")
     R2 = validate_finite_array(R2, "R2")
@@ -1106,6 +1066,7 @@ def agreement(predicted: str, observed: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     """:func:`matrix_case` with one seed for every recipe: Cases 3 and 4 are deterministic
     (block-diagonal, ``matrix_seed`` is not used), the other recipes draw with ``matrix_seed``.
@@ -1114,8 +1075,7 @@ def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     ----------
     case : str
         One of :data:`CASES`.
-    d : int
-        Dimension.
+    %(d)s
     matrix_seed : int
         Seed of the random recipes.
     **params
@@ -1140,6 +1100,7 @@ def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
     return matrix_case(case, d, seed=matrix_seed, **params)
 
 
+@fill_doc(_DOC)
 def clustering_time(
     case: str = "case2",
     kind: str = "linear",
@@ -1200,8 +1161,7 @@ def clustering_time(
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
-    equation (eq-hd-model).
+    %(refs_model)s
     """
     validate_choice(kind, "kind", VARIANTS)
     validate_choice(engine, "engine", ("auto", "particles", "projective"))

@@ -2,8 +2,8 @@
 
 Every public entry point checks its arguments here, once, and a wrong argument raises a
 ``ValueError`` (or ``TypeError`` for a wrong kind of object) whose message names the argument and
-says what was expected. Nothing in this module imports another module of the library, so every
-module can use it.
+says what was expected. This module imports no other module of the library but
+:mod:`tokendynamics.docstrings` (which imports none), so every module can use it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import math
 import numbers
 
 import numpy as np
+
+from .docstrings import fill_doc
 
 __all__ = [
     "real_array",
@@ -47,7 +49,39 @@ __all__ = [
 #: The ``scipy.integrate.solve_ivp`` methods the library's adaptive integrators accept.
 SOLVERS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
 
+_PARAM_NAME = "name : str\n    Name in error messages."
 
+#: Numpydoc paragraphs shared by the checks of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    "name": _PARAM_NAME,
+    # the parameters name and d of the matrix checks
+    "name_size": _PARAM_NAME + "\nd : int, optional\n    Required size.",
+    "square_sections": (
+        "Parameters\n----------\nM : array_like (d, d)\n    The matrix.\n"
+        + _PARAM_NAME
+        + "\nd : int, optional\n    Required size.\n\nReturns\n-------\nnumpy.ndarray (d, d)"
+    ),
+    # the number checked by validate_finite and validate_positive
+    "number": "x : float\n    The number.\n" + _PARAM_NAME,
+    # the lower bound of validate_count and validate_dimension, and what they return
+    "minimum_returns": "minimum : int\n    Smallest accepted value.\n\nReturns\n-------\nint",
+    "raises": """
+        Raises
+        ------
+        ValueError
+            With a message naming the argument and what was expected.
+    """,
+}
+
+
+def _all_finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """``arr`` itself if every entry is finite; else a ValueError naming ``name``."""
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    return arr
+
+
+@fill_doc(_DOC)
 def real_array(x, name: str) -> np.ndarray:
     """``x`` as a float64 array; a complex, object or string input raises a ValueError naming ``name``.
 
@@ -63,10 +97,7 @@ def real_array(x, name: str) -> np.ndarray:
     numpy.ndarray
         float64 array.
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     arr = np.asarray(x)
     if np.iscomplexobj(arr):
@@ -83,6 +114,7 @@ def real_array(x, name: str) -> np.ndarray:
     return np.asarray(arr, dtype=float)
 
 
+@fill_doc(_DOC)
 def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
     """Return ``X`` as a finite float64 (n, d) array of tokens, n >= 1; ``d``: the dimension required.
 
@@ -92,17 +124,13 @@ def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
         Tokens.
     d : int, optional
         Required dimension.
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     numpy.ndarray (n, d)
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     X = real_array(X, name)
     if X.ndim != 2:
@@ -113,42 +141,26 @@ def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name} must have tokens of dimension d >= 1, got shape {X.shape}")
     if d is not None and X.shape[1] != d:
         raise ValueError(f"{name} has tokens of dimension {X.shape[1]} but the layer has d = {d}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return X
+    return _all_finite(X, name)
 
 
+@fill_doc(_DOC)
 def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
     """Return ``M`` as a finite real float64 square matrix (d x d if ``d`` is given).
 
-    Parameters
-    ----------
-    M : array_like (d, d)
-        The matrix.
-    name : str
-        Name in error messages.
-    d : int, optional
-        Required size.
+    %(square_sections)s
 
-    Returns
-    -------
-    numpy.ndarray (d, d)
-
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     M = real_array(M, name)
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {M.shape}")
     if d is not None and M.shape[0] != d:
         raise ValueError(f"{name} must be {d} x {d}, got shape {M.shape}")
-    if not np.all(np.isfinite(M)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return M
+    return _all_finite(M, name)
 
 
+@fill_doc(_DOC)
 def validate_matrix2(M, name: str = "M") -> np.ndarray:
     """``M`` as a float64 array of real 2 x 2 matrices, shape (..., 2, 2).
 
@@ -156,30 +168,25 @@ def validate_matrix2(M, name: str = "M") -> np.ndarray:
     ----------
     M : array_like (..., 2, 2)
         Matrix or stack.
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     numpy.ndarray (..., 2, 2)
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     arr = real_array(M, name)
     if arr.ndim < 2 or arr.shape[-2:] != (2, 2):
         raise ValueError(f"{name} must be a real 2 x 2 matrix (or a stack (..., 2, 2)), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return arr
+    return _all_finite(arr, name)
 
 
 def _is_symmetric(A: np.ndarray, tol: float) -> bool:
     return bool(np.max(np.abs(A - A.T)) <= tol * max(1.0, float(np.max(np.abs(A)))))
 
 
+@fill_doc(_DOC)
 def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e-12) -> np.ndarray:
     """A finite real symmetric matrix (relative tolerance ``tol``), returned exactly symmetrised.
 
@@ -187,10 +194,7 @@ def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e
     ----------
     A : array_like (d, d)
         The matrix.
-    name : str
-        Name in error messages.
-    d : int, optional
-        Required size.
+    %(name_size)s
     tol : float
         Relative tolerance on :math:`|A-A^\\top|`.
 
@@ -199,10 +203,7 @@ def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e
     numpy.ndarray (d, d)
         :math:`(A+A^\\top)/2`.
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     A = validate_square(A, name, d)
     if not _is_symmetric(A, tol):
@@ -210,26 +211,13 @@ def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e
     return 0.5 * (A + A.T)
 
 
+@fill_doc(_DOC)
 def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
     """A symmetric positive definite matrix (smallest eigenvalue above 1e-12 times the largest).
 
-    Parameters
-    ----------
-    M : array_like (d, d)
-        The matrix.
-    name : str
-        Name in error messages.
-    d : int, optional
-        Required size.
+    %(square_sections)s
 
-    Returns
-    -------
-    numpy.ndarray (d, d)
-
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     M = validate_symmetric(M, name, d)
     lam = np.linalg.eigvalsh(M)
@@ -238,6 +226,7 @@ def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
     return M
 
 
+@fill_doc(_DOC)
 def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float = 1e-10) -> np.ndarray:
     """A finite symmetric positive semi-definite matrix (tolerance ``tol`` relative to its size), symmetrised.
 
@@ -245,10 +234,7 @@ def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float =
     ----------
     S : array_like (d, d)
         The covariance.
-    name : str
-        Name in error messages.
-    d : int, optional
-        Required size.
+    %(name_size)s
     tol : float
         Relative tolerance on the asymmetry and on negative eigenvalues.
 
@@ -257,22 +243,16 @@ def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float =
     numpy.ndarray (d, d)
         The symmetrised matrix.
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
-    S = validate_square(S, name, d)
-    scale = max(1.0, float(np.max(np.abs(S))))
-    if np.max(np.abs(S - S.T)) > tol * scale:
-        raise ValueError(f"{name} must be symmetric")
-    S = (S + S.T) / 2
+    S = validate_symmetric(S, name, d, tol)
     lam = np.linalg.eigvalsh(S)
-    if lam[0] < -tol * scale:
+    if lam[0] < -tol * max(1.0, float(np.max(np.abs(S)))):
         raise ValueError(f"{name} must be positive semi-definite; its smallest eigenvalue is {lam[0]:.3g}")
     return S
 
 
+@fill_doc(_DOC)
 def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name: str = "cov", mean_name: str = "mean"):
     r"""Check the parameters of a Gaussian :math:`N(\alpha,\Sigma)`; return ``(mean, cov)`` as float64 arrays.
 
@@ -297,22 +277,19 @@ def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name:
     mean : numpy.ndarray (d,)
     cov : numpy.ndarray (d, d)
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     mean = np.atleast_1d(real_array(mean, mean_name))
     if mean.ndim != 1:
         raise ValueError(f"{mean_name} must be a vector (d,), got shape {mean.shape}")
-    if not np.all(np.isfinite(mean)):
-        raise ValueError(f"{mean_name} contains non-finite values (inf or NaN)")
+    _all_finite(mean, mean_name)
     if d is not None and mean.shape[0] != d:
         raise ValueError(f"{mean_name} has dimension {mean.shape[0]} but {what} = {d}")
     cov = validate_covariance(np.atleast_2d(real_array(cov, name)), name, mean.shape[0])
     return mean, cov
 
 
+@fill_doc(_DOC)
 def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | None:
     """A probability vector of length ``n`` (finite, non-negative, sum 1 to 1e-9); None means uniform.
 
@@ -322,25 +299,20 @@ def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | Non
         Masses.
     n : int
         Number of tokens.
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     numpy.ndarray (n,) or None
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if weights is None:
         return None
     w = real_array(weights, name)
     if w.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) like the tokens, got {w.shape}")
-    if not np.all(np.isfinite(w)):
-        raise ValueError(f"{name} contain non-finite values (inf or NaN)")
+    _all_finite(w, name)
     if np.any(w < 0):
         raise ValueError(f"{name} must be non-negative")
     if abs(w.sum() - 1.0) > 1e-9:
@@ -348,6 +320,7 @@ def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | Non
     return w
 
 
+@fill_doc(_DOC)
 def validate_measure(X, weights, d: int | None = None, name: str = "X"):
     """Tokens and explicit weights of the empirical measure :math:`\\sum_j w_j\\delta_{x_j}` (uniform if None).
 
@@ -367,10 +340,7 @@ def validate_measure(X, weights, d: int | None = None, name: str = "X"):
     X : numpy.ndarray (n, d)
     w : numpy.ndarray (n,)
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     X = validate_tokens(X, d, name)
     w = validate_weights(weights, X.shape[0])
@@ -379,6 +349,7 @@ def validate_measure(X, weights, d: int | None = None, name: str = "X"):
     return X, w
 
 
+@fill_doc(_DOC)
 def validate_positions(positions, n: int) -> np.ndarray:
     """Positions of n tokens for causal attention (default ``0, 1, ..., n-1``), finite, shape (n,).
 
@@ -393,21 +364,17 @@ def validate_positions(positions, n: int) -> np.ndarray:
     -------
     numpy.ndarray (n,)
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if positions is None:
         return np.arange(n, dtype=float)
     s = real_array(positions, "positions")
     if s.shape != (n,):
         raise ValueError(f"positions must have shape ({n},) like the tokens, got {s.shape}")
-    if not np.all(np.isfinite(s)):
-        raise ValueError("positions contain non-finite values (inf or NaN)")
-    return s
+    return _all_finite(s, "positions")
 
 
+@fill_doc(_DOC)
 def validate_angles(theta, name: str = "theta") -> np.ndarray:
     """Angles as a finite float64 array with at least one token on the last axis.
 
@@ -415,26 +382,21 @@ def validate_angles(theta, name: str = "theta") -> np.ndarray:
     ----------
     theta : array_like (..., n)
         Angles.
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     numpy.ndarray
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     th = real_array(theta, name)
     if th.ndim == 0 or th.shape[-1] == 0:
         raise ValueError(f"{name} must be an array of angles (..., n) with n >= 1, got shape {th.shape}")
-    if not np.all(np.isfinite(th)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return th
+    return _all_finite(th, name)
 
 
+@fill_doc(_DOC)
 def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
     """A finite positive inverse temperature (a number, or an array for stacks of layers).
 
@@ -442,17 +404,13 @@ def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
     ----------
     beta : float or array_like
         Inverse temperature(s).
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     float or numpy.ndarray
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if isinstance(beta, (bool, np.bool_)):
         raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
@@ -470,24 +428,19 @@ def _scalar(x, name: str) -> float:
     return float(x)
 
 
+@fill_doc(_DOC)
 def validate_finite(x, name: str) -> float:
     """A finite real number (booleans, strings, complex numbers and arrays are refused).
 
     Parameters
     ----------
-    x : float
-        The number.
-    name : str
-        Name in error messages.
+    %(number)s
 
     Returns
     -------
     float
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     v = _scalar(x, name)
     if not math.isfinite(v):
@@ -495,15 +448,13 @@ def validate_finite(x, name: str) -> float:
     return v
 
 
+@fill_doc(_DOC)
 def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
     """A finite real number > 0 (or >= 0 with ``allow_zero``; ``+inf`` too with ``allow_inf``).
 
     Parameters
     ----------
-    x : float
-        The number.
-    name : str
-        Name in error messages.
+    %(number)s
     allow_zero, allow_inf : bool
         Accept 0, or :math:`+\\infty`.
 
@@ -511,10 +462,7 @@ def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool
     -------
     float
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     v = _scalar(x, name) if allow_inf else validate_finite(x, name)
     if math.isnan(v):
@@ -524,6 +472,7 @@ def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool
     return v
 
 
+@fill_doc(_DOC)
 def validate_count(n, name: str, *, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (a float with an integer value is accepted; 2.7 is not).
 
@@ -531,19 +480,10 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
     ----------
     n : int
         The count.
-    name : str
-        Name in error messages.
-    minimum : int
-        Smallest accepted value.
+    %(name)s
+    %(minimum_returns)s
 
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if isinstance(n, (bool, np.bool_)):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
@@ -558,6 +498,7 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
     return k
 
 
+@fill_doc(_DOC)
 def validate_flag(x, name: str) -> bool:
     """A boolean (True/False or ``numpy.bool_``); any other value, even a truthy one, is refused.
 
@@ -565,23 +506,20 @@ def validate_flag(x, name: str) -> bool:
     ----------
     x : bool
         The flag.
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     bool
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
     raise ValueError(f"{name} must be True or False, got {x!r}")
 
 
+@fill_doc(_DOC)
 def validate_dimension(d, name: str = "d", *, minimum: int = 2) -> int:
     """A token dimension: an integer >= ``minimum``.
 
@@ -589,23 +527,15 @@ def validate_dimension(d, name: str = "d", *, minimum: int = 2) -> int:
     ----------
     d : int
         The dimension.
-    name : str
-        Name in error messages.
-    minimum : int
-        Smallest accepted value.
+    %(name)s
+    %(minimum_returns)s
 
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     return validate_count(d, name, minimum=minimum)
 
 
+@fill_doc(_DOC)
 def validate_choice(x, name: str, choices) -> str:
     """One of the strings ``choices`` (anything else, e.g. a wrong case or a non-string, is refused).
 
@@ -613,8 +543,7 @@ def validate_choice(x, name: str, choices) -> str:
     ----------
     x : str
         The value.
-    name : str
-        Name in error messages.
+    %(name)s
     choices : iterable of str
         Accepted values.
 
@@ -622,10 +551,7 @@ def validate_choice(x, name: str, choices) -> str:
     -------
     str
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     choices = tuple(choices)
     if not isinstance(x, str) or x not in choices:
@@ -633,6 +559,7 @@ def validate_choice(x, name: str, choices) -> str:
     return x
 
 
+@fill_doc(_DOC)
 def validate_instance(x, cls, name: str, what: str | None = None):
     """``x`` itself if it is an instance of ``cls``; else a TypeError naming ``name`` and the expected type.
 
@@ -642,8 +569,7 @@ def validate_instance(x, cls, name: str, what: str | None = None):
         The value.
     cls : type or tuple of types
         Accepted types.
-    name : str
-        Name in error messages.
+    %(name)s
     what : str, optional
         The expected type in words.
 
@@ -663,6 +589,7 @@ def validate_instance(x, cls, name: str, what: str | None = None):
     return x
 
 
+@fill_doc(_DOC)
 def validate_solver(method, name: str = "solver") -> str:
     """A ``solve_ivp`` method name among :data:`SOLVERS` (the error names the library's argument, not scipy's).
 
@@ -670,21 +597,18 @@ def validate_solver(method, name: str = "solver") -> str:
     ----------
     method : str
         One of :data:`SOLVERS`.
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     str
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     return validate_choice(method, name, SOLVERS)
 
 
+@fill_doc(_DOC)
 def validate_tolerances(rtol, atol, *, rtol_name: str = "rtol", atol_name: str = "atol") -> tuple[float, float]:
     """Positive finite relative and absolute tolerances of an adaptive solver.
 
@@ -703,14 +627,12 @@ def validate_tolerances(rtol, atol, *, rtol_name: str = "rtol", atol_name: str =
     -------
     rtol, atol : float
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     return validate_positive(rtol, rtol_name), validate_positive(atol, atol_name)
 
 
+@fill_doc(_DOC)
 def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
     """A pair: a tuple or list of two entries (None is not a pair; the caller handles it).
 
@@ -718,8 +640,7 @@ def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
     ----------
     x : tuple or list
         The pair.
-    name : str
-        Name in error messages.
+    %(name)s
     what : str
         The expected value in words.
 
@@ -728,10 +649,7 @@ def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
     tuple
         ``(x[0], x[1])``.
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if isinstance(x, (str, bytes, dict)) or not hasattr(x, "__len__") or isinstance(x, np.ndarray) and x.ndim == 0:
         raise ValueError(f"{name} must be {what}, got {type(x).__name__}")
@@ -740,6 +658,7 @@ def validate_pair(x, name: str, what: str = "a pair (first, second)") -> tuple:
     return x[0], x[1]
 
 
+@fill_doc(_DOC)
 def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: int = 0) -> np.ndarray:
     """A real float64 array with finite entries (optionally of ``ndim`` dimensions, or at least ``min_ndim``).
 
@@ -747,8 +666,7 @@ def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: in
     ----------
     x : array_like
         The array.
-    name : str
-        Name in error messages.
+    %(name)s
     ndim : int, optional
         Required number of dimensions.
     min_ndim : int
@@ -758,21 +676,17 @@ def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: in
     -------
     numpy.ndarray
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     arr = real_array(x, name)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
     if arr.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return arr
+    return _all_finite(arr, name)
 
 
+@fill_doc(_DOC)
 def validate_complex(z, name: str) -> np.ndarray:
     """A complex128 array (a complex number, or an array of them) with finite entries; real input is accepted.
 
@@ -780,28 +694,23 @@ def validate_complex(z, name: str) -> np.ndarray:
     ----------
     z : complex or array_like
         The value(s).
-    name : str
-        Name in error messages.
+    %(name)s
 
     Returns
     -------
     numpy.ndarray
         complex128.
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     arr = np.asarray(z)
     if arr.dtype.kind not in "biufc":
         raise ValueError(f"{name} must be a complex number or an array of them, got {z!r:.60}")
     arr = arr.astype(complex)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    return arr
+    return _all_finite(arr, name)
 
 
+@fill_doc(_DOC)
 def parse_span(t_span) -> tuple[float, float]:
     """``T`` or ``(t0, T)`` as a pair of finite floats with ``t0 < T``.
 
@@ -814,10 +723,7 @@ def parse_span(t_span) -> tuple[float, float]:
     -------
     t0, T : float
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     if np.isscalar(t_span):
         t0, T = 0.0, validate_finite(t_span, "t_span")
@@ -834,6 +740,7 @@ def parse_span(t_span) -> tuple[float, float]:
     return t0, T
 
 
+@fill_doc(_DOC)
 def time_grid(t_span, t_eval, default: int = 401):
     """``(t0, T, t_eval)``: the span and increasing output times inside it (``default`` points if None).
 
@@ -851,10 +758,7 @@ def time_grid(t_span, t_eval, default: int = 401):
     t0, T : float
     t_eval : numpy.ndarray
 
-    Raises
-    ------
-    ValueError
-        With a message naming the argument and what was expected.
+    %(raises)s
     """
     t0, T = parse_span(t_span)
     if t_eval is None:

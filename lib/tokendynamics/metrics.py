@@ -31,6 +31,7 @@ from scipy.linalg import eigh
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from .docstrings import fill_doc
 from .particles import normalize_rows
 from .validation import validate_finite, validate_finite_array, validate_tokens
 
@@ -55,6 +56,33 @@ __all__ = [
 ]
 
 
+_UNIT_TOKENS_THRESHOLD = r"""X : array (n, d) or (..., n, d)
+    Unit tokens.
+threshold : float
+    Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1)."""
+
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    "tokens": """
+        X : array (n, d) or (m, n, d)
+            Tokens.
+    """,
+    "unit_tokens_threshold": _UNIT_TOKENS_THRESHOLD,
+    # the Parameters and Returns sections of the cluster predicates
+    "predicate_sections": "Parameters\n----------\n"
+    + _UNIT_TOKENS_THRESHOLD
+    + "\n\nReturns\n-------\nbool or bool array",
+    "refs_hd": """
+        Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+        ``chapters/05_high_dimensional.md``.
+    """,
+    "refs_threshold": """
+        B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
+        dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+    """,
+}
+
+
 def _tokens(X) -> np.ndarray:
     X = validate_finite_array(X, "X")
     if X.ndim < 2 or X.shape[-2] < 2 or X.shape[-1] < 1:
@@ -62,13 +90,13 @@ def _tokens(X) -> np.ndarray:
     return X
 
 
+@fill_doc(_DOC)
 def second_moment(X) -> np.ndarray:
     r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens, or of each frame of a stack.
 
     Parameters
     ----------
-    X : array (n, d) or (m, n, d)
-        Tokens.
+    %(tokens)s
 
     Returns
     -------
@@ -135,6 +163,7 @@ def order_parameters(X):
     return R1, R2
 
 
+@fill_doc(_DOC)
 def top_direction(X):
     r"""Top eigenvalue :math:`\lambda_1(\Sigma)` and a unit top eigenvector :math:`u_1` of the second
     moment, for tokens (n, d) or a stack (m, n, d).
@@ -145,8 +174,7 @@ def top_direction(X):
 
     Parameters
     ----------
-    X : array (n, d) or (m, n, d)
-        Tokens.
+    %(tokens)s
 
     Returns
     -------
@@ -157,8 +185,7 @@ def top_direction(X):
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md``.
+    %(refs_hd)s
     """
     return _top_eigenpair(second_moment(X))
 
@@ -182,6 +209,7 @@ def _top_eigenpair(S: np.ndarray):
     return lam.reshape(S.shape[:-2]), U.reshape(S.shape[:-1])
 
 
+@fill_doc(_DOC)
 def pair_overlaps(X) -> np.ndarray:
     r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j`, for histograms.
 
@@ -196,14 +224,14 @@ def pair_overlaps(X) -> np.ndarray:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md``.
+    %(refs_hd)s
     """
     X = validate_tokens(_tokens(X))
     i, j = np.triu_indices(X.shape[0], k=1)
     return (X @ X.T)[i, j]
 
 
+@fill_doc(_DOC)
 def sorted_gram(X, axis=None):
     r"""Gram matrix :math:`\langle x_i,x_j\rangle` with tokens ordered by the sign of their projection
     on ``axis`` (default: the top eigenvector of :math:`\Sigma` of X), as in paper 2's high-dimensional
@@ -231,8 +259,7 @@ def sorted_gram(X, axis=None):
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md``.
+    %(refs_hd)s
     """
     X = validate_tokens(_tokens(X))
     u = top_direction(X)[1] if axis is None else validate_finite_array(axis, "axis")
@@ -295,6 +322,7 @@ class ClusterReport:
         return f"{self.n_clusters} clusters" + (" (antipodal pairs)" if self.antipodal else "")
 
 
+@fill_doc(_DOC)
 def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
     r"""Clusters of tokens by thresholding the Gram matrix (Geshkovski et al. use entries > 0.999).
 
@@ -315,8 +343,7 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
-    dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+    %(refs_threshold)s
     """
     X = validate_tokens(_tokens(X))
     threshold = validate_finite(threshold, "threshold")
@@ -461,6 +488,7 @@ def _components_from_links(link: np.ndarray) -> np.ndarray:
     return (1 + np.count_nonzero(np.diff(lab, axis=1), axis=1)).reshape(link.shape[:-2])
 
 
+@fill_doc(_DOC)
 def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
     r"""Number of clusters of each cloud of unit tokens, X of shape (n, d) or (..., n, d).
 
@@ -484,10 +512,7 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
 
     Parameters
     ----------
-    X : array (n, d) or (..., n, d)
-        Unit tokens.
-    threshold : float
-        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+    %(unit_tokens_threshold)s
     method : {"components", "graph", "rank"}
         How to count.
 
@@ -498,8 +523,7 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
-    dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+    %(refs_threshold)s
 
     Examples
     --------
@@ -572,6 +596,7 @@ def cluster_outcomes(X, threshold: float = 0.999) -> dict:
     return {"single": single.reshape(shape), "antipodal": antipodal.reshape(shape), "clusters": clusters.reshape(shape)}
 
 
+@fill_doc(_DOC)
 def ward_clusters(X, threshold: float = 0.999):
     r"""Number of clusters of each cloud by Ward linkage (``scipy.cluster.hierarchy``), cut at the chord
     length :math:`\delta=\sqrt{2(1-\text{threshold})}` of the angle of :func:`count_clusters`.
@@ -586,10 +611,7 @@ def ward_clusters(X, threshold: float = 0.999):
 
     Parameters
     ----------
-    X : array (n, d) or (..., n, d)
-        Unit tokens.
-    threshold : float
-        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+    %(unit_tokens_threshold)s
 
     Returns
     -------
@@ -612,47 +634,30 @@ def ward_clusters(X, threshold: float = 0.999):
     return int(out) if out.ndim == 0 else out
 
 
+@fill_doc(_DOC)
 def is_single_cluster(X, threshold: float = 0.999):
     r"""Whether every pair of tokens of a cloud has :math:`\langle x_i,x_j\rangle >` ``threshold``.
 
     One cluster, without chaining.
 
-    Parameters
-    ----------
-    X : array (n, d) or (..., n, d)
-        Unit tokens.
-    threshold : float
-        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
-
-    Returns
-    -------
-    bool or bool array
+    %(predicate_sections)s
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
-    dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+    %(refs_threshold)s
     """
     G = _unit_gram(X, threshold)
     out = G.min(axis=(-1, -2)) > threshold
     return bool(out) if out.ndim == 0 else out
 
 
+@fill_doc(_DOC)
 def is_two_antipodal_clusters(X, threshold: float = 0.999):
     r"""Whether a cloud is two antipodal clusters: every pair has :math:`|\langle x_i,x_j\rangle| >`
     ``threshold`` and some pair has :math:`\langle x_i,x_j\rangle <` ``-threshold`` (so both groups
     are occupied). The natural limit of linear attention, which is odd in each token.
 
-    Parameters
-    ----------
-    X : array (n, d) or (..., n, d)
-        Unit tokens.
-    threshold : float
-        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
-
-    Returns
-    -------
-    bool or bool array
+    %(predicate_sections)s
 
     References
     ----------
@@ -669,6 +674,7 @@ def is_two_antipodal_clusters(X, threshold: float = 0.999):
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 def coordinate_means(X) -> np.ndarray:
     r"""Per-coordinate mean token value :math:`m_l=\frac1n\sum_k x_k^{(l)}`, :math:`l=1,\dots,d`.
 
@@ -678,8 +684,7 @@ def coordinate_means(X) -> np.ndarray:
 
     Parameters
     ----------
-    X : array (n, d) or (m, n, d)
-        Tokens.
+    %(tokens)s
 
     Returns
     -------
@@ -693,6 +698,7 @@ def coordinate_means(X) -> np.ndarray:
     return _tokens(X).mean(axis=-2)
 
 
+@fill_doc(_DOC)
 def plane_order_parameters(X, planes=None) -> np.ndarray:
     r"""The order parameter :math:`R_2` of the tokens seen in coordinate planes, weighted by their length there.
 
@@ -708,8 +714,7 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
 
     Parameters
     ----------
-    X : array (n, d) or (m, n, d)
-        Tokens.
+    %(tokens)s
     planes : sequence of pairs (i, j), optional
         Default: :math:`(0,1),(2,3),\dots`, the :math:`\lfloor d/2\rfloor` consecutive pairs.
 

@@ -66,6 +66,7 @@ __all__ = [
     "FIELD_NONFINITE",
     "FIELD_NOT_CONVERGED",
     "require_layer",
+    "require_batch_layer",
     "velocity_unchecked",
     "sinkhorn_failure",
     "SINKHORN_TOL",
@@ -90,6 +91,14 @@ SINKHORN_PLAIN_ITERS = 50
 _ROW_NORMALISED = ("softmax", "l2", "sinkhorn")
 
 
+def _finite_read_only(arr: np.ndarray, name: str) -> np.ndarray:
+    """``arr`` made read-only, after checking that its entries are finite (the error names ``name``)."""
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
+    arr.flags.writeable = False
+    return arr
+
+
 def _as_matrix_stack(name: str, M, *, square: bool) -> np.ndarray | None:
     """Return ``M`` as a read-only float64 array of shape (H, r, c), or None."""
     if M is None:
@@ -106,14 +115,32 @@ def _as_matrix_stack(name: str, M, *, square: bool) -> np.ndarray | None:
         raise ValueError(f"{name} must not be empty, got shape {np.shape(M)}")
     if square and arr.shape[1] != arr.shape[2]:
         raise ValueError(f"{name} must be square (d x d), got shape {np.shape(M)}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    arr.flags.writeable = False
-    return arr
+    return _finite_read_only(arr, name)
 
 
 @dataclass(frozen=True, eq=False)
-class Attention:
+class _LayerParameters:
+    """The fields of :class:`Attention` (one layer) and :class:`LayerStack` (B layers), in this order.
+
+    The matrices are taken as array-likes and stored as read-only float arrays by the subclass's
+    ``__post_init__``: typed Any; ``beta`` is one number for a layer, one per layer for a stack.
+    """
+
+    kind: str
+    A: Any = None
+    V: Any = None
+    Q: Any = None
+    K: Any = None
+    beta: Any = 1.0
+    causal: bool = False
+    bias: float = 0.0
+    eps: float = 1.0
+    sinkhorn_iters: int = SINKHORN_ITERS
+    sinkhorn_tol: float = SINKHORN_TOL
+
+
+@dataclass(frozen=True, eq=False)
+class Attention(_LayerParameters):
     r"""A self-attention layer: which variant, its matrices, its temperature.
 
     Parameters
@@ -174,19 +201,9 @@ class Attention:
     attention. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
-    # The matrices are taken as array-likes and stored as read-only float arrays (H, d, d) by
-    # __post_init__ (A is None for an L2 layer given by Q and K, and the reverse): typed Any.
-    kind: str
-    A: Any = None
-    V: Any = None
-    Q: Any = None
-    K: Any = None
+    # The fields of _LayerParameters, in its order; the matrices are stored as read-only float
+    # arrays (H, d, d) by __post_init__ (A is None for an L2 layer given by Q and K, and the reverse).
     beta: float = 1.0
-    causal: bool = False
-    bias: float = 0.0
-    eps: float = 1.0
-    sinkhorn_iters: int = SINKHORN_ITERS
-    sinkhorn_tol: float = SINKHORN_TOL
     _d: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self):
@@ -376,14 +393,11 @@ def _stack_field(name: str, M, B: int, H: int, rows: int, d: int) -> np.ndarray 
         arr = arr[:, None]
     if arr.shape != (B, H, rows, d):
         raise ValueError(f"{name} must have shape ({B}, {rows}, {d}) or ({B}, {H}, {rows}, {d}), got {np.shape(M)}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
-    arr.flags.writeable = False
-    return arr
+    return _finite_read_only(arr, name)
 
 
 @dataclass(frozen=True, eq=False)
-class LayerStack:
+class LayerStack(_LayerParameters):
     r"""B attention layers of one kind and one shape, one per system of a batch.
 
     The matrices are stacked along a first axis, (B, H, d, d) (or (B, d, d) for one head), and
@@ -414,18 +428,7 @@ class LayerStack:
     ``chapters/06_phase_diagrams.md`` (many systems at once).
     """
 
-    # array-likes in, read-only float arrays (B, H, d, d) and beta (B,) after __post_init__
-    kind: str
-    A: Any = None
-    V: Any = None
-    Q: Any = None
-    K: Any = None
-    beta: Any = 1.0
-    causal: bool = False
-    bias: float = 0.0
-    eps: float = 1.0
-    sinkhorn_iters: int = SINKHORN_ITERS
-    sinkhorn_tol: float = SINKHORN_TOL
+    # the fields of _LayerParameters; read-only float arrays (B, H, d, d) and beta (B,) after __post_init__
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -747,27 +750,43 @@ def sinkhorn_potentials(
     return f.reshape(batch + (n,)), g.reshape(batch + (n,)), its.reshape(batch), err.reshape(batch)
 
 
-def _sinkhorn_log(K3, lw, g, eps, max_iter, tol):
-    """Log-domain iterations on m systems (m, n, n); each stops at its own iteration."""
-    m, n, _ = K3.shape
+def _active_set_loop(m: int, n: int, max_iter: int, tol: float, state: np.ndarray, step):
+    """The iteration loop of both Sinkhorn domains on m systems; each stops at its own iteration.
+
+    ``step(active, every)`` does one iteration on the systems ``active`` (all m if ``every``) and
+    returns their potentials f, their column-marginal errors and a function ``update(sel)`` giving
+    the new ``state`` rows (g or v) of ``active[sel]``, the systems that go on; ``state`` is
+    updated in place. Returns f (m, n), the iterations and the errors.
+    """
     f = np.zeros((m, n))
     err = np.full(m, np.inf)
     its = np.zeros(m, dtype=int)
     active = np.arange(m)
     for it in range(1, max_iter + 1):
-        every = active.size == m
+        fa, ea, update = step(active, active.size == m)
+        f[active], err[active], its[active] = fa, ea, it
+        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
+        state[active[go_on]] = update(go_on)
+        active = active[go_on]
+        if active.size == 0:
+            break
+    return f, its, err
+
+
+def _sinkhorn_log(K3, lw, g, eps, max_iter, tol):
+    """Log-domain iterations on m systems (m, n, n); each stops at its own iteration."""
+    m, n, _ = K3.shape
+
+    def step(active, every):
         Ka, ga, lwa = (K3, g, lw) if every else (K3[active], g[active], lw[active])
         # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
         fa = -eps * _lse(Ka + ga[:, None, :] / eps + lwa[:, None, :], axis=-1)
         # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
         lse_col = _lse(Ka + fa[:, :, None] / eps + lwa[:, :, None], axis=-2)
         ea = np.max(np.abs(np.expm1(lse_col + ga / eps)), axis=-1)
-        f[active], err[active], its[active] = fa, ea, it
-        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
-        g[active[go_on]] = -eps * lse_col[go_on]
-        active = active[go_on]
-        if active.size == 0:
-            break
+        return fa, ea, lambda sel: -eps * lse_col[sel]
+
+    f, its, err = _active_set_loop(m, n, max_iter, tol, g, step)
     return f, g, its, err
 
 
@@ -779,22 +798,15 @@ def _sinkhorn_scaling(K3, lw, g, eps, max_iter, tol):
     Kt = np.exp(K3 - top[:, None, None])
     w = np.exp(lw)
     v = np.exp(g / eps)
-    f = np.zeros((m, n))
-    err = np.full(m, np.inf)
-    its = np.zeros(m, dtype=int)
-    active = np.arange(m)
-    for it in range(1, max_iter + 1):
-        every = active.size == m
+
+    def step(active, every):
         Ka, va, wa = (Kt, v, w) if every else (Kt[active], v[active], w[active])
         t = np.einsum("bij,bj->bi", Ka, va * wa)  # e^{-f_i/eps - c}
         col = np.einsum("bij,bi->bj", Ka, wa / t)  # e^{lse_col}
         ea = np.max(np.abs(col * va - 1.0), axis=-1)
-        f[active], err[active], its[active] = -eps * (np.log(t) + top[active, None]), ea, it
-        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
-        v[active[go_on]] = 1.0 / col[go_on]
-        active = active[go_on]
-        if active.size == 0:
-            break
+        return -eps * (np.log(t) + top[active, None]), ea, lambda sel: 1.0 / col[sel]
+
+    f, its, err = _active_set_loop(m, n, max_iter, tol, v, step)
     return f, eps * np.log(v), its, err
 
 
@@ -1114,6 +1126,40 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
 FIELD_OK, FIELD_NONFINITE, FIELD_NOT_CONVERGED = 0, 1, 2
 
 
+def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention | LayerStack:
+    """``layer`` itself if it can act on B systems of tokens of dimension d: an :class:`Attention`
+    (the same layer for every system) or a :class:`LayerStack` of B layers.
+
+    Parameters
+    ----------
+    layer : object
+        The value to check.
+    B, d : int
+        Number of systems and dimension of their tokens.
+    what : str
+        The layer in error messages (e.g. ``"the layer at t = 0.5"``).
+
+    Returns
+    -------
+    Attention or LayerStack
+        ``layer`` unchanged.
+
+    Raises
+    ------
+    TypeError
+        ``layer`` is neither.
+    ValueError
+        Its dimension is not d, or a stack has not B layers.
+    """
+    if not isinstance(layer, (Attention, LayerStack)):
+        raise TypeError(f"{what} must be an Attention or a LayerStack, got {type(layer).__name__}")
+    if layer.d != d:
+        raise ValueError(f"{what} has d = {layer.d}, the tokens have d = {d}")
+    if isinstance(layer, LayerStack) and layer.size != B:
+        raise ValueError(f"{what} has {layer.size} layers for {B} systems")
+    return layer
+
+
 def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None):
     r"""The velocity field :math:`\Gamma_{\mu_b}` of B independent systems at once, with their status.
 
@@ -1153,12 +1199,7 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     if X.ndim != 3 or X.shape[1] == 0:
         raise ValueError(f"X must be a batch of token clouds (B, n, d), got shape {X.shape}")
     B, n, d = X.shape
-    if not isinstance(layer, (Attention, LayerStack)):
-        raise TypeError(f"layer must be an Attention or a LayerStack, got {type(layer).__name__}")
-    if layer.d != d:
-        raise ValueError(f"X has tokens of dimension {d} but the layer has d = {layer.d}")
-    if isinstance(layer, LayerStack) and layer.size != B:
-        raise ValueError(f"the stack has {layer.size} layers for {B} systems")
+    require_batch_layer(layer, B, d)
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains non-finite values (inf or NaN)")
     w = validate_weights(weights, n)

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import FIELD_NONFINITE, FIELD_OK, Attention, LayerStack, velocity_batch
+from .attention import FIELD_NONFINITE, FIELD_OK, Attention, LayerStack, require_batch_layer, velocity_batch
 from .particles import Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
 from .validation import parse_span, real_array, validate_count, validate_weights
 
@@ -450,13 +450,7 @@ def _as_batch_layer(layers, B: int, d: int):
 
 
 def _check_layer(lay, B: int, d: int, t: float):
-    if not isinstance(lay, (Attention, LayerStack)):
-        raise TypeError(f"the layer at t = {t:g} must be an Attention or a LayerStack, got {type(lay).__name__}")
-    if lay.d != d:
-        raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the tokens have d = {d}")
-    if isinstance(lay, LayerStack) and lay.size != B:
-        raise ValueError(f"the layer stack at t = {t:g} has {lay.size} layers for {B} systems")
-    return lay
+    return require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
 
 
 def simulate_batch(

@@ -43,8 +43,9 @@ from typing import Any
 import numpy as np
 
 from .attention import FIELD_NONFINITE, FIELD_OK, Attention, LayerStack, require_batch_layer, velocity_batch
+from .docstrings import fill_doc
 from .particles import Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
-from .validation import parse_span, real_array, validate_count, validate_weights
+from .validation import PARAMETER_DOCS, parse_span, real_array, validate_count, validate_weights
 
 __all__ = [
     "BatchTrajectory",
@@ -453,6 +454,7 @@ def _check_layer(lay, B: int, d: int, t: float):
     return require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
 
 
+@fill_doc(PARAMETER_DOCS)
 def simulate_batch(
     X0,
     layers,
@@ -479,8 +481,7 @@ def simulate_batch(
         one kind and shape, stacked here), layers that change with depth (a callable returning
         either, evaluated at every stage time, or a :class:`Schedule`, piecewise constant and
         evaluated at the start of each step).
-    t_span : float or (t0, T)
-        Integration interval.
+    %(t_span)s
     dt : float
         Step, adjusted down so that an integer number of steps reaches T exactly (as
         :func:`~tokendynamics.particles.simulate`).

@@ -53,6 +53,7 @@ from .particles import Trajectory, normalize_rows, sample_sphere, simulate
 from .projective import projective_flow
 from .regimes import case1_region, predict_regime
 from .validation import (
+    PARAMETER_DOCS,
     validate_choice,
     validate_count,
     validate_dimension,
@@ -111,6 +112,7 @@ and ``chapters/05_high_dimensional.md``."""
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
+    **PARAMETER_DOCS,
     "refs_app": _REFS_APP,
     # the Returns and References sections of every matrix recipe
     "recipe_sections": "Returns\n-------\nMatrixCase\n\nReferences\n----------\n" + _REFS_APP,
@@ -180,6 +182,7 @@ class MatrixCase:
         """The dimension of the tokens."""
         return self.A.shape[0]
 
+    @fill_doc(_DOC)
     def layer(self, kind: str, beta: float = 1.0) -> Attention:
         """The attention layer of this case: ``Attention(kind, A=A, V=V, beta=beta)``.
 
@@ -187,8 +190,7 @@ class MatrixCase:
         ----------
         kind : str
             One of :data:`VARIANTS`.
-        beta : float
-            Inverse temperature.
+        %(beta)s
 
         Returns
         -------
@@ -725,8 +727,7 @@ class RunSummary:
         The recipe's label.
     kind : str
         Attention variant.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     t : array (m,)
         Stored times.
     R1, R2 : arrays (m,)
@@ -896,8 +897,7 @@ def run_variant(
         Initial unit tokens.
     T : float
         Horizon.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     n_eval : int
         Equispaced output times.
     engine : {"particles", "projective"}
@@ -1136,8 +1136,7 @@ def clustering_time(
         One of :data:`VARIANTS`.
     d, n : int
         Dimension and number of tokens.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     T : float
         Horizon.
     level : float

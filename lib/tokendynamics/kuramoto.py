@@ -39,8 +39,10 @@ from typing import Any
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .docstrings import fill_doc
 from .errors import NonFiniteError
 from .validation import (
+    PARAMETER_DOCS,
     time_grid,
     validate_angles,
     validate_beta,
@@ -244,6 +246,7 @@ class KuramotoCoefficients:
         return self.omega(R) + np.imag(self.forcing(R) * np.conj(e))
 
 
+@fill_doc(PARAMETER_DOCS)
 def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     r"""The :class:`KuramotoCoefficients` of linear attention with matrices ``A``, ``V`` (stacks allowed).
 
@@ -253,8 +256,7 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     ----------
     A, V : array (2, 2) or (..., 2, 2)
         Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(beta)s
 
     Returns
     -------
@@ -270,6 +272,7 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     return KuramotoCoefficients(ap, am, vp, vm, validate_beta(beta))
 
 
+@fill_doc(PARAMETER_DOCS)
 def frequency_and_forcing(A, V, beta=1.0, R=0.0):
     r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form.
 
@@ -279,10 +282,7 @@ def frequency_and_forcing(A, V, beta=1.0, R=0.0):
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
     R : complex or complex array
         Order parameter :math:`R_2` (vectorised).
 
@@ -302,6 +302,7 @@ def frequency_and_forcing(A, V, beta=1.0, R=0.0):
     return c.omega(R), c.forcing(R)
 
 
+@fill_doc(PARAMETER_DOCS)
 def daido_coefficients(A, V) -> dict[str, complex]:
     r"""The coefficients :math:`b_1,b_2,b_3,c_1,c_2` of the authors' code for paper 2, without :math:`\beta`.
 
@@ -313,8 +314,7 @@ def daido_coefficients(A, V) -> dict[str, complex]:
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
+    %(matrices2)s
 
     Returns
     -------
@@ -377,6 +377,7 @@ def order_parameter(theta, m: int = 2):
     return np.exp(1j * m * th).mean(axis=-1)
 
 
+@fill_doc(PARAMETER_DOCS)
 def phase_velocity(theta, A, V, beta=1.0):
     r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2`.
 
@@ -391,10 +392,7 @@ def phase_velocity(theta, A, V, beta=1.0):
     ----------
     theta : array (n,) or (..., n)
         Angles.
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
 
     Returns
     -------
@@ -455,6 +453,7 @@ class PhaseSolution:
         return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
 
 
+@fill_doc(PARAMETER_DOCS)
 def solve_phases(
     theta0,
     A,
@@ -479,18 +478,11 @@ def solve_phases(
     ----------
     theta0 : array (n,) or (..., n)
         Initial angles.
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
-    t_span : float or (t0, T)
-        Integration interval.
+    %(matrices2_beta)s
+    %(t_span)s
     t_eval : array or int, optional
         Output times (or their number).
-    method : str
-        ``scipy.integrate.solve_ivp`` method.
-    rtol, atol : float
-        Tolerances.
+    %(solve_ivp)s
 
     Returns
     -------
@@ -539,6 +531,7 @@ def solve_phases(
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(PARAMETER_DOCS)
 def cluster_velocity(theta, A, V, beta=1.0):
     r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta`.
 
@@ -552,10 +545,7 @@ def cluster_velocity(theta, A, V, beta=1.0):
     ----------
     theta : float or array
         Angle :math:`\theta` of the cluster.
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
 
     Returns
     -------
@@ -576,6 +566,7 @@ def cluster_velocity(theta, A, V, beta=1.0):
     return validate_beta(beta) * q * s
 
 
+@fill_doc(PARAMETER_DOCS)
 def transverse_exponent(theta, A, V, beta=1.0):
     r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta`.
 
@@ -588,10 +579,7 @@ def transverse_exponent(theta, A, V, beta=1.0):
     ----------
     theta : float or array
         Angle :math:`\theta` of the cluster.
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
 
     Returns
     -------

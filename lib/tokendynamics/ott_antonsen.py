@@ -29,10 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .docstrings import fill_doc
 from .errors import NonFiniteError
 from .kuramoto import KuramotoCoefficients, coefficients, complex_parts, order_parameter, solve_phases
 from .transport import circle_wasserstein1
 from .validation import (
+    PARAMETER_DOCS,
     SOLVERS,
     time_grid,
     validate_beta,
@@ -152,6 +154,7 @@ def oa_field(z, coef: KuramotoCoefficients):
     return OAPolynomial.of(coef)(validate_complex(z, "z"))
 
 
+@fill_doc(PARAMETER_DOCS)
 def ott_antonsen_rhs(z, A, V, beta=1.0):
     r"""Velocity of the Ott–Antonsen centre :math:`z`, vectorised.
 
@@ -166,8 +169,7 @@ def ott_antonsen_rhs(z, A, V, beta=1.0):
         Centres in the closed unit disk.
     A, V : array (2, 2) or (..., 2, 2)
         Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(beta)s
 
     Returns
     -------
@@ -230,6 +232,7 @@ def _check_centre(z0):
     return z0
 
 
+@fill_doc(PARAMETER_DOCS)
 def solve_ott_antonsen(
     z0,
     A,
@@ -265,10 +268,8 @@ def solve_ott_antonsen(
         Initial centre(s), :math:`|z_0|\le1`.
     A, V : array (2, 2) or (..., 2, 2)
         Score and value matrices.
-    beta : float
-        Inverse temperature.
-    t_span : float or (t0, T)
-        Integration interval.
+    %(beta)s
+    %(t_span)s
     t_eval : array or int, optional
         Output times.
     method : str
@@ -453,6 +454,7 @@ def _traceless_parts(V):
     return vp.imag, vm
 
 
+@fill_doc(PARAMETER_DOCS)
 def hamiltonian(z, V, beta=1.0):
     r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0`.
 
@@ -468,8 +470,7 @@ def hamiltonian(z, V, beta=1.0):
         Points of the open unit disk.
     V : array (2, 2)
         Traceless value matrix.
-    beta : float
-        Inverse temperature.
+    %(beta)s
 
     Returns
     -------
@@ -565,6 +566,7 @@ class OAAccuracy:
 _OA_ACCURACY_Z0 = 0.3 * complex(np.cos(0.7), np.sin(0.7))
 
 
+@fill_doc(PARAMETER_DOCS)
 def oa_accuracy(
     A,
     V,
@@ -590,10 +592,7 @@ def oa_accuracy(
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
     z0 : complex
         Centre of the sampled Poisson kernel.
     ns : sequence of int
@@ -820,6 +819,7 @@ class OAStability:
         return np.maximum.accumulate(d, axis=0) / d[0]
 
 
+@fill_doc(PARAMETER_DOCS)
 def oa_stability(
     A,
     V,
@@ -860,8 +860,7 @@ def oa_stability(
     ----------
     A, V : arrays (2, 2)
         Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     epsilon : sequence of floats in (0, 1)
         Sizes of the perturbations.
     n : int

@@ -25,9 +25,11 @@ from scipy import integrate
 from scipy.optimize import brentq
 
 from .attention import BACKENDS, Attention, LayerLike, layer_at, velocity, velocity_unchecked
+from .docstrings import fill_doc
 from .errors import BlowUpError, NonFiniteError
 from .transport import psd_sqrt
 from .validation import (
+    PARAMETER_DOCS,
     SOLVERS,
     parse_span,
     time_grid,
@@ -769,6 +771,7 @@ class AdaptiveRun:
     nfev: int
 
 
+@fill_doc(PARAMETER_DOCS)
 def adaptive_solve(
     fun,
     t_span,
@@ -796,8 +799,7 @@ def adaptive_solve(
     ----------
     fun : callable ``(t, y) -> array``
         The right-hand side :math:`f` (flat state).
-    t_span : float or (t0, T)
-        Integration interval.
+    %(t_span)s
     y0 : array
         Initial state (flattened).
     t_eval : array, optional

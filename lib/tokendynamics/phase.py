@@ -30,11 +30,12 @@ import time
 import numpy as np
 from scipy.stats import norm
 
+from .docstrings import fill_doc
 from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
 from .metrics import cluster_outcomes
 from .particles import angles
 from .regimes import predict_regime
-from .validation import real_array, validate_count
+from .validation import PARAMETER_DOCS, real_array, validate_count
 
 __all__ = [
     "wilson_interval",
@@ -343,6 +344,7 @@ def cluster_statistics(
     }
 
 
+@fill_doc(PARAMETER_DOCS)
 def planar_linear_check(
     recipe: str,
     *,
@@ -377,8 +379,7 @@ def planar_linear_check(
         Tokens per cloud, clouds.
     seed, layer_seed : int
         Seeds of the clouds and of the layers.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     depths : sequence of float
         Examined depths.
     dt : float

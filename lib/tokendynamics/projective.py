@@ -20,10 +20,12 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .attention import Attention, require_layer
+from .docstrings import fill_doc
 from .errors import BlowUpError
 from .metrics import order_parameters
 from .particles import Trajectory, normalize_rows
 from .validation import (
+    PARAMETER_DOCS,
     parse_span,
     time_grid,
     validate_beta,
@@ -195,6 +197,7 @@ class ProjectiveSolution:
     params: dict
 
 
+@fill_doc(PARAMETER_DOCS)
 def solve_projective(
     X0, A, V, beta=1.0, t_span=3.0, *, t_eval=None, method: str = "DOP853", rtol: float = 1e-11, atol: float = 1e-13
 ) -> ProjectiveSolution:
@@ -213,16 +216,11 @@ def solve_projective(
         Initial unit tokens.
     A, V : array (d, d)
         Score and value matrices.
-    beta : float
-        Inverse temperature.
-    t_span : float or (t0, T)
-        Integration interval.
+    %(beta)s
+    %(t_span)s
     t_eval : array or int, optional
         Output times (default 401 equally spaced times).
-    method : str
-        ``scipy.integrate.solve_ivp`` method.
-    rtol, atol : float
-        Tolerances.
+    %(solve_ivp)s
 
     Returns
     -------

@@ -33,9 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
+from .docstrings import fill_doc
 from .kuramoto import cluster_velocity, coefficients, complex_parts
 from .ott_antonsen import OAPolynomial, hamiltonian_centre, solve_ott_antonsen
 from .validation import (
+    PARAMETER_DOCS,
     validate_beta,
     validate_complex,
     validate_count,
@@ -224,6 +226,7 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
     return V
 
 
+@fill_doc(PARAMETER_DOCS)
 def case1_period(A, z0, beta=1.0) -> float:
     r"""Period of the Case 1 oscillation (:math:`V=I`, :math:`\operatorname{tr}A=0<\det A`).
 
@@ -236,8 +239,7 @@ def case1_period(A, z0, beta=1.0) -> float:
         Score matrix with :math:`\operatorname{tr}A=0<\det A`.
     z0 : complex
         OA datum (its orbit must not touch the circle).
-    beta : float
-        Inverse temperature.
+    %(beta)s
 
     Returns
     -------
@@ -422,6 +424,7 @@ def _rotating_family(A, V, beta, tol) -> Prediction | None:
     )
 
 
+@fill_doc(PARAMETER_DOCS)
 def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
     r"""The closed-form prediction of paper 2's cases for :math:`(A,V,\beta)` and the OA datum ``z0``, or None.
 
@@ -449,10 +452,7 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
     z0 : complex
         OA datum (initial :math:`R_2`), in the closed unit disk.
 
@@ -530,6 +530,7 @@ class RegimeClassification:
     params: dict = field(default_factory=dict)
 
 
+@fill_doc(PARAMETER_DOCS)
 def classify_regime(
     A,
     V,
@@ -573,8 +574,7 @@ def classify_regime(
     ----------
     A, V : array (2, 2) or (..., 2, 2)
         Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     z0 : complex or complex array
         OA datum.
     T : float
@@ -660,6 +660,7 @@ def classify_regime(
     )
 
 
+@fill_doc(PARAMETER_DOCS)
 def rotation_period(
     A,
     V,
@@ -684,10 +685,7 @@ def rotation_period(
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
     z0 : complex
         OA datum.
     T : float
@@ -907,6 +905,7 @@ class Portrait:
     params: dict
 
 
+@fill_doc(PARAMETER_DOCS)
 def regime_portrait(
     A,
     V,
@@ -928,10 +927,7 @@ def regime_portrait(
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(matrices2_beta)s
     z0 : complex
         Start of the orbit.
     n_grid : int

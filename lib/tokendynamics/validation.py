@@ -44,10 +44,24 @@ __all__ = [
     "parse_span",
     "time_grid",
     "SOLVERS",
+    "PARAMETER_DOCS",
 ]
 
 #: The ``scipy.integrate.solve_ivp`` methods the library's adaptive integrators accept.
 SOLVERS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
+
+_MATRICES2 = "A, V : array (2, 2)\n    Score and value matrices."
+_BETA = "beta : float\n    Inverse temperature."
+
+#: Numpydoc entries of parameters that this module checks, written once for the docstrings of
+#: the whole library (``@fill_doc(PARAMETER_DOCS)``, see :func:`~tokendynamics.docstrings.fill_doc`).
+PARAMETER_DOCS = {
+    "beta": _BETA,
+    "matrices2": _MATRICES2,
+    "matrices2_beta": _MATRICES2 + "\n" + _BETA,
+    "t_span": "t_span : float or (t0, T)\n    Integration interval.",
+    "solve_ivp": "method : str\n    ``scipy.integrate.solve_ivp`` method.\nrtol, atol : float\n    Tolerances.",
+}
 
 _PARAM_NAME = "name : str\n    Name in error messages."
 

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .docstrings import fill_doc
 from .errors import NonFiniteError
 from .kuramoto import coefficients, order_parameter
 from .validation import (
+    PARAMETER_DOCS,
     time_grid,
     validate_angles,
     validate_complex,
@@ -251,6 +253,7 @@ class WSSolution:
         return ws_order_parameter(self.alpha, self.eta, self.c)
 
 
+@fill_doc(PARAMETER_DOCS)
 def solve_watanabe_strogatz(
     theta0,
     A,
@@ -279,20 +282,13 @@ def solve_watanabe_strogatz(
     ----------
     theta0 : array (n,)
         Initial angles.
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
-    t_span : float or (t0, T)
-        Integration interval.
+    %(matrices2_beta)s
+    %(t_span)s
     t_eval : array or int, optional
         Output times.
     alpha0 : complex, optional
         Initial gauge (default :math:`R_2(0)`, as in Gong and Pikovsky).
-    method : str
-        ``scipy.integrate.solve_ivp`` method.
-    rtol, atol : float
-        Tolerances.
+    %(solve_ivp)s
 
     Returns
     -------

@@ -44,7 +44,7 @@ import numpy as np
 
 from .attention import FIELD_NONFINITE, FIELD_OK, Attention, LayerStack, require_batch_layer, velocity_batch
 from .docstrings import fill_doc
-from .particles import Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
+from .particles import Frames, Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
 from .validation import PARAMETER_DOCS, parse_span, real_array, validate_count, validate_weights
 
 __all__ = [
@@ -314,7 +314,7 @@ def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: f
 
 
 @dataclass(frozen=True, eq=False)
-class BatchTrajectory:
+class BatchTrajectory(Frames):
     """B trajectories computed together (:func:`simulate_batch`).
 
     Attributes
@@ -342,10 +342,7 @@ class BatchTrajectory:
     Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
     """
 
-    t: np.ndarray
-    X: np.ndarray
-    layer: object
-    method: str
+    # t, X, layer and method as in Frames
     dt: float
     sphere: bool = False
     weights: np.ndarray | None = None
@@ -360,38 +357,9 @@ class BatchTrajectory:
         return self.X.shape[1]
 
     @property
-    def n(self) -> int:
-        """Number of tokens per system."""
-        return self.X.shape[2]
-
-    @property
-    def d(self) -> int:
-        """Token dimension."""
-        return self.X.shape[3]
-
-    @property
-    def final(self) -> np.ndarray:
-        """Tokens of every system at the last stored time, shape (B, n, d)."""
-        return self.X[-1]
-
-    @property
     def blew_up(self) -> np.ndarray:
         """Boolean mask (B,) of the systems that were flagged and frozen."""
         return np.isfinite(self.blowup_time)
-
-    def at(self, time: float) -> np.ndarray:
-        """Tokens (B, n, d) at the stored time closest to ``time``.
-
-        Parameters
-        ----------
-        time : float
-            A time in the stored range.
-
-        Returns
-        -------
-        array (B, n, d)
-        """
-        return self.X[int(np.argmin(np.abs(self.t - time)))]
 
     def system(self, b: int) -> Trajectory:
         """System b as a :class:`~tokendynamics.particles.Trajectory`, as ``simulate(..., on_blowup="stop")`` gives it.

@@ -47,6 +47,7 @@ from .validation import (
 )
 
 __all__ = [
+    "Frames",
     "Trajectory",
     "simulate",
     "particle_field",
@@ -62,6 +63,28 @@ __all__ = [
     "adaptive_solve",
     "AdaptiveRun",
 ]
+
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    **PARAMETER_DOCS,
+    # the Parameters and Returns sections of the one-step methods
+    "step_params": """
+        Parameters
+        ----------
+        rhs : callable ``(t, X) -> array``
+            The right-hand side :math:`f`.
+        t : float
+            Current time.
+        X : array
+            Current state.
+        h : float
+            Step.
+
+        Returns
+        -------
+        (array, int)
+    """,
+}
 
 METHODS = ("rk4", "euler", "adaptive")
 MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every
@@ -314,7 +337,59 @@ def particle_field(
 
 
 @dataclass(frozen=True, eq=False)
-class Trajectory:
+class Frames:
+    """Tokens stored along a run: what :class:`Trajectory` (one system, X of shape (m, n, d)) and
+    :class:`~tokendynamics.ensembles.BatchTrajectory` (B systems, X of shape (m, B, n, d)) share.
+
+    Attributes
+    ----------
+    t : array (m,)
+        Stored times.
+    X : array (m, n, d) or (m, B, n, d)
+        Tokens at the stored times.
+    layer : object
+        What drove the tokens.
+    method : str
+        Integration method.
+    """
+
+    t: np.ndarray
+    X: np.ndarray
+    layer: object
+    method: str
+
+    @property
+    def final(self) -> np.ndarray:
+        """Tokens at the last stored time, shape (n, d) (or (B, n, d) for B systems)."""
+        return self.X[-1]
+
+    @property
+    def n(self) -> int:
+        """Number of tokens (of each system)."""
+        return self.X.shape[-2]
+
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return self.X.shape[-1]
+
+    def at(self, time: float) -> np.ndarray:
+        """Tokens at the stored time closest to ``time``.
+
+        Parameters
+        ----------
+        time : float
+            A time in the stored range.
+
+        Returns
+        -------
+        array (n, d) or (B, n, d)
+        """
+        return self.X[int(np.argmin(np.abs(self.t - time)))]
+
+
+@dataclass(frozen=True, eq=False)
+class Trajectory(Frames):
     """A computed particle trajectory and everything needed to reproduce it.
 
     Attributes
@@ -346,10 +421,8 @@ class Trajectory:
     ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
-    t: np.ndarray
-    X: np.ndarray
+    # t, X and method as in Frames
     layer: LayerLike
-    method: str
     dt: float | None = None
     sphere: bool = False
     weights: np.ndarray | None = None
@@ -359,38 +432,9 @@ class Trajectory:
     info: dict = field(default_factory=dict)
 
     @property
-    def final(self) -> np.ndarray:
-        """Tokens at the last stored time, shape (n, d)."""
-        return self.X[-1]
-
-    @property
-    def n(self) -> int:
-        """Number of tokens."""
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        """Token dimension."""
-        return self.X.shape[2]
-
-    @property
     def blew_up(self) -> bool:
         """Whether the run stopped at a blow-up (``blowup_time`` is set)."""
         return self.blowup_time is not None
-
-    def at(self, time: float) -> np.ndarray:
-        """Tokens at the stored time closest to ``time``.
-
-        Parameters
-        ----------
-        time : float
-            A time in the stored range.
-
-        Returns
-        -------
-        array (n, d)
-        """
-        return self.X[int(np.argmin(np.abs(self.t - time)))]
 
     def angles(self) -> np.ndarray:
         """Angles of planar tokens, shape (m, n) (d = 2 only).
@@ -644,23 +688,11 @@ def simulate(
     return _finish(np.array(ts), np.array(Xs), method, h, blowup, on_blowup, info, common)
 
 
+@fill_doc(_DOC)
 def euler_step(rhs, t, X, h):
     r"""One explicit Euler step :math:`X + h\,f(t, X)` (a residual layer of step ``h``).
 
-    Parameters
-    ----------
-    rhs : callable ``(t, X) -> array``
-        The right-hand side :math:`f`.
-    t : float
-        Current time.
-    X : array
-        Current state.
-    h : float
-        Step.
-
-    Returns
-    -------
-    (array, int)
+    %(step_params)s
         The new state and the number of evaluations of ``rhs`` (1).
 
     References
@@ -671,26 +703,14 @@ def euler_step(rhs, t, X, h):
     return X + h * rhs(t, X), 1
 
 
+@fill_doc(_DOC)
 def rk4_step(rhs, t, X, h):
     r"""One step of the classical fourth-order Runge–Kutta method.
 
     .. math:: X_{k+1}=X_k+\tfrac h6(k_1+2k_2+2k_3+k_4),\quad k_1=f(t,X_k),\ k_2=f(t+\tfrac h2,X_k+\tfrac h2k_1),
               \ k_3=f(t+\tfrac h2,X_k+\tfrac h2k_2),\ k_4=f(t+h,X_k+hk_3).
 
-    Parameters
-    ----------
-    rhs : callable ``(t, X) -> array``
-        The right-hand side :math:`f`.
-    t : float
-        Current time.
-    X : array
-        Current state.
-    h : float
-        Step.
-
-    Returns
-    -------
-    (array, int)
+    %(step_params)s
         The new state and the number of evaluations of ``rhs`` (4).
 
     References
@@ -771,7 +791,7 @@ class AdaptiveRun:
     nfev: int
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def adaptive_solve(
     fun,
     t_span,

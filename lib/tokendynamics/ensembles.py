@@ -67,6 +67,22 @@ MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_ev
 # ---------------------------------------------------------------------------------------------
 
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    **PARAMETER_DOCS,
+    "kind": "kind : str\n    Attention kind.",
+    "recipe_d": "recipe : str\n    One of :data:`RECIPES`.\nd : int\n    Dimension.",
+    "rng": "rng : int or numpy.random.Generator, optional\n    Seed or generator.",
+    # the last parameter of the stack builders, and what they return
+    "shared_returns": "**shared\n    Passed to the stack (``eps``, ``bias``, ...).\n\nReturns\n-------\nLayerStack",
+    "refs_recipes": """
+        B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
+        (arXiv:2312.10794); book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    """,
+}
+
+
+@fill_doc(_DOC)
 def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
     """``size`` independent clouds of n tokens uniform on the unit sphere of R^d, shape (size, n, d).
 
@@ -77,8 +93,7 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
     ----------
     size, n, d : int
         Number of clouds, tokens per cloud, dimension.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
+    %(rng)s
 
     Returns
     -------
@@ -99,6 +114,7 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
 RECIPES = ("identity", "gaussian", "goe", "minus_identity")
 
 
+@fill_doc(_DOC)
 def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.ndarray]:
     r"""Stacked matrices of ``size`` layers drawn from a named recipe, seeded.
 
@@ -111,14 +127,10 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
     Parameters
     ----------
-    recipe : str
-        One of :data:`RECIPES`.
-    d : int
-        Dimension.
+    %(recipe_d)s
     size : int
         Number of layers.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
+    %(rng)s
 
     Returns
     -------
@@ -127,8 +139,7 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-    (arXiv:2312.10794); book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    %(refs_recipes)s
     """
     if recipe not in RECIPES:
         raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
@@ -149,6 +160,7 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
     return {"Q": eye, "K": A, "V": eye.copy()}
 
 
+@fill_doc(_DOC)
 def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
     r"""A :class:`~tokendynamics.attention.LayerStack` from stacked ``Q``, ``K``, ``V``.
 
@@ -156,18 +168,12 @@ def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
 
     Parameters
     ----------
-    kind : str
-        Attention kind.
+    %(kind)s
     M : dict
         ``Q``, ``K``, ``V`` stacks, as :func:`recipe_matrices` returns.
     beta : float or array
         One number or one per layer.
-    **shared
-        Passed to the stack (``eps``, ``bias``, ...).
-
-    Returns
-    -------
-    LayerStack
+    %(shared_returns)s
 
     References
     ----------
@@ -179,34 +185,24 @@ def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
     return LayerStack(kind, A=A, V=M["V"], beta=beta, **shared)
 
 
+@fill_doc(_DOC)
 def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> LayerStack:
     """A :class:`~tokendynamics.attention.LayerStack` of ``size`` random layers of one kind from a named recipe.
 
     Parameters
     ----------
-    kind : str
-        Attention kind.
-    recipe : str
-        One of :data:`RECIPES`.
-    d : int
-        Dimension.
+    %(kind)s
+    %(recipe_d)s
     beta : float or array
         One number or one per layer (then ``size`` defaults to its length).
     size : int, optional
         Number of layers.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
-    **shared
-        Passed to the stack (``eps``, ``bias``, ...).
-
-    Returns
-    -------
-    LayerStack
+    %(rng)s
+    %(shared_returns)s
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-    (arXiv:2312.10794); book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    %(refs_recipes)s
     """
     beta = np.atleast_1d(real_array(beta, "beta"))
     if size is None:
@@ -422,7 +418,7 @@ def _check_layer(lay, B: int, d: int, t: float):
     return require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def simulate_batch(
     X0,
     layers,

@@ -73,6 +73,18 @@ __all__ = [
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 J.flags.writeable = False
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    **PARAMETER_DOCS,
+    "R": "R : complex or complex array\n    Order parameter :math:`R_2`.",
+    # the Parameters and Returns sections of the cluster-pair functions
+    "cluster_sections": (
+        "Parameters\n----------\ntheta : float or array\n    Angle :math:`\\theta` of the cluster.\n"
+        + PARAMETER_DOCS["matrices2_beta"]
+        + "\n\nReturns\n-------\nfloat or array"
+    ),
+}
+
 # ---------------------------------------------------------------------------------------------
 # complex encoding of 2 x 2 matrices (paper 2; book chapter 04_kuramoto_reduction)
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +197,7 @@ class KuramotoCoefficients:
     v_minus: complex | np.ndarray
     beta: float | np.ndarray = 1.0
 
+    @fill_doc(_DOC)
     def omega(self, R):
         r"""The frequency :math:`\omega(R)` of the Kuramoto–Daido form.
 
@@ -192,8 +205,7 @@ class KuramotoCoefficients:
 
         Parameters
         ----------
-        R : complex or complex array
-            Order parameter :math:`R_2`.
+        %(R)s
 
         Returns
         -------
@@ -208,13 +220,13 @@ class KuramotoCoefficients:
             * np.imag(np.conj(ap) * vp + np.conj(am) * vm + np.conj(am) * vp * R + np.conj(ap) * vm * np.conj(R))
         )
 
+    @fill_doc(_DOC)
     def forcing(self, R):
         r"""The forcing :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`.
 
         Parameters
         ----------
-        R : complex or complex array
-            Order parameter :math:`R_2`.
+        %(R)s
 
         Returns
         -------
@@ -246,7 +258,7 @@ class KuramotoCoefficients:
         return self.omega(R) + np.imag(self.forcing(R) * np.conj(e))
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     r"""The :class:`KuramotoCoefficients` of linear attention with matrices ``A``, ``V`` (stacks allowed).
 
@@ -272,7 +284,7 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
     return KuramotoCoefficients(ap, am, vp, vm, validate_beta(beta))
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def frequency_and_forcing(A, V, beta=1.0, R=0.0):
     r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form.
 
@@ -302,7 +314,7 @@ def frequency_and_forcing(A, V, beta=1.0, R=0.0):
     return c.omega(R), c.forcing(R)
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def daido_coefficients(A, V) -> dict[str, complex]:
     r"""The coefficients :math:`b_1,b_2,b_3,c_1,c_2` of the authors' code for paper 2, without :math:`\beta`.
 
@@ -377,7 +389,7 @@ def order_parameter(theta, m: int = 2):
     return np.exp(1j * m * th).mean(axis=-1)
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def phase_velocity(theta, A, V, beta=1.0):
     r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2`.
 
@@ -453,7 +465,7 @@ class PhaseSolution:
         return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def solve_phases(
     theta0,
     A,
@@ -531,7 +543,7 @@ def solve_phases(
 # ---------------------------------------------------------------------------------------------
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def cluster_velocity(theta, A, V, beta=1.0):
     r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta`.
 
@@ -541,15 +553,7 @@ def cluster_velocity(theta, A, V, beta=1.0):
     Zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real
     eigenvectors of :math:`V`.
 
-    Parameters
-    ----------
-    theta : float or array
-        Angle :math:`\theta` of the cluster.
-    %(matrices2_beta)s
-
-    Returns
-    -------
-    float or array
+    %(cluster_sections)s
         :math:`\dot\theta_c`.
 
     References
@@ -566,7 +570,7 @@ def cluster_velocity(theta, A, V, beta=1.0):
     return validate_beta(beta) * q * s
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def transverse_exponent(theta, A, V, beta=1.0):
     r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta`.
 
@@ -575,15 +579,7 @@ def transverse_exponent(theta, A, V, beta=1.0):
 
     A negative exponent means the cluster pair attracts nearby tokens (transverse stability).
 
-    Parameters
-    ----------
-    theta : float or array
-        Angle :math:`\theta` of the cluster.
-    %(matrices2_beta)s
-
-    Returns
-    -------
-    float or array
+    %(cluster_sections)s
         :math:`\lambda_\perp(\theta)`.
 
     References

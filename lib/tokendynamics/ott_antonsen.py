@@ -64,7 +64,26 @@ __all__ = [
     "oa_stability",
 ]
 
+_REFS_OA = """\
+E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
+Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
+``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa)."""
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    **PARAMETER_DOCS,
+    "refs_oa": _REFS_OA,
+    "refs_oa_short": """
+        E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
+        ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    """,
+    # what the two forms of the Ott-Antonsen field return, and their reference
+    "zdot_sections": "Returns\n-------\ncomplex or complex array\n    :math:`\\dot z`.\n\nReferences\n----------\n"
+    + _REFS_OA,
+}
+
+
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class OAPolynomial:
     r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z` (expanded form).
@@ -86,9 +105,7 @@ class OAPolynomial:
 
     References
     ----------
-    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    %(refs_oa)s
     """
 
     k: tuple
@@ -130,6 +147,7 @@ class OAPolynomial:
         return k0 + k1 * z + k2 * zc + k3 * r2 + k4 * z2 + k5 * r2 * z + k6 * z2 * z
 
 
+@fill_doc(_DOC)
 def oa_field(z, coef: KuramotoCoefficients):
     r"""The Ott–Antonsen field :math:`\dot z=2i\omega(z)z+H(z)-\overline{H(z)}z^2` for precomputed coefficients.
 
@@ -140,21 +158,12 @@ def oa_field(z, coef: KuramotoCoefficients):
     coef : KuramotoCoefficients
         From :func:`~tokendynamics.kuramoto.coefficients`.
 
-    Returns
-    -------
-    complex or complex array
-        :math:`\dot z`.
-
-    References
-    ----------
-    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    %(zdot_sections)s
     """
     return OAPolynomial.of(coef)(validate_complex(z, "z"))
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def ott_antonsen_rhs(z, A, V, beta=1.0):
     r"""Velocity of the Ott–Antonsen centre :math:`z`, vectorised.
 
@@ -171,16 +180,7 @@ def ott_antonsen_rhs(z, A, V, beta=1.0):
         Score and value matrices.
     %(beta)s
 
-    Returns
-    -------
-    complex or complex array
-        :math:`\dot z`.
-
-    References
-    ----------
-    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    %(zdot_sections)s
 
     Examples
     --------
@@ -193,6 +193,7 @@ def ott_antonsen_rhs(z, A, V, beta=1.0):
     return complex(out) if np.ndim(out) == 0 else out
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class OASolution:
     """A run of the Ott–Antonsen ODE.
@@ -210,8 +211,7 @@ class OASolution:
 
     References
     ----------
-    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    %(refs_oa_short)s
     """
 
     t: np.ndarray
@@ -232,7 +232,7 @@ def _check_centre(z0):
     return z0
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def solve_ott_antonsen(
     z0,
     A,
@@ -294,9 +294,7 @@ def solve_ott_antonsen(
 
     References
     ----------
-    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    %(refs_oa)s
     """
     z0 = _check_centre(z0)
     coef = coefficients(A, V, beta)
@@ -387,6 +385,7 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
     return OASolution(t=t0 + idx * h, z=zs, t_events=[], params=params)
 
 
+@fill_doc(_DOC)
 def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
     r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0``.
 
@@ -415,9 +414,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
 
     References
     ----------
-    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    %(refs_oa)s
     """
     z0 = _check_centre(z0)
     if z0.ndim != 0:
@@ -454,7 +451,7 @@ def _traceless_parts(V):
     return vp.imag, vm
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def hamiltonian(z, V, beta=1.0):
     r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0`.
 
@@ -534,6 +531,7 @@ def hamiltonian_centre(V, beta=1.0):
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class OAAccuracy:
     r"""Distance between the particles' :math:`R_2` and the OA centre for several n and seeds.
@@ -551,8 +549,7 @@ class OAAccuracy:
 
     References
     ----------
-    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    %(refs_oa_short)s
     """
 
     ns: np.ndarray
@@ -566,7 +563,7 @@ class OAAccuracy:
 _OA_ACCURACY_Z0 = 0.3 * complex(np.cos(0.7), np.sin(0.7))
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def oa_accuracy(
     A,
     V,
@@ -616,9 +613,7 @@ def oa_accuracy(
 
     References
     ----------
-    E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-    Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).
+    %(refs_oa)s
     """
     if np.ndim(ns) != 1 or len(ns) < 1:
         raise ValueError(f"ns must list positive sample sizes, got {ns!r}")
@@ -819,7 +814,7 @@ class OAStability:
         return np.maximum.accumulate(d, axis=0) / d[0]
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def oa_stability(
     A,
     V,

@@ -46,6 +46,14 @@ __all__ = [
     "planar_linear_check",
 ]
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    **PARAMETER_DOCS,
+    "seeds": "seed, layer_seed : int\n    Seeds of the clouds and of the layers.",
+    "threshold": "threshold : float\n    Cluster threshold.",
+    "returns_dict": "Returns\n-------\ndict\n    As above (also ``cpu_seconds``).",
+}
+
 
 def wilson_interval(k, n, confidence: float = 0.95):
     r"""Wilson score interval of a binomial proportion: :math:`k` successes out of :math:`n` trials.
@@ -244,6 +252,7 @@ def _tiled_stack(kind, M, betas, clouds, shared):
     return stack_from_matrices(kind, tiled, np.repeat(betas, clouds), **shared)
 
 
+@fill_doc(_DOC)
 def cluster_statistics(
     kind: str,
     recipe: str = "identity",
@@ -289,14 +298,12 @@ def cluster_statistics(
         Inverse temperatures and examined depths.
     n, d, clouds : int
         Tokens per cloud, dimension, clouds per :math:`\beta`.
-    seed, layer_seed : int
-        Seeds of the clouds and of the layers.
+    %(seeds)s
     dt : float
         Step.
     method : {"rk4", "euler"}
         Integrator.
-    threshold : float
-        Cluster threshold.
+    %(threshold)s
     resample_every : float, optional
         Depth between fresh layers.
     sphere : bool
@@ -304,10 +311,7 @@ def cluster_statistics(
     **shared
         Passed to the layer stacks (``eps``, ``bias``, ...).
 
-    Returns
-    -------
-    dict
-        As above (also ``cpu_seconds``).
+    %(returns_dict)s
 
     References
     ----------
@@ -344,7 +348,7 @@ def cluster_statistics(
     }
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def planar_linear_check(
     recipe: str,
     *,
@@ -377,20 +381,15 @@ def planar_linear_check(
         One of :data:`~tokendynamics.ensembles.RECIPES`.
     n, clouds : int
         Tokens per cloud, clouds.
-    seed, layer_seed : int
-        Seeds of the clouds and of the layers.
+    %(seeds)s
     %(beta)s
     depths : sequence of float
         Examined depths.
     dt : float
         Step.
-    threshold : float
-        Cluster threshold.
+    %(threshold)s
 
-    Returns
-    -------
-    dict
-        As above (also ``cpu_seconds``).
+    %(returns_dict)s
 
     References
     ----------

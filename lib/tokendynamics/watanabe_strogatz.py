@@ -46,6 +46,16 @@ __all__ = [
     "solve_watanabe_strogatz",
 ]
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    **PARAMETER_DOCS,
+    "refs_ws": """
+        S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
+        (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
+        ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    """,
+}
+
 
 def mobius(alpha, eta, c):
     r"""The Möbius map of the Watanabe–Strogatz reduction applied to the constants :math:`c_k`.
@@ -85,6 +95,7 @@ def _lifted_psi(alpha, eta, c):
     return phase + 2 * np.angle(1 + np.asarray(alpha)[..., None] * np.exp(-1j * phase))
 
 
+@fill_doc(_DOC)
 def ws_constants(theta0, alpha0=None):
     r"""The Watanabe–Strogatz constants :math:`c_k` of the angles ``theta0``.
 
@@ -109,9 +120,7 @@ def ws_constants(theta0, alpha0=None):
 
     References
     ----------
-    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
-    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    %(refs_ws)s
     """
     th = validate_angles(theta0, "theta0")
     if th.ndim != 1:
@@ -127,6 +136,7 @@ def ws_constants(theta0, alpha0=None):
     return a, np.angle(mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
 
 
+@fill_doc(_DOC)
 def ws_order_parameter(alpha, eta, c):
     r"""The order parameter :math:`R_2` of the Watanabe–Strogatz variables.
 
@@ -147,13 +157,12 @@ def ws_order_parameter(alpha, eta, c):
 
     References
     ----------
-    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
-    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    %(refs_ws)s
     """
     return mobius(alpha, eta, c).mean(axis=-1)
 
 
+@fill_doc(_DOC)
 def ws_reconstruct(alpha, eta, c, theta0):
     r"""Token angles :math:`\theta_k(t)` from the WS variables, each on the branch it had at t = 0.
 
@@ -182,9 +191,7 @@ def ws_reconstruct(alpha, eta, c, theta0):
 
     References
     ----------
-    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
-    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    %(refs_ws)s
     """
     th0 = validate_angles(theta0, "theta0")
     alpha = np.atleast_1d(validate_complex(alpha, "alpha"))
@@ -253,7 +260,7 @@ class WSSolution:
         return ws_order_parameter(self.alpha, self.eta, self.c)
 
 
-@fill_doc(PARAMETER_DOCS)
+@fill_doc(_DOC)
 def solve_watanabe_strogatz(
     theta0,
     A,

@@ -1249,6 +1249,30 @@ class DescentProfile:
     metric: str
 
 
+def _descent_profile(t, energy, rate, speed, slope, ks, dist, w2: bool) -> DescentProfile:
+    """The profile of a flow from its energy, rate, speed and slope at the stored times and the
+    distances between the stored times ``ks`` and ``ks + 1`` (its layers); ``w2``: measured in W2."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
+    drop = energy[ks] - energy[ks + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mid = 0.5 * (slope[ks] + slope[ks + 1])  # slope at the layer's midpoint, to O(dt^2)
+        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
+    return DescentProfile(
+        t=t,
+        energy=energy,
+        rate=rate,
+        speed=speed,
+        slope=slope,
+        efficiency=eff,
+        layer_t=t[ks],
+        layer_drop=drop,
+        layer_distance=dist,
+        layer_efficiency=leff,
+        metric="W2" if w2 else "d_M",
+    )
+
+
 def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     r"""Energy decrease per unit length of a particle :class:`~tokendynamics.particles.Trajectory`, for the layer's own
     energy.
@@ -1277,28 +1301,10 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
         rate[k] = energy_rate(X, layer, w, field=U)
         speed[k] = kinetic_norm(U, w, M)
         slope[k] = kinetic_norm(g @ Ms, w, M)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
     ks = np.arange(0, m - 1, max(1, int(every)))
     pair = None if w is None else (w, w)
     dist = np.array([twisted_wasserstein(traj.X[k], traj.X[k + 1], Ms, pair) for k in ks])
-    drop = energy[ks] - energy[ks + 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mid = 0.5 * (slope[ks] + slope[ks + 1])  # slope at the layer's midpoint, to O(dt^2)
-        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
-    return DescentProfile(
-        t=traj.t,
-        energy=energy,
-        rate=rate,
-        speed=speed,
-        slope=slope,
-        efficiency=eff,
-        layer_t=traj.t[ks],
-        layer_drop=drop,
-        layer_distance=dist,
-        layer_efficiency=leff,
-        metric="W2" if M is None else "d_M",
-    )
+    return _descent_profile(traj.t, energy, rate, speed, slope, ks, dist, M is None)
 
 
 def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
@@ -1334,29 +1340,11 @@ def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None)
         rate[k] = float(g @ ga) + 2.0 * float(np.trace(G @ B @ S))
         speed[k] = math.sqrt(max(0.0, float(ga @ Minv @ ga) + float(np.trace(B.T @ Minv @ B @ S))))
         slope[k] = gaussian_slope(g, G, S, None if M is None else Ms)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eff = np.where(speed * slope > 0, -rate / (speed * slope), 0.0)
     ks = np.arange(m - 1)
     dist = np.array(
         [twisted_bures_wasserstein(traj.mean[k], traj.cov[k], traj.mean[k + 1], traj.cov[k + 1], Ms) for k in ks]
     )
-    drop = E[:-1] - E[1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mid = 0.5 * (slope[:-1] + slope[1:])  # slope at the layer's midpoint, to O(dt^2)
-        leff = np.where(dist * mid > 0, drop / (dist * mid), 0.0)
-    return DescentProfile(
-        t=traj.t,
-        energy=E,
-        rate=rate,
-        speed=speed,
-        slope=slope,
-        efficiency=eff,
-        layer_t=traj.t[:-1],
-        layer_drop=drop,
-        layer_distance=dist,
-        layer_efficiency=leff,
-        metric="W2" if M is None else "d_M",
-    )
+    return _descent_profile(traj.t, E, rate, speed, slope, ks, dist, M is None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -206,3 +206,27 @@ def test_save_at_stores_exactly_the_requested_depths():
     np.testing.assert_allclose(bt.t, [0.5, 1.0, 2.0])
     with pytest.raises(ValueError, match="step times"):
         simulate_batch(X0, lay, 2.0, dt=0.1, sphere=True, save_at=[0.55])
+
+
+def test_require_batch_layer_names_the_layer_in_every_refusal():
+    from tokendynamics.attention import require_batch_layer
+
+    st = LayerStack("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)))
+    assert require_batch_layer(st, 2, 3) is st
+    with pytest.raises(TypeError, match="the layer at t = 1 must be an Attention or a LayerStack"):
+        require_batch_layer("softmax", 2, 3, "the layer at t = 1")
+    with pytest.raises(ValueError, match="layer has d = 3, the tokens have d = 2"):
+        require_batch_layer(st, 2, 2)
+    with pytest.raises(ValueError, match="layer has 2 layers for 4 systems"):
+        require_batch_layer(st, 4, 3)
+
+
+def test_batch_and_single_trajectories_share_their_frames():
+    from tokendynamics.particles import Frames
+
+    run = simulate_batch(sample_clouds(2, 4, 3, 0), Attention("softmax", A=np.eye(3), V=np.eye(3)), 0.2, dt=0.1)
+    one = run.system(1)
+    assert isinstance(run, Frames) and isinstance(one, Frames)
+    assert (run.n, run.d, one.n, one.d) == (4, 3, 4, 3)
+    np.testing.assert_array_equal(run.final[1], one.final)
+    np.testing.assert_array_equal(run.at(0.1)[1], one.at(0.1))

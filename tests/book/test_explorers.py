@@ -235,6 +235,19 @@ def test_every_explorer_is_built_only_in_a_live_session(monkeypatch):
     assert [type(make(*args)) for make, args in calls.items()] == EXPLORERS
 
 
+def test_every_explorer_function_takes_and_documents_the_arguments_of_its_class():
+    import inspect
+
+    for make, cls in zip(
+        (E.variants_explorer, E.cone_explorer, E.energy_explorer, E.regimes_explorer, E.highdim_explorer), EXPLORERS
+    ):
+        assert make.__module__ == cls.__module__ and make.__name__.endswith("_explorer")
+        assert list(inspect.signature(make).parameters) == list(inspect.signature(cls).parameters)
+        doc = inspect.cleandoc(make.__doc__)
+        assert doc.startswith("Chapter 0") and f"Returns\n-------\n{cls.__name__} or None" in doc
+        assert "**values\n    Initial values of the controls." in doc and "Book: ``chapters/" in doc
+
+
 def test_the_widgets_show_the_controls_a_status_line_and_the_image(monkeypatch):
     pytest.importorskip("ipywidgets")
     ex = E.HighdimExplorer()

@@ -20,7 +20,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from tokendynamics import Attention, circle_tokens, simulate  # noqa: E402
+from tests.helpers import linear_reference  # noqa: E402
+from tokendynamics import circle_tokens  # noqa: E402
 from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics.book import explorers as E  # noqa: E402
 from tokendynamics.book import highdim_plots  # noqa: E402
@@ -326,16 +327,7 @@ def test_regimes_update_loose_particles_draw_the_tight_runs_order_parameter():
         fig.savefig(io.BytesIO(), format="png", dpi=80, bbox_inches="tight")  # what Jupyter's inline backend does
         plt.close(fig)
         assert portrait.regime in REGIMES and portrait.field.shape == portrait.grid.shape
-    ref = simulate(
-        circle_tokens(theta0),
-        Attention("linear", A=A, V=V),
-        20.0,
-        method="adaptive",
-        sphere=True,
-        t_eval=phases.t,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    ref = linear_reference(circle_tokens(theta0), A, V, 20.0, phases.t, rtol=1e-10, atol=1e-12)
     assert np.max(np.abs(phases.order_parameter() - order_parameter(ref.angles(), 2))) < 1e-4
 
 

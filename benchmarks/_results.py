@@ -7,6 +7,7 @@ two versions of the book can compare (``python benchmarks/_results.py old.json n
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -48,6 +49,20 @@ def record(results: dict, path: Path = RESULTS) -> None:
         pass
     data["versions"] = versions
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def repeat_args(description: str, argv=None, *, repeat: int) -> argparse.Namespace:
+    """The command line of a benchmark whose only option is ``--repeat`` (default ``repeat``)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=repeat)
+    return parser.parse_args(argv)
+
+
+def machine_line(details: str) -> str:
+    """The first line a benchmark prints: the processor, numpy's version, then ``details``."""
+    import numpy as np
+
+    return f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, {details}"
 
 
 def compare(old: Path, new: Path) -> None:

@@ -16,14 +16,12 @@ written to ``_build/bench/results.json`` (benchmarks/_results.py).
 
 from __future__ import annotations
 
-import argparse
-import platform
 import statistics
 import time
 
 import numpy as np
 
-from _results import record  # benchmarks/_results.py
+from _results import machine_line, record, repeat_args  # benchmarks/_results.py
 from tokendynamics import Attention, _kernels, velocity
 
 
@@ -85,13 +83,8 @@ def fused_vs_numpy(n: int, d: int, repeat: int):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=7)
-    args = parser.parse_args(argv)
-    print(
-        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-        f"numba {'yes' if _kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"
-    )
+    args = repeat_args(__doc__, argv, repeat=7)
+    print(machine_line(f"numba {'yes' if _kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"))
 
     t_field, t_mm, t_floor = softmax_vs_matmuls(args.repeat)
     print("1. softmax velocity, n = 2000, d = 64")

@@ -26,13 +26,11 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from _results import RESULTS, record  # noqa: E402  (benchmarks/_results.py)
+from _results import RESULTS, machine_line, record, repeat_args  # noqa: E402  (benchmarks/_results.py)
 from tokendynamics import Attention, simulate  # noqa: E402
 from tokendynamics.ensembles import recipe_stack, sample_clouds, simulate_batch  # noqa: E402
 
@@ -54,13 +52,8 @@ def compare(X0, layers, per_system, T, dt, repeat, **kw):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
-    print(
-        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-        f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; best of {args.repeat} runs\n"
-    )
+    args = repeat_args(__doc__, argv, repeat=3)
+    print(machine_line(f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; best of {args.repeat} runs\n"))
     results = {}
 
     X0 = sample_clouds(64, 32, 3, 0)

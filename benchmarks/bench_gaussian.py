@@ -18,14 +18,12 @@ are timed when numba is present). Times are medians over --repeat runs after one
 
 from __future__ import annotations
 
-import argparse
-import platform
 import statistics
 import time
 
 import numpy as np
 
-from _results import record  # noqa: E402  (benchmarks/_results.py; this folder is on sys.path)
+from _results import machine_line, record, repeat_args  # noqa: E402  (benchmarks/_results.py; this folder is on sys.path)
 from tokendynamics import _gaussian_kernels
 from tokendynamics.book.gaussian_figures import figure_setup
 from tokendynamics.gaussian import projected_euler, solve_gaussian
@@ -50,14 +48,9 @@ def accurate(inits, layer, times):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+    args = repeat_args(__doc__, argv, repeat=3)
     backends = ["numba", "numpy"] if _gaussian_kernels.HAVE_NUMBA else ["numpy"]
-    print(
-        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-        f"numba {'yes' if _gaussian_kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"
-    )
+    print(machine_line(f"numba {'yes' if _gaussian_kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"))
     setup = figure_setup("F1")
     layer = setup.layers["softmax"]
     inits = setup.inits

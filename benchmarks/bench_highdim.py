@@ -29,12 +29,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from _results import record  # noqa: E402  (this folder is on sys.path when run as a script)
+from _results import machine_line, record  # noqa: E402  (this folder is on sys.path when run as a script)
 from bench_core import median_time  # noqa: E402
 from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics import metrics, projective, sample_sphere, simulate, velocity  # noqa: E402
@@ -55,10 +54,7 @@ def main(argv=None):
     parser.add_argument("--rtol", type=float, default=1e-8)
     args = parser.parse_args(argv)
     n, d, T, rtol, atol = args.n, args.d, args.T, args.rtol, args.rtol * 1e-2
-    print(
-        f"machine: {platform.processor() or platform.machine()}, numpy {np.__version__}, "
-        f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}"
-    )
+    print(machine_line(f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}"))
     print(
         f"linear attention, Case 2 (A = I, lambda_1(V) = 2), n = {n}, d = {d}, beta = 1, T = {T:g}, "
         f"DOP853 rtol {rtol:g} atol {atol:g}\n"

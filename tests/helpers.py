@@ -1,6 +1,7 @@
 """Reference formulas and constants shared by several test modules.
 
-Written here independently of the library, so that a wrong library formula makes a test fail.
+Written here independently of the library, so that a wrong library formula makes a test fail; the one
+library call here is :func:`linear_reference`, the core's particle run that reductions are checked against.
 Fixtures (seeded generators, random layers, unit tokens) are in ``tests/conftest.py``.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from tokendynamics import Attention, Trajectory, simulate
 
 I2 = np.eye(2)
 
@@ -53,3 +56,11 @@ def bc_from_w(A, V):
         "c1": (-w[3] + 1j * w[4]) / 8,
         "c2": -w[0] / 4,
     }
+
+
+def linear_reference(X0, A, V, T, t_eval, *, beta=1.0, rtol=1e-11, atol=1e-13) -> Trajectory:
+    """The core's tightly integrated particle run of linear attention on the sphere (adaptive steps) from
+    ``X0`` to ``T``, stored at ``t_eval``: the reference of the angle equations, Watanabe-Strogatz and the
+    explorers' loose runs."""
+    layer = Attention("linear", A=A, V=V, beta=beta)
+    return simulate(X0, layer, T, method="adaptive", sphere=True, t_eval=t_eval, rtol=rtol, atol=atol)

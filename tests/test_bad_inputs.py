@@ -59,6 +59,7 @@ NOTPSD = np.array([[1.0, 2.0], [2.0, 1.0]])
 THETA = np.linspace(0.1, 6.0, 8)
 VTRACELESS = np.array([[0.5, 1.0], [-1.0, -0.5]])
 T_GRID = np.linspace(0.0, 1.0, 11)
+MF_1D = {"T": 1.0, "a": -0.5, "v": 1.0, "alpha0": 0.0, "sigma0": 1.0, "dt": 0.1}  # a valid 1-D mean-field study
 SHARED = {
     name: value
     for name, value in dict(globals()).items()
@@ -434,8 +435,8 @@ case(mf.blowup_time_1d, 0.0, 1.0, 1.0, words="sigma0")
 case(mf.blowup_time_1d, 1.0, "a", 1.0, words="a")
 case(mf.gaussian_1d_solution, 1.0, 0.0, 1.0, np.nan, 1.0, words="a")
 case(mf.gaussian_1d_flow_map, X[:, 0], 1.0, 0.0, -1.0, 1.0, 1.0, words="sigma0")
-case(mf.meanfield_study_1d, [0], [0], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.1, words="ns")
-case(mf.meanfield_study_1d, [10], [-1], T=1.0, a=-0.5, v=1.0, alpha0=0.0, sigma0=1.0, dt=0.1, words="seeds")
+case(mf.meanfield_study_1d, [0], [0], **MF_1D, words="ns")
+case(mf.meanfield_study_1d, [10], [-1], **MF_1D, words="seeds")
 case(
     mf.meanfield_study_reference,
     SOFTMAX,
@@ -450,33 +451,8 @@ case(
     words="sample",
 )
 case(mf.meanfield_study_reference, SOFTMAX, _f, [5], [0], N_ref=0, ref_seed=9, T=1.0, dt=0.1, words="N_ref")
-case(
-    mf.masked_meanfield_study,
-    [5],
-    [0],
-    [1.5],
-    T=1.0,
-    a=-0.5,
-    v=1.0,
-    alpha0=0.0,
-    sigma0=1.0,
-    dt=0.1,
-    words="sink_masses",
-)
-case(
-    mf.masked_meanfield_study,
-    [5],
-    [0],
-    [0.1],
-    T=1.0,
-    a=-0.5,
-    v=1.0,
-    alpha0=0.0,
-    sigma0=1.0,
-    dt=0.1,
-    against=("x",),
-    words="against",
-)
+case(mf.masked_meanfield_study, [5], [0], [1.5], **MF_1D, words="sink_masses")
+case(mf.masked_meanfield_study, [5], [0], [0.1], **MF_1D, against=("x",), words="against")
 case(mf.fit_power_law, [10], [1.0], words="ns")
 case(mf.fit_power_law, [10, 20], [1.0, -1.0], words="errors")
 case(mf.fit_power_law, [10, 20], [1.0, 0.5], bootstrap=-1, words="bootstrap")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers import I2, bc_from_w, random_layer
-from tokendynamics import Attention, circle_tokens, particle_field, simulate
+from tests.helpers import I2, bc_from_w, linear_reference, random_layer
+from tokendynamics import Attention, circle_tokens, particle_field
 from tokendynamics.kuramoto import (
     J,
     cluster_velocity,
@@ -153,16 +153,7 @@ def test_solve_phases_matches_the_core_simulate():
     theta0 = rng.uniform(0, 2 * np.pi, 30)
     t = np.linspace(0, 5, 51)
     ph = solve_phases(theta0, A, V, beta, 5.0, t_eval=t, rtol=1e-11, atol=1e-13)
-    traj = simulate(
-        circle_tokens(theta0),
-        Attention("linear", A=A, V=V, beta=beta),
-        5.0,
-        method="adaptive",
-        t_eval=t,
-        rtol=1e-11,
-        atol=1e-13,
-        sphere=True,
-    )
+    traj = linear_reference(circle_tokens(theta0), A, V, 5.0, t, beta=beta)
     assert np.max(np.abs(ph.tokens() - traj.X)) < 1e-8
 
 

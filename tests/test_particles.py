@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from tests.helpers import random_layer
+from tests.helpers import linear_reference, random_layer
 from tokendynamics import (
     Attention,
     BlowUpError,
@@ -141,26 +141,8 @@ def test_linear_attention_beta_only_rescales_time():
     rng = np.random.default_rng(6)
     X0 = sample_sphere(10, 3, rng)
     A, V = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
-    slow = simulate(
-        X0,
-        Attention("linear", A=A, V=V),
-        2.0,
-        method="adaptive",
-        sphere=True,
-        rtol=1e-12,
-        atol=1e-13,
-        t_eval=[0, 1.0, 2.0],
-    )
-    fast = simulate(
-        X0,
-        Attention("linear", A=A, V=V, beta=2.0),
-        1.0,
-        method="adaptive",
-        sphere=True,
-        rtol=1e-12,
-        atol=1e-13,
-        t_eval=[0, 0.5, 1.0],
-    )
+    slow = linear_reference(X0, A, V, 2.0, [0, 1.0, 2.0], rtol=1e-12)
+    fast = linear_reference(X0, A, V, 1.0, [0, 0.5, 1.0], beta=2.0, rtol=1e-12)
     np.testing.assert_allclose(fast.X, slow.X, atol=1e-9)
 
 

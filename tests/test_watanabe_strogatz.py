@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers import I2
-from tokendynamics import Attention, circle_tokens, simulate
+from tests.helpers import I2, linear_reference
+from tokendynamics import circle_tokens
 from tokendynamics.kuramoto import (
     order_parameter,
 )
@@ -27,16 +27,7 @@ def test_solve_watanabe_strogatz_reconstructs_the_particle_tokens(n):
     theta0 = rng.uniform(0, 2 * np.pi, n)
     t = np.linspace(0, 10, 101)
     ws = solve_watanabe_strogatz(theta0, A, V, 1.0, 10.0, t_eval=t, rtol=1e-11, atol=1e-13)
-    traj = simulate(
-        circle_tokens(theta0),
-        Attention("linear", A=A, V=V),
-        10.0,
-        method="adaptive",
-        t_eval=t,
-        rtol=1e-11,
-        atol=1e-13,
-        sphere=True,
-    )
+    traj = linear_reference(circle_tokens(theta0), A, V, 10.0, t)
     err = np.max(np.abs(circle_tokens(ws.theta()) - traj.X))
     assert err < 1e-7, err
     assert np.max(np.abs(ws.order_parameter() - order_parameter(ws.theta(), 2))) < 1e-9

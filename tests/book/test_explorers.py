@@ -20,7 +20,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from tokendynamics import Attention, circle_tokens, simulate  # noqa: E402
+from tests.helpers import linear_reference  # noqa: E402
+from tokendynamics import circle_tokens  # noqa: E402
 from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics.book import explorers as E  # noqa: E402
 from tokendynamics.book import highdim_plots  # noqa: E402
@@ -235,6 +236,19 @@ def test_every_explorer_is_built_only_in_a_live_session(monkeypatch):
     assert [type(make(*args)) for make, args in calls.items()] == EXPLORERS
 
 
+def test_every_explorer_function_takes_and_documents_the_arguments_of_its_class():
+    import inspect
+
+    for make, cls in zip(
+        (E.variants_explorer, E.cone_explorer, E.energy_explorer, E.regimes_explorer, E.highdim_explorer), EXPLORERS
+    ):
+        assert make.__module__ == cls.__module__ and make.__name__.endswith("_explorer")
+        assert list(inspect.signature(make).parameters) == list(inspect.signature(cls).parameters)
+        doc = inspect.cleandoc(make.__doc__)
+        assert doc.startswith("Chapter 0") and f"Returns\n-------\n{cls.__name__} or None" in doc
+        assert "**values\n    Initial values of the controls." in doc and "Book: ``chapters/" in doc
+
+
 def test_the_widgets_show_the_controls_a_status_line_and_the_image(monkeypatch):
     pytest.importorskip("ipywidgets")
     ex = E.HighdimExplorer()
@@ -313,16 +327,7 @@ def test_regimes_update_loose_particles_draw_the_tight_runs_order_parameter():
         fig.savefig(io.BytesIO(), format="png", dpi=80, bbox_inches="tight")  # what Jupyter's inline backend does
         plt.close(fig)
         assert portrait.regime in REGIMES and portrait.field.shape == portrait.grid.shape
-    ref = simulate(
-        circle_tokens(theta0),
-        Attention("linear", A=A, V=V),
-        20.0,
-        method="adaptive",
-        sphere=True,
-        t_eval=phases.t,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    ref = linear_reference(circle_tokens(theta0), A, V, 20.0, phases.t, rtol=1e-10, atol=1e-12)
     assert np.max(np.abs(phases.order_parameter() - order_parameter(ref.angles(), 2))) < 1e-4
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import attention, ensembles, metrics, phase
+from ..docstrings import fill_doc
 from ..sweeps import sweep
 from .cache import cached
 
@@ -58,9 +59,13 @@ RECIPE_LABELS = {
 RECIPE_COLORS = {"identity": "#1f5fa8", "gaussian": "#d95f02", "goe": "#1b9e77", "minus_identity": "#7a7a7a"}
 
 # relative cost of one system-step of each kind (measured): orders the runs, heavy ones first
+# the reference every run of the chapter cites (tokendynamics.docstrings.fill_doc)
+_DOC = {"reference": "Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model)."}
+
 _COST = {"sinkhorn": 6.0, "unnormalized_softmax": 2.2, "l2": 1.2, "sigmoid": 1.1, "softmax": 1.0, "linear": 0.35}
 
 
+@fill_doc(_DOC)
 def phase_points(p: dict) -> list[dict]:
     """The runs of one setting ``p`` of ``settings("phase_diagrams")``, heaviest first.
 
@@ -83,7 +88,7 @@ def phase_points(p: dict) -> list[dict]:
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    %(reference)s
     """
     common = dict(d=p["d"], seed=p["seed"], layer_seed=p["layer_seed"], threshold=p["threshold"])
 
@@ -152,6 +157,7 @@ def phase_points(p: dict) -> list[dict]:
     return sorted(pts, key=cost, reverse=True)
 
 
+@fill_doc(_DOC)
 def cached_task(label: str, task: str, **params) -> dict:
     """One run of :func:`phase_points` (``task`` "statistics" or "planar"), cached with its parameters
     and a fingerprint of the code that computes it (recomputed when either changes).
@@ -171,7 +177,7 @@ def cached_task(label: str, task: str, **params) -> dict:
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    %(reference)s
     """
     tasks: dict[str, Callable[..., Any]] = {"statistics": phase.cluster_statistics, "planar": phase.planar_linear_check}
     fn = tasks[task]
@@ -184,6 +190,7 @@ def cached_task(label: str, task: str, **params) -> dict:
     )
 
 
+@fill_doc(_DOC)
 def run_phase(points: list[dict], *, n_jobs: int = 1, client=None, progress: bool = True) -> dict:
     """Every run through :func:`cached_task`, on joblib (``n_jobs`` processes) or on Dask (``client``,
     see :func:`tokendynamics.sweeps.sweep`); returns ``{label: result}``.
@@ -206,7 +213,7 @@ def run_phase(points: list[dict], *, n_jobs: int = 1, client=None, progress: boo
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    %(reference)s
     """
     results = sweep(cached_task, points, n_jobs=n_jobs, client=client, progress=progress, desc="phase runs")
     return {q["label"]: r for q, r in zip(points, results)}

@@ -15,6 +15,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..docstrings import fill_doc
 from ..particles import angles
 
 __all__ = [
@@ -54,6 +55,23 @@ BOOK_STYLE: dict[str, Any] = {
 }
 
 TOKEN_COLOR = "#1f5fa8"
+
+# numpydoc fragments of the animations (tokendynamics.docstrings.fill_doc)
+_DOC = {
+    "traj": """\
+        traj : Trajectory
+            A planar trajectory (d = 2), e.g. from :func:`tokendynamics.particles.simulate`.""",
+    "frames": """\
+        frames : int
+            Number of frames, spread evenly over the stored times.""",
+    "interval": """\
+        interval : int
+            Milliseconds between frames.""",
+    "returns": """\
+        Returns
+        -------
+        matplotlib.animation.FuncAnimation""",
+}
 
 
 def use_book_style() -> None:
@@ -190,6 +208,14 @@ def plot_angle_paths(ax, t, X_or_theta, *, color=TOKEN_COLOR, lw: float = 0.8, a
     return ax
 
 
+def _frame_indices(traj, frames: int, who: str) -> np.ndarray:
+    """Indices of ``frames`` stored times of the planar ``traj``, spread evenly; ``who`` refuses d != 2."""
+    if traj.d != 2:
+        raise ValueError(f"{who} shows planar tokens (d = 2)")
+    return np.unique(np.linspace(0, len(traj.t) - 1, frames).round().astype(int))
+
+
+@fill_doc(_DOC)
 def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = ""):
     """A matplotlib animation of planar tokens on the circle (render with ``.to_jshtml()``).
 
@@ -197,24 +223,17 @@ def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = "
 
     Parameters
     ----------
-    traj : Trajectory
-        A planar trajectory (d = 2).
-    frames : int
-        Number of frames.
-    interval : int
-        Milliseconds between frames.
+    %(traj)s
+    %(frames)s
+    %(interval)s
     title : str
         Prefix of the frame title.
 
-    Returns
-    -------
-    matplotlib.animation.FuncAnimation
+    %(returns)s
     """
     from matplotlib.animation import FuncAnimation
 
-    if traj.d != 2:
-        raise ValueError("animate_circle shows planar tokens (d = 2)")
-    idx = np.unique(np.linspace(0, len(traj.t) - 1, frames).round().astype(int))
+    idx = _frame_indices(traj, frames, "animate_circle")
     fig, ax = plt.subplots(figsize=(3.6, 3.6))
     plot_circle(ax, traj.X[0])
     scat = ax.collections[-1]
@@ -230,6 +249,7 @@ def animate_circle(traj, *, frames: int = 60, interval: int = 80, title: str = "
     return anim
 
 
+@fill_doc(_DOC)
 def animate_clustering(traj, *, frames: int = 60, interval: int = 80, width: float = 7.0):
     r"""Planar tokens on the circle (left) beside the order parameter :math:`|R_1(t)|` (right), animated.
 
@@ -240,24 +260,17 @@ def animate_clustering(traj, *, frames: int = 60, interval: int = 80, width: flo
 
     Parameters
     ----------
-    traj : Trajectory
-        A planar trajectory (d = 2), e.g. from :func:`tokendynamics.particles.simulate`.
-    frames : int
-        Number of frames, spread evenly over the stored times.
-    interval : int
-        Milliseconds between frames.
+    %(traj)s
+    %(frames)s
+    %(interval)s
     width : float
         Figure width in inches.
 
-    Returns
-    -------
-    matplotlib.animation.FuncAnimation
+    %(returns)s
     """
     from matplotlib.animation import FuncAnimation
 
-    if traj.d != 2:
-        raise ValueError("animate_clustering shows planar tokens (d = 2)")
-    idx = np.unique(np.linspace(0, len(traj.t) - 1, frames).round().astype(int))
+    idx = _frame_indices(traj, frames, "animate_clustering")
     R1 = np.linalg.norm(traj.X.mean(axis=1), axis=1)
     fig, (ax_c, ax_r) = plt.subplots(
         1, 2, figsize=(width, 0.46 * width), gridspec_kw={"width_ratios": [1, 1.35]}, layout="constrained"
@@ -364,6 +377,7 @@ def plot_token_paths(
     return ax
 
 
+@fill_doc(_DOC)
 def animate_token_panels(
     frames,
     titles,
@@ -394,8 +408,7 @@ def animate_token_panels(
         Values mapped through ``cmap``.
     ncols : int
         Panels per row.
-    interval : int
-        Milliseconds between frames.
+    %(interval)s
     panel_size : float
         Panel size in inches.
     cmap : str
@@ -403,9 +416,7 @@ def animate_token_panels(
     suptitle : str
         Prefix of the figure title.
 
-    Returns
-    -------
-    matplotlib.animation.FuncAnimation
+    %(returns)s
     """
     from matplotlib.animation import FuncAnimation
 

@@ -35,22 +35,57 @@ Nothing here is mathematics.
 from __future__ import annotations
 
 import html
+import inspect
 import io
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..docstrings import fill_doc
 from ..errors import BlowUpError, ConvergenceError, NonFiniteError, TokenDynamicsError
-from .plotting import BOOK_STYLE
+from .plotting import BOOK_STYLE, live_widgets
 
-__all__ = ["Control", "slider", "choice", "Explorer", "error_message", "sticky_limits"]
+__all__ = [
+    "Control",
+    "slider",
+    "choice",
+    "Explorer",
+    "error_message",
+    "sticky_limits",
+    "live_explorer",
+    "EXPLORER_DOC",
+]
+
+#: Numpydoc fragments the explorers share (``@fill_doc(EXPLORER_DOC)``, :mod:`tokendynamics.docstrings`).
+EXPLORER_DOC = {
+    "mode": """\
+        mode : {"fast", "full"}
+            Setting of the chapter's parameters (``tokendynamics.book.experiments``).""",
+    "values": """\
+        **values
+            Initial values of the controls.""",
+    "state": """\
+        state : dict
+            Control values.""",
+    "result": """\
+        result : object
+            What :meth:`compute` returned.""",
+    "AV": """\
+        A, V : array (2, 2)
+            Score and value matrices.""",
+    "beta": """\
+        beta : float
+            Inverse temperature.""",
+}
+
+ExplorerT = TypeVar("ExplorerT", bound="Explorer")
 
 #: Style of every explorer figure: the book's style, plain-text numbers (no mathtext in tick labels),
 #: no grid (fewer lines to draw). Font sizes are chosen so that every text is at least 9 px on screen
@@ -339,13 +374,13 @@ class Explorer:
 
     # ---- what a chapter's explorer implements ------------------------------------------------------
 
+    @fill_doc(EXPLORER_DOC)
     def compute(self, state: dict) -> Any:
         """The library call for ``state`` (a pure ``*_update`` function); may raise.
 
         Parameters
         ----------
-        state : dict
-            Control values.
+        %(state)s
 
         Returns
         -------
@@ -364,27 +399,25 @@ class Explorer:
         """
         raise NotImplementedError
 
+    @fill_doc(EXPLORER_DOC)
     def draw(self, result: Any, state: dict) -> None:
         """Put ``result`` into the artists made by :meth:`setup` (in place).
 
         Parameters
         ----------
-        result : object
-            What :meth:`compute` returned.
-        state : dict
-            Control values.
+        %(result)s
+        %(state)s
         """
         raise NotImplementedError
 
+    @fill_doc(EXPLORER_DOC)
     def describe(self, result: Any, state: dict) -> str:
         """The status line for a computed ``result``.
 
         Parameters
         ----------
-        result : object
-            What :meth:`compute` returned.
-        state : dict
-            Control values.
+        %(result)s
+        %(state)s
 
         Returns
         -------
@@ -392,13 +425,13 @@ class Explorer:
         """
         return ""
 
+    @fill_doc(EXPLORER_DOC)
     def uses(self, state: dict) -> Iterable[str]:
         """Names of the controls that matter in ``state`` (default: all); the others are hidden.
 
         Parameters
         ----------
-        state : dict
-            Control values.
+        %(state)s
 
         Returns
         -------
@@ -412,13 +445,13 @@ class Explorer:
 
     # ---- the framework ----------------------------------------------------------------------------
 
+    @fill_doc(EXPLORER_DOC)
     def key(self, state: dict) -> Hashable:
         """The cache key of ``state``: the values of the controls it uses.
 
         Parameters
         ----------
-        state : dict
-            Control values.
+        %(state)s
 
         Returns
         -------
@@ -451,13 +484,13 @@ class Explorer:
             cache.put(key, value)
         return value
 
+    @fill_doc(EXPLORER_DOC)
     def result_for(self, state: dict) -> Any:
         """The (cached) result of :meth:`compute` for ``state``; raises the (cached) library error.
 
         Parameters
         ----------
-        state : dict
-            Control values.
+        %(state)s
 
         Returns
         -------
@@ -651,14 +684,14 @@ class Explorer:
 
     # ---- the static stand-in ------------------------------------------------------------------------
 
+    @fill_doc(EXPLORER_DOC)
     def frame(self, state: dict, result: Any, headline: str | None = None) -> None:
         """Draw a precomputed ``result`` for ``state`` (a frame of :meth:`animate`) under a headline
         (:meth:`describe`, or ``headline``).
 
         Parameters
         ----------
-        state : dict
-            Control values.
+        %(state)s
         result : object
             A precomputed result.
         headline : str, optional
@@ -706,3 +739,39 @@ class Explorer:
 
         show(0)
         return FuncAnimation(self.fig, show, frames=len(frames), interval=interval, blit=False)
+
+
+def live_explorer(cls: type[ExplorerT], name: str, chapter: str) -> Callable[..., ExplorerT | None]:
+    """A chapter's explorer function: ``cls(*args, **values)`` in a live session, None in the headless build.
+
+    The function (e.g. ``variants_explorer``, see :mod:`tokendynamics.book.explorers`) is what a
+    chapter's explorer cell calls. It takes the arguments of ``cls`` and has the class's signature;
+    its docstring is the class's Parameters and References under the headline "``chapter``'s live
+    explorer", with a Returns section.
+
+    Parameters
+    ----------
+    cls : type
+        A subclass of :class:`Explorer`.
+    name : str
+        Name of the function (e.g. ``"variants_explorer"``).
+    chapter : str
+        Whose explorer it is (e.g. ``"Chapter 01"``).
+
+    Returns
+    -------
+    callable
+    """
+
+    def make(*args, **values):
+        return cls(*args, **values) if live_widgets() else None
+
+    _, _, body = inspect.cleandoc(cls.__doc__ or "").partition("\n\n")
+    parameters, references, reference = body.partition("References\n----------")
+    returns = f"Returns\n-------\n{cls.__name__} or None\n\n"
+    headline = f"{chapter}'s live explorer (displayed by Jupyter); None in the headless book build."
+    make.__doc__ = f"{headline}\n\n{parameters}{returns}{references}{reference}"
+    make.__name__ = make.__qualname__ = name
+    make.__module__ = cls.__module__
+    make.__signature__ = inspect.signature(cls).replace(return_annotation=f"{cls.__name__} | None")  # type: ignore[attr-defined]
+    return make

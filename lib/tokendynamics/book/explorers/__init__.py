@@ -13,7 +13,8 @@
 
 A chapter's explorer cell is one call, e.g. ``variants_explorer(mode)``: in a live Jupyter session it
 returns the explorer, which Jupyter displays (controls, status line, figure); in the headless book
-build (:func:`~tokendynamics.book.plotting.live_widgets` false) it builds nothing and returns None.
+build (:func:`~tokendynamics.book.plotting.live_widgets` false) it builds nothing and returns None
+(every such function is made by :func:`~tokendynamics.book.widgets.live_explorer`).
 Each ``*_update`` function is the library computation of one move of a control (what the tests and
 ``benchmarks/bench_explorers.py`` call); each ``*Explorer`` class draws it in place and also makes
 the chapter's static stand-in (:meth:`~tokendynamics.book.widgets.Explorer.animate`). Nothing here

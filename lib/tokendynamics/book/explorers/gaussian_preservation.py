@@ -13,10 +13,10 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
 
+from ...docstrings import fill_doc
 from ...gaussian import cone_coordinates, disc_point
 from ..gaussian_plots import EXPLORER_KINDS, explorer_grid_paths, explorer_trajectories
-from ..plotting import live_widgets
-from ..widgets import Explorer, choice, slider, sticky_limits
+from ..widgets import EXPLORER_DOC, Explorer, choice, live_explorer, slider, sticky_limits
 
 __all__ = ["cone_update", "ConeExplorer", "cone_explorer"]
 
@@ -25,6 +25,7 @@ MAX_HEIGHT = 10.0
 _GREY = (0.55, 0.55, 0.55, 0.35)
 
 
+@fill_doc(EXPLORER_DOC)
 def cone_update(kind: str, A, V, u: float, w: float, T: float = 5.0, *, grid: int = 5):
     r"""One update of chapter 02's explorer: :func:`~tokendynamics.book.gaussian_plots.explorer_trajectories`.
 
@@ -37,8 +38,7 @@ def cone_update(kind: str, A, V, u: float, w: float, T: float = 5.0, *, grid: in
     ----------
     kind : str
         Attention kind.
-    A, V : array (2, 2)
-        Score and value matrices.
+    %(AV)s
     u, w : float
         Point of the unit disc (the trace-one :math:`\Sigma_0`).
     T : float
@@ -64,13 +64,13 @@ def _cut(p: np.ndarray, top: float) -> np.ndarray:
     return p[: max(above[0], 1)] if above.size else p
 
 
+@fill_doc(EXPLORER_DOC)
 class ConeExplorer(Explorer):
     """The cone (left, 3-D) and the disc of :math:`\\Sigma/\\operatorname{tr}\\Sigma` (right).
 
     Parameters
     ----------
-    **values
-        Initial values of the controls.
+    %(values)s
 
     References
     ----------
@@ -167,20 +167,4 @@ class ConeExplorer(Explorer):
         return f"{head}: red to t = {traj.t[-1]:.3g}, trace {np.trace(traj.cov[-1]):.3g}; grey, from a grid"
 
 
-def cone_explorer(**values) -> ConeExplorer | None:
-    """Chapter 02's live explorer (displayed by Jupyter); None in the headless book build.
-
-    Parameters
-    ----------
-    **values
-        Initial values of the controls.
-
-    Returns
-    -------
-    ConeExplorer or None
-
-    References
-    ----------
-    Book: ``chapters/02_gaussian_preservation.md``.
-    """
-    return ConeExplorer(**values) if live_widgets() else None
+cone_explorer = live_explorer(ConeExplorer, "cone_explorer", "Chapter 02")

@@ -13,11 +13,11 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ...attention import Attention
+from ...docstrings import fill_doc
 from ...gradient_flow import EnergyCurves, gaussian_energy_curves
 from ...particles import rotation_matrix
 from ..experiments import settings
-from ..plotting import live_widgets
-from ..widgets import Explorer, slider, sticky_limits
+from ..widgets import EXPLORER_DOC, Explorer, live_explorer, slider, sticky_limits
 
 __all__ = ["energy_update", "EnergyExplorer", "energy_explorer"]
 
@@ -65,17 +65,16 @@ def _range(*arrays) -> tuple[float, float]:
     return (float(values.min()), float(values.max())) if values.size else (-1.0, 1.0)
 
 
+@fill_doc(EXPLORER_DOC)
 class EnergyExplorer(Explorer):
     """:math:`\\log_{10}E_A(\\mu_t)` and the distances from :math:`\\mu_0` against depth.
 
     Parameters
     ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    %(mode)s
     n_times : int, optional
         Stored times of a live update.
-    **values
-        Initial values of the controls.
+    %(values)s
 
     References
     ----------
@@ -147,22 +146,4 @@ class EnergyExplorer(Explorer):
         return text
 
 
-def energy_explorer(mode: str = "fast", **values) -> EnergyExplorer | None:
-    """Chapter 03's live explorer (displayed by Jupyter); None in the headless book build.
-
-    Parameters
-    ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
-    **values
-        Initial values of the controls.
-
-    Returns
-    -------
-    EnergyExplorer or None
-
-    References
-    ----------
-    Book: ``chapters/03_gradient_flow.md``.
-    """
-    return EnergyExplorer(mode, **values) if live_widgets() else None
+energy_explorer = live_explorer(EnergyExplorer, "energy_explorer", "Chapter 03")

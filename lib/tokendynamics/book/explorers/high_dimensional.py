@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...docstrings import fill_doc
 from ...highdim import CASES, case_parameters, make_case, predict_for_case, run_variant
 from ...particles import sample_sphere
 from ..experiments import settings
 from ..highdim_plots import VARIANT_COLORS, VARIANT_LABELS, run_axes
-from ..plotting import live_widgets
-from ..widgets import Explorer, choice, slider
+from ..widgets import EXPLORER_DOC, Explorer, choice, live_explorer, slider
 
 __all__ = ["highdim_update", "HighdimExplorer", "highdim_explorer"]
 
@@ -50,6 +50,7 @@ def plain_label(label: str) -> str:
     return label
 
 
+@fill_doc(EXPLORER_DOC)
 def highdim_update(
     case: str = "case4",
     *,
@@ -81,8 +82,7 @@ def highdim_update(
         Dimension and number of tokens.
     T : float
         Horizon.
-    beta : float
-        Inverse temperature.
+    %(beta)s
     seed, matrix_seed : int
         Seeds of the tokens and of the matrices.
     kinds : sequence of str
@@ -111,19 +111,18 @@ def highdim_update(
     return out
 
 
+@fill_doc(EXPLORER_DOC)
 class HighdimExplorer(Explorer):
     """:math:`\\hat R_2(t)` (left, log scale) and :math:`\\hat R_1(t)` (right) for LA and USA.
 
     Parameters
     ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    %(mode)s
     d, n : int, optional
         Dimension and number of tokens.
     T : float, optional
         Horizon.
-    **values
-        Initial values of the controls.
+    %(values)s
 
     References
     ----------
@@ -180,22 +179,4 @@ class HighdimExplorer(Explorer):
         return f"{label}, d = {self.d}: the 2D theory predicts {result['prediction'].regime.replace('_', ' ')}"
 
 
-def highdim_explorer(mode: str = "fast", **values) -> HighdimExplorer | None:
-    """Chapter 05's live explorer (displayed by Jupyter); None in the headless book build.
-
-    Parameters
-    ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
-    **values
-        Initial values of the controls.
-
-    Returns
-    -------
-    HighdimExplorer or None
-
-    References
-    ----------
-    Book: ``chapters/05_high_dimensional.md``.
-    """
-    return HighdimExplorer(mode, **values) if live_widgets() else None
+highdim_explorer = live_explorer(HighdimExplorer, "highdim_explorer", "Chapter 05")

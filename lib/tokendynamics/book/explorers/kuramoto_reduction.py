@@ -12,18 +12,19 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
+from ...docstrings import fill_doc
 from ...kuramoto import PhaseSolution, solve_phases
 from ...ott_antonsen import sample_ott_antonsen
 from ...particles import circle_tokens
 from ...regimes import Portrait, regime_portrait
 from ..experiments import settings
 from ..kuramoto_plots import REGIME_COLORS, regime_label
-from ..plotting import live_widgets
-from ..widgets import Explorer, slider
+from ..widgets import EXPLORER_DOC, Explorer, live_explorer, slider
 
 __all__ = ["regimes_update", "RegimesExplorer", "regimes_explorer"]
 
 
+@fill_doc(EXPLORER_DOC)
 def regimes_update(
     A,
     V,
@@ -49,10 +50,8 @@ def regimes_update(
 
     Parameters
     ----------
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(AV)s
+    %(beta)s
     theta0 : array (n,)
         Initial angles of the particles.
     z0 : complex
@@ -82,20 +81,19 @@ def regimes_update(
     return portrait, phases
 
 
+@fill_doc(EXPLORER_DOC)
 class RegimesExplorer(Explorer):
     """The disk of :math:`R_2` (left: OA arrows coloured by speed, OA orbit in black from the dot to the
     square, the particles' :math:`R_2` in the regime's colour) and the tokens on the circle (right).
 
     Parameters
     ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
+    %(mode)s
     seed : int
         Offset of the particles' seed.
     n_grid : int, optional
         Grid of a live portrait.
-    **values
-        Initial values of the controls.
+    %(values)s
 
     References
     ----------
@@ -202,24 +200,4 @@ class RegimesExplorer(Explorer):
         return text + (f", period {pred.period:.3f}" if pred.period is not None else "")
 
 
-def regimes_explorer(mode: str = "fast", seed: int = 0, **values) -> RegimesExplorer | None:
-    """Chapter 04's live explorer (displayed by Jupyter); None in the headless book build.
-
-    Parameters
-    ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
-    seed : int
-        Offset of the particles' seed.
-    **values
-        Initial values of the controls.
-
-    Returns
-    -------
-    RegimesExplorer or None
-
-    References
-    ----------
-    Book: ``chapters/04_kuramoto_regimes.md``.
-    """
-    return RegimesExplorer(mode, seed, **values) if live_widgets() else None
+regimes_explorer = live_explorer(RegimesExplorer, "regimes_explorer", "Chapter 04")

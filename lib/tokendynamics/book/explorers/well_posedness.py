@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.collections import LineCollection
 
+from ...docstrings import fill_doc
 from ...particles import Trajectory, rotation_matrix
 from ...variants import VARIANT_NAMES, paper1_variants
 from ..experiments import settings
-from ..plotting import live_widgets
-from ..widgets import Explorer, choice, slider, sticky_limits
+from ..widgets import EXPLORER_DOC, Explorer, choice, live_explorer, slider, sticky_limits
 
 __all__ = ["variants_update", "VariantsExplorer", "variants_explorer", "VARIANT_LABELS"]
 
@@ -33,6 +33,7 @@ VARIANT_LABELS = {
 }
 
 
+@fill_doc(EXPLORER_DOC)
 def variants_update(variant: str, A, V, beta: float, X0, T: float, dt: float) -> tuple[Trajectory, np.ndarray]:
     r"""One update of chapter 01's explorer: ``variant`` of :func:`~tokendynamics.variants.paper1_variants`
     with score matrix ``A``, value matrix ``V`` and inverse temperature ``beta``, run from ``X0`` to
@@ -46,10 +47,8 @@ def variants_update(variant: str, A, V, beta: float, X0, T: float, dt: float) ->
     ----------
     variant : str
         Name of the variant.
-    A, V : array (2, 2)
-        Score and value matrices.
-    beta : float
-        Inverse temperature.
+    %(AV)s
+    %(beta)s
     X0 : array (n, 2)
         Initial tokens.
     T, dt : float
@@ -70,15 +69,14 @@ def variants_update(variant: str, A, V, beta: float, X0, T: float, dt: float) ->
     return traj, system.tokens(traj.X)
 
 
+@fill_doc(EXPLORER_DOC)
 class VariantsExplorer(Explorer):
     """Token paths of one variant (grey: paths and start; coloured by initial angle: the end).
 
     Parameters
     ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
-    **values
-        Initial values of the controls.
+    %(mode)s
+    %(values)s
 
     References
     ----------
@@ -151,22 +149,4 @@ class VariantsExplorer(Explorer):
         return f"{name}: grey, the tokens at t = 0 and their paths; coloured, at t = {traj.t[-1]:.2f}"
 
 
-def variants_explorer(mode: str = "fast", **values) -> VariantsExplorer | None:
-    """Chapter 01's live explorer (displayed by Jupyter); None in the headless book build.
-
-    Parameters
-    ----------
-    mode : {"fast", "full"}
-        Setting of the chapter's parameters (``tokendynamics.book.experiments``).
-    **values
-        Initial values of the controls.
-
-    Returns
-    -------
-    VariantsExplorer or None
-
-    References
-    ----------
-    Book: ``chapters/01_well_posedness.md``.
-    """
-    return VariantsExplorer(mode, **values) if live_widgets() else None
+variants_explorer = live_explorer(VariantsExplorer, "variants_explorer", "Chapter 01")

@@ -21,7 +21,7 @@ LINT_STAMP := $(VENV)/.lint-installed
 BOOK_JOBS ?= 2
 export BOOK_JOBS
 
-.PHONY: setup lab-setup browser-setup lint-setup lint book lab test test-lib test-book test-lab test-browser chapter bench clean help
+.PHONY: setup lab-setup browser-setup lint-setup lint book lab test test-lib test-book test-lab test-browser screenshots chapter bench clean help
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
@@ -31,6 +31,7 @@ help:
 	@echo "make lint     ruff (lint + format check) on the code and mypy on the library"
 	@echo "make test-lab       only the JupyterLab/Chromium test of the explorers (about 2 minutes)"
 	@echo "make test-browser   only the checks of the built book in Chromium (after make book)"
+	@echo "make screenshots    the same checks, every page photographed whole in _build/screenshots/"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
 	@echo "make bench    speed ratios of the core, the Gaussian solvers and the batched ensembles against their baselines"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
@@ -85,14 +86,18 @@ test-book: setup
 
 # Browser checks (headless chromium; Debian: apt-get install -y chromium). Two kinds:
 #  - the explorers in JupyterLab (marker browser, not book): need no built book;
-#  - the built book as a reader sees it (markers browser and book): screenshots and
-#    _build/browser-report.json under _build/.
+#  - the built book as a reader sees it (markers browser and book): _build/browser-report.json and
+#    _build/screenshots/ (each page's first screen; the whole page where a check fails);
+#    `make screenshots` runs the same checks with every page photographed whole (~35 s more).
 # TOKENDYNAMICS_REQUIRE_BROWSER=1: a missing chromium or JupyterLab fails the run instead of skipping.
 test-lab: browser-setup
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book"
 
 test-browser: browser-setup
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
+
+screenshots: browser-setup
+	TOKENDYNAMICS_SCREENSHOTS=whole TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
 
 test: setup browser-setup lint
 	$(BIN)/python -m pytest -m "not book and not browser"

@@ -415,11 +415,12 @@ def stage(repo: str | None = None, dest: Path = STAGE, only: list[str] | None = 
     vendor_assets.vendor(dest / VENDOR_DIR)
     if (ROOT / "_ext").is_dir():  # the book's own Sphinx extensions (sphinx.local_extensions in _config.yml)
         shutil.copytree(ROOT / "_ext", dest / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
-    # The book's own CSS goes with the offline assets (html_static_path), listed in html_css_files.
+    # The book's own CSS (listed in html_css_files) and its icon (html.favicon) go with the offline
+    # assets (html_static_path).
     # Not as _stage/_static: when that folder exists, Jupyter Book adds every .css and .js file of
     # every html_static_path folder to every page (here: the whole MathJax distribution).
-    for css in sorted((ROOT / "_static").glob("*.css")):
-        shutil.copy2(css, dest / VENDOR_DIR / css.name)
+    for asset in sorted((ROOT / "_static").glob("*.css")) + [ROOT / "_static" / "favicon.svg"]:
+        shutil.copy2(asset, dest / VENDOR_DIR / asset.name)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":
             continue

@@ -8,8 +8,12 @@ Fixtures (seeded generators, random layers, unit tokens) are in ``tests/conftest
 from __future__ import annotations
 
 import math
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from tokendynamics import Attention, Trajectory, simulate
 
@@ -64,3 +68,46 @@ def linear_reference(X0, A, V, T, t_eval, *, beta=1.0, rtol=1e-11, atol=1e-13) -
     explorers' loose runs."""
     layer = Attention("linear", A=A, V=V, beta=beta)
     return simulate(X0, layer, T, method="adaptive", sphere=True, t_eval=t_eval, rtol=rtol, atol=atol)
+
+
+# ---- the built book and the browser (tests/test_book.py, tests/test_browser.py, tests/test_lab.py)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# headless Chromium as the browser tests launch it (no GPU, no background traffic)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def find_chromium() -> str | None:
+    """The system Chromium (Debian's ``chromium``), or ``$CHROME_BIN``, or None."""
+    return (
+        shutil.which("chromium")
+        or os.environ.get("CHROME_BIN")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
+
+
+def toc_files() -> list[str]:
+    """The book's pages in table-of-contents order, as ``_toc.yml`` names them (no suffix)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+            walk(e.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return files

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 from bs4 import BeautifulSoup
 
+from tests.helpers import toc_files
 from tokendynamics.book.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,23 +24,6 @@ EXECUTED = BUILD / "executed"
 FIGURES = BUILD / "figures"
 
 pytestmark = pytest.mark.book
-
-
-def _toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-            walk(e.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    return files
 
 
 def _notebook_stems() -> list[str]:
@@ -62,13 +45,13 @@ def built_book():
 
 
 def test_every_toc_entry_exists_as_source_and_as_html_page():
-    for entry in _toc_files():
+    for entry in toc_files():
         assert (ROOT / f"{entry}.md").exists(), f"_toc.yml lists {entry} but there is no {entry}.md"
         assert (HTML / f"{entry}.html").exists(), f"no HTML page for {entry}"
 
 
 def test_every_chapter_notebook_is_in_the_toc():
-    listed = {Path(f).name for f in _toc_files()}
+    listed = {Path(f).name for f in toc_files()}
     assert set(NOTEBOOKS) <= listed, f"chapters missing from _toc.yml: {set(NOTEBOOKS) - listed}"
 
 
@@ -284,7 +267,7 @@ def test_numbers_in_e_notation_are_written_for_prose():
         assert readable(text) is None
 
 
-@pytest.mark.parametrize("page", _toc_files())
+@pytest.mark.parametrize("page", toc_files())
 def test_no_pasted_number_shows_e_notation(page):
     """Values glued with an ``e`` format (``{glue:text}`key:.1e```) read as 1.2 × 10⁻¹ on the page."""
     path = HTML / f"{page}.html"

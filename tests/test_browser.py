@@ -2,12 +2,14 @@ r"""The reader's view: the built book in a real browser (headless Chromium drive
 
 Run after `make book` (``make test`` does, after the other book checks): ``pytest -m browser``
 (``make test-browser``). Every page of the table of contents is opened at 1400 px width (the intro
-also at 400 px), served by ``http.server`` on 127.0.0.1, with every request to another host blocked
-and recorded: the book must read offline. One page load per (page, width) collects everything (two
+also at 400 px), served by ``http.server`` on 127.0.0.1; every request to another host is recorded
+and refused (the browser's only proxy is a closed port): the book must read offline. One page load per (page, width) collects everything (two
 pages load at a time, one browser); each test below checks one kind of defect and names the page,
 the section id, the element and a snippet of its text. Everything is also written to
-``_build/browser-report.json``, with full-page screenshots (the top 20 000 px of longer pages) in
-``_build/screenshots/<page>-<width>.png``. The last three tests prove every check on synthetic
+``_build/browser-report.json``, with a screenshot of each view in
+``_build/screenshots/<page>-<width>.jpg``: its first screen, or the whole page (the top 6 000 px of
+an API reference page) where a check fails and, for every view, with
+``TOKENDYNAMICS_SCREENSHOTS=whole`` (``make screenshots``). The last three tests prove every check on synthetic
 pages: it passes on a good one and reports each planted defect of a bad one.
 
 The checks, and what counts (documented decisions):
@@ -52,14 +54,18 @@ import json
 import os
 import re
 import shutil
+import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 import yaml
+
+from tests.helpers import CHROMIUM_ARGS, find_chromium, toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
@@ -70,25 +76,12 @@ REPORT = BUILD / "browser-report.json"
 # `book` too: it needs the built book, so the library-only run (-m "not book") leaves it out
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
-CHROMIUM = (
-    shutil.which("chromium")
-    or os.environ.get("CHROME_BIN")
-    or shutil.which("chromium-browser")
-    or shutil.which("google-chrome")
-)
+CHROMIUM = find_chromium()
 if CHROMIUM is None:
     pytest.skip("chromium is not installed: apt-get install -y chromium", allow_module_level=True)
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WIDE, NARROW = 1400, 400
 MIN_TEXT_PX = 9.0  # smallest legible figure text on screen (px); body text is 16 px
 ANIMATION_MIN_FILL = 0.8  # an animation should use at least this fraction of the column width
@@ -308,25 +301,36 @@ class Audit:
 
 
 LOAD_TIMEOUT_MS = 120_000  # the API page typesets ~1200 formulas: 20 s on a busy 2-core machine
-MAX_SCREENSHOT_HEIGHT = 20_000  # px; every chapter fits (the longest is ~19 700 px at 1400 px)
+# Screenshots: every view's first screen; the whole page for a view that fails a check, and for
+# every view with TOKENDYNAMICS_SCREENSHOTS=whole (`make screenshots`). A whole-page screenshot
+# repaints the page at its full height: the 19 views take 35-40 s more on a 2-core machine, twice
+# what the checks take, so the test run takes them only where there is something to see.
+WHOLE_PAGES = os.environ.get("TOKENDYNAMICS_SCREENSHOTS", "") == "whole"
+MAX_SCREENSHOT_HEIGHT = 30_000  # px; every chapter fits (the longest is ~26 000 px at 1400 px)
+# The API reference pages are 9 000-66 000 px of entries laid out alike: their top shows the layout.
+REFERENCE_SCREENSHOT_HEIGHT = 6_000
+SCREENSHOT_QUALITY = 80  # JPEG: a quarter of the CPU time of a PNG of a 20 000-px page, text still sharp
 
 
-def _open(browser, server: StaticServer, rel: str, width: int):
-    """Start loading ``rel`` at ``width`` px in a fresh context, offline but for 127.0.0.1."""
+def _screenshot_height(rel: str) -> int:
+    return REFERENCE_SCREENSHOT_HEIGHT if "/api/" in f"/{rel}" else MAX_SCREENSHOT_HEIGHT
+
+
+def _new_context(browser, width: int):
+    """A browser context at ``width`` px (one per width: its pages share the HTTP and code caches)."""
+    return browser.new_context(viewport={"width": width, "height": 900}, device_scale_factor=1, service_workers="block")
+
+
+def _open(context, server: StaticServer, rel: str, width: int):
+    """Start loading ``rel`` in a new page of ``context``, offline but for 127.0.0.1."""
     result = Audit(page=rel, width=width)
-    context = browser.new_context(
-        viewport={"width": width, "height": 900}, device_scale_factor=1, service_workers="block"
-    )
-
-    def route(r):
-        if _local(r.request.url):
-            r.continue_()
-        else:
-            result.external_requests.append({"url": r.request.url, "type": r.request.resource_type})
-            r.abort("blockedbyclient")
-
-    context.route("**/*", route)
     page = context.new_page()
+
+    # the browser's proxy refuses every connection; requests to 127.0.0.1 bypass it (see `browser`)
+    page.on(
+        "request",
+        lambda r: not _local(r.url) and result.external_requests.append({"url": r.url, "type": r.resource_type}),
+    )
     page.on(
         "console",
         lambda m: (
@@ -345,50 +349,91 @@ def _open(browser, server: StaticServer, rel: str, width: int):
     )
     started = time.perf_counter()
     page.goto(f"{server.url}/{rel}", wait_until="commit", timeout=LOAD_TIMEOUT_MS)
-    return result, context, page, started
+    return result, page, started
 
 
-def _finish(opened, screenshot: Path | None, wait_ms: int) -> Audit:
-    """Wait for the load event, collect, screenshot, close the context."""
-    result, context, page, started = opened
+def _finish(opened, screenshot: Path | None, wait_ms: int, whole: Callable[[Audit], bool] | None = None) -> Audit:
+    """Wait for the load event, collect, screenshot, close the page.
+
+    The screenshot is of the whole page (up to its cap) when ``whole(audit)`` says so, else of the
+    first screen, as a reader first sees the page.
+    """
+    result, page, started = opened
     try:
         page.wait_for_load_state("load", timeout=LOAD_TIMEOUT_MS)
         result.data = page.evaluate(COLLECT_JS, {"wait_ms": wait_ms})
+        height = page.evaluate("document.documentElement.scrollHeight")
+        result.data["page_height"] = height
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            height = page.evaluate("document.documentElement.scrollHeight")
-            clip = None
-            if height > MAX_SCREENSHOT_HEIGHT:  # the API page is ~100 000 px: its top only
-                clip = {"x": 0, "y": 0, "width": result.width, "height": MAX_SCREENSHOT_HEIGHT}
-                result.data["screenshot_cut_at"] = MAX_SCREENSHOT_HEIGHT
-            page.screenshot(path=str(screenshot), full_page=True, clip=clip, timeout=LOAD_TIMEOUT_MS)
+            full, clip = whole is not None and whole(result), None
+            if full and height > _screenshot_height(result.page):  # an API reference page: its top only
+                clip = {"x": 0, "y": 0, "width": result.width, "height": _screenshot_height(result.page)}
+                result.data["screenshot_cut_at"] = clip["height"]
+            page.screenshot(
+                path=str(screenshot),
+                full_page=full,
+                clip=clip,
+                type="jpeg",
+                quality=SCREENSHOT_QUALITY,
+                timeout=LOAD_TIMEOUT_MS,
+            )
             result.screenshot = str(screenshot.relative_to(screenshot.parents[1]))
-            result.data["page_height"] = height
+            result.data["screenshot_kind"] = "whole page" if full else "first screen"
     finally:
-        context.close()
+        page.close()
     result.seconds = round(time.perf_counter() - started, 2)
     return result
 
 
 def audit_page(
-    browser, server: StaticServer, rel: str, width: int, screenshot: Path | None = None, wait_ms: int = 15000
+    browser,
+    server: StaticServer,
+    rel: str,
+    width: int,
+    screenshot: Path | None = None,
+    wait_ms: int = 15000,
+    whole: Callable[[Audit], bool] | None = None,
 ) -> Audit:
     """Open ``rel`` at ``width`` px, offline but for 127.0.0.1, and collect everything the checks need."""
-    return _finish(_open(browser, server, rel, width), screenshot, wait_ms)
+    context = _new_context(browser, width)
+    try:
+        return _finish(_open(context, server, rel, width), screenshot, wait_ms, whole)
+    finally:
+        context.close()
 
 
 def audit_pages(
-    browser, server: StaticServer, views, screenshots: Path | None, *, window: int = 2, wait_ms: int = 15000
+    browser,
+    server: StaticServer,
+    views,
+    screenshots: Path | None,
+    *,
+    window: int = 2,
+    wait_ms: int = 15000,
+    whole: Callable[[Audit], bool] | None = None,
 ) -> dict:
-    """Audit ``views`` [(rel, width)], keeping up to ``window`` pages loading at once (one browser)."""
+    """Audit ``views`` [(rel, width)], keeping up to ``window`` pages loading at once (one browser).
+
+    Pages of one width share a context, hence its cache: MathJax's script and fonts are fetched
+    and compiled once, as for a reader moving from page to page. ``whole(audit)`` decides which
+    pages are photographed whole (see :func:`_finish`).
+    """
+    contexts = {}
     pending, active, audits = list(views), [], {}
-    while pending or active:
-        while pending and len(active) < window:
-            rel, width = pending.pop(0)
-            active.append(((rel, width), _open(browser, server, rel, width)))
-        (rel, width), opened = active.pop(0)
-        shot = screenshots / f"{Path(rel).stem}-{width}.png" if screenshots else None
-        audits[(rel, width)] = _finish(opened, shot, wait_ms)
+    try:
+        while pending or active:
+            while pending and len(active) < window:
+                rel, width = pending.pop(0)
+                if width not in contexts:
+                    contexts[width] = _new_context(browser, width)
+                active.append(((rel, width), _open(contexts[width], server, rel, width)))
+            (rel, width), opened = active.pop(0)
+            shot = screenshots / f"{Path(rel).stem}-{width}.jpg" if screenshots else None
+            audits[(rel, width)] = _finish(opened, shot, wait_ms, whole)
+    finally:
+        for context in contexts.values():
+            context.close()
     return audits
 
 
@@ -604,20 +649,7 @@ def check_animations(a: Audit) -> list[str]:
 
 
 def _toc_pages() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-            walk(e.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    return [f"{f}.html" for f in files]
+    return [f"{f}.html" for f in toc_files()]
 
 
 PAGES = _toc_pages()
@@ -628,8 +660,16 @@ VIEW_IDS = [f"{Path(p).stem}-{w}" for p, w in VIEWS]
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    """Headless Chromium whose only proxy is a 127.0.0.1 port that refuses connections.
+
+    Every request to another host fails there (the pages' ``request`` events record it), while
+    127.0.0.1 bypasses the proxy: the book is read offline without routing every request through
+    the test (routing would also switch off the browser's cache).
+    """
+    with socket.socket() as refusing, sync_playwright() as p:
+        refusing.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        proxy = {"server": f"http://127.0.0.1:{refusing.getsockname()[1]}", "bypass": "127.0.0.1"}
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, proxy=proxy)
         try:
             yield b
         finally:
@@ -642,24 +682,33 @@ def book(browser):
     if not (HTML / "index.html").exists():
         pytest.fail("the book is not built: run `make book` first")
     start = time.perf_counter()
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # no screenshot of an earlier build or run
     with StaticServer(HTML) as server:
-        audits = audit_pages(browser, server, VIEWS, SCREENSHOTS)
+        audits = audit_pages(browser, server, VIEWS, SCREENSHOTS, whole=lambda a: WHOLE_PAGES or _has_defect(a))
     total = time.perf_counter() - start
     _write_report(audits, total)
     return audits
 
 
+# what every view must satisfy: behaviour (the test id and the report's key) -> (check, what it finds)
+PAGE_CHECKS = {
+    "mathjax_is_local_and_typesets_without_errors": (check_mathjax, "MathJax problem(s)"),
+    "no_raw_tex_in_visible_text": (find_raw_tex, "raw TeX instance(s)"),
+    "no_internal_labels_in_visible_text": (find_labels, "internal label(s)"),
+    "display_equations_fit_their_column_and_number": (check_equations, "equation layout problem(s)"),
+    "every_image_loads": (check_images, "broken image(s)"),
+    "no_console_errors": (check_console, "console error(s)"),
+    "page_needs_no_network": (check_network, "request(s) off the book"),
+    "animations_fill_the_column_and_have_button_icons": (check_animations, "animation problem(s)"),
+}
+
+
+def _has_defect(a: Audit) -> bool:
+    """Whether any check fails on the view ``a`` (its screenshot is then of the whole page)."""
+    return any(check(a) for check, _ in PAGE_CHECKS.values()) or (a.width == WIDE and bool(check_figure_text(a, HTML)))
+
+
 def _write_report(audits: dict, total: float) -> None:
-    checks = {
-        "mathjax_checks": check_mathjax,
-        "raw_tex": find_raw_tex,
-        "labels": find_labels,
-        "equations": check_equations,
-        "images": check_images,
-        "console": check_console,
-        "network": check_network,
-        "animations": check_animations,
-    }
     report = {"seconds": round(total, 1), "min_text_px": MIN_TEXT_PX, "pages": []}
     for (rel, width), a in audits.items():
         entry = {
@@ -667,6 +716,7 @@ def _write_report(audits: dict, total: float) -> None:
             "width": width,
             "seconds": a.seconds,
             "screenshot": a.screenshot,
+            "screenshot_kind": a.data.get("screenshot_kind"),
             "page_height": a.data.get("page_height"),
             "screenshot_cut_at": a.data.get("screenshot_cut_at"),
             "load_ms": a.data.get("load_ms"),
@@ -675,7 +725,7 @@ def _write_report(audits: dict, total: float) -> None:
             },
             "figure_text": figure_text_sizes(a, HTML),
         }
-        entry.update({name: fn(a) for name, fn in checks.items()})
+        entry.update({name: check(a) for name, (check, _) in PAGE_CHECKS.items()})
         entry["figure_text_failures"] = check_figure_text(a, HTML)
         entry["scrolled_equations"] = scrolled_equations(a)
         entry["raw_tex_in_text_outputs"] = raw_tex_in_text_outputs(a)
@@ -687,39 +737,12 @@ def _assert_none(failures: list[str], what: str, rel: str, width: int):
     assert not failures, f"{rel} at {width} px: {len(failures)} {what}\n  " + "\n  ".join(failures)
 
 
+@pytest.mark.parametrize("behaviour", PAGE_CHECKS)
 @pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_mathjax_is_local_and_typesets_without_errors(book, rel, width):
-    _assert_none(check_mathjax(book[(rel, width)]), "MathJax problem(s)", rel, width)
-
-
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_no_raw_tex_in_visible_text(book, rel, width):
-    _assert_none(find_raw_tex(book[(rel, width)]), "raw TeX instance(s)", rel, width)
-
-
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_no_internal_labels_in_visible_text(book, rel, width):
-    _assert_none(find_labels(book[(rel, width)]), "internal label(s)", rel, width)
-
-
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_display_equations_fit_their_column_and_number(book, rel, width):
-    _assert_none(check_equations(book[(rel, width)]), "equation layout problem(s)", rel, width)
-
-
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_every_image_loads(book, rel, width):
-    _assert_none(check_images(book[(rel, width)]), "broken image(s)", rel, width)
-
-
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_no_console_errors(book, rel, width):
-    _assert_none(check_console(book[(rel, width)]), "console error(s)", rel, width)
-
-
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_page_needs_no_network(book, rel, width):
-    _assert_none(check_network(book[(rel, width)]), "request(s) off the book", rel, width)
+def test_page(book, rel, width, behaviour):
+    """Each view of each page, for each behaviour of ``PAGE_CHECKS`` (the test id names both)."""
+    check, what = PAGE_CHECKS[behaviour]
+    _assert_none(check(book[(rel, width)]), what, rel, width)
 
 
 @pytest.mark.parametrize("rel", PAGES, ids=[Path(p).stem for p in PAGES])
@@ -727,20 +750,18 @@ def test_figure_text_is_legible(book, rel):
     _assert_none(check_figure_text(book[(rel, WIDE)], HTML), "figure(s) with small text", rel, WIDE)
 
 
-@pytest.mark.parametrize(("rel", "width"), VIEWS, ids=VIEW_IDS)
-def test_animations_fill_the_column_and_have_button_icons(book, rel, width):
-    _assert_none(check_animations(book[(rel, width)]), "animation problem(s)", rel, width)
-
-
 def test_screenshots_were_written(book):
+    """Every view has its screenshot: the whole page if a check failed there or if asked for, else its first screen."""
     for (rel, width), a in book.items():
         assert a.screenshot and (BUILD / a.screenshot).stat().st_size > 10_000, f"no screenshot of {rel} at {width}"
+        whole = WHOLE_PAGES or _has_defect(a)
+        assert a.data["screenshot_kind"] == ("whole page" if whole else "first screen"), (rel, width)
 
 
 # --------------------------------------------------------------------------------------------
 # the checks themselves: each one passes on a good synthetic page and fails on a bad one
 
-_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
+_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">
 <style>body {{ margin: 0; }} article {{ width: 770px; padding: 0 20px; }} span.eqno {{ float: right; }}
 .narrow {{ width: 300px; }}
 div.math.over {{ position: relative; }} div.math.over span.eqno {{ position: absolute; right: 0; top: 45%; }}
@@ -897,3 +918,17 @@ def test_mathjax_from_a_cdn_is_reported(synthetic):
     text = "\n".join(problems)
     assert "not loaded from the book's copy" in text and "cdn.jsdelivr.net" in text
     assert "did not finish typesetting" in text and "'\\\\('" in text
+
+
+def test_a_page_with_a_defect_is_photographed_whole_and_a_clean_one_at_its_first_screen(
+    browser, synthetic_site, tmp_path
+):
+    has_defect = lambda a: any(check(a) for check, _ in PAGE_CHECKS.values())  # noqa: E731
+    with StaticServer(synthetic_site) as server:
+        shots = {
+            name: audit_page(browser, server, name, WIDE, tmp_path / f"{name}.jpg", wait_ms=8000, whole=has_defect)
+            for name in ("good.html", "bad.html")
+        }
+    assert shots["good.html"].data["screenshot_kind"] == "first screen"
+    assert shots["bad.html"].data["screenshot_kind"] == "whole page"
+    assert all((tmp_path / f"{name}.jpg").stat().st_size > 1000 for name in shots)

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +45,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import CHROMIUM_ARGS, find_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import explorer_cells as ec  # noqa: E402
@@ -54,14 +55,6 @@ import lab as lab_script  # noqa: E402
 pytestmark = pytest.mark.browser
 
 REQUIRE = os.environ.get("TOKENDYNAMICS_REQUIRE_BROWSER", "") in ("1", "true", "yes")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SERVER_START_TIMEOUT = 120  # s (about 10 s on a loaded 2-core machine)
 RUN_TIMEOUT = 180_000  # ms for the explorer cells of one chapter, all chapters computing side by side
 UPDATE_TIMEOUT = 60_000  # ms for one explorer update to reach the page
@@ -87,15 +80,6 @@ def _missing(message: str):
     pytest.skip(message)
 
 
-def _chromium() -> str | None:
-    return (
-        shutil.which("chromium")
-        or os.environ.get("CHROME_BIN")
-        or shutil.which("chromium-browser")
-        or shutil.which("google-chrome")
-    )
-
-
 @pytest.fixture(scope="module")
 def requirements():
     for module in ("jupyterlab", "jupytext", "jupyterlab_myst", "ipywidgets"):
@@ -103,7 +87,7 @@ def requirements():
             _missing(f"{module} is not installed: pip install -e .[lab]")
     if importlib.util.find_spec("playwright") is None:
         _missing("playwright is not installed: pip install -e .[test]")
-    if _chromium() is None:
+    if find_chromium() is None:
         _missing("chromium not found: apt-get install -y chromium")
 
 
@@ -280,7 +264,7 @@ def page(lab):
 
     with sync_playwright() as p:
         clock = time.monotonic()
-        browser = p.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         try:
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.set_default_timeout(90_000)

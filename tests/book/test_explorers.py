@@ -288,6 +288,28 @@ def test_an_explorer_animates_precomputed_frames_at_the_column_width():
     assert not ex.headline.get_visible()
 
 
+def test_animation_frames_are_palette_pngs_that_keep_the_picture_and_its_text_record():
+    """The frames of a static stand-in are 256-colour PNGs: same size, same picture to a few
+    levels of each channel, the legibility record kept, and lighter than matplotlib's."""
+    from PIL import Image
+
+    from tokendynamics.book.plotting import palette_png
+
+    ex = E.EnergyExplorer(n_times=21)
+    ex.update(a2=0.4)
+    buf = io.BytesIO()
+    meta = {"tokendynamics:text": '{"dpi": 96, "min_pt": 9}'}
+    ex.fig.savefig(buf, format="png", dpi=96, metadata=meta)
+    original = buf.getvalue()
+    light = palette_png(original)
+    a, b = Image.open(io.BytesIO(original)), Image.open(io.BytesIO(light))
+    assert b.mode == "P" and b.size == a.size
+    assert b.text["tokendynamics:text"] == meta["tokendynamics:text"]
+    diff = np.abs(np.asarray(a.convert("RGB"), float) - np.asarray(b.convert("RGB"), float))
+    assert diff.mean() < 2.0 and np.percentile(diff, 99.9) <= 48  # channel levels out of 255
+    assert len(light) < 0.6 * len(original)
+
+
 def test_animation_html_refuses_text_smaller_than_nine_pixels():
     ex = E.EnergyExplorer(n_times=11)
     anim = ex.animate([({}, ex.compute(ex.state))])

@@ -7,7 +7,10 @@ the environment variable ``TOKENDYNAMICS_FIGDIR`` (set by ``scripts/build_book.p
 
 from __future__ import annotations
 
+import base64
+import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,8 @@ from ..particles import angles
 
 __all__ = [
     "BOOK_STYLE",
+    "palette_png",
+    "palette_frames",
     "use_book_style",
     "figure_dir",
     "savefig",
@@ -490,6 +495,68 @@ def smallest_text(fig) -> tuple[float, str]:
     return float(smallest.get_fontsize()), smallest.get_text().strip()
 
 
+_JSHTML_FRAME = re.compile(r'(frames\[\d+\] = "data:image/png;base64,)([^"]*)(")')
+
+
+def palette_png(png: bytes, colors: int = 256) -> bytes:
+    """``png`` re-encoded with a palette of at most ``colors`` colours, its text chunks kept.
+
+    A frame of a token animation (dots, lines and text on white) has a few hundred distinct
+    colours, most of them antialiasing shades: a 256-colour palette (octree, no dithering) keeps
+    it visually identical and makes the file about four times smaller (225 KB to 58 KB for a
+    770 x 800 frame of chapter 1), so a page with two 60-frame animations weighs 5 MB, not 20.
+
+    Parameters
+    ----------
+    png : bytes
+        A PNG file.
+    colors : int
+        Size of the palette (at most 256).
+
+    Returns
+    -------
+    bytes
+        The palette PNG, with the original's ``tEXt`` chunks (matplotlib's ``Software``, the
+        book's ``tokendynamics:text`` legibility record) and resolution.
+    """
+    from PIL import Image, PngImagePlugin
+
+    source = Image.open(io.BytesIO(png))
+    info = PngImagePlugin.PngInfo()
+    for key, value in source.text.items():  # type: ignore[attr-defined]
+        info.add_text(key, value)
+    image: Image.Image = source
+    if image.mode == "RGBA" and image.getchannel("A").getextrema() == (255, 255):
+        image = image.convert("RGB")  # opaque: no alpha in the palette
+    quantized = image.quantize(colors=colors, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    quantized.save(out, format="PNG", optimize=True, pnginfo=info, dpi=source.info.get("dpi", (72, 72)))
+    return out.getvalue()
+
+
+def palette_frames(html: str, colors: int = 256) -> str:
+    """The HTML of a ``to_jshtml`` animation with every PNG frame re-encoded by :func:`palette_png`.
+
+    Parameters
+    ----------
+    html : str
+        What matplotlib's ``Animation.to_jshtml`` returned.
+    colors : int
+        Size of the palette.
+
+    Returns
+    -------
+    str
+        The same player, lighter frames.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        png = base64.b64decode(match[2].replace("\\\n", ""))
+        return match[1] + base64.b64encode(palette_png(png, colors)).decode("ascii") + match[3]
+
+    return _JSHTML_FRAME.sub(replace, html)
+
+
 def animation_html(
     anim, *, width: int = COLUMN_PX, min_text_px: float = MIN_TEXT_PX, default_mode: str = "once"
 ) -> str:
@@ -498,7 +565,8 @@ def animation_html(
     The dpi is chosen so that a frame is ``width`` pixels wide (the book's column: shown at its
     natural size), without a tight bounding box (every frame the same size). Raises ``ValueError`` if
     a text of the figure would be smaller than ``min_text_px`` pixels at that size, checked on the
-    first frame and on the last.
+    first frame and on the last. The frames are 256-colour PNGs (:func:`palette_frames`): a quarter
+    of the weight of matplotlib's, for the same picture.
 
     Parameters
     ----------
@@ -532,7 +600,7 @@ def animation_html(
     with mpl.rc_context({"savefig.dpi": dpi, "savefig.bbox": "standard"}):
         html = anim.to_jshtml(default_mode=default_mode)
     check("last frame")
-    return html
+    return palette_frames(html)
 
 
 def live_widgets() -> bool:

@@ -39,7 +39,7 @@ _PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)%\((?P<name>\w+)\)s[ \t]*$", re.M
 def substitute(doc: str | None, fragments: Mapping[str, str]) -> str | None:
     """Replace each whole-line placeholder ``%(name)s`` of ``doc`` by its fragment.
 
-    Every line of the fragment (dedented with :func:`textwrap.dedent`) is indented like the
+    Every line of the fragment (dedented with ``textwrap.dedent``) is indented like the
     placeholder, so a multi-line Parameters entry or References paragraph lands at the right
     depth of the numpydoc section it is written in.
 

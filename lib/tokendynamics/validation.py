@@ -55,6 +55,8 @@ _BETA = "beta : float\n    Inverse temperature."
 
 #: Numpydoc entries of parameters that this module checks, written once for the docstrings of
 #: the whole library (``@fill_doc(PARAMETER_DOCS)``, see :func:`~tokendynamics.docstrings.fill_doc`).
+#:
+#: :meta hide-value:
 PARAMETER_DOCS = {
     "beta": _BETA,
     "matrices2": _MATRICES2,

@@ -50,6 +50,7 @@ from matplotlib.figure import Figure
 
 from ..docstrings import fill_doc
 from ..errors import BlowUpError, ConvergenceError, NonFiniteError, TokenDynamicsError
+from ..validation import PARAMETER_DOCS
 from .plotting import BOOK_STYLE, live_widgets
 
 __all__ = [
@@ -64,6 +65,8 @@ __all__ = [
 ]
 
 #: Numpydoc fragments the explorers share (``@fill_doc(EXPLORER_DOC)``, :mod:`tokendynamics.docstrings`).
+#:
+#: :meta hide-value:
 EXPLORER_DOC = {
     "mode": """\
         mode : {"fast", "full"}
@@ -77,12 +80,8 @@ EXPLORER_DOC = {
     "result": """\
         result : object
             What :meth:`compute` returned.""",
-    "AV": """\
-        A, V : array (2, 2)
-            Score and value matrices.""",
-    "beta": """\
-        beta : float
-            Inverse temperature.""",
+    "AV": PARAMETER_DOCS["matrices2"],
+    "beta": PARAMETER_DOCS["beta"],
 }
 
 ExplorerT = TypeVar("ExplorerT", bound="Explorer")

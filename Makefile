@@ -89,22 +89,23 @@ test-book: setup
 #  - the built book as a reader sees it (markers browser and book): _build/browser-report.json and
 #    _build/screenshots/ (each page's first screen; the whole page where a check fails);
 #    `make screenshots` runs the same checks with every page photographed whole (~35 s more).
+# Each runs its one file (collecting the whole suite with its doctests takes ~10 s).
 # TOKENDYNAMICS_REQUIRE_BROWSER=1: a missing chromium or JupyterLab fails the run instead of skipping.
 test-lab: browser-setup
-	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book"
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book" tests/test_lab.py
 
 test-browser: browser-setup
-	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
 
 screenshots: browser-setup
-	TOKENDYNAMICS_SCREENSHOTS=whole TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
+	TOKENDYNAMICS_SCREENSHOTS=whole TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
 
 test: setup browser-setup lint
 	$(BIN)/python -m pytest -m "not book and not browser"
-	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book"
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book" tests/test_lab.py
 	$(BIN)/python scripts/build_book.py all
 	$(BIN)/python -m pytest -m "book and not browser"
-	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book"
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
 
 chapter: setup
 	@test -n "$(NAME)" || { echo "usage: make chapter NAME=<chapter> [PARAMS='-p key value ...']"; exit 2; }

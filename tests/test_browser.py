@@ -259,6 +259,21 @@ async ({wait_ms}) => {
                         mode, box_left: bx.left, box_right: bx.right, box_width: bx.width,
                         column_left: col.left, column_right: col.right, overlap, ...describe(block)});
   });
+  // inline formulas in table cells (MathJax never breaks them): each must fit its cell, or scroll in it
+  out.inline_in_cells = [];
+  document.querySelectorAll('td mjx-container:not([display="true"]), th mjx-container:not([display="true"])').forEach((c) => {
+    const cell = c.closest('td, th');
+    let box = c;
+    for (let e = c; e && e !== cell; e = e.parentElement) {
+      const ox = getComputedStyle(e).overflowX;
+      if (ox === 'auto' || ox === 'scroll') { box = e; break; }
+    }
+    const r = box.getBoundingClientRect(), cr = cell.getBoundingClientRect();
+    if (r.width > 0 && (r.right > cr.right + 1 || r.left < cr.left - 1)) {
+      out.inline_in_cells.push({tex: cut(texOf.get(c), 160), width: r.width, cell_width: cr.width,
+                                scrolls: box !== c, ...describe(cell)});
+    }
+  });
 
   // ---- images, figures, animations
   out.images = imgs.map((i) => ({src: i.currentSrc || i.src, complete: i.complete, natural_width: i.naturalWidth,
@@ -496,7 +511,8 @@ def find_labels(a: Audit) -> list[str]:
 
 def check_equations(a: Audit) -> list[str]:
     """A display formula must fit its block, or sit in a box that scrolls horizontally (nothing is
-    lost), and that box must stay inside the column; its number must not overlap it."""
+    lost), and that box must stay inside the column; its number must not overlap it. An inline
+    formula in a table cell must fit the cell, or scroll inside it."""
     out = []
     for eq in a.data.get("equations", []):
         label = f"{eq['eqno'] or 'unnumbered'} {_where(eq)} {eq['tex'][:90]!r}"
@@ -513,6 +529,11 @@ def check_equations(a: Audit) -> list[str]:
                 )
         if eq["overlap"] > 0:
             out.append(f"equation {label}: its number overlaps the formula by {eq['overlap']:.0f} px")
+    for m in a.data.get("inline_in_cells", []):
+        out.append(
+            f"inline formula {_where(m)} {m['tex'][:90]!r}: {m['width']:.0f} px wide in a {m['cell_width']:.0f} px "
+            "table cell (it runs under the next cell)"
+        )
     return out
 
 
@@ -766,7 +787,9 @@ _PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" hre
 .narrow {{ width: 300px; }}
 div.math.over {{ position: relative; }} div.math.over span.eqno {{ position: absolute; right: 0; top: 45%; }}
 div.math.flex {{ display: flex; flex-direction: row-reverse; overflow: hidden; }}
-div.math.flex mjx-container {{ flex-grow: 1; overflow: auto; }} .anim-buttons svg {{ width: 12px; height: 12px; }}</style>
+div.math.flex mjx-container {{ flex-grow: 1; overflow: auto; }} .anim-buttons svg {{ width: 12px; height: 12px; }}
+table.cells {{ table-layout: fixed; width: 300px; }} table.cells td {{ width: 100px; }}
+td.scroll mjx-container {{ display: inline-block; max-width: 100%; overflow-x: auto; overflow-y: hidden; }}</style>
 <script>window.MathJax = {{tex: {{macros: {{R: "\\\\mathbb{{R}}"}}}}}};</script>
 <script defer src="{mathjax}"></script>
 </head><body><article><section id="s1">
@@ -777,6 +800,7 @@ _GOOD_BODY = r"""
 <p>A token \(x_i \in \R^d\) moves; inline math is typeset and the identifier gaussian_F5 is not a label.</p>
 <div class="math"><span class="eqno">(1)</span>\[\dot x_i = \frac{1}{n}\sum_j x_j\]</div>
 <div class="math flex narrow"><span class="eqno">(5)</span>\[g_1 + g_2 + g_3 + g_4 + g_5 + g_6 + g_7 + g_8 + g_9 + g_{10} + g_{11} + g_{12} + g_{13} + g_{14} = h\]</div>
+<table class="cells"><tr><td class="scroll">\(t_1 + t_2 + t_3 + t_4 + t_5 + t_6 + t_7 + t_8 + t_9 + t_{10}\)</td><td>next</td></tr></table>
 <figure><img src="_images/good.png" alt="good figure"><figcaption>A legible figure.</figcaption></figure>
 <div class="cell_input"><pre>settings("F5")  # C16: code is code</pre></div>
 <div class="animation"><img src="{frame}" style="width: 100%"><div class="anim-buttons">
@@ -789,6 +813,7 @@ _BAD_BODY = r"""
 <div class="math narrow"><span class="eqno">(2)</span>\[a_1 + a_2 + a_3 + a_4 + a_5 + a_6 + a_7 + a_8 + a_9 + a_{10} + a_{11} + a_{12} + a_{13} + a_{14} = b\]</div>
 <div class="math narrow" style="overflow: hidden"><span class="eqno">(3)</span>\[c_1 + c_2 + c_3 + c_4 + c_5 + c_6 + c_7 + c_8 + c_9 + c_{10} + c_{11} + c_{12} + c_{13} + c_{14} = d\]</div>
 <div class="math over"><span class="eqno">(4)</span>\[e_1 + e_2 + e_3 + e_4 + e_5 + e_6 + e_7 + e_8 + e_9 + e_{10} + e_{11} + e_{12} + e_{13} + e_{14} + e_{15} + e_{16} + e_{17} + e_{18} + e_{19} + e_{20} + e_{21} + e_{22} = f\]</div>
+<table class="cells"><tr><td>\(u_1 + u_2 + u_3 + u_4 + u_5 + u_6 + u_7 + u_8 + u_9 + u_{10}\)</td><td>next</td></tr></table>
 <figure><img src="_images/small.png" style="width: 50%"><figcaption>Tiny text.</figcaption></figure>
 <img src="_images/missing.png" alt="missing"><img src="http://example.invalid/remote.png" alt="remote">
 <div class="animation"><img src="{frame}" style="width: 200px"><div class="anim-buttons">
@@ -867,7 +892,7 @@ def _all_checks(a: Audit, root: Path) -> dict[str, list[str]]:
 
 def test_every_check_passes_on_a_good_page(synthetic, synthetic_site):
     good = synthetic["good.html"]
-    assert good.data["mathjax"]["typeset"] and good.data["mathjax"]["containers"] == 3
+    assert good.data["mathjax"]["typeset"] and good.data["mathjax"]["containers"] == 4
     failures = {k: v for k, v in _all_checks(good, synthetic_site).items() if v}
     assert not failures, failures
     assert len(scrolled_equations(good)) == 1  # (5) scrolls sideways: allowed, reported
@@ -897,6 +922,7 @@ def test_every_check_fails_on_a_bad_page(synthetic, synthetic_site):
         "clipped",
         "(4)",
         "number overlaps",
+        "table cell",
         "_images/missing.png",
         "example.invalid",
         "boom from the page",

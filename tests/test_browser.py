@@ -869,11 +869,17 @@ def synthetic_site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def synthetic(browser, synthetic_site):
+    """Audits of the synthetic pages, photographed like the book's (whole where a check fails)."""
+    shots = synthetic_site / "screenshots"
     with StaticServer(synthetic_site) as server:
         return {
-            name: audit_page(browser, server, name, WIDE, wait_ms=8000)
+            name: audit_page(browser, server, name, WIDE, shots / f"{name}.jpg", wait_ms=8000, whole=_fails_a_check)
             for name in ("good.html", "bad.html", "cdn.html")
         }
+
+
+def _fails_a_check(a: Audit) -> bool:
+    return any(check(a) for check, _ in PAGE_CHECKS.values())
 
 
 def _all_checks(a: Audit, root: Path) -> dict[str, list[str]]:
@@ -946,15 +952,7 @@ def test_mathjax_from_a_cdn_is_reported(synthetic):
     assert "did not finish typesetting" in text and "'\\\\('" in text
 
 
-def test_a_page_with_a_defect_is_photographed_whole_and_a_clean_one_at_its_first_screen(
-    browser, synthetic_site, tmp_path
-):
-    has_defect = lambda a: any(check(a) for check, _ in PAGE_CHECKS.values())  # noqa: E731
-    with StaticServer(synthetic_site) as server:
-        shots = {
-            name: audit_page(browser, server, name, WIDE, tmp_path / f"{name}.jpg", wait_ms=8000, whole=has_defect)
-            for name in ("good.html", "bad.html")
-        }
-    assert shots["good.html"].data["screenshot_kind"] == "first screen"
-    assert shots["bad.html"].data["screenshot_kind"] == "whole page"
-    assert all((tmp_path / f"{name}.jpg").stat().st_size > 1000 for name in shots)
+def test_a_page_with_a_defect_is_photographed_whole_and_a_clean_one_at_its_first_screen(synthetic, synthetic_site):
+    assert synthetic["good.html"].data["screenshot_kind"] == "first screen"
+    assert synthetic["bad.html"].data["screenshot_kind"] == "whole page"
+    assert all((synthetic_site / a.screenshot).stat().st_size > 1000 for a in synthetic.values())

@@ -482,22 +482,23 @@ def check_mathjax(a: Audit) -> list[str]:
     return out
 
 
-def find_raw_tex(a: Audit) -> list[str]:
+def _raw_tex(a: Audit, where: str) -> list[str]:
+    """Raw TeX in the text blocks of kind ``where`` ("tex": visible prose, "outtex": text outputs)."""
     out = []
-    for block in a.data.get("text", {}).get("tex", []):
+    for block in a.data.get("text", {}).get(where, []):
         for m in RAW_TEX.finditer(block["text"]):
             out.append(f"{m.group(0)!r} {_where(block)}: {_snippet(block['text'], m)}")
     return out
+
+
+def find_raw_tex(a: Audit) -> list[str]:
+    return _raw_tex(a, "tex")
 
 
 def raw_tex_in_text_outputs(a: Audit) -> list[str]:
     """Raw TeX in the text outputs of code cells (streams, text/plain): visible, but not a failure
     (the check excludes pre/code); reported so that printed tables can be made readable."""
-    out = []
-    for block in a.data.get("text", {}).get("outtex", []):
-        for m in RAW_TEX.finditer(block["text"]):
-            out.append(f"{m.group(0)!r} {_where(block)}: {_snippet(block['text'], m)}")
-    return out
+    return _raw_tex(a, "outtex")
 
 
 def find_labels(a: Audit) -> list[str]:

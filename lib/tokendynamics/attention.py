@@ -554,11 +554,13 @@ class LayerStack(_LayerParameters):
         Parameters
         ----------
         b : int
-            Index of the system.
+            Which of the B layers (``0 <= b < B``; a negative index counts from the end).
 
         Returns
         -------
         Attention
+            One layer: entry b of ``A`` (or of ``Q`` and ``K``), ``V`` and ``beta``, with the options
+            the stack shares (mask, bias, Sinkhorn settings).
         """
         if self.Q is not None:
             return Attention(

@@ -293,6 +293,7 @@ def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: f
     Returns
     -------
     Schedule
+        ``ceil(T / every)`` pieces, each a stack of ``size`` layers.
 
     References
     ----------
@@ -365,11 +366,13 @@ class BatchTrajectory(Frames):
         Parameters
         ----------
         b : int
-            Index of the system.
+            Which system of the batch, from 0 to B - 1.
 
         Returns
         -------
         Trajectory
+            Its times, frames and layer (one :class:`~tokendynamics.attention.Attention` when the
+            batch ran a :class:`~tokendynamics.attention.LayerStack`).
         """
         b = int(b)
         tb = self.blowup_time[b]

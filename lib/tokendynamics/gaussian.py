@@ -724,6 +724,8 @@ def solve_covariance_batch(
     Returns
     -------
     CovarianceBatch
+        Per member: status, blow-up and pole times, trace-level crossing times, the last covariance
+        and, if ``t_eval`` was given, the stored covariances.
 
     References
     ----------
@@ -1028,16 +1030,21 @@ def clustering_condition_search(
     d : int
         Dimension.
     value : {"symmetric", "positive", "general"}
+        Family of the value matrix (see above).
     start : {"identity", "random"}
+        Initial covariance: :math:`I`, or a random :math:`LL^\top/d`.
     T : float
         Horizon (a draw that has not blown up by ``T`` counts as no blow-up).
     seed : int or Generator
+        Seed of the one generator that draws every candidate.
     blowup_trace, rtol, atol : float
         Passed to :func:`solve_covariance_batch`.
 
     Returns
     -------
     ConditionSearch
+        The kept draws, the largest eigenvalue of the condition matrix in each reading, which
+        draws count for which reading, and which of them blew up (and when).
 
     References
     ----------

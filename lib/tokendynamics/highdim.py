@@ -189,12 +189,13 @@ class MatrixCase:
         Parameters
         ----------
         kind : str
-            One of :data:`VARIANTS`.
+            The attention variant, one of :data:`VARIANTS` (linear, unnormalised softmax, softmax).
         %(beta)s
 
         Returns
         -------
         Attention
+            A new layer with this case's :math:`A` and :math:`V` (``kind`` and ``beta`` are checked there).
         """
         return Attention(kind, A=self.A, V=self.V, beta=beta)
 
@@ -837,6 +838,8 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
     Returns
     -------
     RunSummary
+        The order parameters, top eigenpair, means and plane order parameters at every stored time,
+        and the first and last tokens.
 
     References
     ----------
@@ -910,6 +913,7 @@ def run_variant(
     Returns
     -------
     RunSummary
+        The run summarised by :func:`summarize`, with its wall time in ``seconds``.
 
     References
     ----------

@@ -209,10 +209,10 @@ def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e
     Parameters
     ----------
     A : array_like (d, d)
-        The matrix.
+        The matrix, symmetric up to round-off.
     %(name_size)s
     tol : float
-        Relative tolerance on :math:`|A-A^\\top|`.
+        Largest accepted :math:`\\max_{ij}|A-A^\\top|_{ij}`, relative to :math:`\\max(1,\\max_{ij}|A_{ij}|)`.
 
     Returns
     -------
@@ -249,10 +249,11 @@ def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float =
     Parameters
     ----------
     S : array_like (d, d)
-        The covariance.
+        A covariance matrix.
     %(name_size)s
     tol : float
-        Relative tolerance on the asymmetry and on negative eigenvalues.
+        Relative tolerance, both on the asymmetry (as in :func:`validate_symmetric`) and on a
+        negative eigenvalue (relative to the largest entry).
 
     Returns
     -------
@@ -312,7 +313,7 @@ def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | Non
     Parameters
     ----------
     weights : array_like (n,) or None
-        Masses.
+        Masses of the tokens (None: uniform).
     n : int
         Number of tokens.
     %(name)s
@@ -372,7 +373,7 @@ def validate_positions(positions, n: int) -> np.ndarray:
     Parameters
     ----------
     positions : array_like (n,) or None
-        Positions.
+        Positions of the tokens in the sequence (None: ``0, 1, ..., n-1``).
     n : int
         Number of tokens.
 
@@ -618,6 +619,7 @@ def validate_solver(method, name: str = "solver") -> str:
     Returns
     -------
     str
+        ``method`` itself.
 
     %(raises)s
     """

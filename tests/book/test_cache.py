@@ -116,7 +116,14 @@ def test_the_fingerprint_covers_every_module_of_the_package(tmp_path, monkeypatc
     base = cache.fingerprint(root=copy)
     assert base == cache.fingerprint()  # the copy has the same sources
     sources = cache.package_sources(copy)
-    assert {p.name for p in sources} >= {"gaussian.py", "attention.py", "cache.py", "experiments.py", "validation.py"}
+    assert {p.name for p in sources} >= {
+        "gaussian.py",
+        "attention.py",
+        "cache.py",
+        "experiments.py",
+        "experiments.toml",
+        "validation.py",
+    }
     for path in sources:  # editing any module, the book layer included, changes the fingerprint
         text = path.read_text(encoding="utf-8")
         path.write_text(text + "\n# edited\n", encoding="utf-8")

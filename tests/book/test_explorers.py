@@ -246,7 +246,10 @@ def test_every_explorer_function_takes_and_documents_the_arguments_of_its_class(
         assert list(inspect.signature(make).parameters) == list(inspect.signature(cls).parameters)
         doc = inspect.cleandoc(make.__doc__)
         assert doc.startswith("Chapter 0") and f"Returns\n-------\n{cls.__name__} or None" in doc
-        assert "**values\n    Initial values of the controls." in doc and "Book: ``chapters/" in doc
+        assert "**values\n    Initial values of the controls." in doc
+        # the references name the paper, the chapter the explorer runs in and its library call
+        refs = doc.split("References\n----------\n")[1]
+        assert refs.startswith("Paper ") and "``chapters/0" in refs and "_update`" in refs
 
 
 def test_the_widgets_show_the_controls_a_status_line_and_the_image(monkeypatch):

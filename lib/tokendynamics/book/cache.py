@@ -6,11 +6,12 @@ arrays with the parameters and the fingerprint, and returns them. A reader can a
 produced a cached file (:func:`describe`).
 
 * **What invalidates a result.** The fingerprint (:func:`fingerprint`) is a hash of the source of
-  the *whole* ``tokendynamics`` package (every ``.py`` file, sorted by path, with its path), plus
-  the source of any extra objects passed as ``code`` (e.g. a function defined outside the
-  package). Listing by hand the functions a result depends on missed some (a change of
-  ``gaussian.covariance_eigenvalues`` left the rank histograms stale); hashing the package cannot
-  miss one, at the price of recomputing after any change of the library.
+  the *whole* ``tokendynamics`` package (every ``.py`` file and the parameter table
+  ``experiments.toml``, sorted by path, with its path), plus the source of any extra objects passed
+  as ``code`` (e.g. a function defined outside the package). Listing by hand the functions a result
+  depends on missed some (a change of ``gaussian.covariance_eigenvalues`` left the rank histograms
+  stale); hashing the package cannot miss one, at the price of recomputing after any change of the
+  library.
 * **Integrity.** The metadata stores a SHA-256 of the arrays (names, dtypes, shapes and bytes),
   checked on every load. A truncated, empty, garbage or tampered file is recomputed and replaced,
   with a :class:`CacheWarning` naming the file.
@@ -88,7 +89,7 @@ def _jsonable(obj: Any):
 
 
 def package_sources(root: Path | None = None) -> list[Path]:
-    """Every ``.py`` file of the package (``PACKAGE_ROOT`` unless ``root`` is given), sorted by relative path.
+    """Every ``.py`` file of the package and its ``.toml`` parameter table, sorted by relative path.
 
     Parameters
     ----------
@@ -100,15 +101,15 @@ def package_sources(root: Path | None = None) -> list[Path]:
     list of pathlib.Path
     """
     root = PACKAGE_ROOT if root is None else Path(root)
-    files = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
+    files = [p for pattern in ("*.py", "*.toml") for p in root.rglob(pattern) if "__pycache__" not in p.parts]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
 def fingerprint(code: Iterable[Any] = (), *, root: Path | None = None) -> str:
     """SHA-256 (first 16 hex digits) of the package's source files and of the source of the extra ``code`` objects.
 
-    Every ``.py`` file of the package enters with its path relative to the package, so editing,
-    adding, removing or renaming any module changes the fingerprint.
+    Every ``.py`` (and ``.toml``) file of the package enters with its path relative to the package,
+    so editing, adding, removing or renaming any module changes the fingerprint.
 
     Parameters
     ----------
@@ -262,7 +263,7 @@ def describe(name: str) -> dict:
     Parameters
     ----------
     name : str
-        File stem.
+        Stem of a file in ``data/``, e.g. ``"gaussian_F6_softmax-identity"``.
 
     Returns
     -------

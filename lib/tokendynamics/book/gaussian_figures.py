@@ -144,7 +144,7 @@ def _mixed_sign_QK(rs):
 def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
     """Matrices, layers, initial grid and projected-Euler settings of one cone figure of the authors' code.
 
-    Numbers live in ``tokendynamics.experiments.EXPERIMENTS`` under ``gaussian_<name>``; the
+    Numbers live in the table ``tokendynamics/book/experiments.toml`` under ``gaussian_<name>``; the
     random matrices are redrawn with :func:`legacy_rng` in the official call order.
     """
     p = settings(f"gaussian_{name}", mode)

@@ -43,12 +43,13 @@ def matrix_tex(M) -> str:
 
     Parameters
     ----------
-    M : array (2, 2)
-        The matrix.
+    M : array_like (2, 2)
+        A real matrix (a score or value matrix of the regime tables).
 
     Returns
     -------
     str
+        Inline TeX, dollar signs included.
 
     Examples
     --------

@@ -48,7 +48,6 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..docstrings import fill_doc
 from ..errors import BlowUpError, ConvergenceError, NonFiniteError, TokenDynamicsError
 from ..validation import PARAMETER_DOCS
 from .plotting import BOOK_STYLE, live_widgets
@@ -74,12 +73,6 @@ EXPLORER_DOC = {
     "values": """\
         **values
             Initial values of the controls.""",
-    "state": """\
-        state : dict
-            Control values.""",
-    "result": """\
-        result : object
-            What :meth:`compute` returned.""",
     "AV": PARAMETER_DOCS["matrices2"],
     "beta": PARAMETER_DOCS["beta"],
 }
@@ -222,11 +215,13 @@ def error_message(err: BaseException) -> str:
     Parameters
     ----------
     err : BaseException
-        The error.
+        What the library raised: a :class:`~tokendynamics.errors.TokenDynamicsError` (blow-up,
+        no convergence, non-finite values), a ``ValueError`` for a value out of range, or anything else.
 
     Returns
     -------
     str
+        ``"<what>: <message>"``, the message on one line and cut at 240 characters.
 
     Examples
     --------
@@ -373,13 +368,13 @@ class Explorer:
 
     # ---- what a chapter's explorer implements ------------------------------------------------------
 
-    @fill_doc(EXPLORER_DOC)
     def compute(self, state: dict) -> Any:
         """The library call for ``state`` (a pure ``*_update`` function); may raise.
 
         Parameters
         ----------
-        %(state)s
+        state : dict
+            Control name -> value, every value already within its control's range.
 
         Returns
         -------
@@ -398,43 +393,47 @@ class Explorer:
         """
         raise NotImplementedError
 
-    @fill_doc(EXPLORER_DOC)
     def draw(self, result: Any, state: dict) -> None:
         """Put ``result`` into the artists made by :meth:`setup` (in place).
 
         Parameters
         ----------
-        %(result)s
-        %(state)s
+        result : object
+            What :meth:`compute` returned for ``state``.
+        state : dict
+            The control values ``result`` was computed for (for titles and labels).
         """
         raise NotImplementedError
 
-    @fill_doc(EXPLORER_DOC)
     def describe(self, result: Any, state: dict) -> str:
         """The status line for a computed ``result``.
 
         Parameters
         ----------
-        %(result)s
-        %(state)s
+        result : object
+            The computed result (never an error: errors have their own status line).
+        state : dict
+            The control values it was computed for.
 
         Returns
         -------
         str
+            One line in the reader's words (empty: no status line).
         """
         return ""
 
-    @fill_doc(EXPLORER_DOC)
     def uses(self, state: dict) -> Iterable[str]:
         """Names of the controls that matter in ``state`` (default: all); the others are hidden.
 
         Parameters
         ----------
-        %(state)s
+        state : dict
+            Control name -> value (a choice may make other controls irrelevant).
 
         Returns
         -------
         iterable of str
+            Control names, a subset of those in :attr:`controls`.
         """
         return [c.name for c in self.controls]
 
@@ -444,17 +443,18 @@ class Explorer:
 
     # ---- the framework ----------------------------------------------------------------------------
 
-    @fill_doc(EXPLORER_DOC)
     def key(self, state: dict) -> Hashable:
         """The cache key of ``state``: the values of the controls it uses.
 
         Parameters
         ----------
-        %(state)s
+        state : dict
+            Control name -> value; the names outside :meth:`uses` do not enter the key.
 
         Returns
         -------
         tuple
+            ``(name, value)`` pairs sorted by name.
         """
         return tuple((name, state[name]) for name in sorted(self.uses(state)))
 
@@ -475,6 +475,7 @@ class Explorer:
         Returns
         -------
         object
+            The cached value, or what ``compute()`` returned (then cached).
         """
         cache = self._memo.setdefault(tag, _LRU(size))
         hit, value = cache.get(key)
@@ -483,17 +484,18 @@ class Explorer:
             cache.put(key, value)
         return value
 
-    @fill_doc(EXPLORER_DOC)
     def result_for(self, state: dict) -> Any:
         """The (cached) result of :meth:`compute` for ``state``; raises the (cached) library error.
 
         Parameters
         ----------
-        %(state)s
+        state : dict
+            Control name -> value; looked up by :meth:`key`.
 
         Returns
         -------
         object
+            :meth:`compute`'s result, from the cache when an equal key was computed before.
         """
         key = self.key(state)
         hit, value = self._cache.get(key)
@@ -683,14 +685,14 @@ class Explorer:
 
     # ---- the static stand-in ------------------------------------------------------------------------
 
-    @fill_doc(EXPLORER_DOC)
     def frame(self, state: dict, result: Any, headline: str | None = None) -> None:
         """Draw a precomputed ``result`` for ``state`` (a frame of :meth:`animate`) under a headline
         (:meth:`describe`, or ``headline``).
 
         Parameters
         ----------
-        %(state)s
+        state : dict
+            Control values of the frame (those not given keep their current value).
         result : object
             A precomputed result.
         headline : str, optional

@@ -74,7 +74,8 @@ class ConeExplorer(Explorer):
 
     References
     ----------
-    Book: ``chapters/02_gaussian_preservation.md``.
+    Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian mean/covariance equations; book:
+    ``chapters/02_gaussian_preservation.md``, where the explorer runs :func:`cone_update`.
     """
 
     controls = (

@@ -78,7 +78,8 @@ class EnergyExplorer(Explorer):
 
     References
     ----------
-    Book: ``chapters/03_gradient_flow.md``.
+    Paper 1 (Castin et al., arXiv:2501.18322), the gradient-flow structure; book:
+    ``chapters/03_gradient_flow.md``, where the explorer runs :func:`energy_update`.
     """
 
     controls = (

@@ -126,7 +126,8 @@ class HighdimExplorer(Explorer):
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md``.
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
+    ``chapters/05_high_dimensional.md``, where the explorer runs :func:`highdim_update`.
     """
 
     controls = (

@@ -97,7 +97,8 @@ class RegimesExplorer(Explorer):
 
     References
     ----------
-    Book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), the regimes of linear attention on the circle; book:
+    ``chapters/04_kuramoto_regimes.md``, where the explorer runs :func:`regimes_update`.
     """
 
     controls = (

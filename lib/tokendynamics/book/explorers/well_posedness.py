@@ -80,7 +80,8 @@ class VariantsExplorer(Explorer):
 
     References
     ----------
-    Book: ``chapters/01_well_posedness.md``.
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book:
+    ``chapters/01_well_posedness.md``, where the explorer runs :func:`variants_update`.
     """
 
     controls = (

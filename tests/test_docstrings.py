@@ -65,3 +65,101 @@ def test_no_public_docstring_keeps_an_unfilled_placeholder():
         except KeyError:
             left.append(name)
     assert not left, left
+
+
+# ---- every public function documents its parameters, what it returns and where it comes from ----
+
+_SECTION_UNDERLINE = "-"
+
+
+def _sections(doc: str) -> dict[str, list[str]]:
+    """Numpydoc sections of a (cleaned) docstring: title -> its lines."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    out: dict[str, list[str]] = {}
+    current = None
+    for k, line in enumerate(lines):
+        following = lines[k + 1] if k + 1 < len(lines) else ""
+        if line.strip() and following.strip() and set(following.strip()) == {_SECTION_UNDERLINE}:
+            current = line.strip()
+            out[current] = []
+        elif current is not None and not (set(line.strip()) == {_SECTION_UNDERLINE}):
+            out[current].append(line)
+    return out
+
+
+def _documented_parameters(section: list[str]) -> set[str]:
+    """Names of the entries of a Parameters section (``a, b : float`` names two; ``**kw`` is kw)."""
+    names: set[str] = set()
+    for line in section:
+        if line and not line[0].isspace():
+            head = line.split(" : ")[0]
+            names |= {n.strip().lstrip("*") for n in head.split(",") if n.strip()}
+    return names
+
+
+def _returns_a_value(func) -> bool:
+    """True if the function's own body has a ``return <value>`` (nested functions do not count)."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    root = tree.body[0]
+    stack = list(ast.iter_child_nodes(root))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _public_functions():
+    for info in pkgutil.walk_packages(tokendynamics.__path__, "tokendynamics."):
+        module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", []):
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) and obj.__module__ == info.name:
+                yield f"{info.name}.{name}", obj
+
+
+#: Modules of the core that hold no mathematics of their own (checks, errors, docstring tools):
+#: their functions need no References section. Neither do the book layer's (figures, caches, widgets).
+_NO_REFERENCES = {"tokendynamics.validation", "tokendynamics.errors", "tokendynamics.docstrings"}
+
+
+def docstring_gaps() -> dict[str, list[str]]:
+    """Public function -> what its docstring lacks: undocumented parameters, a Returns section for a
+    function that returns a value, and (in the mathematics) a References section."""
+    gaps = {}
+    for name, func in _public_functions():
+        sections = _sections(func.__doc__)
+        missing = []
+        params = [p for p in inspect.signature(func).parameters]
+        undocumented = [p for p in params if p not in _documented_parameters(sections.get("Parameters", []))]
+        if undocumented:
+            missing.append("parameters " + ", ".join(undocumented))
+        if _returns_a_value(func) and not ({"Returns", "Yields"} & set(sections)):
+            missing.append("Returns")
+        module = name.rsplit(".", 1)[0]
+        if (
+            module not in _NO_REFERENCES
+            and not module.startswith("tokendynamics.book")
+            and "References" not in sections
+        ):
+            missing.append("References")
+        if missing:
+            gaps[name] = missing
+    return gaps
+
+
+def test_every_public_function_documents_parameters_returns_and_references():
+    """The house rule of the package (and of its API pages): every public function says what each
+    parameter is, what it returns, and where the formula comes from (the paper, the book's chapter)."""
+    gaps = docstring_gaps()
+    assert not gaps, "\n".join(f"{name}: {'; '.join(m)}" for name, m in sorted(gaps.items()))

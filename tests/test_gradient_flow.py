@@ -67,6 +67,14 @@ def cloud(rng, n=40, d=2):
     return X, w / w.sum()
 
 
+def position_derivative(energy, X, i, a, h):
+    """Central difference of ``energy`` in the coordinate ``a`` of token ``i``: (E(X + h e) - E(X - h e)) / 2h."""
+    Xp, Xm = X.copy(), X.copy()
+    Xp[i, a] += h
+    Xm[i, a] -= h
+    return (energy(Xp) - energy(Xm)) / (2 * h)
+
+
 def _sinkhorn_case(seed, d=3):
     rng = np.random.default_rng(seed)
     return rng.standard_normal(d), spd(rng, d), sym(rng, d), 0.4 + rng.random(), spd(rng, d)
@@ -139,10 +147,7 @@ def test_first_variation_gradient_matches_finite_differences_in_the_positions(sy
     h = 1e-6
     for i in (0, 7, 19):
         for a in range(2):
-            Xp, Xm = X.copy(), X.copy()
-            Xp[i, a] += h
-            Xm[i, a] -= h
-            fd = (interaction_energy(Xp, A, w) - interaction_energy(Xm, A, w)) / (2 * h)
+            fd = position_derivative(lambda Y: interaction_energy(Y, A, w), X, i, a, h)
             assert fd == pytest.approx(w[i] * g[i, a], rel=1e-6, abs=1e-10)
     # and the gradient of the first variation at other points, by differences of first_variation
     P = rng.standard_normal((3, 2))
@@ -519,10 +524,7 @@ def test_sinkhorn_energy_empirical_gradient_is_minus_the_sinkhorn_field():
     h = 1e-5
     for i in (0, 13, 31):
         for a in range(2):
-            Xp, Xm = X.copy(), X.copy()
-            Xp[i, a] += h
-            Xm[i, a] -= h
-            fd = (sinkhorn_energy_empirical(Xp, A, eps, w) - sinkhorn_energy_empirical(Xm, A, eps, w)) / (2 * h)
+            fd = position_derivative(lambda Y: sinkhorn_energy_empirical(Y, A, eps, w), X, i, a, h)
             assert fd == pytest.approx(-w[i] * G[i, a], rel=1e-5, abs=1e-10)
 
 

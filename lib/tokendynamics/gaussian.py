@@ -1579,14 +1579,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
     cov0 = validate_covariance(cov0, "cov0", layer.d)
     R = psd_sqrt(cov0)
     K = R @ _sym_part(layer) @ R
-    ts = np.atleast_1d(validate_finite_array(t, "t"))
-    Tstar = blowup_time(cov0, layer)
-    if np.any(ts >= Tstar):
-        raise BlowUpError(
-            Tstar,
-            float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
-            f"the covariance blows up at T* = {Tstar:.6g}",
-        )
+    ts = _times_before_blowup(t, cov0, layer, "the covariance blows up")
     out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
     return out[0] if np.ndim(t) == 0 else out
 
@@ -1610,6 +1603,16 @@ def blowup_time(cov0, layer: Attention) -> float:
     return 1.0 / lam if lam > 1e-14 * scale else math.inf
 
 
+def _times_before_blowup(t, cov0: np.ndarray, layer: Attention, what: str) -> np.ndarray:
+    """The times ``t`` as a finite 1-d array, all before :func:`blowup_time`; else a BlowUpError."""
+    ts = np.atleast_1d(validate_finite_array(t, "t"))
+    Tstar = blowup_time(cov0, layer)
+    if np.any(ts >= Tstar):
+        last = float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0
+        raise BlowUpError(Tstar, last, f"{what} at T* = {Tstar:.6g}")
+    return ts
+
+
 def isotropic_mean(mean0, cov0, layer: Attention, t):
     r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter
     2 of the book).
@@ -1630,14 +1633,7 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
         raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
     mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
-    ts = np.atleast_1d(validate_finite_array(t, "t"))
-    Tstar = blowup_time(cov0, layer)
-    if np.any(ts >= Tstar):
-        raise BlowUpError(
-            Tstar,
-            float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0,
-            f"the mean and covariance blow up at T* = {Tstar:.6g}",
-        )
+    ts = _times_before_blowup(t, cov0, layer, "the mean and covariance blow up")
     out = []
     for s in ts:
         P = np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A

@@ -133,26 +133,43 @@ def _public_functions():
 _NO_REFERENCES = {"tokendynamics.validation", "tokendynamics.errors", "tokendynamics.docstrings"}
 
 
+def _public_methods():
+    """Public methods of the package's public classes, except overrides of a documented base method
+    (an explorer's ``compute`` is documented once, by :class:`~tokendynamics.book.widgets.Explorer`)."""
+    for info in pkgutil.walk_packages(tokendynamics.__path__, "tokendynamics."):
+        module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", []):
+            cls = getattr(module, name)
+            if not (inspect.isclass(cls) and cls.__module__ == info.name):
+                continue
+            for attr, member in vars(cls).items():
+                member = getattr(member, "__func__", member)  # staticmethod, classmethod
+                if attr.startswith("_") or not inspect.isfunction(member):
+                    continue
+                inherited = [getattr(base, attr, None) for base in cls.__mro__[1:]]
+                if any(m is not None and "Parameters" in _sections(m.__doc__) for m in inherited):
+                    continue
+                yield f"{info.name}.{name}.{attr}", member
+
+
 def docstring_gaps() -> dict[str, list[str]]:
-    """Public function -> what its docstring lacks: undocumented parameters, a Returns section for a
-    function that returns a value, and (in the mathematics) a References section."""
+    """Public function or method -> what its docstring lacks: undocumented parameters, a Returns
+    section for one that returns a value, and (for a function of the mathematics) References."""
     gaps = {}
-    for name, func in _public_functions():
+    functions = list(_public_functions())
+    for name, func in [*functions, *_public_methods()]:
         sections = _sections(func.__doc__)
         missing = []
-        params = [p for p in inspect.signature(func).parameters]
+        params = [p for p in inspect.signature(func).parameters if p not in ("self", "cls")]
         undocumented = [p for p in params if p not in _documented_parameters(sections.get("Parameters", []))]
         if undocumented:
             missing.append("parameters " + ", ".join(undocumented))
         if _returns_a_value(func) and not ({"Returns", "Yields"} & set(sections)):
             missing.append("Returns")
         module = name.rsplit(".", 1)[0]
-        if (
-            module not in _NO_REFERENCES
-            and not module.startswith("tokendynamics.book")
-            and "References" not in sections
-        ):
-            missing.append("References")
+        mathematics = module not in _NO_REFERENCES and not module.startswith("tokendynamics.book")
+        if (name, func) in functions and mathematics and "References" not in sections:
+            missing.append("References")  # a method is covered by its class's references
         if missing:
             gaps[name] = missing
     return gaps

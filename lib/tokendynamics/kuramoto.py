@@ -461,7 +461,13 @@ class PhaseSolution:
         return order_parameter(self.theta, m)
 
     def tokens(self) -> np.ndarray:
-        """Planar tokens, shape (m, n, 2)."""
+        r"""Planar tokens :math:`x_i(t)=(\cos\theta_i(t),\sin\theta_i(t))` at the stored times.
+
+        Returns
+        -------
+        array (m, ..., n, 2)
+            Unit vectors, one per angle of ``theta`` (m stored times).
+        """
         return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
 
 

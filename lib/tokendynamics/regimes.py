@@ -811,7 +811,13 @@ class RegimeExample:
     T: float = 200.0  # classifier horizon
 
     def matrices(self):
-        """``(A, V)`` as float arrays."""
+        """``(A, V)`` as float arrays.
+
+        Returns
+        -------
+        tuple of two arrays (2, 2)
+            The example's score and value matrices.
+        """
         return np.array(self.A, dtype=float), np.array(self.V, dtype=float)
 
 

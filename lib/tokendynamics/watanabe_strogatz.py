@@ -252,11 +252,23 @@ class WSSolution:
         return np.unwrap(np.angle(self.alpha))
 
     def theta(self) -> np.ndarray:
-        """Reconstructed token angles (m, n), continuous in time (:func:`ws_reconstruct`)."""
+        r"""Reconstructed token angles, continuous in time (:func:`ws_reconstruct`).
+
+        Returns
+        -------
+        array (m, n)
+            :math:`\theta_j(t)` at the m stored times.
+        """
         return ws_reconstruct(self.alpha, self.eta, self.c, self.theta0)
 
     def order_parameter(self) -> np.ndarray:
-        """:math:`R_2(t)` from the WS variables."""
+        """:math:`R_2(t)` from the WS variables (:func:`ws_order_parameter`).
+
+        Returns
+        -------
+        complex array (m,)
+            The order parameter at the stored times.
+        """
         return ws_order_parameter(self.alpha, self.eta, self.c)
 
 

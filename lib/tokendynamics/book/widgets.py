@@ -139,7 +139,14 @@ class Control:
         return self.label or self.name
 
     def build(self):
-        """The ipywidget of this control."""
+        """The ipywidget of this control.
+
+        Returns
+        -------
+        ipywidgets.Dropdown or ipywidgets.FloatSlider
+            A dropdown over ``options`` for a choice, else a float slider from ``min`` to ``max`` by
+            ``step`` that reports on release (``continuous_update=False``); both start at ``value``.
+        """
         import ipywidgets as W
 
         style = {"description_width": "initial"}
@@ -433,12 +440,18 @@ class Explorer:
         Returns
         -------
         iterable of str
-            Control names, a subset of those in :attr:`controls`.
+            Control names, a subset of those in ``controls``.
         """
         return [c.name for c in self.controls]
 
     def style(self) -> dict:
-        """matplotlib rcParams in force while the figure is set up, drawn and rendered."""
+        """matplotlib rcParams in force while the figure is set up, drawn and rendered.
+
+        Returns
+        -------
+        dict
+            rcParams (default: :data:`EXPLORER_STYLE`); an explorer overrides this to change them.
+        """
         return EXPLORER_STYLE
 
     # ---- the framework ----------------------------------------------------------------------------
@@ -516,6 +529,17 @@ class Explorer:
 
         Never raises: a library error, or any other exception, becomes the status line and a message
         on the figure.
+
+        Parameters
+        ----------
+        **changes
+            New values of controls, by name (none: recompute the current state). An unknown name
+            changes nothing and is reported in the status line.
+
+        Returns
+        -------
+        str
+            The status line: :meth:`describe` of the result, or :func:`error_message` of the error.
         """
         marks = [(time.perf_counter(), time.process_time())]
         unknown = set(changes) - set(self.state)
@@ -580,6 +604,17 @@ class Explorer:
         :meth:`render` draws everything else once, keeps that picture as the background while the axes
         limits stay the same, and redraws only these artists over it (blitting). An explorer that
         changes anything else (a legend text, a title) calls :meth:`invalidate`.
+
+        Parameters
+        ----------
+        *artists : matplotlib artists
+            Made in :meth:`setup` (lines, collections, images, texts).
+
+        Returns
+        -------
+        artist or tuple of artists
+            The artist itself when one is given (so that ``line = self.dynamic(ax.plot(...)[0])``
+            reads naturally), else the tuple.
         """
         self._dynamic.extend(artists)
         return artists[0] if len(artists) == 1 else artists
@@ -602,6 +637,11 @@ class Explorer:
         The artists that do not change (axes, ticks, labels, legends) are drawn once and kept as a
         background while the axes limits stay the same; then only the :meth:`dynamic` artists are
         drawn over it. PNG at zlib level 1 (faster than the default, a few per cent larger).
+
+        Returns
+        -------
+        bytes
+            The PNG file's bytes (kept as ``png`` by :meth:`update`).
         """
         from PIL import Image
 
@@ -634,7 +674,14 @@ class Explorer:
     # ---- the widgets (live sessions only) -----------------------------------------------------------
 
     def widget(self):
-        """The ipywidgets box: controls, status line, image; built once, first update included."""
+        """The ipywidgets box: controls, status line, image; built once, first update included.
+
+        Returns
+        -------
+        ipywidgets.VBox
+            Rows of controls (``rows``, or one row), the status line and the image; the same box on
+            every call. Each control's change runs :meth:`update`.
+        """
         if self._ui is not None:
             return self._ui["box"]
         import ipywidgets as W
@@ -673,7 +720,13 @@ class Explorer:
             pass
 
     def show(self):
-        """Display the explorer (its widget box) in Jupyter; returns the box."""
+        """Display the explorer (its widget box) in Jupyter; returns the box.
+
+        Returns
+        -------
+        ipywidgets.VBox
+            The box of :meth:`widget`, after displaying it.
+        """
         from IPython.display import display
 
         box = self.widget()

@@ -59,6 +59,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .attention import BLOCK_ENTRIES, SINKHORN_ITERS, SINKHORN_TOL, Attention, sinkhorn_potentials, velocity
+from .docstrings import fill_doc
 from .errors import ConvergenceError, NonFiniteError
 from .gaussian import GaussianTrajectory, gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
 from .metrics import detect_clusters
@@ -126,6 +127,71 @@ __all__ = [
 
 _LOG_MAX = 700.0  # exp(700) ~ 1e304: above this a value is reported as an overflow
 
+_PAPER1 = """\
+Paper 1 (Castin et al., arXiv:2501.18322, second version): the gradient-flow viewpoint announced in its
+summary, whose formulas are reconstructed in the book."""
+_BOOK = "Book: ``chapters/03_gradient_flow.md``, "
+_GAUSSIAN = r"""mean : array_like (d,)
+    Mean :math:`\alpha` of the Gaussian :math:`N(\alpha,\Sigma)`.
+cov : array_like (d, d)
+    Its covariance :math:`\Sigma`, symmetric positive semi-definite (singular allowed)."""
+_A_SINKHORN = r"""A : array_like (d, d)
+    Symmetric score matrix: the transport cost is :math:`-\langle x,Ay\rangle`."""
+_EPS = r"""eps : float
+    Entropic regularisation :math:`\varepsilon>0` (default 1)."""
+
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    "paper1": _PAPER1,
+    # the empirical measure mu = sum_i w_i delta_{x_i}
+    "X": r"""X : array_like (n, d)
+    Tokens :math:`x_i`, the atoms of :math:`\mu=\sum_iw_i\delta_{x_i}`.""",
+    "weights": r"""weights : array_like (n,), optional
+    Token masses :math:`w_i` (non-negative, summing to 1); None gives every token the mass :math:`1/n`.""",
+    # a score matrix that need not be symmetric
+    "A": r"""A : array_like (d, d)
+    Score matrix in library convention, kernel :math:`e^{\langle x,Ay\rangle}` (a layer's ``beta * A``,
+    see :func:`layer_matrices`); any square matrix.""",
+    # the arguments of first_variation and first_variation_gradient
+    "first_variation_args": r"""X : array_like (n, d)
+    Tokens :math:`x_i` of :math:`\mu=\sum_iw_i\delta_{x_i}`.
+A : array_like (d, d)
+    Score matrix (library convention), symmetric or not: a non-symmetric ``A`` enters through
+    :math:`\tfrac12(e^{\langle x,Ay\rangle}+e^{\langle y,Ax\rangle})`.
+weights : array_like (n,), optional
+    Token masses :math:`w_i` (summing to 1); None: uniform.
+at : array_like (m, d), optional
+    Points :math:`x` of evaluation; None: the tokens (m = n).""",
+    # the gradient (g, G) of an energy at a Gaussian
+    "gradient": r"""grad_mean : array_like (d,)
+    :math:`g=\nabla_\alpha F` at the Gaussian.
+grad_cov : array_like (d, d)
+    :math:`G=\nabla_\Sigma F`, the symmetric gradient in the covariance.
+cov : array_like (d, d)
+    Covariance :math:`\Sigma` of the Gaussian (symmetric positive semi-definite).""",
+    # a Gaussian N(mean, cov)
+    "gaussian": _GAUSSIAN,
+    # the symmetric score matrix and the regularisation of the Sinkhorn energy
+    "A_sinkhorn": _A_SINKHORN,
+    "eps": _EPS,
+    # the arguments of sinkhorn_energy and sinkhorn_energy_gradient
+    "sinkhorn_gaussian": "\n".join((_GAUSSIAN, _A_SINKHORN, _EPS)),
+    "ref_energy": _PAPER1 + "\n" + _BOOK + "equation (eq-gf-energy).",
+    "ref_sign": _PAPER1 + "\n" + _BOOK + "equation (eq-gf-sign-rule).",
+    "ref_twisted": _PAPER1 + "\n" + _BOOK + "equation (eq-gf-twisted).",
+    "ref_hessian": _PAPER1 + "\n" + _BOOK + "equation (eq-gf-hessian).",
+    "ref_sinkhorn": _PAPER1
+    + """
+M. E. Sander, P. Ablin, M. Blondel, G. Peyré, *Sinkformers: Transformers with Doubly Stochastic Attention*,
+AISTATS 2022. Book: ``chapters/03_gradient_flow.md``, section *Sinkhorn attention is a Bures–Wasserstein
+gradient flow*, equation (eq-gf-sinkhorn-energy).""",
+    "ref_bw": _PAPER1
+    + """
+R. Bhatia, T. Jain, Y. Lim, *On the Bures–Wasserstein distance between positive definite matrices*,
+Expositiones Mathematicae 37 (2019). Book: ``chapters/03_gradient_flow.md``, section *Sinkhorn attention is
+a Bures–Wasserstein gradient flow*, and equation (eq-gf-twisted).""",
+}
+
 
 # ---------------------------------------------------------------------------------------------
 # validation helpers
@@ -150,11 +216,35 @@ def _exp_checked(logv: np.ndarray | float, what: str):
     return np.exp(logv)
 
 
+@fill_doc(_DOC)
 def layer_matrices(layer: Attention):
     r"""Score and value matrices :math:`(\beta A, V)` of a single-head layer, in library convention.
 
     The kernel of the layer is :math:`e^{\langle x,\beta Ay\rangle}`, so the energies of this module
     take ``A = layer.beta * layer.A``; paper 1's matrix is its transpose (equal when symmetric).
+
+    Parameters
+    ----------
+    layer : Attention
+        A layer with one head (``layer.n_heads == 1``); its kind does not matter.
+
+    Returns
+    -------
+    A : numpy.ndarray (d, d)
+        The score matrix ``layer.beta * layer.A[0]`` that the energies of this module take.
+    V : numpy.ndarray (d, d)
+        The value matrix ``layer.V[0]`` (not scaled by :math:`\beta`).
+
+    Raises
+    ------
+    TypeError
+        If ``layer`` is not an :class:`~tokendynamics.attention.Attention`.
+    ValueError
+        If the layer has more than one head (the gradient-flow statements are for one head).
+
+    References
+    ----------
+    %(ref_energy)s
     """
     if not isinstance(layer, Attention):
         raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
@@ -168,6 +258,7 @@ def layer_matrices(layer: Attention):
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, log: bool = False):
     r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` at the points ``at`` (default: the
     tokens).
@@ -179,7 +270,38 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
     overflows). For invertible :math:`A` the softmax field is
     :math:`\Gamma_\mu=VA^{-1}\nabla\log Z_\mu` (tested; paper 1 writes :math:`VA_1^{-\top}`).
 
-    Returns ``Z`` (m,) or ``(Z, gradZ)`` with ``gradZ`` of shape (m, d).
+    Parameters
+    ----------
+    %(X)s
+    %(A)s
+    %(weights)s
+    at : array_like (m, d), optional
+        Points :math:`x` where :math:`Z_\mu` is evaluated; None: at the tokens themselves (m = n).
+    gradient : bool
+        Also return the gradient in :math:`x` (default False).
+    log : bool
+        Return :math:`\log Z_\mu` (and :math:`\nabla\log Z_\mu`) instead of :math:`Z_\mu` (and
+        :math:`\nabla Z_\mu`); computed by log-sum-exp, it does not overflow (default False).
+
+    Returns
+    -------
+    Z : numpy.ndarray (m,)
+        :math:`Z_\mu` at each point of ``at``, or :math:`\log Z_\mu` if ``log``. Returned alone when
+        ``gradient`` is False.
+    gradZ : numpy.ndarray (m, d)
+        Only with ``gradient=True``, as the second item of the pair ``(Z, gradZ)``: row :math:`k` is
+        :math:`\nabla Z_\mu` at the k-th point, or :math:`\nabla\log Z_\mu=\nabla Z_\mu/Z_\mu` if ``log``.
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`Z_\mu` overflows float64 when ``log`` is False.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), softmax self-attention and its normaliser; its second
+    version's gradient-flow viewpoint, reconstructed in the book. Book: ``chapters/03_gradient_flow.md``,
+    equations (eq-gf-energy) and (eq-gf-softmax-gradient).
     """
     X, w = validate_measure(X, weights)
     n, d = X.shape
@@ -210,6 +332,7 @@ def partition_function(X, A, weights=None, at=None, *, gradient: bool = False, l
     return (Z, G * Z[:, None]) if gradient else Z
 
 
+@fill_doc(_DOC)
 def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
     r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of
     :math:`\mu=\sum_iw_i\delta_{x_i}`.
@@ -219,10 +342,27 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
     :math:`E_A` for a twisted, :math:`Z_\mu`-weighted metric (the book's eq. (3.2)). :math:`E_A=E_{A^\top}`.
     Computed by log-sum-exp over blocks of rows; ``log=True`` returns :math:`\log E_A`.
 
+    Parameters
+    ----------
+    %(X)s
+    %(A)s
+    %(weights)s
+    log : bool
+        Return :math:`\log E_A(\mu)`, which never overflows, instead of :math:`E_A(\mu)` (default False).
+
+    Returns
+    -------
+    float
+        The energy :math:`E_A(\mu)`, or its logarithm if ``log``.
+
     Raises
     ------
     NonFiniteError
         If :math:`E_A` overflows float64 (use ``log=True``).
+
+    References
+    ----------
+    %(ref_energy)s
     """
     X, w = validate_measure(X, weights)
     n, d = X.shape
@@ -243,6 +383,7 @@ def interaction_energy(X, A, weights=None, *, log: bool = False) -> float:
     return logE if log else float(_exp_checked(logE, "the interaction energy E_A"))
 
 
+@fill_doc(_DOC)
 def first_variation(X, A, weights=None, at=None) -> np.ndarray:
     r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(e^{\langle x,Ay\rangle}+e^{\langle
     y,Ax\rangle}\big)d\mu(y)`.
@@ -251,6 +392,25 @@ def first_variation(X, A, weights=None, at=None) -> np.ndarray:
     the energy along mass perturbations:
     :math:`\frac{d}{dh}E_A(\mu+h\chi)|_{h=0}=\int\frac{\delta E_A}{\delta\mu}\,d\chi` for signed
     :math:`\chi` of zero mass (tested by finite differences on the weights).
+
+    Parameters
+    ----------
+    %(first_variation_args)s
+
+    Returns
+    -------
+    numpy.ndarray (m,)
+        :math:`\frac{\delta E_A}{\delta\mu}` at each point of ``at`` (at the tokens, m = n, by default).
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`Z_\mu` (or, for a non-symmetric ``A``, the partition function of :math:`A^\top`) overflows
+        float64 at one of the points.
+
+    References
+    ----------
+    %(ref_energy)s
     """
     X, w = validate_measure(X, weights)
     A = validate_square(A, "A", X.shape[1])
@@ -259,6 +419,7 @@ def first_variation(X, A, weights=None, at=None) -> np.ndarray:
     return 0.5 * (partition_function(X, A, w, at) + partition_function(X, A.T, w, at))
 
 
+@fill_doc(_DOC)
 def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
     r"""Gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int\big(Ay\,e^{\langle x,Ay\rangle}+A^\top
     y\,e^{\langle y,Ax\rangle}\big)d\mu(y)`, shape (m, d).
@@ -267,6 +428,26 @@ def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
     field of unnormalised attention with :math:`V=A` (chapter 3 of the book, eq. (3.1)). Moving token :math:`i`
     changes the energy at the rate :math:`\partial E_A/\partial x_i=w_i\nabla\frac{\delta E_A}{\delta\mu}(x_i)`
     (tested).
+
+    Parameters
+    ----------
+    %(first_variation_args)s
+
+    Returns
+    -------
+    numpy.ndarray (m, d)
+        Row :math:`k` is the gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}` at the k-th point of ``at``
+        (of the tokens by default).
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`Z_\mu` overflows float64 at one of the points: the gradient is computed as
+        :math:`Z_\mu\nabla\log Z_\mu` with the :math:`Z_\mu` of :func:`partition_function`.
+
+    References
+    ----------
+    %(ref_energy)s
     """
     X, w = validate_measure(X, weights)
     A = validate_square(A, "A", X.shape[1])
@@ -277,6 +458,7 @@ def first_variation_gradient(X, A, weights=None, at=None) -> np.ndarray:
     return 0.5 * (g + gt)
 
 
+@fill_doc(_DOC)
 def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
     r"""Rate :math:`\frac{d}{dt}E_{\beta A}(\mu_t)=\int\langle\nabla\frac{\delta E}{\delta\mu},\Gamma_\mu\rangle\,d\mu`
     of the layer's own energy along its flow.
@@ -287,6 +469,27 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
     :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle/Z_\mu\,d\mu` (the sign rule, chapter 3 of the book, eq. (3.3)),
     whose
     sign is the sign rule of :func:`energy_sign`.
+
+    Parameters
+    ----------
+    %(X)s
+    layer : Attention
+        Single-head layer (:func:`layer_matrices`) whose energy :math:`E_{\beta A}` is differentiated and, unless
+        ``field`` is given, whose velocity moves the tokens.
+    %(weights)s
+    field : array_like (n, d), optional
+        Velocity :math:`\Gamma_\mu(x_i)` at the tokens, used instead of recomputing the layer's velocity (e.g. one
+        already computed); None: :func:`~tokendynamics.attention.velocity` of ``layer``.
+
+    Returns
+    -------
+    float
+        The rate :math:`\sum_iw_i\langle\nabla\frac{\delta E}{\delta\mu}(x_i),\Gamma_\mu(x_i)\rangle` at this
+        configuration: positive if the flow raises the energy.
+
+    References
+    ----------
+    %(ref_sign)s
     """
     A, _ = layer_matrices(layer)
     X, w = validate_measure(X, weights, layer.d)
@@ -297,6 +500,7 @@ def energy_rate(X, layer: Attention, weights=None, *, field=None) -> float:
     return float(np.sum(w * np.einsum("ij,ij->i", g, U)))
 
 
+@fill_doc(_DOC)
 def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
     r"""The sign-rule form of :math:`\frac{d}{dt}E_A(\mu_t)`: :math:`\int\langle\nabla Z_\mu,M\nabla
     Z_\mu\rangle\,Z_\mu^{-k}\,d\mu`, :math:`M=VA^{-1}`.
@@ -306,6 +510,32 @@ def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
     (symmetric, invertible) and value ``V``; since
     :math:`\langle g,Mg\rangle=\tfrac12\langle g,(M+M^\top)g\rangle`, its sign follows
     :func:`energy_sign` whenever :math:`M+M^\top` is semi-definite.
+
+    Parameters
+    ----------
+    %(X)s
+    A : array_like (d, d)
+        Symmetric invertible score matrix (library convention), as :func:`twisted_matrix` requires.
+    V : array_like (d, d)
+        Value matrix of the layer; with ``A`` it fixes :math:`M=VA^{-1}`.
+    %(weights)s
+    normalized : bool
+        True (default): softmax attention, :math:`k=1`; False: unnormalised attention, :math:`k=0`.
+
+    Returns
+    -------
+    float
+        :math:`\sum_iw_i\langle\nabla Z_\mu(x_i),M\nabla Z_\mu(x_i)\rangle\,Z_\mu(x_i)^{-k}`, the rate
+        :math:`\frac{d}{dt}E_A(\mu_t)` written in the form of the sign rule.
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is not symmetric or not invertible.
+
+    References
+    ----------
+    %(ref_sign)s
     """
     X, w = validate_measure(X, weights)
     A = validate_square(A, "A", X.shape[1])
@@ -320,14 +550,40 @@ def dissipation(X, A, V, weights=None, *, normalized: bool = True) -> float:
     return float(np.sum(w * q))
 
 
+@fill_doc(_DOC)
 def energy_curve(Xs, A, weights=None) -> np.ndarray:
-    r""":math:`E_A(\mu_t)` for a stack of token clouds ``Xs`` (m, n, d), e.g. ``Trajectory.X``."""
+    r""":math:`E_A(\mu_t)` for a stack of token clouds ``Xs`` (m, n, d), e.g. ``Trajectory.X``.
+
+    Parameters
+    ----------
+    Xs : array_like (m, n, d)
+        The clouds :math:`X_t` at m stored times, each a set of n tokens.
+    %(A)s
+    weights : array_like (n,), optional
+        Masses of the tokens, the same at every time (summing to 1); None: uniform.
+
+    Returns
+    -------
+    numpy.ndarray (m,)
+        :func:`interaction_energy` of each cloud, in the order of ``Xs``.
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`E_A(\mu_t)` of one of the clouds overflows float64 (:func:`interaction_energy` with
+        ``log=True`` gives its logarithm).
+
+    References
+    ----------
+    %(ref_energy)s
+    """
     Xs = real_array(Xs, "Xs")
     if Xs.ndim != 3:
         raise ValueError(f"Xs must have shape (times, n, d), got {Xs.shape}")
     return np.array([interaction_energy(X, A, weights) for X in Xs])
 
 
+@fill_doc(_DOC)
 def kinetic_norm(U, weights=None, M=None) -> float:
     r"""Length element :math:`\big(\int\langle M^{-1}u,u\rangle d\mu\big)^{1/2}` of a velocity field in :math:`d_M`
     (:math:`M=I`: :math:`W_2`).
@@ -336,6 +592,24 @@ def kinetic_norm(U, weights=None, M=None) -> float:
     :math:`\dot x=u(x)` moves :math:`\mu` at metric speed at most ``kinetic_norm(U, w, M)`` in
     :math:`d_M` (chapter 3 of the book, eq. (3.5), Benamou–Brenier form). The slope of an energy in :math:`d_M` is
     ``kinetic_norm(G @ M, w, M)`` with ``G`` the gradient of its first variation.
+
+    Parameters
+    ----------
+    U : array_like (n, d)
+        The velocity field :math:`u(x_i)` at the n tokens.
+    weights : array_like (n,), optional
+        Masses :math:`w_i` of the tokens (summing to 1); None: uniform.
+    M : array_like (d, d), optional
+        Symmetric positive definite matrix of :math:`d_M`; None: the identity, i.e. the :math:`W_2` norm.
+
+    Returns
+    -------
+    float
+        :math:`\big(\sum_iw_i\langle M^{-1}u_i,u_i\rangle\big)^{1/2}\ge0`, the metric speed of the field.
+
+    References
+    ----------
+    %(ref_twisted)s
     """
     U = validate_finite_array(U, "U", ndim=2)
     w = validate_weights(weights, U.shape[0])
@@ -377,6 +651,7 @@ def _log_energy_pieces(mean, cov, A):
     return logE, G, R, IKinv
 
 
+@fill_doc(_DOC)
 def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
     r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}`, :math:`x,y` i.i.d.
     :math:`N(\alpha,\Sigma)`.
@@ -390,6 +665,28 @@ def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
     finite iff :math:`K\prec I`; returns ``inf`` otherwise. For :math:`A=-I` this is
     :math:`\tfrac12\det(I-\Sigma^2)^{-1/2}\exp(-\alpha^\top(I+\Sigma)^{-1}\alpha)` (derived in
     chapter 3 of the book; tested against Monte Carlo). Singular :math:`\Sigma` allowed.
+
+    Parameters
+    ----------
+    %(gaussian)s
+    %(A)s
+    log : bool
+        Return :math:`\log E_A` instead of :math:`E_A` (default False).
+
+    Returns
+    -------
+    float
+        :math:`E_A(N(\alpha,\Sigma))`, or its logarithm if ``log``; ``inf`` in both cases when the Gaussian
+        integral diverges (:math:`K\not\prec I`).
+
+    Raises
+    ------
+    NonFiniteError
+        If ``log`` is False and :math:`\log E_A>700`: the energy is finite but does not fit in float64.
+
+    References
+    ----------
+    %(ref_energy)s
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_square(A, "A", mean.shape[0])
@@ -399,6 +696,7 @@ def gaussian_interaction_energy(mean, cov, A, *, log: bool = False) -> float:
     return float(_exp_checked(logE, "the Gaussian interaction energy"))
 
 
+@fill_doc(_DOC)
 def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
     r""":math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}dN(\alpha,\Sigma)(y)=\exp\big(\langle
     x,A\alpha\rangle+\tfrac12x^\top A\Sigma A^\top x\big)` at the points ``at`` (m, d).
@@ -406,6 +704,35 @@ def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
     With ``gradient=True`` also returns :math:`\nabla\log Z=A\alpha+A\Sigma A^\top x`; then
     :math:`VA^{-1}\nabla\log Z=V(\alpha+\Sigma A^\top x)` is the softmax field of
     ``tokendynamics.gaussian.gaussian_velocity`` (the Gaussian ODE of chapter 2 of the book, library convention).
+
+    Parameters
+    ----------
+    %(gaussian)s
+    %(A)s
+    at : array_like (m, d)
+        Points :math:`x` where :math:`Z_\mu` is evaluated (required, unlike :func:`partition_function`).
+    gradient : bool
+        Also return :math:`\nabla\log Z_\mu` at those points (default False).
+
+    Returns
+    -------
+    Z : numpy.ndarray (m,)
+        :math:`Z_\mu` at each point of ``at``. Returned alone when ``gradient`` is False.
+    grad_log_Z : numpy.ndarray (m, d)
+        Only with ``gradient=True``, as the second item of ``(Z, grad_log_Z)``: row :math:`k` is
+        :math:`A\alpha+A\Sigma A^\top x_k`, the gradient of :math:`\log Z_\mu` (not of :math:`Z_\mu`, unlike
+        :func:`partition_function`).
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`\log Z_\mu(x_k)>700` at one of the points (the value does not fit in float64).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian closure of softmax attention; its second version's
+    gradient-flow viewpoint, reconstructed in the book. Book: ``chapters/03_gradient_flow.md``, equations
+    (eq-gf-energy) and (eq-gf-softmax-gradient); ``chapters/02_gaussian_preservation.md``, equation (eq-gauss-odes).
     """
     mean, cov = _gaussian(mean, cov)
     d = mean.shape[0]
@@ -419,6 +746,7 @@ def gaussian_partition_function(mean, cov, A, at, *, gradient: bool = False):
     return Z, (A @ mean)[None, :] + P @ Qm.T
 
 
+@fill_doc(_DOC)
 def gaussian_translation_hessian(mean, cov, A, w) -> float:
     r"""Closed-form second derivative :math:`\frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))|_{s=0}` (translations).
 
@@ -429,7 +757,28 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
 
     For :math:`A=-I`, :math:`G=-2(I+\Sigma)^{-1}`: negative along every :math:`w\perp G\alpha`, so in
     :math:`d\ge2` the energy is concave along some translation at every Gaussian (chapter 3 of the book, eq. (3.6)).
-    Returns ``inf`` where the energy is infinite.
+
+    Parameters
+    ----------
+    %(gaussian)s
+    %(A)s
+    w : array_like (d,)
+        Direction :math:`w` of the translation :math:`\alpha\mapsto\alpha+sw` (the covariance is kept).
+
+    Returns
+    -------
+    float
+        :math:`E_A\,[(w^\top G\alpha)^2+w^\top Gw]`, the second derivative in :math:`s` at :math:`s=0`; negative
+        where the energy is concave along :math:`w`. ``inf`` where the energy is infinite.
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`E_A(N(\alpha,\Sigma))` is finite but overflows float64.
+
+    References
+    ----------
+    %(ref_hessian)s
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_square(A, "A", mean.shape[0])
@@ -448,6 +797,7 @@ def gaussian_translation_hessian(mean, cov, A, w) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 def twisted_matrix(A, V) -> np.ndarray:
     r"""The matrix :math:`M=VA^{-1}` that turns attention into a (twisted) gradient flow (chapter 3 of the book, eqs.
     (3.2)–(3.5)).
@@ -461,6 +811,29 @@ def twisted_matrix(A, V) -> np.ndarray:
     For a non-symmetric :math:`A` in library convention the identity
     :math:`\Gamma^{\rm softmax}_\mu=VA^{-1}\nabla\log Z_\mu` still holds (paper 1: :math:`VA_1^{-\top}`),
     but there is no energy; this function requires :math:`A=A^\top`.
+
+    Parameters
+    ----------
+    A : array_like (d, d)
+        Symmetric invertible score matrix (library convention: :math:`\beta A` of a layer).
+    V : array_like (d, d)
+        Value matrix of the layer.
+
+    Returns
+    -------
+    numpy.ndarray (d, d)
+        :math:`M=VA^{-1}`, obtained by a linear solve (no explicit inverse).
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is not symmetric, or is singular: smallest absolute eigenvalue at most
+        :math:`10^{-12}\max(1,\|A\|_2)`.
+
+    References
+    ----------
+    %(paper1)s
+    Book: ``chapters/03_gradient_flow.md``, equations (eq-gf-softmax-gradient) and (eq-gf-twisted).
     """
     A = validate_symmetric(A)
     V = validate_square(V, "V", A.shape[0])
@@ -470,6 +843,7 @@ def twisted_matrix(A, V) -> np.ndarray:
     return np.linalg.solve(A.T, V.T).T
 
 
+@fill_doc(_DOC)
 def energy_sign(A, V) -> int:
     r"""Sign rule (chapter 3 of the book, eq. (3.3)): the sign of :math:`\frac{d}{dt}E_A(\mu_t)` along softmax or
     unnormalised attention.
@@ -478,6 +852,28 @@ def energy_sign(A, V) -> int:
     :math:`k=0` unnormalised), :math:`M=VA^{-1}` (:func:`twisted_matrix`). Returns ``+1`` if
     :math:`M+M^\top\succeq0` (non-decreasing energy), ``-1`` if :math:`M+M^\top\preceq0`
     (non-increasing), ``0`` if :math:`M+M^\top` is indefinite (no rule).
+
+    Parameters
+    ----------
+    A : array_like (d, d)
+        Symmetric invertible score matrix of the energy :math:`E_A`.
+    V : array_like (d, d)
+        Value matrix of the attention layer whose flow moves the tokens.
+
+    Returns
+    -------
+    int
+        The predicted sign: ``+1``, ``-1`` or ``0``. Eigenvalues :math:`\lambda` of :math:`M+M^\top` with
+        :math:`|\lambda|\le10^{-12}\max(1,\|M+M^\top\|_2)` count as zero, so :math:`M+M^\top=0` gives ``+1``.
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is not symmetric or not invertible (from :func:`twisted_matrix`).
+
+    References
+    ----------
+    %(ref_sign)s
     """
     M = twisted_matrix(A, V)
     lam = np.linalg.eigvalsh(M + M.T)
@@ -535,6 +931,7 @@ class SignRuleSurvey:
         return np.abs(self.rate - self.formula) / np.maximum(np.abs(self.formula), 1e-300)
 
 
+@fill_doc(_DOC)
 def sign_rule_survey(
     cases: int, *, n: int = 100, d: int = 2, scale: float = 0.7, spread: float = 0.7, seed=None, kind: str = "softmax"
 ) -> SignRuleSurvey:
@@ -545,6 +942,33 @@ def sign_rule_survey(
     it records :math:`\frac{d}{dt}E_A` computed with the core velocity of
     ``Attention(kind, A=A, V=V)`` (:func:`energy_rate`), the dissipation formula
     (:func:`dissipation`) and the predicted sign (:func:`energy_sign`).
+
+    Parameters
+    ----------
+    cases : int
+        Number of random cases (layers and clouds) to draw.
+    n : int
+        Tokens per case (default 100), with uniform masses.
+    d : int
+        Dimension of the tokens and matrices (default 2).
+    scale : float
+        Standard deviation of the eigenvalues :math:`a_i` of :math:`A` (default 0.7).
+    spread : float
+        Standard deviation of each token coordinate (default 0.7).
+    seed : int or numpy.random.Generator, optional
+        Seed of ``numpy.random.default_rng``; None draws fresh entropy (a different survey each call).
+    kind : {"softmax", "unnormalized_softmax"}
+        Attention of the random layers; the sign rule is stated for these two.
+
+    Returns
+    -------
+    SignRuleSurvey
+        One entry per case: normalised extreme eigenvalues of :math:`M+M^\top`, the computed rate, the formula,
+        the predicted sign and the normalising scale.
+
+    References
+    ----------
+    %(ref_sign)s
     """
     validate_choice(kind, "kind", ("softmax", "unnormalized_softmax"))  # the sign rule is stated for these two
     cases = validate_count(cases, "cases")
@@ -572,6 +996,7 @@ def sign_rule_survey(
     )
 
 
+@fill_doc(_DOC)
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
     r"""Twisted Wasserstein distance :math:`d_M(\mu,\nu)` between weighted empirical measures (the book's eq. (3.5); the
     name is our reconstruction [I]).
@@ -582,6 +1007,30 @@ def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> floa
     :math:`M` symmetric positive definite. Computed as the second form with
     :func:`~tokendynamics.transport.wasserstein` (exact LP). Gradient flows for :math:`d_M` have
     velocity :math:`-M\nabla\frac{\delta F}{\delta\mu}`. ``weights`` is ``None`` or a pair.
+
+    Parameters
+    ----------
+    X : array_like (n, d)
+        Atoms of :math:`\mu`.
+    Y : array_like (m, d)
+        Atoms of :math:`\nu`, in the same dimension.
+    M : array_like (d, d)
+        Symmetric positive definite matrix of the metric.
+    weights : None or (a, b)
+        Masses of the atoms of :math:`\mu` and :math:`\nu` (uniform if None; either entry may be None), as in
+        :func:`~tokendynamics.transport.wasserstein`.
+    method : {"exact", "auto", "sliced"}
+        Solver of :func:`~tokendynamics.transport.wasserstein` (default ``"exact"``, the linear program;
+        ``"sliced"`` gives a different, smaller quantity).
+
+    Returns
+    -------
+    float
+        The distance :math:`d_M(\mu,\nu)` (not its square).
+
+    References
+    ----------
+    %(ref_twisted)s
     """
     X = validate_tokens(X, name="X")
     Y = validate_tokens(Y, X.shape[1], "Y")
@@ -590,6 +1039,7 @@ def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> floa
     return wasserstein(X @ R, Y @ R, 2, weights, method=method)
 
 
+@fill_doc(_DOC)
 def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
     r""":math:`d_M` between Gaussians: the Bures–Wasserstein distance of the :math:`M^{-1/2}`-transformed Gaussians.
 
@@ -597,6 +1047,24 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
               =W_2\big(N(M^{-1/2}m_1,M^{-1/2}\Sigma_1M^{-1/2}),N(M^{-1/2}m_2,M^{-1/2}\Sigma_2M^{-1/2})\big)
 
     (the book's eq. (3.5)), through :func:`~tokendynamics.transport.bures_wasserstein`.
+
+    Parameters
+    ----------
+    m1, S1 : array_like (d,) and (d, d)
+        Mean and covariance (symmetric positive semi-definite) of the first Gaussian.
+    m2, S2 : array_like (d,) and (d, d)
+        Mean and covariance of the second Gaussian, in the same dimension.
+    M : array_like (d, d)
+        Symmetric positive definite matrix of the metric (the identity gives Bures–Wasserstein).
+
+    Returns
+    -------
+    float
+        The distance :math:`d_M` between the two Gaussians (not its square).
+
+    References
+    ----------
+    %(ref_twisted)s
     """
     m1, S1 = _gaussian(m1, S1, names=("m1", "S1"))
     m2, S2 = _gaussian(m2, S2, m1.shape[0], names=("m2", "S2"))
@@ -625,6 +1093,7 @@ def _check_eps(eps) -> float:
     return validate_positive(eps, "eps")
 
 
+@fill_doc(_DOC)
 def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
     r"""Closed form of the Sinkhorn energy
     :math:`F_\varepsilon(N(\alpha,\Sigma))=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`, cost :math:`-\langle
@@ -638,6 +1107,25 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
     ``Attention("sinkhorn", A=A, V=V, eps=eps)`` (``beta=1``; in general the cost matrix is
     ``beta * A``) is the :math:`W_2` gradient flow of this :math:`F_\varepsilon` when :math:`V=A`,
     and the :math:`d_M` gradient flow when :math:`V=MA` (chapter 3 of the book).
+
+    Parameters
+    ----------
+    %(sinkhorn_gaussian)s
+
+    Returns
+    -------
+    float
+        :math:`F_\varepsilon(N(\alpha,\Sigma))`, finite for every Gaussian (unlike
+        :func:`gaussian_interaction_energy`, which can be ``inf``).
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is not symmetric or ``eps`` is not positive.
+
+    References
+    ----------
+    %(ref_sinkhorn)s
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_symmetric(A, d=mean.shape[0])
@@ -646,6 +1134,7 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
     return float(-0.5 * mean @ A @ mean - 0.25 * eps * np.sum(s - 1.0 - np.log((1.0 + s) / 2.0)))
 
 
+@fill_doc(_DOC)
 def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     r"""Gradient :math:`(\nabla_\alpha F_\varepsilon,\nabla_\Sigma F_\varepsilon)` of :func:`sinkhorn_energy` (symmetric
     :math:`\nabla_\Sigma`).
@@ -658,6 +1147,22 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     cross-covariance of the entropic self-plan, the Sinkhorn Gaussian ODE of chapter 2 of the book) and tested against
     finite
     differences. No inverse of :math:`\Sigma` or :math:`A` is needed.
+
+    Parameters
+    ----------
+    %(sinkhorn_gaussian)s
+
+    Returns
+    -------
+    grad_mean : numpy.ndarray (d,)
+        :math:`\nabla_\alpha F_\varepsilon=-A\alpha`.
+    grad_cov : numpy.ndarray (d, d)
+        :math:`\nabla_\Sigma F_\varepsilon`, exactly symmetric: with :math:`g,G` the two items,
+        :math:`dF_\varepsilon=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`.
+
+    References
+    ----------
+    %(ref_sinkhorn)s
     """
     mean, cov = _gaussian(mean, cov)
     A = validate_symmetric(A, d=mean.shape[0])
@@ -668,6 +1173,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     return -A @ mean, 0.5 * (G + G.T)
 
 
+@fill_doc(_DOC)
 def sinkhorn_energy_empirical(
     X, A, eps: float = 1.0, weights=None, *, max_iter: int = SINKHORN_ITERS, tol: float = SINKHORN_TOL
 ) -> float:
@@ -684,11 +1190,35 @@ def sinkhorn_energy_empirical(
     ``tol`` and ``max_iter`` default to those of Sinkhorn attention
     (:data:`~tokendynamics.attention.SINKHORN_TOL`, :data:`~tokendynamics.attention.SINKHORN_ITERS`).
 
+    Parameters
+    ----------
+    %(X)s
+    %(A_sinkhorn)s
+    %(eps)s
+    %(weights)s
+    max_iter : int
+        Largest number of Sinkhorn iterations.
+    tol : float
+        Tolerance on the column-marginal error of the plan at which Sinkhorn stops.
+
+    Returns
+    -------
+    float
+        :math:`\tfrac12\sum_iw_i\big(f(x_i)+g(x_i)\big)`, the value of :math:`F_\varepsilon(\mu)` from the dual
+        potentials.
+
     Raises
     ------
     ConvergenceError
         If Sinkhorn does not reach ``tol`` within ``max_iter`` iterations (the message gives the
         error reached and what to change).
+
+    References
+    ----------
+    %(paper1)s
+    M. E. Sander, P. Ablin, M. Blondel, G. Peyré, *Sinkformers: Transformers with Doubly Stochastic Attention*,
+    AISTATS 2022. Book: ``chapters/03_gradient_flow.md``, section *Sinkhorn attention is a Bures–Wasserstein
+    gradient flow* (on Gaussians this energy is equation (eq-gf-sinkhorn-energy)).
     """
     X, w = validate_measure(X, weights)
     A = validate_symmetric(A, d=X.shape[1])
@@ -708,6 +1238,7 @@ def sinkhorn_energy_empirical(
     return float(0.5 * (w @ f + w @ g))
 
 
+@fill_doc(_DOC)
 def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     r"""Velocity :math:`(\dot\alpha,\dot\Sigma)` of the (twisted) Bures–Wasserstein gradient flow of an energy on
     Gaussians.
@@ -719,6 +1250,24 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     .. math:: \dot\alpha=-Mg,\qquad\dot\Sigma=-2\big(MG\Sigma+\Sigma GM\big)
 
     (chapter 3 of the book; :math:`M=I` by default: the Bures–Wasserstein flow).
+
+    Parameters
+    ----------
+    %(gradient)s
+    M : array_like (d, d), optional
+        Symmetric positive definite matrix of the metric :math:`d_M` whose gradient flow is returned; None:
+        :math:`M=I`, the Bures–Wasserstein flow.
+
+    Returns
+    -------
+    mean_dot : numpy.ndarray (d,)
+        :math:`\dot\alpha=-Mg`.
+    cov_dot : numpy.ndarray (d, d)
+        :math:`\dot\Sigma=-2(MG\Sigma+\Sigma GM)`, exactly symmetric.
+
+    References
+    ----------
+    %(ref_bw)s
     """
     g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
     d = g.shape[0]
@@ -729,6 +1278,7 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     return -M @ g, -2.0 * (MGS + MGS.T)
 
 
+@fill_doc(_DOC)
 def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     r"""Central finite-difference gradient :math:`(\nabla_\alpha F,\nabla_\Sigma F)` of ``fun(mean, cov)``.
 
@@ -736,6 +1286,36 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     (:math:`t\,E_{ii}` on the diagonal), so that :math:`dF=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`.
     Needs :math:`\Sigma\succ hI` (the perturbed matrices must stay PSD). Used to check the
     Sinkhorn ODE against the gradient of :math:`F_\varepsilon` without trusting any derived gradient.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(mean, cov) -> float``, the energy :math:`F` on Gaussians; called :math:`2d+d(d+1)` times.
+    mean : array_like (d,)
+        Mean :math:`\alpha` of the Gaussian where the gradient is taken.
+    cov : array_like (d, d)
+        Its covariance :math:`\Sigma`, symmetric with eigenvalues above :math:`2h` (the perturbed matrices must
+        stay positive semi-definite).
+    h : float
+        Step of the central differences (default :math:`10^{-5}`); the error is :math:`O(h^2)`.
+
+    Returns
+    -------
+    g : numpy.ndarray (d,)
+        :math:`\nabla_\alpha F` at ``(mean, cov)``.
+    G : numpy.ndarray (d, d)
+        The symmetric gradient :math:`\nabla_\Sigma F`.
+
+    Raises
+    ------
+    TypeError
+        If ``fun`` is not callable.
+    ValueError
+        If the smallest eigenvalue of ``cov`` is at most :math:`2h`.
+
+    References
+    ----------
+    %(ref_bw)s
     """
     if not callable(fun):
         raise TypeError(f"fun must be a callable fun(mean, cov), got {type(fun).__name__}")
@@ -761,6 +1341,7 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     return g, G
 
 
+@fill_doc(_DOC)
 def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     r"""Distance between a Gaussian trajectory's ODE velocity and the (twisted) BW gradient of ``energy``, at every
     stored time.
@@ -770,7 +1351,35 @@ def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     and turned into :math:`(\dot\alpha,\dot\Sigma)` by :func:`bw_gradient_velocity`; it is compared
     with ``tokendynamics.gaussian.gaussian_rhs`` of the trajectory's layer.
 
-    Returns ``(error, size)``: the largest absolute entry of the difference and of the ODE velocity.
+    Parameters
+    ----------
+    traj : GaussianTrajectory
+        Result of ``tokendynamics.gaussian.solve_gaussian`` for a constant
+        :class:`~tokendynamics.attention.Attention` layer (e.g. Sinkhorn with :math:`V=MA`).
+    energy : callable
+        ``energy(mean, cov) -> float``, e.g. :func:`sinkhorn_energy` with :math:`A,\varepsilon` fixed.
+    M : array_like (d, d), optional
+        Symmetric positive definite matrix of the twisted metric :math:`d_M`; None: Bures–Wasserstein.
+    h : float
+        Finite-difference step of :func:`finite_difference_gradient` (default :math:`10^{-5}`); every stored
+        covariance must exceed :math:`2hI`.
+
+    Returns
+    -------
+    error : numpy.ndarray (m,)
+        At each of the m stored times, the largest absolute entry of the difference between the ODE velocity
+        :math:`(\dot\alpha,\dot\Sigma)` and the gradient-flow velocity.
+    size : numpy.ndarray (m,)
+        At the same times, the largest absolute entry of the ODE velocity, a scale for ``error``.
+
+    Raises
+    ------
+    TypeError
+        If ``traj`` is not a ``GaussianTrajectory`` of a constant Attention layer.
+
+    References
+    ----------
+    %(ref_bw)s
     """
 
     validate_instance(traj, GaussianTrajectory, "traj", "a GaussianTrajectory (the result of solve_gaussian)")
@@ -787,6 +1396,7 @@ def bw_gradient_mismatch(traj, energy: Callable, M=None, *, h: float = 1e-5):
     return err, size
 
 
+@fill_doc(_DOC)
 def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     r"""Slope of an energy at :math:`N(\alpha,\Sigma)` in :math:`d_M`: :math:`\big(g^\top
     Mg+4\operatorname{tr}(GMG\Sigma)\big)^{1/2}`.
@@ -794,6 +1404,23 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     The :math:`L^2_M(\mu)` norm of :math:`M\nabla\frac{\delta F}{\delta\mu}=M(g+2G(x-\alpha))`; along
     the :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2` and the metric speed equals
     the slope. :math:`M=I`: Bures–Wasserstein.
+
+    Parameters
+    ----------
+    %(gradient)s
+    M : array_like (d, d), optional
+        Symmetric positive definite matrix of the metric :math:`d_M` in which the slope is measured; None:
+        :math:`M=I`, the Bures–Wasserstein slope.
+
+    Returns
+    -------
+    float
+        The slope :math:`\big(g^\top Mg+4\operatorname{tr}(GMG\Sigma)\big)^{1/2}\ge0`: the largest rate of
+        decrease of :math:`F` per unit :math:`d_M`-speed.
+
+    References
+    ----------
+    %(ref_bw)s
     """
     g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
     d = g.shape[0]
@@ -808,6 +1435,7 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 def second_variation(X, U, A, weights=None) -> float:
     r"""Second variation of :math:`E_A` along :math:`\mu_s=(\mathrm{Id}+s\,u)_\#\mu` at :math:`s=0`,
     :math:`\mu=\sum_iw_i\delta_{x_i}`.
@@ -820,6 +1448,29 @@ def second_variation(X, U, A, weights=None) -> float:
     :math:`u(x_i)`. Tested against a finite-difference second derivative of :func:`energy_along`.
     Blocks of at most a third of the rows keep the three kernel blocks alive at a time below one
     :math:`n\times n` matrix.
+
+    Parameters
+    ----------
+    %(X)s
+    U : array_like (n, d)
+        Displacement field :math:`u(x_i)` at the tokens: the direction of the perturbation.
+    %(A)s
+    %(weights)s
+
+    Returns
+    -------
+    float
+        :math:`\frac{d^2}{ds^2}E_A(\mu_s)` at :math:`s=0`; a negative value means :math:`E_A` is concave along
+        this displacement.
+
+    Raises
+    ------
+    NonFiniteError
+        If a score :math:`\langle x_i,Ax_j\rangle` exceeds 700 (the result would overflow float64).
+
+    References
+    ----------
+    %(ref_hessian)s
     """
     X, w = validate_measure(X, weights)
     n, d = X.shape
@@ -854,10 +1505,35 @@ def second_variation(X, U, A, weights=None) -> float:
     return 0.5 * total * math.exp(top)
 
 
+@fill_doc(_DOC)
 def energy_along(X, U, A, s, weights=None) -> np.ndarray:
     r""":math:`E_A\big((\mathrm{Id}+s\,u)_\#\mu\big)` for every ``s`` in the array ``s``.
 
     Translations: ``U`` constant; dilations: ``U = X - c``.
+
+    Parameters
+    ----------
+    %(X)s
+    U : array_like (n, d)
+        The displacement :math:`u(x_i)` of each token; the tokens at parameter :math:`s` are ``X + s * U``.
+    %(A)s
+    s : float or array_like (k,)
+        The parameters :math:`s` at which the energy is evaluated (a scalar counts as one).
+    %(weights)s
+
+    Returns
+    -------
+    numpy.ndarray (k,)
+        :func:`interaction_energy` of the displaced tokens, one value per entry of ``s``.
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`E_A` of the displaced tokens overflows float64 for one of the ``s``.
+
+    References
+    ----------
+    %(ref_hessian)s
     """
     X, w = validate_measure(X, weights)
     U = validate_finite_array(U, "U")
@@ -866,6 +1542,7 @@ def energy_along(X, U, A, s, weights=None) -> np.ndarray:
     return np.array([interaction_energy(X + si * U, A, w) for si in np.atleast_1d(validate_finite_array(s, "s"))])
 
 
+@fill_doc(_DOC)
 def dirac_second_variation(x0, w0, A) -> float:
     r"""Closed form of the second variation at a Dirac mass :math:`\delta_{x_0}` along :math:`(\mathrm{Id}+s\,w)_\#`,
     :math:`w(x_0)=w_0`.
@@ -877,6 +1554,29 @@ def dirac_second_variation(x0, w0, A) -> float:
 
     at :math:`\delta_0` this is :math:`\langle w_0,Aw_0\rangle`, i.e. :math:`-|w_0|^2<0` for
     :math:`A=-I` (chapter 3 of the book: :math:`E_{-I}` is not displacement convex at the clustered state).
+
+    Parameters
+    ----------
+    x0 : array_like (d,)
+        Position of the Dirac mass; a scalar is read as a point of :math:`\mathbb R^1`.
+    w0 : array_like (d,)
+        Displacement :math:`w(x_0)` of that single point: an array of shape (d,), also when :math:`d=1`.
+    %(A)s
+
+    Returns
+    -------
+    float
+        The second derivative of :math:`s\mapsto E_A(\delta_{x_0+sw_0})=\tfrac12e^{\langle x_0+sw_0,A(x_0+sw_0)\rangle}`
+        at :math:`s=0`.
+
+    Raises
+    ------
+    NonFiniteError
+        If :math:`e^{\langle x_0,Ax_0\rangle}` overflows float64.
+
+    References
+    ----------
+    %(ref_hessian)s
     """
     x0 = np.atleast_1d(validate_finite_array(x0, "x0"))
     w0 = validate_finite_array(w0, "w0")
@@ -1273,6 +1973,7 @@ def _descent_profile(t, energy, rate, speed, slope, ks, dist, w2: bool) -> Desce
     )
 
 
+@fill_doc(_DOC)
 def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     r"""Energy decrease per unit length of a particle :class:`~tokendynamics.particles.Trajectory`, for the layer's own
     energy.
@@ -1283,6 +1984,33 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     unnormalised attention with :math:`A=-I` and value :math:`V\succ0` the flow is the
     :math:`d_V` gradient descent of :math:`E_{-I}` (the book's eq. (3.5)): efficiency 1 in :math:`d_V`, below 1
     in :math:`W_2`. ``every``: measure the distance of every k-th layer (one exact LP each).
+
+    Parameters
+    ----------
+    traj : Trajectory
+        Result of ``tokendynamics.particles.simulate`` for a constant single-head
+        :class:`~tokendynamics.attention.Attention` layer; its stored times are the layers' boundaries.
+    M : array_like (d, d), optional
+        Symmetric positive definite matrix of the metric :math:`d_M`; None: :math:`W_2`.
+    every : int
+        Measure the exact distance of the layers :math:`[t_k,t_{k+1}]` with k a multiple of ``every``
+        (default 1: all of them); the instantaneous quantities are computed at every stored time.
+
+    Returns
+    -------
+    DescentProfile
+        Energy, rate, speed, slope and efficiency at every stored time, and the layer-by-layer efficiency of the
+        measured layers, in :math:`d_M` (``metric="d_M"``) or :math:`W_2` (``metric="W2"``).
+
+    Raises
+    ------
+    TypeError
+        If ``traj`` is not a :class:`~tokendynamics.particles.Trajectory`.
+
+    References
+    ----------
+    %(paper1)s
+    Book: ``chapters/03_gradient_flow.md``, section *The twisted Wasserstein distance*, equation (eq-gf-twisted).
     """
     validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
     every = validate_count(every, "every")
@@ -1307,6 +2035,7 @@ def descent_profile(traj, M=None, *, every: int = 1) -> DescentProfile:
     return _descent_profile(traj.t, energy, rate, speed, slope, ks, dist, M is None)
 
 
+@fill_doc(_DOC)
 def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None) -> DescentProfile:
     r"""The same as :func:`descent_profile` for a ``tokendynamics.gaussian.GaussianTrajectory`` and an energy on
     Gaussians.
@@ -1319,6 +2048,35 @@ def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None)
     :math:`^2=\Gamma(\alpha)^\top M^{-1}\Gamma(\alpha)+\operatorname{tr}(B^\top M^{-1}B\Sigma)` and the
     slope is :func:`gaussian_slope`. Each interval between stored times is a layer whose
     input/output distance is :func:`twisted_bures_wasserstein` (:math:`M=I`: Bures–Wasserstein).
+
+    Parameters
+    ----------
+    traj : GaussianTrajectory
+        Result of ``tokendynamics.gaussian.solve_gaussian`` for a constant
+        :class:`~tokendynamics.attention.Attention` layer.
+    energy : callable
+        ``energy(mean, cov) -> float``, the energy :math:`F` whose descent is measured.
+    gradient : callable
+        ``gradient(mean, cov) -> (g, G)``: :math:`\nabla_\alpha F` (d,) and the symmetric
+        :math:`\nabla_\Sigma F` (d, d).
+    M : array_like (d, d), optional
+        Symmetric positive definite matrix of the metric :math:`d_M`; None: Bures–Wasserstein (:math:`M=I`).
+
+    Returns
+    -------
+    DescentProfile
+        The closed-form rate, speed, slope and efficiency at every stored time, and every interval between
+        stored times as a measured layer.
+
+    Raises
+    ------
+    TypeError
+        If ``traj`` is not a ``GaussianTrajectory`` of a constant Attention layer, or ``energy`` or
+        ``gradient`` is not callable.
+
+    References
+    ----------
+    %(ref_bw)s
     """
 
     validate_instance(traj, GaussianTrajectory, "traj", "a GaussianTrajectory (the result of solve_gaussian)")
@@ -1391,6 +2149,7 @@ class EnergyCurves:
             return np.exp(self.log_energy)
 
 
+@fill_doc(_DOC)
 def gaussian_energy_curves(
     mean0,
     cov0,
@@ -1408,6 +2167,42 @@ def gaussian_energy_curves(
     :math:`W_2(\mu_0,\mu_t)` and, when :math:`M=V(\beta A)^{-1}` is symmetric and definite,
     :math:`d_{\pm M}(\mu_0,\mu_t)` (:func:`twisted_bures_wasserstein`). Used by the chapter's
     widget: one call takes a few tens of milliseconds in d = 2.
+
+    Parameters
+    ----------
+    mean0 : array_like (d,)
+        Mean :math:`\alpha_0` of the initial Gaussian.
+    cov0 : array_like (d, d)
+        Its covariance :math:`\Sigma_0` (symmetric positive semi-definite).
+    layer : Attention
+        Single-head softmax layer (:func:`layer_matrices`); the energy is :math:`E_{\beta A}`.
+    T : float
+        Final time (depth) of the run, positive.
+    n_times : int
+        Number of equally spaced output times in :math:`[0,T]` (at least 2; default 101).
+    rtol, atol : float
+        Relative and absolute tolerances of the adaptive solver of ``solve_gaussian`` (defaults
+        :math:`10^{-8}`, :math:`10^{-10}`).
+    blowup_trace : float
+        Trace of :math:`\Sigma_t` at which the run stops as a blow-up (default :math:`10^6`).
+
+    Returns
+    -------
+    EnergyCurves
+        The output times up to :math:`T` or the blow-up, :math:`\log E_{\beta A}`, :math:`W_2(\mu_0,\mu_t)`,
+        :math:`d_{\pm M}(\mu_0,\mu_t)` when defined, :math:`M`, the sign rule, the moments and the blow-up time.
+
+    Raises
+    ------
+    TypeError
+        If ``layer`` is not an :class:`~tokendynamics.attention.Attention`.
+    ValueError
+        If the layer is not softmax attention with one head.
+
+    References
+    ----------
+    %(paper1)s
+    Book: ``chapters/03_gradient_flow.md``, equations (eq-gf-energy), (eq-gf-sign-rule) and (eq-gf-twisted).
     """
 
     A, V = layer_matrices(layer)

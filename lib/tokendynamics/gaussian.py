@@ -56,6 +56,7 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import expm, fractional_matrix_power
 
 from .attention import Attention, LayerLike, LayerStack, layer_at
+from .docstrings import fill_doc
 from .errors import BlowUpError, NonFiniteError
 from .particles import adaptive_solve, sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
@@ -122,6 +123,70 @@ GAUSSIAN_KINDS = ("softmax", "linear", "l2", "sinkhorn")
 # eigenvalues of Sigma^{1/2} below this fraction of the largest (of Sigma: 1e-14) count as zero (Sinkhorn)
 _PINV_RTOL = 1e-7
 
+_PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322)"
+_CHAPTER2 = "book: ``chapters/02_gaussian_preservation.md``"
+
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    # the Gaussian N(mean, cov) and the layer whose affine field acts on it
+    "gaussian_state": r"""
+        mean : array (d,)
+            The mean :math:`\alpha` of the Gaussian.
+        cov : array (d, d)
+            Its covariance :math:`\Sigma`: symmetric positive semi-definite (singular allowed).
+        layer : Attention
+            The same layer object the particle core uses; kind in :data:`GAUSSIAN_KINDS`, not causal.
+    """,
+    # what the affine field refuses (gaussian_velocity, gaussian_rhs)
+    "raises_state": """
+        Raises
+        ------
+        NotGaussianPreservingError
+            For unnormalised softmax, sigmoid and causal layers.
+        ValueError
+            Wrong shapes, non-finite or non-PSD covariance.
+    """,
+    # the stopping rules of the official projected Euler scheme (projected_euler, solve_gaussian's faithful mode)
+    "euler_stops": r"""
+        tol_low : float
+            Projected Euler: a run stops as converged at the first iterate where
+            :math:`\|\dot\Sigma\|_F <` ``tol_low`` (official value ``1e-5``; ``0`` never stops it).
+        tol_high : float
+            Projected Euler: a run stops as a blow-up when the trace of the next iterate exceeds
+            ``tol_high`` (official value ``1e3``; ``inf`` disables the rule).
+        max_iter : int
+            Projected Euler: number of iterations after which a run that never stopped ends with
+            status ``"max_iter"`` (official value 50000).
+    """,
+    # the initial covariance of the closed forms of softmax with V = v I
+    "cov0_closed_form": r"""
+        cov0 : array (d, d)
+            The initial covariance :math:`\Sigma_0`: symmetric positive semi-definite (singular allowed).
+    """,
+    # the times at which a closed form valid before the blow-up is evaluated
+    "t_before_blowup": r"""
+        t : float or array (m,)
+            A time, or m times, at which to evaluate the closed form; every one must lie before the
+            blow-up time :math:`T^*` of :func:`blowup_time` (``inf`` when there is none).
+    """,
+    "refs_odes": f"{_PAPER1}, Gaussian initial data;\n{_CHAPTER2}, equation (eq-gauss-odes).",
+    "refs_tstar": f"""
+        {_PAPER1}, Gaussian initial data;
+        {_CHAPTER2}, section "Blow-up in finite time, or not",
+        equation (eq-gauss-tstar), where the closed form is derived.
+    """,
+    # the rank-one invariant manifold and its stationary lines
+    "refs_rank_one": f"""
+        {_PAPER1}, Gaussian initial data;
+        {_CHAPTER2}, section "Five behaviours in the cone" (convergence to two lines).
+    """,
+    "refs_cone": f"""
+        {_PAPER1}, the cone pictures of its Gaussian experiments
+        (the authors' code, vcastin/2025-transformers-PDEs);
+        {_CHAPTER2}, section "The cone of covariance matrices".
+    """,
+}
+
 
 class NotGaussianPreservingError(ValueError):
     """The attention variant does not map Gaussians to Gaussians (its field is not affine)."""
@@ -153,6 +218,7 @@ def _sym(S):
     return 0.5 * (S + np.swapaxes(S, -1, -2))
 
 
+@fill_doc(_DOC)
 def sinkhorn_spectrum(root, cov, B):
     r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}`
     (batched).
@@ -163,6 +229,31 @@ def sinkhorn_spectrum(root, cov, B):
     :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
     (chapter 2 of the book, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
     :mod:`tokendynamics.gradient_flow` is a sum over the same :math:`\sqrt{1+4h}`.
+
+    Parameters
+    ----------
+    root : array (..., d, d)
+        The symmetric square root :math:`\Sigma^{1/2}` of ``cov`` (e.g. from
+        :func:`~tokendynamics.transport.psd_sqrt`); not checked against ``cov``.
+    cov : array (..., d, d)
+        The covariance :math:`\Sigma`, symmetric positive semi-definite.
+    B : array (d, d) or (..., d, d)
+        Matrix of the kernel :math:`e^{\langle Bx,y\rangle}`; the Sinkhorn field of a head uses
+        :math:`B=(\beta/\varepsilon)A^\top`.
+
+    Returns
+    -------
+    sq : array (..., d)
+        :math:`\sqrt{1+4h_i}` for the eigenvalues :math:`h_i` of :math:`H` in increasing order
+        (round-off negatives clipped to 0), so every entry is at least 1.
+    W : array (..., d, d)
+        Orthonormal eigenvectors of :math:`H`, in the columns, in the same order.
+
+    References
+    ----------
+    %(refs_odes)s
+    The same square roots make the closed-form Sinkhorn energy of ``chapters/03_gradient_flow.md``,
+    equation (eq-gf-sinkhorn-energy).
     """
     lam, W = np.linalg.eigh(_sym(root @ np.swapaxes(B, -1, -2) @ cov @ B @ root))
     return np.sqrt(1.0 + 4.0 * np.clip(lam, 0.0, None)), W
@@ -222,6 +313,7 @@ def _validate_state(mean, cov, d: int | None = None, names=("mean", "cov")):
     return validate_gaussian(mean, cov, d, what="the layer has d", mean_name=names[0], name=names[1])
 
 
+@fill_doc(_DOC)
 def gaussian_velocity(mean, cov, layer: Attention):
     r"""The affine field of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`: :math:`\Gamma(x) = b + Mx`.
 
@@ -235,23 +327,20 @@ def gaussian_velocity(mean, cov, layer: Attention):
 
     Parameters
     ----------
-    mean : array (d,)
-    cov : array (d, d)
-        Symmetric positive semi-definite (singular allowed).
-    layer : Attention
-        The same layer object the particle core uses; kind in :data:`GAUSSIAN_KINDS`.
+    %(gaussian_state)s
 
     Returns
     -------
     b : array (d,)
+        The constant part of the field, summed over heads.
     M : array (d, d)
+        Its linear part, summed over heads (not symmetric in general).
 
-    Raises
-    ------
-    NotGaussianPreservingError
-        For unnormalised softmax, sigmoid and causal layers.
-    ValueError
-        Wrong shapes, non-finite or non-PSD covariance.
+    %(raises_state)s
+
+    References
+    ----------
+    %(refs_odes)s
     """
     _check_layer(layer)
     mean, cov = _validate_state(mean, cov, layer.d)
@@ -259,6 +348,7 @@ def gaussian_velocity(mean, cov, layer: Attention):
     return b, M
 
 
+@fill_doc(_DOC)
 def gaussian_rhs(mean, cov, layer: Attention):
     r"""Right-hand side of the mean/covariance ODEs (chapter 2 of the book, eq. (2.1)): :math:`(\dot\alpha,\dot\Sigma)`.
 
@@ -269,11 +359,22 @@ def gaussian_rhs(mean, cov, layer: Attention):
     :math:`\dot\Sigma = \beta(V\Sigma A^\top\Sigma + \Sigma A\Sigma V^\top)`; Sinkhorn:
     :math:`\dot\alpha = V\alpha` (the mean decouples), :math:`\dot\Sigma = VC^\top + CV^\top`.
 
+    Parameters
+    ----------
+    %(gaussian_state)s
+
     Returns
     -------
     dmean : array (d,)
+        :math:`\dot\alpha=b+M\alpha`, the velocity of the mean.
     dcov : array (d, d)
-        Exactly symmetric.
+        :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`, the velocity of the covariance; exactly symmetric.
+
+    %(raises_state)s
+
+    References
+    ----------
+    %(refs_odes)s
     """
     _check_layer(layer)
     mean, cov = _validate_state(mean, cov, layer.d)
@@ -369,6 +470,7 @@ def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     return lay
 
 
+@fill_doc(_DOC)
 def solve_gaussian(
     mean0,
     cov0,
@@ -394,6 +496,7 @@ def solve_gaussian(
     Parameters
     ----------
     mean0 : array (d,)
+        The initial mean :math:`\alpha_0`. Never modified.
     cov0 : array (d, d)
         Symmetric PSD (singular allowed; the rank is kept in accurate mode). Never modified.
     layer : Attention or callable ``t -> Attention``
@@ -413,6 +516,11 @@ def solve_gaussian(
     t_eval : array, optional
         Accurate mode: output times (default: every accepted solver step). The blow-up time is
         appended when the run stops at a blow-up.
+    method : str
+        Accurate mode: the ``scipy.integrate`` solver, one of ``"RK45", "RK23", "DOP853", "Radau",
+        "BDF", "LSODA"`` (default ``"DOP853"``).
+    rtol, atol : float
+        Accurate mode: relative and absolute tolerances of that solver on the state :math:`(\alpha,\Phi)`.
     blowup_trace : float
         Accurate mode: trace at which the run stops as a blow-up. The reported ``exit_time`` is
         the time the solver reached, never an output time: the crossing of ``blowup_trace``
@@ -423,12 +531,24 @@ def solve_gaussian(
     on_blowup : {"stop", "raise"}
         Return the trajectory up to the blow-up (``status="blowup"``), or raise
         :class:`~tokendynamics.errors.BlowUpError` with the time.
+    step : float, optional
+        Faithful mode, where it is required: the Euler step :math:`h` (the official value is
+        ``0.01``). The accurate mode refuses it (a ValueError) rather than ignore it.
+    %(euler_stops)s
     save : {"all", "log", "final"} or int
         Faithful mode: which iterates to keep (see :func:`projected_euler`).
 
     Returns
     -------
     GaussianTrajectory
+        Times, means and covariances (symmetric PSD) of the solution, the ``status`` that ended it
+        (``"completed"``, ``"blowup"``, and in faithful mode ``"converged"`` or ``"max_iter"``), the
+        exit time and the solver details in ``info``.
+
+    References
+    ----------
+    %(refs_odes)s
+    The faithful mode is the projected Euler scheme of the authors' code (vcastin/2025-transformers-PDEs).
     """
     mode = validate_choice(mode, "mode", ("accurate", "faithful"))
     on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
@@ -1199,6 +1319,7 @@ def _save_mask(save, max_iter: int) -> np.ndarray:
     return mask
 
 
+@fill_doc(_DOC)
 def projected_euler(
     cov0,
     layer: Attention,
@@ -1231,19 +1352,26 @@ def projected_euler(
     Parameters
     ----------
     cov0 : array (d, d) or (B, d, d)
+        One initial covariance, or a batch of B of them (each symmetric positive semi-definite),
+        each integrated as its own member. Never modified.
     layer : Attention
         Kind in :data:`GAUSSIAN_KINDS` (the official scalings are built by
         :func:`tokendynamics.book.gaussian_figures.official_layer`).
     step : float
         Euler step :math:`h`.
     mean0 : array (d,) or (B, d), optional
-    tol_low, tol_high, max_iter : official stopping rules.
+        Initial mean (one for every member, or one each), moved by plain Euler alongside the
+        covariance; ``None`` (default) keeps every mean at zero, as the official code does.
+    %(euler_stops)s
     save : {"log", "all", "final"} or int
         Iterates to keep per member: ``"all"`` (the official ``S_list``), every k-th, ``"log"``
         (iterations 0–49 then about 116 per decade), or only the last; the last stored iterate
         is always kept.
     t_max : float, optional
         Also stop (``status="completed"``) at iteration ``ceil(t_max / step)``.
+    psd_floor : float
+        The value, at least 0, that the projection :math:`\Pi_{\succeq0}` puts in place of the
+        negative eigenvalues (the official code's ``1e-14``).
     backend : {"auto", "numpy", "numba"}
         ``auto`` uses the compiled loop for softmax (any heads) and single-head L2 when numba is
         installed and no ``mean0`` is given; numpy otherwise.
@@ -1251,6 +1379,14 @@ def projected_euler(
     Returns
     -------
     EulerRuns
+        Per member: the status and iteration at which it stopped, the last stored and the final
+        iterates, :math:`\|\dot\Sigma\|_F` there, and the stored iteration indices, covariances and means.
+
+    References
+    ----------
+    %(refs_odes)s
+    The scheme, its steps and stopping rules are those of the authors' code (vcastin/2025-transformers-PDEs);
+    the book's section "Five behaviours in the cone" regenerates the paper's cone figures with it.
     """
     _check_layer(layer)
     step = validate_positive(step, "step")
@@ -1402,6 +1538,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 def empirical_moments(X, weights=None):
     r"""Mean and covariance of the measure :math:`\mu=\sum_jw_j\delta_{x_j}` of tokens ``X`` (..., n, d).
 
@@ -1411,6 +1548,28 @@ def empirical_moments(X, weights=None):
     given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
     trajectory. These are the moments the Gaussian ODEs predict (Castin et al., arXiv:2501.18322, Gaussian initial
     data).
+
+    Parameters
+    ----------
+    X : array (..., n, d)
+        Tokens: n points of dimension d (at least one of each), possibly stacked along leading
+        axes such as the times of a trajectory.
+    weights : array (n,), optional
+        Masses of the n tokens, non-negative and summing to 1, shared by every leading index;
+        ``None`` (default) gives each token mass :math:`1/n`.
+
+    Returns
+    -------
+    mean : array (..., d)
+        The weighted mean :math:`\bar x`.
+    cov : array (..., d, d)
+        The weighted covariance :math:`\hat\Sigma`, normalised by the total mass 1 (no
+        :math:`n/(n-1)` correction).
+
+    References
+    ----------
+    %(refs_odes)s
+    Section "Particles against the ODEs" compares these moments with the ODEs.
     """
     X = validate_finite_array(X, "X", min_ndim=2)
     n = X.shape[-2]
@@ -1422,6 +1581,7 @@ def empirical_moments(X, weights=None):
     return m, np.einsum("j,...ja,...jb->...ab", w, Y, Y)
 
 
+@fill_doc(_DOC)
 def gauss_hermite(mean, cov, k: int = 20):
     r"""Tensor Gauss–Hermite quadrature of :math:`N(\mathrm{mean},\mathrm{cov})`: nodes (k^d, d) and weights (k^d,).
 
@@ -1430,6 +1590,34 @@ def gauss_hermite(mean, cov, k: int = 20):
     :math:`(z_j,w_j)` the probabilists' Hermite rule. Fed to the particle core as weights
     (``velocity(X, layer, weights)``, ``simulate(..., weights=w)``), this is the mean-field
     Transformer PDE started from the Gaussian itself rather than from a sample (d <= 3).
+
+    Parameters
+    ----------
+    mean : array (d,)
+        The mean :math:`\alpha`, of dimension d <= 3.
+    cov : array (d, d)
+        The covariance :math:`\Sigma`, symmetric positive semi-definite (singular allowed).
+    k : int
+        Number of Hermite nodes per coordinate (default 20); the rule integrates polynomials of
+        degree up to :math:`2k-1` in each coordinate of :math:`z` exactly.
+
+    Returns
+    -------
+    nodes : array (k**d, d)
+        The points :math:`x_j=\alpha+\Sigma^{1/2}z_j` of the tensor grid.
+    weights : array (k**d,)
+        Their masses :math:`w_j`, positive and summing to 1 (a probability vector for the
+        particle core's ``weights``).
+
+    Raises
+    ------
+    ValueError
+        If d > 3 (the grid would have :math:`k^d` nodes), or for an invalid mean, covariance or ``k``.
+
+    References
+    ----------
+    %(refs_odes)s
+    Section "Particles against the ODEs" runs the Transformer PDE on these nodes.
     """
     from numpy.polynomial.hermite_e import hermegauss
 
@@ -1480,6 +1668,7 @@ class ParticleComparison:
     n: int
 
 
+@fill_doc(_DOC)
 def compare_with_particles(
     layer: Attention,
     mean0,
@@ -1504,6 +1693,48 @@ def compare_with_particles(
     Gaussian and compared with :func:`~tokendynamics.transport.bures_wasserstein`
     (chapter 2 of the book). What remains from the sample's moments is the effect of the
     sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
+
+    Parameters
+    ----------
+    layer : Attention
+        A constant layer of a kind in :data:`GAUSSIAN_KINDS`, not causal; it moves the particles
+        and defines the ODEs.
+    mean0 : array (d,)
+        The mean :math:`\alpha_0` of the Gaussian the tokens are drawn from.
+    cov0 : array (d, d)
+        Its covariance :math:`\Sigma_0`, symmetric positive semi-definite.
+    n : int
+        Number of tokens sampled.
+    T : float
+        Final time (> 0): particles and ODEs run on :math:`[0,T]`.
+    dt : float
+        Step of the particle integrator (for ``method="adaptive"``, the spacing of its output times).
+    seed : int, numpy.random.Generator or None
+        Seed or generator of the sample (:func:`~tokendynamics.particles.sample_gaussian`); an
+        integer seed is also recorded in the particle trajectory. ``None`` draws a fresh sample.
+    method : {"rk4", "euler", "adaptive"}
+        Particle integrator of :func:`~tokendynamics.particles.simulate` (default ``"rk4"``).
+    save_every : int
+        Keep every k-th step of a fixed-step particle method (the last is always kept); the stored
+        times are where particles and ODEs are compared.
+    rtol, atol : float
+        Tolerances of the two accurate ODE solves (:func:`solve_gaussian`).
+
+    Returns
+    -------
+    ParticleComparison
+        At every stored time: the particles' fitted mean and covariance, their Bures–Wasserstein
+        distances to the two ODE solutions, the errors on mean and covariance, and the runs themselves.
+
+    Raises
+    ------
+    BlowUpError
+        If the particles or either ODE solution blow up before ``T``.
+
+    References
+    ----------
+    %(refs_odes)s
+    Section "Particles against the ODEs" reports these distances for every variant.
     """
     _check_layer(layer)
     mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
@@ -1563,6 +1794,7 @@ def _sym_part(layer: Attention) -> np.ndarray:
     return layer.beta * (A + A.T)
 
 
+@fill_doc(_DOC)
 def isotropic_covariance(cov0, layer: Attention, t):
     r"""Closed-form covariance for softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
 
@@ -1573,6 +1805,28 @@ def isotropic_covariance(cov0, layer: Attention, t):
 
     valid for singular :math:`\Sigma_0` and for :math:`t<T^*` (:func:`blowup_time`).
     ``t`` may be a number or an array (then the result has shape (len(t), d, d)).
+
+    Parameters
+    ----------
+    %(cov0_closed_form)s
+    layer : Attention
+        Single-head softmax layer with an isotropic value matrix :math:`V=vI` (any real :math:`v`)
+        and any score matrix :math:`A`.
+    %(t_before_blowup)s
+
+    Returns
+    -------
+    array (d, d) or (m, d, d)
+        The covariance :math:`\Sigma_t` (symmetric), one matrix for a number ``t``, a stack for an array.
+
+    Raises
+    ------
+    BlowUpError
+        If some requested time is at or beyond :math:`T^*`.
+
+    References
+    ----------
+    %(refs_tstar)s
     """
     layer = _softmax_single(layer, "the precision formula")
     v = _scalar_value(layer, "the precision formula")
@@ -1584,6 +1838,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
     return out[0] if np.ndim(t) == 0 else out
 
 
+@fill_doc(_DOC)
 def blowup_time(cov0, layer: Attention) -> float:
     r"""Blow-up time of softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book), ``inf`` if
     there is none.
@@ -1592,6 +1847,24 @@ def blowup_time(cov0, layer: Attention) -> float:
 
     when that eigenvalue is positive; for :math:`\Sigma_0\succ0` a blow-up happens iff
     :math:`v(A+A^\top)` has a positive eigenvalue.
+
+    Parameters
+    ----------
+    %(cov0_closed_form)s
+    layer : Attention
+        Single-head softmax layer whose value matrix is :math:`V=vI`; its :math:`\beta` and
+        :math:`A` (any, symmetric or not) enter through :math:`\beta(A+A^\top)`.
+
+    Returns
+    -------
+    float
+        :math:`T^*`, positive, or ``math.inf`` when the largest eigenvalue is at most
+        :math:`10^{-14}` times the largest in absolute value: then the closed-form covariance
+        exists for every :math:`t\ge0`.
+
+    References
+    ----------
+    %(refs_tstar)s
     """
     layer = _softmax_single(layer, "the blow-up formula")
     v = _scalar_value(layer, "the blow-up formula")
@@ -1613,6 +1886,7 @@ def _times_before_blowup(t, cov0: np.ndarray, layer: Attention, what: str) -> np
     return ts
 
 
+@fill_doc(_DOC)
 def isotropic_mean(mean0, cov0, layer: Attention, t):
     r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter
     2 of the book).
@@ -1622,10 +1896,30 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     (principal matrix power; :math:`\Sigma_0A` has a real spectrum). Valid for :math:`t<T^*`
     (:func:`blowup_time`), where :math:`I-2vt\beta\Sigma_0A` becomes singular.
 
+    Parameters
+    ----------
+    mean0 : array (d,)
+        The initial mean :math:`\alpha_0`.
+    %(cov0_closed_form)s
+    layer : Attention
+        Single-head softmax layer with :math:`V=vI` and a symmetric score matrix :math:`A`
+        (a non-symmetric one raises a ValueError: no closed form is known).
+    %(t_before_blowup)s
+
+    Returns
+    -------
+    array (d,) or (m, d)
+        The mean :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
+
     Raises
     ------
     BlowUpError
         If some requested time is at or beyond :math:`T^*` (the matrix power would be complex).
+
+    References
+    ----------
+    %(refs_odes)s
+    Section "Blow-up in finite time, or not" has :math:`T^*`; section "The mean" the mean equation.
     """
     layer = _softmax_single(layer, "the mean formula")
     v = _scalar_value(layer, "the mean formula")
@@ -1642,6 +1936,7 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     return means[0] if np.ndim(t) == 0 else means
 
 
+@fill_doc(_DOC)
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
     r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (Castin et al.,
     arXiv:2501.18322; chapter 2 of the book).
@@ -1664,6 +1959,29 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     conserved while it grows on the range (checked against the ODE solver, :math:`O(1/t)`).
 
     Eigenvalues of :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
+
+    Parameters
+    ----------
+    %(cov0_closed_form)s
+    layer : Attention
+        Single head with :math:`V=vI`, :math:`v>0`: softmax with :math:`A+A^\top\preceq0`, or L2 with
+        :math:`K^\top Q` symmetric negative semi-definite and :math:`\ker K^\top Q=\ker K`
+        (anything else raises a ValueError).
+    tol : float
+        Relative threshold (> 0, default ``1e-10``) for the zero eigenvalues of
+        :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}`, which span the kernel projected on.
+
+    Returns
+    -------
+    array (d, d)
+        The limit covariance :math:`\Sigma_\infty`, symmetric positive semi-definite, of rank at most
+        :math:`\dim\ker(A+A^\top)` (at most :math:`\dim\ker K^\top Q` for L2).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book:
+    ``chapters/02_gaussian_preservation.md``, section "Clustering: the rank of the limit", equation
+    (eq-gauss-rank), and section "Five behaviours in the cone" (convergence to a line).
     """
     _check_layer(layer)
     if layer.n_heads != 1 or layer.kind not in ("softmax", "l2"):
@@ -1698,6 +2016,7 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     return _sym(R0 @ (ker @ ker.T) @ R0)
 
 
+@fill_doc(_DOC)
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (Castin et al., arXiv:2501.18322; chapter 2
     of the book), softmax.
@@ -1706,6 +2025,22 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
 
     (a scalar quadratic form, so the convention :math:`A` vs :math:`A^\top` does not matter here);
     then :math:`\Sigma_t=z_tz_t^\top` solves the covariance ODE for any :math:`V, A`.
+
+    Parameters
+    ----------
+    z : array (..., d)
+        A point :math:`z` of the manifold (:math:`\Sigma=zz^\top`), or a stack of them.
+    layer : Attention
+        Softmax layer, any number of heads (not causal).
+
+    Returns
+    -------
+    array (..., d)
+        :math:`\dot z`, of the shape of ``z``.
+
+    References
+    ----------
+    %(refs_rank_one)s
     """
     _check_layer(layer)
     if layer.kind != "softmax":
@@ -1720,10 +2055,37 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     return out
 
 
+@fill_doc(_DOC)
 def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
     r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval``.
 
     Starts at time 0; returns the states, shape (m, d).
+
+    Parameters
+    ----------
+    z0 : array (d,)
+        The initial point, :math:`\Sigma_0=z_0z_0^\top`.
+    layer : Attention
+        Softmax layer, any number of heads (not causal).
+    t_eval : array (m,)
+        Strictly increasing output times, none negative, the last one positive (the integration
+        runs from 0 to it).
+    rtol, atol : float
+        Tolerances of ``scipy.integrate.solve_ivp`` (method ``"DOP853"``).
+
+    Returns
+    -------
+    array (m, d)
+        :math:`z_t` at the times ``t_eval``; :math:`z_tz_t^\top` is the covariance.
+
+    Raises
+    ------
+    BlowUpError
+        If the solver fails before the last time (e.g. at a finite-time blow-up).
+
+    References
+    ----------
+    %(refs_rank_one)s
     """
     _check_layer(layer)
     z0 = validate_finite_array(z0, "z0", ndim=1)
@@ -1745,6 +2107,7 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
     return sol.y.T
 
 
+@fill_doc(_DOC)
 def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
     r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (Castin et
     al., arXiv:2501.18322; chapter 2 of the book).
@@ -1753,6 +2116,22 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
     :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
     :math:`A_{11}\cos^2\theta+(A_{12}+A_{21})\cos\theta\sin\theta+A_{22}\sin^2\theta=0`.
     Two lines when :math:`A+A^\top` is indefinite, none when it is definite.
+
+    Parameters
+    ----------
+    layer : Attention
+        Single-head softmax layer in d = 2; only its score matrix :math:`A` is used.
+
+    Returns
+    -------
+    array (k,)
+        The angles, increasing: k = 2 when :math:`A+A^\top` is indefinite, 0 when it is definite;
+        a singular :math:`A+A^\top` gives a double root, returned twice if :math:`A_{22}\ne0` and once
+        (:math:`\pi/2`) if :math:`A_{22}=0`.
+
+    References
+    ----------
+    %(refs_rank_one)s
     """
     layer = _softmax_single(layer, "the stationary-line formula")
     if layer.d != 2:
@@ -1778,10 +2157,32 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
 
     blow-up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0`. Returns ``(mean_t, var_t)``.
 
+    Parameters
+    ----------
+    mean0 : float
+        The initial mean :math:`\alpha_0`.
+    var0 : float
+        The initial variance :math:`\sigma_0^2\ge0`.
+    layer : Attention
+        Single-head softmax layer in d = 1: its 1 x 1 matrices give :math:`a=\beta A` and :math:`v=V`.
+    t : float or array
+        The time(s) at which to evaluate, all before :math:`T^*` when :math:`va\sigma_0^2>0`.
+
+    Returns
+    -------
+    mean_t, var_t : float or array
+        :math:`\alpha_t` and :math:`\sigma_t^2`, each of the shape of ``t``.
+
     Raises
     ------
     BlowUpError
         If some requested time is at or beyond :math:`T^*` (with :math:`T^*` as its time).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book:
+    ``chapters/02_gaussian_preservation.md``, equation (eq-gauss-tstar), whose d = 1 case is
+    :math:`T^*=1/(2va\sigma_0^2)`.
     """
     layer = _softmax_single(layer, "the one-dimensional solution")
     if layer.d != 1:
@@ -1803,10 +2204,31 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 
+@fill_doc(_DOC)
 def decoupled_mean(mean0, layer: Attention, t):
     r"""Sinkhorn mean: :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`.
 
     Castin et al., arXiv:2501.18322 (Sinkhorn attention on Gaussians); chapter 2 of the book.
+
+    Parameters
+    ----------
+    mean0 : array (d,)
+        The initial mean :math:`\alpha_0`.
+    layer : Attention
+        Sinkhorn layer, any number of heads (their value matrices are summed); the score matrices,
+        :math:`\beta` and :math:`\varepsilon` play no part.
+    t : float or array (m,)
+        A time, or m times, at which to evaluate the mean.
+
+    Returns
+    -------
+    array (d,) or (m, d)
+        The mean :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
+
+    References
+    ----------
+    %(refs_odes)s
+    Section "The mean" compares it with the particles.
     """
     _check_layer(layer)
     if layer.kind != "sinkhorn":
@@ -1828,6 +2250,26 @@ def growth_rate(layer: Attention) -> float:
       (``inf`` unless every :math:`K_h^\top K_h\succ0`), from
       :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
     * Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
+
+    Norms are spectral norms.
+
+    Parameters
+    ----------
+    layer : Attention
+        An L2 or Sinkhorn layer, any number of heads (softmax and linear attention raise a
+        ValueError: they can blow up in finite time).
+
+    Returns
+    -------
+    float
+        The rate :math:`c\ge0`, independent of :math:`\beta` (and of :math:`\varepsilon`); ``math.inf`` for
+        L2 when some :math:`K_h^\top K_h` is numerically singular (smallest eigenvalue at most
+        :math:`10^{-14}\max(1,\|K_h\|_F^2)`).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data (L2 and Sinkhorn attention); book:
+    ``chapters/02_gaussian_preservation.md``, section "Blow-up in finite time, or not", where the bound is derived.
     """
     _check_layer(layer)
     c = 0.0
@@ -1852,7 +2294,25 @@ def growth_rate(layer: Attention) -> float:
 
 
 def covariance_eigenvalues(cov) -> np.ndarray:
-    """Eigenvalues of a covariance or a stack of them, in decreasing order (shape (..., d))."""
+    """Eigenvalues of a covariance or a stack of them, in decreasing order (shape (..., d)).
+
+    Parameters
+    ----------
+    cov : array (d, d) or (..., d, d)
+        A square matrix or a stack of them, finite; its symmetric part is used (no PSD check, so
+        round-off negatives are returned as they are).
+
+    Returns
+    -------
+    array (..., d)
+        The eigenvalues of each matrix, largest first.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book:
+    ``chapters/02_gaussian_preservation.md``, where the spectra show clustering (low rank) and the
+    rank-one profile of a blow-up.
+    """
     cov = validate_finite_array(cov, "cov", min_ndim=2)
     if cov.shape[-1] != cov.shape[-2]:
         raise ValueError(f"cov must be a square matrix or a stack (..., d, d), got shape {cov.shape}")
@@ -1866,6 +2326,27 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     ``relative=True`` the threshold is a fraction of the largest eigenvalue. Report both the rank and
     the eigenvalues: a decaying eigenvalue can sit above a threshold when a stopping rule fires
     (chapter 2 of the book, the rank histograms). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
+
+    Parameters
+    ----------
+    cov : array (d, d) or (..., d, d)
+        A covariance or a stack of them (the symmetric part is used).
+    threshold : float
+        Eigenvalues strictly above it count (default 0.1, the official histograms' value).
+    relative : bool
+        If True, the threshold is ``threshold`` times the largest eigenvalue of each matrix.
+
+    Returns
+    -------
+    rank : int or array (...) of int
+        The number of eigenvalues above the threshold, per matrix.
+    eigenvalues : array (..., d)
+        The eigenvalues, largest first (:func:`covariance_eigenvalues`).
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), its rank histograms (the authors' code); book:
+    ``chapters/02_gaussian_preservation.md``, section "Clustering: the rank of the limit", equation (eq-gauss-rank).
     """
     threshold = validate_finite(threshold, "threshold")
     relative = validate_flag(relative, "relative")
@@ -1874,12 +2355,27 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     return np.sum(lam > cut, axis=-1), lam
 
 
+@fill_doc(_DOC)
 def cone_coordinates(cov) -> np.ndarray:
     r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (...,
     3)).
 
     :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
     the set of rank-one matrices (chapter 2 of the book, the cone figure).
+
+    Parameters
+    ----------
+    cov : array (2, 2) or (..., 2, 2)
+        A 2 x 2 matrix or a stack of them; the off-diagonal entries are averaged (not checked PSD).
+
+    Returns
+    -------
+    array (..., 3)
+        :math:`(u, w, v)` per matrix; :math:`v` is the trace.
+
+    References
+    ----------
+    %(refs_cone)s
     """
     S = validate_finite_array(cov, "cov", min_ndim=2)
     if S.shape[-2:] != (2, 2):
@@ -1888,11 +2384,26 @@ def cone_coordinates(cov) -> np.ndarray:
     return np.stack([a - b, 2 * c, a + b], axis=-1)
 
 
+@fill_doc(_DOC)
 def disc_point(cov) -> np.ndarray:
     r"""Point :math:`(a-b,\,2c)/(a+b)` of the trace-normalised matrix :math:`\Sigma/\operatorname{tr}\Sigma` in the unit
     disc (shape (..., 2)).
 
     The unit circle is the set of rank-one trace-one matrices; the centre is :math:`I/2`.
+
+    Parameters
+    ----------
+    cov : array (2, 2) or (..., 2, 2)
+        A 2 x 2 covariance or a stack of them, each of positive trace (else a ValueError).
+
+    Returns
+    -------
+    array (..., 2)
+        :math:`(u/v,\,w/v)` from :func:`cone_coordinates`; inside the closed unit disc for a PSD matrix.
+
+    References
+    ----------
+    %(refs_cone)s
     """
     uwv = cone_coordinates(cov)
     v = uwv[..., 2:]
@@ -1901,8 +2412,24 @@ def disc_point(cov) -> np.ndarray:
     return uwv[..., :2] / v
 
 
+@fill_doc(_DOC)
 def cov_from_cone(uwv) -> np.ndarray:
-    r"""Inverse of :func:`cone_coordinates`: :math:`(u,w,v)\mapsto\frac12\begin{pmatrix}v+u&w\\w&v-u\end{pmatrix}`."""
+    r"""Inverse of :func:`cone_coordinates`: :math:`(u,w,v)\mapsto\frac12\begin{pmatrix}v+u&w\\w&v-u\end{pmatrix}`.
+
+    Parameters
+    ----------
+    uwv : array (3,) or (..., 3)
+        Cone coordinates :math:`(u, w, v)`, one triple or a stack of them.
+
+    Returns
+    -------
+    array (..., 2, 2)
+        The symmetric matrices, positive semi-definite exactly when :math:`v\ge\sqrt{u^2+w^2}`.
+
+    References
+    ----------
+    %(refs_cone)s
+    """
     uwv = validate_finite_array(uwv, "uwv", min_ndim=1)
     if uwv.shape[-1] != 3:
         raise ValueError(f"uwv must hold cone coordinates (..., 3), got shape {uwv.shape}")
@@ -1910,6 +2437,7 @@ def cov_from_cone(uwv) -> np.ndarray:
     return 0.5 * np.stack([np.stack([v + u, w], -1), np.stack([w, v - u], -1)], -2)
 
 
+@fill_doc(_DOC)
 def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
     r"""Trace-one initial covariances on a grid of the disc (the official ``init_grid``), shape (m, 2, 2).
 
@@ -1917,6 +2445,23 @@ def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
     (inner loop), kept if :math:`u^2+w^2<1` (strictly positive definite),
     :math:`\Sigma_0=\frac12\begin{pmatrix}1+u&w\\w&1-u\end{pmatrix}`. Counts: 10 x 10 on
     :math:`[-0.5,0.5]^2` gives 100, 20 x 20 on :math:`[-1,1]^2` 276, 30 x 30 648, 40 x 40 1184.
+
+    Parameters
+    ----------
+    n_u, n_w : int
+        Numbers of grid values of :math:`u` and of :math:`w` (at least 1 each).
+    limits : (float, float, float, float)
+        :math:`(l_0,l_1,l_2,l_3)` = ``(u_min, u_max, w_min, w_max)``, each minimum at most its
+        maximum; default :math:`[-0.5,0.5]^2`.
+
+    Returns
+    -------
+    array (m, 2, 2)
+        The m initial covariances of the grid inside the open disc, in the loop order above.
+
+    References
+    ----------
+    %(refs_cone)s
     """
     n_u, n_w = validate_count(n_u, "n_u"), validate_count(n_w, "n_w")
     lim = validate_finite_array(limits, "limits", ndim=1)

@@ -336,6 +336,11 @@ def require_layer(layer, name: str = "layer") -> Attention:
     ------
     TypeError
         ``layer`` is not an :class:`Attention`.
+
+    References
+    ----------
+    An :class:`Attention` is the in-context velocity field of the tokens of paper 1 (Castin et al.,
+    arXiv:2501.18322) and paper 2 (Li et al., 2026); book: ``chapters/index.md``, equation (eq-intro-sa).
     """
     return validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
 
@@ -1152,6 +1157,11 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
         ``layer`` is neither.
     ValueError
         Its dimension is not d, or a stack has not B layers.
+
+    References
+    ----------
+    Each of the B systems is one particle system of paper 1 (Castin et al., arXiv:2501.18322) driven by its
+    own layer; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
     if not isinstance(layer, (Attention, LayerStack)):
         raise TypeError(f"{what} must be an Attention or a LayerStack, got {type(layer).__name__}")
@@ -1274,6 +1284,13 @@ def sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
     Returns
     -------
     str
+        The message: the tolerance missed, the error reached, and the three settings to change.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
+    G. Peyré, *Sinkformers*, AISTATS 2022. Book: ``chapters/01_well_posedness.md``, section
+    "Eight velocity fields".
     """
     return (
         f"Sinkhorn attention did not reach sinkhorn_tol = {layer.sinkhorn_tol:.3g} in {iterations} iterations: "

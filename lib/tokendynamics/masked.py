@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .attention import Attention, attention_matrix, require_layer
+from .docstrings import fill_doc
 from .validation import (
     real_array,
     validate_count,
@@ -37,6 +38,16 @@ from .validation import (
 )
 
 __all__ = ["SinkSystem", "with_sink", "prefix_mass", "causal_log_partition", "sink_attention"]
+
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    # the references of masked attention with a sink
+    "ref_masked": """
+        Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book:
+        ``chapters/01_well_posedness.md``, section "Masked attention and the attention sink", equation
+        (eq-p1-masked).
+    """,
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,6 +99,7 @@ class SinkSystem:
         return {"weights": self.weights, "positions": self.positions}
 
 
+@fill_doc(_DOC)
 def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     r"""The discrete masked model (paper 1, arXiv:2501.18322; chapter 1 of the book) with an attention sink of mass
     :math:`m_0` at :math:`s=0`.
@@ -117,6 +129,10 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
            +\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
            {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}},
            \qquad \dot x_0=Vx_0 .
+
+    References
+    ----------
+    %(ref_masked)s
     """
     X = validate_tokens(X)
     n, d = X.shape
@@ -142,8 +158,27 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     return SinkSystem(np.vstack([S, X]), w, np.concatenate([np.zeros(k), s]), k, m0)
 
 
+@fill_doc(_DOC)
 def prefix_mass(weights, positions) -> np.ndarray:
-    r""":math:`\lambda([0,s_i])=\sum_{j:\,s_j\le s_i}w_j` for every token (ties included)."""
+    r""":math:`\lambda([0,s_i])=\sum_{j:\,s_j\le s_i}w_j` for every token (ties included).
+
+    Parameters
+    ----------
+    weights : array_like (n,)
+        Masses :math:`w_j` of the tokens (required, e.g. ``SinkSystem.weights``).
+    positions : array_like (n,)
+        Positions :math:`s_j` of the tokens (finite numbers, in any order; equal positions count each other).
+
+    Returns
+    -------
+    numpy.ndarray (n,)
+        The mass of the prefix each token attends to, :math:`\lambda([0,s_i])`: the normalisation of its
+        causal attention with :math:`A=0`.
+
+    References
+    ----------
+    %(ref_masked)s
+    """
     s = real_array(positions, "positions")
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"positions must be a non-empty 1-D array, got shape {s.shape}")
@@ -160,12 +195,36 @@ def prefix_mass(weights, positions) -> np.ndarray:
     return out
 
 
+@fill_doc(_DOC)
 def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0) -> np.ndarray:
     r"""Log of the causal softmax denominators :math:`Z_i=\sum_{j:\,s_j\le s_i}w_j\,e^{\beta\langle x_i,Ax_j\rangle}`.
 
     The quantity bounded below by :math:`m_0e^{-\beta\|A\|R^2}` when a sink of mass :math:`m_0`
     is present (paper 1, arXiv:2501.18322, masked attention; chapter 1 of the book). Dense :math:`n\times n`; for tests
     and figures.
+
+    Parameters
+    ----------
+    X : array_like (n, d)
+        The tokens, sink rows included.
+    layer : Attention
+        The layer whose score :math:`\beta\langle x,Ay\rangle` (of head ``head``) enters the softmax
+        denominator, whatever the layer's kind.
+    weights : array_like (n,), optional
+        Masses :math:`w_j`; None gives :math:`1/n` each.
+    positions : array_like (n,)
+        Positions :math:`s_j` (required).
+    head : int
+        Index of the head whose :math:`A` is used.
+
+    Returns
+    -------
+    numpy.ndarray (n,)
+        :math:`\log Z_i` for every token.
+
+    References
+    ----------
+    %(ref_masked)s
     """
     require_layer(layer)
     X = validate_tokens(X, layer.d)
@@ -186,11 +245,32 @@ def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0)
     return logsumexp(S, axis=1)
 
 
+@fill_doc(_DOC)
 def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np.ndarray:
     r"""Attention mass each token puts on the sink: :math:`\sum_{j\in\text{sink}}P_{ij}`, one value per token.
 
     For a row-normalised causal layer this is the share of token :math:`i`'s update that comes
     from the sink; with :math:`A=0` it equals :math:`m_0/\lambda([0,s_i])`.
+
+    Parameters
+    ----------
+    X : array_like (n_sink + n, d)
+        Tokens of the system, sink rows first (``system.X``, or a frame of its trajectory).
+    layer : Attention
+        The causal layer.
+    system : SinkSystem
+        The measure (:func:`with_sink`): its masses, positions and number of sink rows.
+    head : int
+        Index of the head whose attention matrix is used.
+
+    Returns
+    -------
+    numpy.ndarray (n,)
+        The attention mass on the sink rows, for each token (the sink rows left out).
+
+    References
+    ----------
+    %(ref_masked)s
     """
 
     validate_instance(system, SinkSystem, "system", "a SinkSystem (from with_sink)")

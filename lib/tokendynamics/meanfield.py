@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import Attention
+from .docstrings import fill_doc
 from .ensembles import simulate_batch
 from .gaussian import blowup_time, one_dimensional_solution
 from .masked import with_sink
@@ -58,6 +59,36 @@ __all__ = [
 ]
 
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    # the scalar layer of the 1-D Gaussian oracle
+    "a_v": r"""
+        a, v : float
+            Score :math:`a` and value :math:`v` of the scalar softmax layer :math:`A=[a]`, :math:`V=[v]`,
+            :math:`\beta=1` (for another inverse temperature, pass :math:`a=\beta A`).
+    """,
+    # the initial Gaussian of the 1-D oracle
+    "alpha0_sigma0": r"""
+        alpha0 : float
+            Mean :math:`\alpha_0` of the initial Gaussian :math:`N(\alpha_0,\sigma_0^2)`.
+        sigma0 : float
+            Its standard deviation :math:`\sigma_0>0` (not the variance).
+    """,
+    # the references of the exact 1-D Gaussian solution
+    "ref_gauss1d": r"""
+        Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian solutions of softmax attention; book:
+        ``chapters/01_well_posedness.md``, equation (eq-p1-gauss1d) (derived in
+        ``chapters/02_gaussian_preservation.md``).
+    """,
+    # the references of the rate measurements
+    "ref_rates": r"""
+        Paper 1 (Castin et al., arXiv:2501.18322), the mean-field limit theorem: the :math:`n`-token error inherits
+        the rate of the empirical measure through the stability bound. Book: ``chapters/01_well_posedness.md``,
+        section "The mean-field limit" (how a slope is measured) and equation (eq-p1-stability).
+    """,
+}
+
+
 def _check_scalars(alpha0, sigma0, a, v):
     return [
         validate_finite(alpha0, "alpha0"),
@@ -78,17 +109,36 @@ def _layer_1d(a: float, v: float) -> Attention:
     return Attention("softmax", A=[[a]], V=[[v]])
 
 
+@fill_doc(_DOC)
 def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
     r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``.
 
     The d = 1 case of :func:`tokendynamics.gaussian.blowup_time` (paper 1, Castin et al., arXiv:2501.18322, Gaussian
     data;
     chapter 2 of the book).
+
+    Parameters
+    ----------
+    sigma0 : float
+        Standard deviation :math:`\sigma_0>0` of the initial Gaussian (its mean does not affect :math:`T^*`).
+    %(a_v)s
+
+    Returns
+    -------
+    float
+        :math:`T^*`, the time at which the variance :math:`\sigma_t^2` of the solution becomes infinite;
+        ``math.inf`` when :math:`va\le0` (the solution exists for all :math:`t\ge0`).
+
+    References
+    ----------
+    %(ref_gauss1d)s
+    The same time in any dimension: ``chapters/02_gaussian_preservation.md``, equation (eq-gauss-tstar).
     """
     _, sigma0, a, v = _check_scalars(0.0, sigma0, a, v)
     return blowup_time([[sigma0**2]], _layer_1d(a, v))
 
 
+@fill_doc(_DOC)
 def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
     r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution (paper 1,
     arXiv:2501.18322; chapter 2 of the book).
@@ -96,12 +146,30 @@ def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
     The closed form of :func:`tokendynamics.gaussian.one_dimensional_solution` (score :math:`a`,
     value :math:`v`), in terms of the standard deviation. ``t`` may be an array. Raises
     :class:`~tokendynamics.errors.BlowUpError` if some :math:`t\ge T^*`.
+
+    Parameters
+    ----------
+    t : float or array_like
+        Time(s) at which the solution is evaluated, all before :math:`T^*` (:func:`blowup_time_1d`).
+    %(alpha0_sigma0)s
+    %(a_v)s
+
+    Returns
+    -------
+    (alpha_t, sigma_t) : tuple of numpy.ndarray or of float
+        Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the Gaussian :math:`\mu_t` at each
+        time, both of the shape of ``t`` (numpy scalars for a scalar ``t``).
+
+    References
+    ----------
+    %(ref_gauss1d)s
     """
     alpha0, sigma0, a, v = _check_scalars(alpha0, sigma0, a, v)
     alpha, var = one_dimensional_solution(alpha0, sigma0**2, _layer_1d(a, v), t)
     return alpha, np.sqrt(var)
 
 
+@fill_doc(_DOC)
 def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v: float):
     r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D Gaussian
     solution.
@@ -109,11 +177,30 @@ def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v:
     :math:`(\Phi_t)_\#N(\alpha_0,\sigma_0^2)=N(\alpha_t,\sigma_t^2)`, and :math:`\Phi_t(x_i(0))` is
     where the mean-field flow takes a token: :math:`|x_i(t)-\Phi_t(x_i(0))|` measures how far the
     :math:`n`-particle dynamics is from the mean-field one along each token.
+
+    Parameters
+    ----------
+    x : array_like
+        Initial positions :math:`x` (e.g. the tokens :math:`x_i(0)`), any shape.
+    t : float
+        Time of the flow, before :math:`T^*` (:func:`blowup_time_1d`).
+    %(alpha0_sigma0)s
+    %(a_v)s
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`\Phi_t(x)`, elementwise, of the shape of ``x``: where the mean-field flow takes each point.
+
+    References
+    ----------
+    %(ref_gauss1d)s
     """
     alpha_t, sigma_t = gaussian_1d_solution(t, alpha0, sigma0, a, v)
     return alpha_t + (sigma_t / sigma0) * (np.asarray(x, dtype=float) - alpha0)
 
 
+@fill_doc(_DOC)
 def sample_rng(seed: int, n: int, stream: int = 0) -> np.random.Generator:
     """The generator of the sample of ``n`` tokens for ``seed`` (and ``stream``, e.g. the second of a pair).
 
@@ -121,6 +208,24 @@ def sample_rng(seed: int, n: int, stream: int = 0) -> np.random.Generator:
     are independent, so the error at one n is not a part of the error at a larger n (a nested
     design, where the first n points of a larger sample are reused, correlates the errors across n
     and misleads a standard error computed as if they were independent).
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the run (one of the study's ``seeds``).
+    n : int
+        Number of tokens of the sample; part of the seed, so each size gets its own stream.
+    stream : int
+        Which of several independent samples of one (seed, n) (0, or 1 for the second cloud of a pair).
+
+    Returns
+    -------
+    numpy.random.Generator
+        A fresh generator, seeded with the sequence ``[seed, n, stream]``.
+
+    References
+    ----------
+    %(ref_rates)s
     """
     return np.random.default_rng([int(seed), int(n), int(stream)])
 
@@ -272,6 +377,7 @@ def meanfield_study_pairs(
     return out
 
 
+@fill_doc(_DOC)
 def meanfield_study_reference(
     layer, sample, ns, seeds, *, N_ref: int, ref_seed: int, T: float, dt: float
 ) -> dict[str, np.ndarray]:
@@ -283,6 +389,36 @@ def meanfield_study_reference(
     :func:`~tokendynamics.transport.wasserstein`), and ``ref_self`` = :math:`W_2` at t = 0 and T between the
     reference and a second, independent reference-size run (seed ``ref_seed + 1``): the floor the
     finite reference itself sets.
+
+    Parameters
+    ----------
+    layer : Attention or callable ``t -> Attention``
+        The layer pushing every run (:func:`~tokendynamics.particles.simulate`, RK4, one run at a time).
+    sample : callable ``(n, rng) -> (n, d) array``
+        Draws n i.i.d. initial tokens with the generator ``rng``.
+    ns : sequence of int
+        Numbers of tokens of the compared runs (each >= 1).
+    seeds : sequence of int
+        Seeds (>= 0) of the compared runs: the sample of (seed, n) is drawn with
+        ``numpy.random.default_rng(seed)``, the same generator state for every n.
+    N_ref : int
+        Number of tokens of the reference run.
+    ref_seed : int
+        Seed of the reference sample; ``ref_seed + 1`` seeds the second reference-size run. Neither may be
+        one of ``seeds``.
+    T, dt : float
+        Final time and RK4 step.
+
+    Returns
+    -------
+    dict
+        ``w0``, ``wT``: arrays (len(ns), len(seeds)) of :math:`W_2(\mu^n_t,\mu^{N}_t)` at t = 0 and T;
+        ``ref_self``: array (2,), the distance between the two reference-size runs at t = 0 and T; ``n``:
+        the numbers of tokens.
+
+    References
+    ----------
+    %(ref_rates)s
     """
     ns = _counts(ns, "ns")
     seeds = _counts(seeds, "seeds", minimum=0)
@@ -310,6 +446,7 @@ def meanfield_study_reference(
     return out
 
 
+@fill_doc(_DOC)
 def masked_meanfield_study(
     ns,
     seeds,
@@ -347,6 +484,35 @@ def masked_meanfield_study(
     (:func:`~tokendynamics.transport.conditional_wasserstein`), and ``profile_s``, ``profile_err``:
     positions and per-position distances (first comparison, first seed, largest n; tokens only,
     one row per sink mass).
+
+    Parameters
+    ----------
+    ns : sequence of int
+        Numbers of tokens :math:`n` (each >= 1); the profiles are taken at the last one.
+    seeds : sequence of int
+        Seeds (>= 0): ``numpy.random.default_rng(seed)`` draws the :math:`n` tokens, then (if
+        :math:`m_0>0`) the sink cloud.
+    sink_masses : sequence of float
+        Sink masses :math:`m_0\in[0,1)` to compare; 0 runs the plain causal model, without a sink.
+    T, dt : float
+        Final time and RK4 step.
+    %(a_v)s
+    %(alpha0_sigma0)s
+    against : str or sequence of str
+        The comparisons, ``"unmasked"`` and/or ``"meanfield"`` (see above).
+
+    Returns
+    -------
+    dict
+        For each comparison ``c``: ``c + "_mean"``, ``c + "_sup"``, ``c + "_first"``, arrays
+        (len(sink_masses), len(ns), len(seeds)) as above; ``profile_s``, ``profile_err``: arrays
+        (len(sink_masses), ns[-1]), the token positions :math:`s_i=i/n` and the distance at each; ``n`` and
+        ``sink_masses``: the values studied.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), masked attention and its conditional Wasserstein distance;
+    book: ``chapters/01_well_posedness.md``, equations (eq-p1-masked) and (eq-p1-conditional).
     """
     ns = _counts(ns, "ns")
     seeds = _counts(seeds, "seeds", minimum=0)
@@ -394,6 +560,7 @@ def masked_meanfield_study(
     return out
 
 
+@fill_doc(_DOC)
 def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, float, float]:
     r"""Least-squares fit :math:`\log\bar e(n)=c+\gamma\log n` of the mean error over seeds.
 
@@ -402,6 +569,29 @@ def fit_power_law(ns, errors, *, bootstrap: int = 0, rng=None) -> tuple[float, f
     ``bootstrap = B > 0`` (and several seeds) it is the standard deviation of the slope over ``B``
     resamplings of the seeds with replacement, which accounts for the seed-to-seed noise of the
     means (the residuals of a fit through three or four points can be deceptively small).
+
+    Parameters
+    ----------
+    ns : array_like (k,)
+        Positive numbers of tokens, at least two.
+    errors : array_like (k, seeds) or (k,)
+        Positive errors: one row of seeds per n (or one error per n).
+    bootstrap : int
+        Number ``B`` of seed resamplings for the standard error; 0 (default) uses the regression residuals.
+    rng : None, int or numpy.random.Generator
+        Generator (or seed) of the resamplings; ignored without ``bootstrap``.
+
+    Returns
+    -------
+    (gamma, c, stderr) : tuple of float
+        Slope :math:`\gamma`, intercept :math:`c` and the standard error of :math:`\gamma` (NaN with two values
+        of n and no bootstrap over several seeds).
+
+    References
+    ----------
+    %(ref_rates)s
+    B. Efron, R. J. Tibshirani, *An Introduction to the Bootstrap*, Chapman & Hall (1993), for the bootstrap
+    standard error.
     """
     ns = validate_finite_array(ns, "ns")
     e = validate_finite_array(errors, "errors")
@@ -462,12 +652,31 @@ class RateFit:
         return np.exp(self.intercept) * np.asarray(n, dtype=float) ** self.slope
 
 
+@fill_doc(_DOC)
 def curve_slope(ns, values, weights=None) -> float:
     r"""Least-squares slope of :math:`\log` ``values`` against :math:`\log n`, with optional weights.
 
     With the weights of a :class:`RateFit` this is the slope a measurement following ``values``
     exactly would give over the same design: the fair number to compare a fitted slope with when
     the rate is a power law only up to logarithms (e.g. ``rate_shape``).
+
+    Parameters
+    ----------
+    ns : array_like (k,)
+        Positive numbers of tokens, at least two.
+    values : array_like (k,)
+        Positive values of the curve at ``ns`` (e.g. :func:`rate_shape`).
+    weights : array_like (k,), optional
+        Non-negative weights, not all zero (e.g. ``RateFit.weights``); None gives equal weights.
+
+    Returns
+    -------
+    float
+        The weighted least-squares slope of :math:`\log` ``values`` against :math:`\log n`.
+
+    References
+    ----------
+    %(ref_rates)s
     """
     n = np.asarray(ns, dtype=float)
     values = np.asarray(values, dtype=float)
@@ -542,6 +751,7 @@ def fit_rate(ns, errors, *, weighted: bool = True) -> RateFit:
     return RateFit(slope, stderr, intercept, n, mean, sem, w)
 
 
+@fill_doc(_DOC)
 def rate_shape(n, law: str) -> np.ndarray:
     r"""The rate at which :math:`\mathbb E\,W_2(\mu^n,\mu)` tends to 0, up to a constant factor, for the empirical
     measure :math:`\mu^n` of :math:`n` i.i.d. samples.
@@ -556,6 +766,23 @@ def rate_shape(n, law: str) -> np.ndarray:
     The factor only matters through :func:`curve_slope`: the slope of the theory over the
     :math:`n` of a measurement. Used in the book's chapter on the Transformer PDE (paper 1,
     Castin et al., arXiv 2501.18322, mean-field limit theorem: the mean-field error inherits this rate).
+
+    Parameters
+    ----------
+    n : array_like
+        Numbers of samples (> e for ``"gaussian-1d"``, > 1 for ``"uniform-2d"``).
+    law : {"gaussian-1d", "compact-1d", "uniform-2d"}
+        The law sampled (see above).
+
+    Returns
+    -------
+    numpy.ndarray
+        The rate at each ``n`` (same shape), without its constant factor.
+
+    References
+    ----------
+    S. Bobkov, M. Ledoux, Mem. AMS (2019); M. Ajtai, J. Komlós, G. Tusnády, Combinatorica (1984).
+    %(ref_rates)s
     """
     n = np.asarray(n, dtype=float)
     if law == "gaussian-1d":

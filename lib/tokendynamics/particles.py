@@ -241,11 +241,18 @@ def rotation_matrix(theta: float) -> np.ndarray:
     Parameters
     ----------
     theta : float
-        Angle.
+        Angle, in radians (counter-clockwise).
 
     Returns
     -------
     array (2, 2)
+        The matrix :math:`R_\theta`.
+
+    References
+    ----------
+    The book builds layer matrices with it: the value matrix :math:`V=s\,R_\theta` of the explorer of
+    ``chapters/01_well_posedness.md`` (paper 1, Castin et al., arXiv:2501.18322) and the score matrices
+    :math:`R_\theta\operatorname{diag}(a_1,a_2)R_\theta^\top` of ``chapters/03_gradient_flow.md``.
     """
     c, s = math.cos(float(theta)), math.sin(float(theta))
     return np.array([[c, -s], [s, c]])
@@ -510,6 +517,12 @@ def simulate(
         Store every k-th step of the fixed-step methods (the last step is always stored).
     t_eval : array, optional
         Output times of the adaptive method (default: spacing ``dt`` or 201 points).
+    solver : str
+        ``method="adaptive"`` only: the ``scipy.integrate`` solver class stepped by
+        :func:`adaptive_solve` (default ``"DOP853"``, an explicit Runge–Kutta pair of order 8(5,3)).
+    rtol, atol : float
+        ``method="adaptive"`` only: relative and absolute error tolerances of each step, per coordinate
+        of the flattened tokens (defaults :math:`10^{-9}` and :math:`10^{-11}`).
     blowup_threshold : float
         Size above which the state counts as blown up, the size of a state being
         :math:`\max_{i,a}|x_{i,a}|` (its largest coordinate in absolute value).

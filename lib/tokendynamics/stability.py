@@ -38,6 +38,7 @@ import math
 import numpy as np
 
 from .attention import Attention, LayerLike, require_layer
+from .docstrings import fill_doc
 from .particles import rk4_step
 from .transport import conditional_wasserstein, wasserstein
 from .validation import (
@@ -60,12 +61,47 @@ __all__ = [
 ]
 
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    # the radius at which the explicit bounds are evaluated
+    "R": r"""
+        R : float
+            Radius :math:`R\ge0` of the ball :math:`B(0,R)` that holds the support of the measure(s) and the
+            point :math:`x`.
+    """,
+    # the references of the stability theorem and its explicit constants
+    "ref_stability": r"""
+        Paper 1 (Castin et al., arXiv:2501.18322), the well-posedness and stability theorem; the explicit
+        constants are derived for the book. Book: ``chapters/01_well_posedness.md``, equations
+        (eq-p1-stability) and (eq-p1-constant).
+    """,
+}
+
+
 def _opnorm(M) -> float:
     return float(np.linalg.norm(M, 2))
 
 
+@fill_doc(_DOC)
 def has_explicit_bound(layer: Attention) -> bool:
-    """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (all kinds but Sinkhorn)."""
+    """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (all kinds but Sinkhorn).
+
+    Parameters
+    ----------
+    layer : Attention
+        The layer whose kind is looked at (a TypeError if it is not an :class:`~tokendynamics.attention.Attention`).
+
+    Returns
+    -------
+    bool
+        False for Sinkhorn attention, whose dependence on the measure goes through the Sinkhorn potentials;
+        True for every other kind (a causal softmax or L2 layer also needs a sink mass,
+        see :func:`lipschitz_constants`).
+
+    References
+    ----------
+    %(ref_stability)s
+    """
     return require_layer(layer).kind != "sinkhorn"
 
 
@@ -73,10 +109,28 @@ def _exp(x: float) -> float:
     return math.exp(x) if x < 700 else math.inf
 
 
+@fill_doc(_DOC)
 def support_speed(layer: Attention, R: float) -> float:
     r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)`.
 
     So the support radius grows no faster than it: :math:`\dot R\le` this bound.
+
+    Parameters
+    ----------
+    layer : Attention
+        The layer; its kind picks the bound of the module's table, summed over its heads with
+        :math:`a=\beta\|A_h\|`, :math:`v=\|V_h\|`.
+    %(R)s
+
+    Returns
+    -------
+    float
+        The bound on the speed of the tokens (:math:`vR` for the normalised kinds and sigmoid,
+        :math:`vRe^{aR^2}` unnormalised, :math:`avR^3` linear); ``inf`` once the exponential overflows.
+
+    References
+    ----------
+    %(ref_stability)s
     """
     require_layer(layer)
     R = np.float64(validate_positive(R, "R", allow_zero=True))  # numpy scalar: overflow gives inf, not an error
@@ -93,6 +147,7 @@ def support_speed(layer: Attention, R: float) -> float:
     return out
 
 
+@fill_doc(_DOC)
 def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) -> tuple[float, float]:
     r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (derived for the book; table
     in the module docstring).
@@ -101,10 +156,31 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
     only bounded below through it); the constant is then for the conditional distance
     :math:`W_{1,\lambda}`.
 
+    Parameters
+    ----------
+    layer : Attention
+        The layer (any kind but Sinkhorn); the constants are summed over its heads.
+    %(R)s
+    m0 : float, optional
+        Sink mass :math:`m_0=\lambda(\{0\})` of masked attention; None for a layer that needs none (every
+        non-causal layer, and the causal kinds that are not row-normalised).
+
+    Returns
+    -------
+    (lip_x, lip_mu) : tuple of float
+        :math:`\mathrm{Lip}_x(R)`, the Lipschitz bound of :math:`x\mapsto\Gamma_\mu(x)` on :math:`B(0,R)`, and
+        :math:`\mathrm{Lip}_\mu(R)`, that of :math:`\mu\mapsto\Gamma_\mu` from :math:`W_1` (or
+        :math:`W_{1,\lambda}`) to the sup norm; their sum is :math:`L` of the stability bound. Either may be
+        ``inf`` when an exponential overflows.
+
     Raises
     ------
     ValueError
         For Sinkhorn attention (no explicit constant) or a causal softmax/L2 layer without ``m0 > 0``.
+
+    References
+    ----------
+    %(ref_stability)s
     """
     if not has_explicit_bound(layer):
         raise ValueError(
@@ -140,6 +216,7 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
     return lip_x, lip_mu
 
 
+@fill_doc(_DOC)
 def log_stability_bound(
     layer: LayerLike, t, R0: float, *, m0: float | None = None, substeps: int = 20
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -153,6 +230,34 @@ def log_stability_bound(
     time (a callable ``t -> Attention``). The logarithm is returned because :math:`C(t)` itself
     overflows quickly; it is ``inf`` once the support bound has blown up (linear and unnormalised
     attention).
+
+    Parameters
+    ----------
+    layer : Attention or callable ``t -> Attention``
+        The layer, or the layer at each depth :math:`t` (depth-dependent :math:`(A_t, V_t)`).
+    t : array_like (m,)
+        Increasing times, starting at 0, at which the bound is returned.
+    R0 : float
+        Radius :math:`R_0\ge0` of a ball :math:`B(0,R_0)` that holds the initial data.
+    m0 : float, optional
+        Sink mass, passed to :func:`lipschitz_constants` (required for causal softmax/L2 layers).
+    substeps : int
+        RK4 steps per interval of ``t`` (>= 1).
+
+    Returns
+    -------
+    (log_C, R) : tuple of numpy.ndarray (m,)
+        :math:`\log C(t)=\int_0^tL_s\,ds` and the support radius bound :math:`R_t` at the times ``t``;
+        both ``inf`` from the time the integration overflows on.
+
+    Raises
+    ------
+    ValueError
+        Where :func:`lipschitz_constants` has no constant (Sinkhorn, causal without ``m0 > 0``).
+
+    References
+    ----------
+    %(ref_stability)s
     """
     t = validate_finite_array(t, "t")
     if t.ndim != 1 or t.size == 0 or t[0] != 0 or np.any(np.diff(t) <= 0):
@@ -193,6 +298,26 @@ def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
     r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d`.
 
     The perturbations of chapter 1 of the book.
+
+    Parameters
+    ----------
+    X : array_like (n, d)
+        The tokens to perturb (not modified).
+    delta : float
+        Size :math:`\delta\ge0` of the perturbation: every token moves by at most :math:`\delta`.
+    rng : None, int or numpy.random.Generator
+        Generator (or seed) of the directions and radii of :math:`\xi_i`.
+
+    Returns
+    -------
+    numpy.ndarray (n, d)
+        The perturbed tokens :math:`x_i+\delta\xi_i`, so that :math:`W_p` between the two empirical
+        measures is at most :math:`\delta`.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the stability theorem this perturbation tests; book:
+    ``chapters/01_well_posedness.md``, section "Stability in Wasserstein distance".
     """
     X = validate_tokens(X)
     delta = validate_positive(delta, "delta", allow_zero=True)
@@ -204,6 +329,7 @@ def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
     return X + delta * r[:, None] * g
 
 
+@fill_doc(_DOC)
 def stability_study(
     variant, X0, deltas, *, T: float, dt: float, save_every: int = 1, rng=None, p: float = 2
 ) -> dict[str, np.ndarray]:
@@ -222,6 +348,34 @@ def stability_study(
     Returns ``t`` (stored times), ``ratio`` (len(deltas), len(t)), ``w0`` (len(deltas)),
     ``R0`` (support radius of the initial data), ``log_bound`` (:func:`log_stability_bound`, or
     NaN where no explicit constant exists) and ``blowup`` (time or NaN, per delta).
+
+    Parameters
+    ----------
+    variant : Variant
+        The attention variant (:func:`~tokendynamics.variants.paper1_variants`), masked or not.
+    X0 : array_like (n, d)
+        The tokens of :math:`\mu_0` (without the sink, which the variant adds).
+    deltas : sequence of float
+        Positive perturbation sizes :math:`\delta`.
+    T, dt : float
+        Final time and RK4 step.
+    save_every : int
+        Store every k-th step: the times at which the ratio is measured.
+    rng : None, int or numpy.random.Generator
+        Generator (or seed) of the perturbation :math:`\xi` shared by all ``deltas``.
+    p : float
+        Order :math:`p\ge1` of the Wasserstein distance.
+
+    Returns
+    -------
+    dict
+        ``t`` (m,), ``ratio`` (len(deltas), m) (NaN after a blow-up), ``w0`` (len(deltas),), ``R0`` (0-d; the
+        largest initial radius over the unperturbed and perturbed systems, sink included), ``log_bound``
+        (m,), ``blowup`` (len(deltas),) as above, and ``deltas`` (the sizes, as floats).
+
+    References
+    ----------
+    %(ref_stability)s
     """
     validate_instance(variant, Variant, "variant", "a Variant (tokendynamics.variants)")
     deltas = validate_finite_array(deltas, "deltas", ndim=1)

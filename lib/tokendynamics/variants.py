@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import KINDS, Attention
+from .docstrings import fill_doc
 from .masked import SinkSystem, with_sink
 from .particles import Trajectory, simulate
 from .validation import (
@@ -44,9 +45,20 @@ __all__ = [
     "paper1_variants",
 ]
 
+#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {
+    # the references of the variants' velocity fields
+    "ref_variants": """
+        Paper 1 (Castin et al., arXiv:2501.18322), the velocity fields of the attention variants; book:
+        ``chapters/01_well_posedness.md``, section "Eight velocity fields" (the table of fields), integrated
+        as equation (eq-p1-ips).
+    """,
+}
+
 VARIANT_NAMES = ("softmax", "multihead", "l2", "sinkhorn", "sigmoid", "linear", "unnormalized_softmax", "masked")
 
 
+@fill_doc(_DOC)
 def multihead_from_rows(
     Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax", beta: float = 1.0, **layer_kwargs
 ) -> Attention:
@@ -69,13 +81,35 @@ def multihead_from_rows(
 
     Parameters
     ----------
-    Q, K : arrays (r, d), r <= H k
-    V : array (d, d)
-    n_heads : int, must divide d
-    W : array (d, d), optional
+    Q, K : array_like (r, d), r <= H k
+        Query and key matrices, cut into heads of :math:`k` consecutive rows (the last heads may have none).
+    V : array_like (d, d)
+        Value matrix, cut into heads the same way.
+    n_heads : int
+        Number :math:`H` of heads; must divide d.
+    W : array_like (d, d), optional
+        Output matrix, cut into heads like :math:`V`; None means :math:`I_d`.
+    scale : float
+        Positive factor of every :math:`A_h` (for ``l2``: :math:`Q_h` and :math:`K_h` are multiplied by its
+        square root).
     kind : str
         Any row-wise kind of the core (``softmax`` by default; ``l2`` uses :math:`Q_h, K_h`
         directly and then needs every head to have rows).
+    beta : float
+        Inverse temperature :math:`\beta` of the layer.
+    **layer_kwargs
+        Further keyword arguments of :class:`~tokendynamics.attention.Attention` (e.g. ``causal=True``).
+
+    Returns
+    -------
+    Attention
+        A layer of :math:`H` heads with score matrices :math:`A_h` (or, for ``l2``, :math:`Q_h, K_h`) and
+        value matrices :math:`C_h`, each (d, d).
+
+    References
+    ----------
+    %(ref_variants)s
+    The authors' code cuts the heads by row blocks (paper 1's official implementation).
     """
     Q = np.atleast_2d(real_array(Q, "Q"))
     K = np.atleast_2d(real_array(K, "K"))
@@ -104,6 +138,7 @@ def multihead_from_rows(
     return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)
 
 
+@fill_doc(_DOC)
 def sigmoid_layer(
     A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "mean", n: int | None = None, causal: bool = False
 ) -> Attention:
@@ -117,6 +152,31 @@ def sigmoid_layer(
     ``bias="-log n"`` sets :math:`b=-\log n`. Since :math:`n\,\sigma(s-\log n)=e^s/(1+e^s/n)`, the
     summed form with this bias differs from unnormalised exponential attention
     :math:`\int e^{s}Vy\,d\mu` by :math:`\int\frac{e^{2s}}{n+e^s}Vy\,d\mu=O(e^{2\|A\|R^2}R\|V\|/n)`.
+
+    Parameters
+    ----------
+    A, V : array_like (d, d)
+        Score and value matrices (library convention: score :math:`\beta\langle x,Ay\rangle`).
+    beta : float
+        Inverse temperature :math:`\beta`.
+    bias : float or ``"-log n"``
+        The bias :math:`b` added to every score; ``"-log n"`` means :math:`b=-\log n` (needs ``n``).
+    normalization : {"mean", "sum"}
+        Average over the tokens, or sum over them (see above; needs ``n``).
+    n : int, optional
+        Number of tokens the layer is built for; required by ``normalization="sum"`` and ``bias="-log n"``.
+    causal : bool
+        Masked (causal) sigmoid attention: token :math:`i` sees the positions :math:`s_j\le s_i` only.
+
+    Returns
+    -------
+    Attention
+        A ``"sigmoid"`` layer with bias :math:`b` and value matrix :math:`V` (:math:`nV` for ``"sum"``).
+
+    References
+    ----------
+    %(ref_variants)s
+    J. Ramapuram et al., *Theory, Analysis, and Best Practices for Sigmoid Self-Attention*, arXiv:2409.04431 (2024).
     """
     normalization = validate_choice(normalization, "normalization", ("mean", "sum"))
     needs_n = normalization == "sum" or (isinstance(bias, str))
@@ -192,6 +252,7 @@ class Variant:
         return f"Variant({self.name!r}, {lay}{sink})"
 
 
+@fill_doc(_DOC)
 def paper1_variants(
     A,
     V,
@@ -220,6 +281,34 @@ def paper1_variants(
     ``masked``                causal softmax, positions :math:`i/n`, sink of mass ``sink_mass`` at
                               :math:`s=0` (default sink token: the origin)
     ========================  =====================================================================
+
+    Parameters
+    ----------
+    A, V : array_like (d, d)
+        Score and value matrices shared by every variant.
+    beta : float
+        Inverse temperature :math:`\beta` of every variant.
+    eps : float
+        Entropic regularisation :math:`\varepsilon` of the Sinkhorn variant.
+    bias : float
+        Bias :math:`b` of the sigmoid variant.
+    n_heads : int, optional
+        Number of heads of the multi-head variant (must divide d); None means d heads.
+    sink_mass : float
+        Sink mass :math:`m_0\in[0,1)` of the masked variant (0: plain causal attention, no sink).
+    sink_token : array_like (d,) or (k, d), optional
+        Sink token(s) of the masked variant (:func:`~tokendynamics.masked.with_sink`); None: the origin.
+    names : sequence of str
+        Which variants to build, among ``VARIANT_NAMES`` (default: all eight).
+
+    Returns
+    -------
+    dict of str to Variant
+        The variants, keyed by name, in the order of ``names``.
+
+    References
+    ----------
+    %(ref_variants)s
     """
     A = validate_square(A, "A")
     V = validate_square(V, "V", A.shape[0])

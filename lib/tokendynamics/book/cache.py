@@ -67,7 +67,15 @@ class CacheWarning(UserWarning):
 
 
 def data_dir() -> Path:
-    """The cache folder: ``$TOKENDYNAMICS_DATA`` or the repository's ``data/`` folder."""
+    """The cache folder: ``$TOKENDYNAMICS_DATA`` or the repository's ``data/`` folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The value of the environment variable ``TOKENDYNAMICS_DATA`` when it is set and non-empty,
+        otherwise the absolute path of the ``data/`` folder at the repository root (three levels above
+        this package's ``book/`` folder). The folder is not created and need not exist.
+    """
     env = os.environ.get("TOKENDYNAMICS_DATA")
     if env:
         return Path(env)

@@ -1490,7 +1490,24 @@ _BY_KEY = {c.key: c for c in CLAIMS}
 
 
 def claim(key: str) -> Claim:
-    """The claim registered under ``key`` (a ``KeyError`` names the unknown key)."""
+    """The claim registered under ``key`` (a ``KeyError`` names the unknown key).
+
+    Parameters
+    ----------
+    key : str
+        The claim's slug, ``Claim.key`` (e.g. ``"theorem-b-mean-field-limit"``); its row on the
+        claims page carries the label ``claim-<key>``.
+
+    Returns
+    -------
+    Claim
+        The registry's entry for ``key`` (the same frozen object as in ``CLAIMS``).
+
+    Raises
+    ------
+    KeyError
+        If no claim of ``CLAIMS`` has this key.
+    """
     try:
         return _BY_KEY[key]
     except KeyError:
@@ -1498,14 +1515,41 @@ def claim(key: str) -> Claim:
 
 
 def claims_for(chapter: str | None = None, paper: int | None = None) -> tuple[Claim, ...]:
-    """The claims shown in ``chapter`` and/or stated by ``paper``, in registry order."""
+    """The claims shown in ``chapter`` and/or stated by ``paper``, in registry order.
+
+    Parameters
+    ----------
+    chapter : str, optional
+        Chapter stem, a key of ``CHAPTERS`` (e.g. ``"04_kuramoto_reduction"``); ``None`` keeps every
+        chapter.
+    paper : int, optional
+        1 (Castin et al.) or 2 (Li et al.); ``None`` keeps both papers. Any other number selects nothing.
+
+    Returns
+    -------
+    tuple of Claim
+        The entries of ``CLAIMS`` that pass both filters, in the registry's order; empty if none does.
+
+    Raises
+    ------
+    ValueError
+        If ``chapter`` is given and is not a key of ``CHAPTERS``.
+    """
     if chapter is not None and chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; known: {', '.join(CHAPTERS)}")
     return tuple(c for c in CLAIMS if (chapter is None or c.chapter == chapter) and (paper is None or c.paper == paper))
 
 
 def claims_by_test() -> dict[str, tuple[str, ...]]:
-    """Pytest node id -> the keys of the claims it checks."""
+    """Pytest node id -> the keys of the claims it checks.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        One entry per test named by some claim's ``Claim.tests``
+        (``tests/<file>.py::<function>``, without parametrisation brackets); its value lists the keys of
+        the claims that name the test, in registry order. Tests that check no claim are absent.
+    """
     out: dict[str, list[str]] = {}
     for c in CLAIMS:
         for t in c.tests:
@@ -1537,6 +1581,25 @@ def claims_markdown(chapter: str | None = None, *, local: bool = False, paper: i
     link to it with ``{ref}`text <claim-key>```; ``local=True`` leaves the targets to the appendix
     (one label, one place). Display the result with ``IPython.display.Markdown``: the book parses
     Markdown outputs as MyST (``nb_render_markdown_format: myst``).
+
+    Parameters
+    ----------
+    chapter : str, optional
+        Chapter stem (a key of ``CHAPTERS``) whose claims are listed; ``None`` lists the claims of
+        every chapter, in registry order, in one table.
+    local : bool
+        True for a chapter showing its own rows: the measured cells paste glue keys of the current
+        page and the rows carry no ``(claim-<key>)=`` target. False (default) for the appendix: the
+        values are pasted from each claim's chapter notebook and each row gets its target.
+    paper : int, optional
+        Keep only the claims of paper 1 or 2; ``None`` keeps both.
+
+    Returns
+    -------
+    str
+        The MyST source of one ``list-table`` directive (header row plus one row per claim selected
+        by :func:`claims_for`), ending with a newline; or the line ``*No claim is registered here.*``
+        when no claim is selected.
     """
     rows = claims_for(chapter, paper)
     if not rows:

@@ -86,6 +86,33 @@ EXPERIMENTS: dict[str, dict[str, dict[str, Any]]] = load_experiments()
 def settings(name: str, mode: str = "fast", **overrides) -> dict[str, Any]:
     """Parameters of experiment ``name`` in ``mode`` ("fast" or "full"), with reader overrides.
 
+    Parameters
+    ----------
+    name : str
+        Experiment name, a top-level table of ``experiments.toml`` (a key of :data:`EXPERIMENTS`),
+        e.g. ``"intro_clustering"``.
+    mode : {"fast", "full"}
+        ``"fast"`` (default) takes the experiment's fast table; ``"full"`` takes the fast table updated
+        by the full one, so a key missing from ``full`` keeps its fast value.
+    **overrides
+        Reader values replacing parameters of the chosen setting; each name must already be one of
+        its keys. An override whose value is None is ignored (the table's value is kept).
+
+    Returns
+    -------
+    dict of str to Any
+        A fresh (deep) copy of the setting, overrides applied: parameter name -> value, with the
+        table's ints and floats kept apart. Changing it leaves :data:`EXPERIMENTS` untouched.
+
+    Raises
+    ------
+    ValueError
+        If ``mode`` is not ``"fast"`` or ``"full"``.
+    KeyError
+        If ``name`` is not an experiment, or an override names a parameter the setting lacks.
+
+    Examples
+    --------
     >>> settings("intro_clustering")["n"]
     32
     """
@@ -183,6 +210,19 @@ def parameters_cell(markdown: str) -> str | None:
 
     Reads ``:tags: [parameters]`` option lines and ``---``-delimited YAML option blocks, the two
     forms jupytext writes.
+
+    Parameters
+    ----------
+    markdown : str
+        The whole text of a MyST-markdown notebook (e.g. a ``chapters/*.md`` file), whose code cells
+        are ``{code-cell}`` fences of backticks or tildes.
+
+    Returns
+    -------
+    str or None
+        The body of the first code cell whose ``tags`` option contains ``parameters``, without its
+        option lines and fences and with leading and trailing blank lines stripped; None if no
+        code cell is tagged so.
     """
     lines = markdown.splitlines()
     i = 0
@@ -221,6 +261,24 @@ def parameter_schema(source: str) -> dict[str, ChapterParameter]:
     Names and defaults come from the cell (parsed with ``ast``; defaults must be literals), the
     description from the comment on each line, the type from the default (or from
     :data:`PARAMETER_RULES` when the default is None) and the range from :data:`PARAMETER_RULES`.
+
+    Parameters
+    ----------
+    source : str
+        Python source of a chapter's ``parameters`` cell (as returned by :func:`parameters_cell`):
+        only single assignments of a literal to a name, each optionally followed by a ``#`` comment.
+
+    Returns
+    -------
+    dict of str to ChapterParameter
+        Parameter name -> its :class:`ChapterParameter` (default, comment, type and rule), in the
+        cell's order; every default has been checked against its own rule.
+
+    Raises
+    ------
+    ValueError
+        If a statement of the cell is not ``name = literal``, a default is not a literal, a None
+        default has no type in :data:`PARAMETER_RULES`, or a default breaks its rule.
     """
     tree = ast.parse(source)
     lines = source.splitlines()
@@ -258,6 +316,22 @@ def check_parameters(schema: dict[str, ChapterParameter], given: dict[str, Any],
 
     Raises a one-line ValueError naming the first wrong parameter: an unknown name (listing the
     chapter's parameters) or a value of the wrong type or out of range (saying what is expected).
+
+    Parameters
+    ----------
+    schema : dict of str to ChapterParameter
+        The chapter's parameters, from :func:`parameter_schema`.
+    given : dict of str to Any
+        The values the reader passes (papermill's ``-p name value``), by parameter name; parameters
+        not given are not checked and keep their defaults elsewhere.
+    chapter : str
+        Chapter name quoted in the error messages (``""``, default: none is quoted).
+
+    Returns
+    -------
+    dict of str to Any
+        The same names as ``given`` with their checked values: unchanged, except that an integer
+        given for a float parameter becomes a float.
     """
     where = f" of chapter {chapter}" if chapter else ""
     out = {}

@@ -46,6 +46,18 @@ def legacy_rng(seed: int) -> np.random.RandomState:
     generator; a ``RandomState(seed)`` fed the same calls in the same order returns the same
     numbers. This is the one place in the library where the legacy generator is legitimate:
     everything else uses ``np.random.default_rng``.
+
+    Parameters
+    ----------
+    seed : int
+        The seed the official script passes to ``np.random.seed`` (converted with ``int``); the
+        figures' seeds are in ``experiments.toml`` (e.g. ``seed``, ``seed_V``, ``seed_Q``).
+
+    Returns
+    -------
+    numpy.random.RandomState
+        A new legacy generator in the state ``np.random.seed(seed)`` gives the global one; its
+        ``rand``/``randn`` calls, made in the script's order, return the script's matrices.
     """
     return np.random.RandomState(int(seed))
 
@@ -66,6 +78,33 @@ def official_layer(kind: str, Q, K, V, *, H: int = 1) -> Attention:
       rows (fewer rows in :math:`Q` than :math:`Hk`) has :math:`A_h=0`.
     * ``"sinkhorn"``: ``rhs_sinkhorn``, :math:`\varepsilon=1`, :math:`A=(K^\top Q)^\top` without the
       :math:`1/\sqrt d`.
+
+    Parameters
+    ----------
+    kind : {"softmax", "l2", "multihead", "sinkhorn"}
+        Which right-hand side of the official code (``rhs_trad``, ``rhs_L2``, ``rhs_multihead``,
+        ``rhs_sinkhorn``) the layer reproduces.
+    Q, K : array_like (k, d)
+        The query and key matrices as the official code draws them (a single row, shape (d,), is
+        read as (1, d)); :math:`d` is the number of columns of ``Q``. For ``"multihead"``, rows
+        :math:`hk..(h+1)k-1` belong to head :math:`h`.
+    V : array_like (d, d)
+        The value matrix (for ``"multihead"``, its rows are split between the heads like those of
+        :math:`Q, K`).
+    H : int
+        Number of heads, used only by ``"multihead"`` (must divide :math:`d`); default 1.
+
+    Returns
+    -------
+    Attention
+        The library layer: kind ``"softmax"`` with score matrix ``A`` (``"softmax"``), kind ``"l2"``
+        with ``(Q/sqrt(d), K)``, kind ``"sinkhorn"`` with :math:`\varepsilon = 1`, or for
+        ``"multihead"`` a softmax layer with ``H`` heads, ``A`` and ``V`` of shape (H, d, d).
+
+    Raises
+    ------
+    ValueError
+        If ``kind`` is unknown, or for ``"multihead"`` if ``H < 1`` or ``H`` does not divide :math:`d`.
     """
     Q = np.atleast_2d(np.asarray(Q, dtype=float))
     K = np.atleast_2d(np.asarray(K, dtype=float))
@@ -146,6 +185,27 @@ def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
 
     Numbers live in the table ``tokendynamics/book/experiments.toml`` under ``gaussian_<name>``; the
     random matrices are redrawn with :func:`legacy_rng` in the official call order.
+
+    Parameters
+    ----------
+    name : {"F1", "F2", "F3", "F4", "F5"}
+        The cone figure: convergence to zero, to a line, to two lines, blow-up, two basins.
+    mode : {"fast", "full"}
+        Which setting of the table ``gaussian_<name>`` gives the grid, its thinning (``every``), the
+        seeds and the per-variant Euler settings (:func:`~tokendynamics.book.experiments.settings`).
+
+    Returns
+    -------
+    FigureSetup
+        The figure's variants (one :func:`official_layer` each, with its
+        :func:`~tokendynamics.gaussian.projected_euler` keywords), its trace-one initial covariances
+        (:func:`~tokendynamics.gaussian.cone_grid`, every ``every``-th point), camera, colouring
+        rule and the drawn matrices.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of the five cone figures.
     """
     p = settings(f"gaussian_{name}", mode)
     nu, nw, *lim = p["grid"]
@@ -211,6 +271,22 @@ def run_figure(setup: FigureSetup, variants=None, *, save="log") -> dict:
     """Run the projected Euler scheme of each variant of a :class:`FigureSetup` over its grid.
 
     Returns ``{variant: EulerRuns}`` (see :func:`tokendynamics.gaussian.projected_euler`).
+
+    Parameters
+    ----------
+    setup : FigureSetup
+        From :func:`figure_setup`: layers, solver settings and the batch of initial covariances.
+    variants : iterable of str, optional
+        The variants to run, keys of ``setup.layers``; ``None`` runs all of them, in the setup's order.
+    save : {"log", "all", "final"} or int
+        Which iterates each run keeps, passed to :func:`~tokendynamics.gaussian.projected_euler`
+        (default ``"log"``: enough for the cone trajectories of the figures).
+
+    Returns
+    -------
+    dict of str to EulerRuns
+        Variant name -> its batch of runs, one member per initial covariance of ``setup.inits``
+        (status, stopping iteration, stored iterates).
     """
     variants = list(setup.layers) if variants is None else list(variants)
     return {v: projected_euler(setup.inits, setup.layers[v], save=save, **setup.solver[v]) for v in variants}
@@ -314,6 +390,34 @@ def rank_histogram(
     records the number of eigenvalues of its last iterate above ``tol_rank`` (dropped as an
     exception if above :math:`\lceil d/2\rceil`) and increments :math:`i`; stop at ``n_per_dim``
     converged runs or ``n_max`` attempts. ``max_attempts`` caps the attempts (a documented subset).
+
+    Parameters
+    ----------
+    row : str
+        One row of the settings ``gaussian_F6``: ``"softmax-identity"``, ``"softmax-random"``,
+        ``"l2-identity"`` or ``"l2-random"`` (attention kind, value matrix, Euler steps and tolerances).
+    mode : {"fast", "full"}
+        Setting of ``gaussian_F6`` read (the two settings of the histograms are the same).
+    dims : iterable of int, optional
+        The dimensions to run, a subset of the setting's ``dims``; ``None`` runs them all. The
+        parameters :math:`Q_i, V` are drawn for every dimension either way, so a subset reproduces
+        the full run's draws.
+    backend : {"auto", "numpy", "numba"}
+        Passed to :func:`~tokendynamics.gaussian.projected_euler`.
+    max_attempts : int, optional
+        Upper bound on the integrations per dimension, on top of the row's ``n_max``; ``None``:
+        ``n_max`` only.
+
+    Returns
+    -------
+    RankHistogram
+        Per dimension: the counts of final numerical ranks, the attempts and dropped exceptions, the
+        final eigenvalues and, for the ``identity`` rows, those of the exact limit.
+
+    Raises
+    ------
+    ValueError
+        If ``row`` is not a row of the settings, or ``dims`` has a dimension outside them.
     """
     p, r, all_dims, dims, n, Qs, Vs = _histogram_parameters(row, mode, dims)
     counts, attempts, exceptions, eigs, limits = {}, {}, {}, {}, {}
@@ -373,6 +477,21 @@ def cached_rank_histograms(mode: str = "fast", rows=None) -> dict:
     Recomputed only when the rank-histogram settings or the code of the package change (the fingerprint
     covers every module of ``tokendynamics``); the cache files are ``data/gaussian_F6_<row>.npz``
     (see ``data/README.md``; the fast and full settings of the histograms are the same).
+
+    Parameters
+    ----------
+    mode : {"fast", "full"}
+        Setting of ``gaussian_F6`` used both to compute missing histograms and as the cache's
+        parameters (together with each row's own table).
+    rows : iterable of str, optional
+        The rows to load or compute; ``None``: every row of the setting, in the table's order.
+
+    Returns
+    -------
+    dict of str to RankHistogram
+        Row name -> its histogram, read from ``data/gaussian_F6_<row>.npz`` when that file matches the
+        parameters and the code fingerprint, else recomputed by :func:`rank_histogram` (all
+        dimensions, default backend) and stored.
     """
     p = settings("gaussian_F6", mode)
     rows = list(p["rows"]) if rows is None else list(rows)

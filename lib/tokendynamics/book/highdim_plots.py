@@ -30,6 +30,12 @@ def run_axes(axes, T: float, d: int | None = None):
         Last time.
     d : int, optional
         Dimension (draws :math:`1/d`).
+
+    Returns
+    -------
+    (Axes, Axes)
+        The same pair ``axes``, styled in place (scales, limits, ticks and labels set; the :math:`1/d`
+        line added to the first when ``d`` is given).
     """
     ax2, ax1 = axes
     if d:
@@ -68,6 +74,13 @@ def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | Non
         The variants drawn.
     d : int, optional
         Dimension (draws :math:`1/d`).
+
+    Returns
+    -------
+    (Axes, Axes)
+        The same pair ``axes`` with one :math:`\hat R_2` curve and one :math:`\hat R_1` curve per variant of
+        ``kinds``, styled by :func:`run_axes` up to the longest run's final time, and a legend on the
+        :math:`\hat R_2` panel.
 
     References
     ----------

@@ -232,6 +232,13 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
     color : color
         Line colour.
 
+    Returns
+    -------
+    matplotlib.contour.QuadContourSet
+        The contour lines of :math:`\mathcal E` drawn on ``ax`` (masked outside the radius 0.995). The
+        centre returned by :func:`~tokendynamics.ott_antonsen.hamiltonian_centre`, when there is one,
+        is marked by a separate black ``+`` that is not part of this set.
+
     References
     ----------
     Paper 2 (Li et al., 2026), the hidden Hamiltonian; book: ``chapters/04_kuramoto_regimes.md``, equation
@@ -281,7 +288,15 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     portrait : Portrait
         From :func:`~tokendynamics.regimes.regime_portrait`.
     traj : Trajectory or PhaseSolution, optional
-        A planar run.
+        A planar run. With ``None`` the disk panel shows only the portrait and the tokens panel is
+        left empty (cleared).
+
+    Returns
+    -------
+    (Axes, Axes)
+        The same pair ``axes``, redrawn in place: the disk with the field, the OA orbit, a title naming
+        the regime and the closed-form prediction (if any), and the particles' :math:`R_2` path; the
+        tokens panel with the tokens at the last time (regime colour) and at ``t = 0`` (grey).
     """
     ax_disk, ax_tok = axes
     ax_disk.clear()

@@ -85,7 +85,15 @@ def use_book_style() -> None:
 
 
 def figure_dir() -> Path:
-    """Folder where :func:`savefig` writes PNGs (``$TOKENDYNAMICS_FIGDIR`` or ``./figures``)."""
+    """Folder where :func:`savefig` writes PNGs (``$TOKENDYNAMICS_FIGDIR`` or ``./figures``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``Path($TOKENDYNAMICS_FIGDIR)`` when that environment variable is set, else the relative path
+        ``figures`` (resolved against the current working directory when used). Not created here:
+        :func:`savefig` creates it on first write.
+    """
     return Path(os.environ.get("TOKENDYNAMICS_FIGDIR", "figures"))
 
 
@@ -612,5 +620,11 @@ def live_widgets() -> bool:
     papermill uses can wait for ever on a cell that creates output widgets (jupyter/nbclient#312;
     it happened here, in two builds out of about ten). The widgets' callbacks are still run during
     the build by the chapters' timing cells and by the tests.
+
+    Returns
+    -------
+    bool
+        False when the environment variable ``TOKENDYNAMICS_HEADLESS`` is ``"1"``, ``"true"`` or
+        ``"yes"`` (headless book build); True otherwise, including when it is unset.
     """
     return os.environ.get("TOKENDYNAMICS_HEADLESS", "") not in ("1", "true", "yes")

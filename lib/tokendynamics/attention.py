@@ -277,7 +277,19 @@ class Attention(_LayerParameters):
         return self.A.shape[0]
 
     def with_(self, **changes) -> Attention:
-        """A copy with some fields changed (validated again), e.g. ``layer.with_(beta=2.0)``."""
+        """A copy with some fields changed (validated again), e.g. ``layer.with_(beta=2.0)``.
+
+        Parameters
+        ----------
+        **changes
+            New values of fields of :class:`Attention`. Giving ``Q``/``K`` drops the old ``A``,
+            giving ``A`` drops the old ``Q``/``K``.
+
+        Returns
+        -------
+        Attention
+            The new layer (this one is unchanged).
+        """
         if ("Q" in changes or "K" in changes) and "A" not in changes:
             changes["A"] = None
         if "A" in changes and changes["A"] is not None and "Q" not in changes:
@@ -290,7 +302,15 @@ class Attention(_LayerParameters):
         return replace(self, **base)
 
     def to_dict(self) -> dict:
-        """Plain description (lists and numbers) of the layer, for provenance records."""
+        """Plain description (lists and numbers) of the layer, for provenance records.
+
+        Returns
+        -------
+        dict
+            ``kind``, ``beta``, ``causal`` and the matrices ``A``, ``V`` (``Q``, ``K`` for a factored
+            layer) as nested lists (one head unstacked), plus the options of the kind (sigmoid bias,
+            Sinkhorn settings); JSON-serialisable.
+        """
         out = {"kind": self.kind, "beta": self.beta, "causal": self.causal}
         for name in ("A", "V", "Q", "K"):
             M = getattr(self, name)

@@ -449,15 +449,38 @@ class GaussianTrajectory:
         return self.exit_time if self.status == "blowup" else None
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of every stored covariance, in decreasing order, shape (m, d)."""
+        """Eigenvalues of every stored covariance (:func:`covariance_eigenvalues`).
+
+        Returns
+        -------
+        array (m, d)
+            In decreasing order at each of the m stored times.
+        """
         return covariance_eigenvalues(self.cov)
 
     def trace(self) -> np.ndarray:
-        r""":math:`\operatorname{tr}\Sigma_t` at every stored time, shape (m,)."""
+        r""":math:`\operatorname{tr}\Sigma_t` at every stored time.
+
+        Returns
+        -------
+        array (m,)
+            The trace, which the blow-up criterion of :func:`solve_gaussian` watches.
+        """
         return np.trace(self.cov, axis1=-2, axis2=-1)
 
     def at(self, time: float):
-        """(mean, cov) at the stored time closest to ``time``."""
+        """The Gaussian at the stored time closest to ``time`` (no interpolation).
+
+        Parameters
+        ----------
+        time : float
+            A time in the run.
+
+        Returns
+        -------
+        tuple of arrays (d,) and (d, d)
+            ``(mean, cov)``.
+        """
         k = int(np.argmin(np.abs(self.t - time)))
         return self.mean[k], self.cov[k]
 
@@ -1107,11 +1130,28 @@ class ConditionSearch:
     T: float
 
     def counts(self) -> dict:
-        """Reading -> ``(draws, blow-ups)``: how many draws satisfy the condition, and how many of them blow up."""
+        """Reading -> ``(draws, blow-ups)``: how many draws satisfy the condition, and how many of them blow up.
+
+        Returns
+        -------
+        dict
+            For each reading of the condition, a pair of integers.
+        """
         return {r: (int(m.sum()), int((m & self.blew_up).sum())) for r, m in self.drawn_for.items()}
 
     def counterexamples(self, reading: str) -> np.ndarray:
-        """Indices of the draws that satisfy the condition in ``reading`` and blow up, earliest blow-up first."""
+        """Indices of the draws that satisfy the condition in ``reading`` and blow up, earliest blow-up first.
+
+        Parameters
+        ----------
+        reading : str
+            A key of ``drawn_for`` (a reading of :func:`condition_matrix`).
+
+        Returns
+        -------
+        array of int
+            Indices into ``A``, ``V``, ``cov0`` (empty when the condition held for every blow-up-free draw).
+        """
         idx = np.flatnonzero(self.drawn_for[reading] & self.blew_up)
         return idx[np.argsort(self.blowup_time[idx])]
 
@@ -1274,7 +1314,19 @@ class EulerRuns:
     step: float
 
     def trajectory(self, k: int):
-        """(iteration indices, covariances, means) stored for member k."""
+        """The stored iterates of member k.
+
+        Parameters
+        ----------
+        k : int
+            Which initial condition (0 to ``len(self) - 1``).
+
+        Returns
+        -------
+        tuple
+            ``(iterations, covariances, means)``: the indices of the stored Euler iterations and the
+            covariances and means there.
+        """
         return self.saved_iterations[k], self.saved_cov[k], self.saved_mean[k]
 
     def __len__(self) -> int:

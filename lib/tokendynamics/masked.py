@@ -79,11 +79,33 @@ class SinkSystem:
     causal: bool = True
 
     def tokens(self, X) -> np.ndarray:
-        """The rows of X (or of each frame of a trajectory array) that are tokens, not sink."""
+        """The rows of X (or of each frame of a trajectory array) that are tokens, not sink.
+
+        Parameters
+        ----------
+        X : array (..., n_sink + n, d)
+            Points of this system (or frames of a run of it).
+
+        Returns
+        -------
+        array (..., n, d)
+            A view without the first ``n_sink`` rows.
+        """
         return np.asarray(X)[..., self.n_sink :, :]
 
     def sink(self, X) -> np.ndarray:
-        """The sink rows of X (or of each frame)."""
+        """The sink rows of X (or of each frame).
+
+        Parameters
+        ----------
+        X : array (..., n_sink + n, d)
+            Points of this system (or frames of a run of it).
+
+        Returns
+        -------
+        array (..., n_sink, d)
+            A view of the first ``n_sink`` rows.
+        """
         return np.asarray(X)[..., : self.n_sink, :]
 
     @property
@@ -93,7 +115,13 @@ class SinkSystem:
 
     def simulate_kwargs(self) -> dict:
         """``weights`` (and, for a causal system, ``positions``) to pass to
-        :func:`~tokendynamics.particles.simulate`."""
+        :func:`~tokendynamics.particles.simulate`.
+
+        Returns
+        -------
+        dict
+            Keyword arguments, e.g. ``simulate(system.X, layer, T, **system.simulate_kwargs())``.
+        """
         if not self.causal:
             return {"weights": self.weights}
         return {"weights": self.weights, "positions": self.positions}

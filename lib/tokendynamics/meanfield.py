@@ -648,7 +648,18 @@ class RateFit:
     weights: np.ndarray
 
     def predict(self, n) -> np.ndarray:
-        """The fitted curve :math:`e^{c}n^{\\gamma}` at ``n``."""
+        """The fitted curve :math:`e^{c}n^{\\gamma}` at ``n``.
+
+        Parameters
+        ----------
+        n : float or array_like
+            Numbers of tokens.
+
+        Returns
+        -------
+        array
+            The predicted error, shaped like ``n``.
+        """
         return np.exp(self.intercept) * np.asarray(n, dtype=float) ** self.slope
 
 

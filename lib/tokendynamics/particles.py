@@ -444,7 +444,12 @@ class Trajectory(Frames):
         return self.blowup_time is not None
 
     def angles(self) -> np.ndarray:
-        """Angles of planar tokens, shape (m, n) (d = 2 only).
+        """Angles of planar tokens (d = 2 only).
+
+        Returns
+        -------
+        array (m, n)
+            :math:`\\theta_i(t)` in :math:`(-\\pi,\\pi]` at the stored times.
 
         References
         ----------
@@ -453,7 +458,14 @@ class Trajectory(Frames):
         return angles(self.X)
 
     def params(self) -> dict:
-        """Plain-data description of how the trajectory was made (for caches and captions)."""
+        """Plain-data description of how the trajectory was made (for caches and captions).
+
+        Returns
+        -------
+        dict
+            The layer (:meth:`~tokendynamics.attention.Attention.to_dict`, or its repr for a
+            depth-dependent layer), the method, step, sphere flag and sizes.
+        """
         lay = self.layer.to_dict() if isinstance(self.layer, Attention) else repr(self.layer)
         return {
             "layer": lay,

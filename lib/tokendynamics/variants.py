@@ -218,11 +218,34 @@ class Variant:
         return self.sink_mass is not None
 
     def layer_at(self, t: float = 0.0) -> Attention:
-        """The layer at depth t."""
+        """The layer at depth t.
+
+        Parameters
+        ----------
+        t : float
+            Depth (time).
+
+        Returns
+        -------
+        Attention
+            The variant's layer (the same at every depth unless the variant's layer is a function of t).
+        """
         return self.layer if isinstance(self.layer, Attention) else self.layer(t)
 
     def system(self, X0) -> SinkSystem:
-        """The measure the core integrates: tokens (with sink and positions if masked)."""
+        """The measure the core integrates: tokens (with sink and positions if masked).
+
+        Parameters
+        ----------
+        X0 : array (n, d)
+            Initial tokens.
+
+        Returns
+        -------
+        SinkSystem
+            Uniform weights and positions ``i/n`` for an unmasked variant; the tokens after a sink of
+            mass ``sink_mass`` (:func:`~tokendynamics.masked.with_sink`) for a masked one.
+        """
         X0 = validate_tokens(X0, self.layer_at(0.0).d, name="X0")
         if not self.masked:
             n = X0.shape[0]
@@ -236,8 +259,25 @@ class Variant:
     ) -> tuple[Trajectory, SinkSystem]:
         r"""Integrate :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` from ``X0`` up to ``T``.
 
-        Returns ``(trajectory, system)``; ``system.tokens(trajectory.X)`` drops the sink rows.
         A blow-up stops the run (``trajectory.blowup_time`` is set) unless ``on_blowup="raise"``.
+
+        Parameters
+        ----------
+        X0 : array (n, d)
+            Initial tokens (without the sink: :meth:`system` adds it).
+        T : float
+            Final depth.
+        dt, method, save_every, on_blowup
+            As in :func:`~tokendynamics.particles.simulate`.
+        **kwargs
+            Further options of :func:`~tokendynamics.particles.simulate`.
+
+        Returns
+        -------
+        trajectory : Trajectory
+            The run of the whole system (sink rows included).
+        system : SinkSystem
+            The system integrated; ``system.tokens(trajectory.X)`` drops the sink rows.
         """
         sys_ = self.system(X0)
         extra = sys_.simulate_kwargs() if self.masked else {}

@@ -163,7 +163,13 @@ class ChapterParameter:
     rule: dict
 
     def expected(self) -> str:
-        """What a valid value is, in words (for error messages)."""
+        """What a valid value is, in words (for error messages).
+
+        Returns
+        -------
+        str
+            E.g. ``"a number > 0"`` or ``"one of 'fast', 'full'"``.
+        """
         rule = self.rule
         if "choices" in rule:
             words = "one of " + ", ".join(repr(c) for c in rule["choices"])
@@ -175,7 +181,18 @@ class ChapterParameter:
         return words + (" or None" if self.default is None else "")
 
     def check(self, value) -> Any:
-        """``value`` if it is valid; a ValueError naming the parameter and what is expected otherwise."""
+        """``value`` if it is valid; a ValueError naming the parameter and what is expected otherwise.
+
+        Parameters
+        ----------
+        value : object
+            The value a reader gave (papermill's ``-p name value``).
+
+        Returns
+        -------
+        object
+            ``value`` itself.
+        """
         if value is None and self.default is None:
             return None
         given = value

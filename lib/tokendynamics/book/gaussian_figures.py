@@ -329,7 +329,13 @@ class RankHistogram:
     limit_eigenvalues: dict
 
     def to_arrays(self) -> dict:
-        """Plain arrays (counts, attempts, exceptions, eigenvalues per dimension) for the cache."""
+        """Plain arrays (counts, attempts, exceptions, eigenvalues per dimension) for the cache.
+
+        Returns
+        -------
+        dict
+            Name -> array, keys suffixed by the dimension (``counts_3``, ``eig_3``, ...) and ``dims``.
+        """
         out = {"dims": np.array(self.dims)}
         for d in self.dims:
             out[f"counts_{d}"] = self.counts[d]
@@ -341,7 +347,19 @@ class RankHistogram:
 
     @classmethod
     def from_arrays(cls, row: str, arrays: dict) -> RankHistogram:
-        """Inverse of :meth:`to_arrays`."""
+        """Inverse of :meth:`to_arrays`.
+
+        Parameters
+        ----------
+        row : str
+            The row of the histogram figure the arrays belong to.
+        arrays : dict
+            What :meth:`to_arrays` returned (e.g. read back from the cache).
+
+        Returns
+        -------
+        RankHistogram
+        """
         dims = tuple(int(d) for d in arrays["dims"])
         return cls(
             row=row,

@@ -450,7 +450,7 @@ class Explorer:
         Returns
         -------
         dict
-            rcParams (default: :data:`EXPLORER_STYLE`); an explorer overrides this to change them.
+            rcParams (default: ``EXPLORER_STYLE``); an explorer overrides this to change them.
         """
         return EXPLORER_STYLE
 

@@ -94,12 +94,12 @@ class SinkSystem:
         return np.asarray(X)[..., self.n_sink :, :]
 
     def sink(self, X) -> np.ndarray:
-        """The sink rows of X (or of each frame).
+        """The sink rows of X (or of each frame): what :meth:`tokens` leaves out.
 
         Parameters
         ----------
         X : array (..., n_sink + n, d)
-            Points of this system (or frames of a run of it).
+            As in :meth:`tokens`.
 
         Returns
         -------

@@ -188,8 +188,9 @@ def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
 
     Parameters
     ----------
-    name : {"F1", "F2", "F3", "F4", "F5"}
-        The cone figure: convergence to zero, to a line, to two lines, blow-up, two basins.
+    name : str
+        Key of the cone figure, ``"F1"`` to ``"F5"``: convergence to zero, to a line, to two lines,
+        blow-up, two basins.
     mode : {"fast", "full"}
         Which setting of the table ``gaussian_<name>`` gives the grid, its thinning (``every``), the
         seeds and the per-variant Euler settings (:func:`~tokendynamics.book.experiments.settings`).

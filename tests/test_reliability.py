@@ -12,7 +12,6 @@ import pytest
 from tokendynamics import Attention, BlowUpError, ConvergenceError, attention_matrix, simulate, velocity
 from tokendynamics.attention import SINKHORN_ITERS, SINKHORN_TOL, sinkhorn_potentials
 from tokendynamics.gaussian import blowup_time, solve_gaussian
-from tokendynamics.particles import adaptive_solve
 
 # ---------------------------------------------------------------------------------------------
 # blow-up times: the time the solver reached, against closed forms
@@ -94,17 +93,6 @@ def test_solve_gaussian_reports_the_time_reached_with_output_times_and_a_huge_th
     with pytest.raises(BlowUpError) as info:
         solve_gaussian(np.zeros(2), S0, layer, 3.0, t_eval=np.linspace(0, 3, 31), blowup_trace=1e30, on_blowup="raise")
     assert info.value.time == pytest.approx(Tstar, rel=1e-6)
-
-
-def test_adaptive_solve_outputs_every_step_or_the_requested_times():
-    def decay(t, y):
-        return -y
-
-    every = adaptive_solve(decay, 2.0, [1.0], rtol=1e-10, atol=1e-12)
-    fixed = adaptive_solve(decay, 2.0, [1.0], [0.0, 0.5, 2.0], rtol=1e-10, atol=1e-12)
-    assert every.status == fixed.status == "completed" and every.t.size > 3
-    np.testing.assert_allclose(fixed.y[:, 0], np.exp(-fixed.t), rtol=1e-9)
-    np.testing.assert_allclose(every.y[:, 0], np.exp(-every.t), rtol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------

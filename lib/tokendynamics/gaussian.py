@@ -52,13 +52,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.integrate import solve_ivp
 from scipy.linalg import expm, fractional_matrix_power
 
 from .attention import Attention, LayerLike, LayerStack, layer_at
 from .docstrings import fill_doc
 from .errors import BlowUpError, NonFiniteError
-from .particles import adaptive_solve, sample_gaussian, simulate
+from .odes import adaptive_solve, solve_ode
+from .particles import sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
 from .validation import (
     parse_span,
@@ -309,8 +309,10 @@ def _affine_field(mean, cov, layer: Attention):
     return b, M, MS
 
 
-def _validate_state(mean, cov, d: int | None = None, names=("mean", "cov")):
-    return validate_gaussian(mean, cov, d, what="the layer has d", mean_name=names[0], name=names[1])
+def _validate_state(mean, cov, layer: Attention, names=("mean", "cov")):
+    """The layer checked (:func:`_check_layer`) and the Gaussian (mean, cov) validated in its dimension."""
+    _check_layer(layer)
+    return validate_gaussian(mean, cov, layer.d, what="the layer has d", mean_name=names[0], name=names[1])
 
 
 @fill_doc(_DOC)
@@ -342,8 +344,7 @@ def gaussian_velocity(mean, cov, layer: Attention):
     ----------
     %(refs_odes)s
     """
-    _check_layer(layer)
-    mean, cov = _validate_state(mean, cov, layer.d)
+    mean, cov = _validate_state(mean, cov, layer)
     b, M, _ = _affine_field(mean, cov, layer)
     return b, M
 
@@ -376,8 +377,7 @@ def gaussian_rhs(mean, cov, layer: Attention):
     ----------
     %(refs_odes)s
     """
-    _check_layer(layer)
-    mean, cov = _validate_state(mean, cov, layer.d)
+    mean, cov = _validate_state(mean, cov, layer)
     return _rhs(mean, cov, layer)
 
 
@@ -529,7 +529,7 @@ def solve_gaussian(
         official stopping rules alone end the run).
     mode : {"accurate", "faithful"}
         ``accurate``: the scipy solver ``method`` (``"DOP853"``, ``"RK45"``, ...; tolerances
-        ``rtol``, ``atol``) stepped by :func:`~tokendynamics.particles.adaptive_solve` on
+        ``rtol``, ``atol``) stepped by :func:`~tokendynamics.odes.adaptive_solve` on
         :math:`(\alpha,\Phi)` with :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi`
         (symmetric PSD by construction), stopped where :math:`\operatorname{tr}\Sigma` reaches
         ``blowup_trace``.
@@ -578,8 +578,7 @@ def solve_gaussian(
     if mode == "faithful":
         if not isinstance(layer, Attention):
             raise TypeError("layer must be a constant Attention in faithful mode (the official scheme)")
-        _check_layer(layer)
-        mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
+        mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
         if step is None:
             raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
         step = validate_positive(step, "step")
@@ -640,7 +639,7 @@ def solve_gaussian(
     if t_eval is not None:
         _, _, t_eval = time_grid((t0, T), t_eval)
     first = _layer_at(layer, t0, np.atleast_1d(real_array(mean0, "mean0")).shape[0])
-    mean0, cov0 = _validate_state(mean0, cov0, first.d, ("mean0", "cov0"))
+    mean0, cov0 = _validate_state(mean0, cov0, first, ("mean0", "cov0"))
     d = first.d
     if np.trace(cov0) >= blowup_trace:
         raise ValueError(f"tr cov0 = {np.trace(cov0):.3g} is already above blowup_trace = {blowup_trace:.3g}")
@@ -1788,8 +1787,7 @@ def compare_with_particles(
     %(refs_odes)s
     Section "Particles against the ODEs" reports these distances for every variant.
     """
-    _check_layer(layer)
-    mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
+    mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
     n = validate_count(n, "n")
     T = validate_positive(T, "T")
     X0 = sample_gaussian(n, mean0, cov0, rng=seed)
@@ -1978,7 +1976,7 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
     A = layer.A[0]
     if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
         raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
-    mean0, cov0 = _validate_state(mean0, cov0, layer.d, ("mean0", "cov0"))
+    mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
     ts = _times_before_blowup(t, cov0, layer, "the mean and covariance blow up")
     out = []
     for s in ts:
@@ -2145,17 +2143,8 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
         raise ValueError(f"z0 must have shape ({layer.d},), got {z0.shape}")
     _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
     rtol, atol = validate_tolerances(rtol, atol)
-    sol = solve_ivp(
-        lambda t, z: rank_one_velocity(z, layer),
-        (0.0, float(t_eval[-1])),
-        z0,
-        method="DOP853",
-        rtol=rtol,
-        atol=atol,
-        t_eval=t_eval,
-    )
-    if sol.status != 0:
-        raise BlowUpError(float(sol.t[-1]), float(sol.t[-1]), f"rank-one ODE failed: {sol.message}")
+    options = {"t_eval": t_eval, "method": "DOP853", "rtol": rtol, "atol": atol}
+    sol = solve_ode(lambda t, z: rank_one_velocity(z, layer), z0, (0.0, float(t_eval[-1])), blowup=True, **options)
     return sol.y.T
 
 

@@ -1238,6 +1238,15 @@ def sinkhorn_energy_empirical(
     return float(0.5 * (w @ f + w @ g))
 
 
+def _gradient_data(grad_mean, grad_cov, cov, M):
+    """Validated (g, G, Sigma, M) of a Bures–Wasserstein gradient: M = I when None."""
+    g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
+    d = g.shape[0]
+    G = validate_symmetric(grad_cov, "grad_cov", d)
+    S = validate_covariance(cov, "cov", d)
+    return g, G, S, np.eye(d) if M is None else validate_spd(M, "M", d)
+
+
 @fill_doc(_DOC)
 def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     r"""Velocity :math:`(\dot\alpha,\dot\Sigma)` of the (twisted) Bures–Wasserstein gradient flow of an energy on
@@ -1269,11 +1278,7 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     ----------
     %(ref_bw)s
     """
-    g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
-    d = g.shape[0]
-    G = validate_symmetric(grad_cov, "grad_cov", d)
-    S = validate_covariance(cov, "cov", d)
-    M = np.eye(d) if M is None else validate_spd(M, "M", d)
+    g, G, S, M = _gradient_data(grad_mean, grad_cov, cov, M)
     MGS = M @ G @ S
     return -M @ g, -2.0 * (MGS + MGS.T)
 
@@ -1422,11 +1427,7 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     ----------
     %(ref_bw)s
     """
-    g = validate_finite_array(grad_mean, "grad_mean", ndim=1)
-    d = g.shape[0]
-    G = validate_symmetric(grad_cov, "grad_cov", d)
-    S = validate_covariance(cov, "cov", d)
-    M = np.eye(d) if M is None else validate_spd(M, "M", d)
+    g, G, S, M = _gradient_data(grad_mean, grad_cov, cov, M)
     return float(math.sqrt(max(0.0, float(g @ M @ g) + 4.0 * float(np.trace(G @ M @ G @ S)))))
 
 

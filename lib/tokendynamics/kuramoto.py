@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .docstrings import fill_doc
-from .errors import NonFiniteError
+from .odes import solve_ode
 from .validation import (
     PARAMETER_DOCS,
     time_grid,
@@ -528,9 +527,8 @@ def solve_phases(
     def rhs(t, th):
         return coef.phase_velocity(th.reshape(shape)).ravel()
 
-    sol = solve_ivp(rhs, (t0, T), th0.ravel(), method=method, t_eval=t_eval, rtol=rtol, atol=atol)
-    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
-        raise NonFiniteError(f"the angle equations failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}")
+    what = "the angle equations"
+    sol = solve_ode(rhs, th0.ravel(), (t0, T), t_eval=t_eval, method=method, rtol=rtol, atol=atol, what=what)
     params = {
         "A": A.tolist(),
         "V": V.tolist(),

@@ -27,11 +27,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .docstrings import fill_doc
 from .errors import NonFiniteError
 from .kuramoto import KuramotoCoefficients, coefficients, complex_parts, order_parameter, solve_phases
+from .odes import solve_ode
 from .transport import circle_wasserstein1
 from .validation import (
     PARAMETER_DOCS,
@@ -334,21 +334,8 @@ def solve_ott_antonsen(
             ev.terminal = getattr(g, "terminal", False)  # type: ignore[attr-defined]  # solve_ivp's event attribute
             ev.direction = getattr(g, "direction", 0)  # type: ignore[attr-defined]  # solve_ivp's event attribute
             wrapped.append(ev)
-    sol = solve_ivp(
-        rhs,
-        (t0, T),
-        np.concatenate([z0.real, z0.imag]),
-        method=method,
-        t_eval=t_eval,
-        rtol=rtol,
-        atol=atol,
-        events=wrapped,
-        max_step=max_step,
-    )
-    if sol.status == -1 or not np.all(np.isfinite(sol.y)):
-        raise NonFiniteError(
-            f"the Ott-Antonsen integration failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}"
-        )
+    options = {"t_eval": t_eval, "method": method, "rtol": rtol, "atol": atol, "events": wrapped, "max_step": max_step}
+    sol = solve_ode(rhs, np.concatenate([z0.real, z0.imag]), (t0, T), what="the Ott-Antonsen integration", **options)
     z = (sol.y[:size] + 1j * sol.y[size:]).T.reshape((sol.t.size,) + shape)
     params = {"beta": beta_out, "method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev), "T": T, "t0": t0}
     return OASolution(t=sol.t, z=z, t_events=list(sol.t_events) if sol.t_events is not None else [], params=params)

@@ -21,16 +21,14 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import integrate
-from scipy.optimize import brentq
 
 from .attention import BACKENDS, Attention, LayerLike, layer_at, velocity, velocity_unchecked
 from .docstrings import fill_doc
 from .errors import BlowUpError, NonFiniteError
+from .odes import adaptive_solve
 from .transport import psd_sqrt
 from .validation import (
     PARAMETER_DOCS,
-    SOLVERS,
     parse_span,
     time_grid,
     validate_choice,
@@ -60,8 +58,6 @@ __all__ = [
     "rotation_matrix",
     "rk4_step",
     "euler_step",
-    "adaptive_solve",
-    "AdaptiveRun",
 ]
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
@@ -531,7 +527,7 @@ def simulate(
         Output times of the adaptive method (default: spacing ``dt`` or 201 points).
     solver : str
         ``method="adaptive"`` only: the ``scipy.integrate`` solver class stepped by
-        :func:`adaptive_solve` (default ``"DOP853"``, an explicit Runge–Kutta pair of order 8(5,3)).
+        :func:`~tokendynamics.odes.adaptive_solve` (default ``"DOP853"``, an explicit Runge–Kutta pair of order 8(5,3)).
     rtol, atol : float
         ``method="adaptive"`` only: relative and absolute error tolerances of each step, per coordinate
         of the flattened tokens (defaults :math:`10^{-9}` and :math:`10^{-11}`).
@@ -771,214 +767,6 @@ def _finish(t, X, method, dt, blowup, on_blowup, info, common) -> Trajectory:
         info = {**info, "blowup_reason": reason}
         return Trajectory(t=t, X=X, method=method, dt=dt, blowup_time=time, info=info, **common)
     return Trajectory(t=t, X=X, method=method, dt=dt, info=info, **common)
-
-
-#: scipy's solver classes, stepped directly by :func:`adaptive_solve`.
-_SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
-
-
-@dataclass(frozen=True, eq=False)
-class AdaptiveRun:
-    """Result of :func:`adaptive_solve`.
-
-    Attributes
-    ----------
-    t : array (m,)
-        Output times reached (those of ``t_eval`` up to the stop, or every accepted step).
-    y : array (m, k)
-        States at the output times.
-    status : str
-        ``"completed"`` (reached T), ``"threshold"`` (``size`` crossed ``threshold``) or
-        ``"failed"`` (the solver could not continue).
-    time : float
-        Threshold: the crossing time (root of ``size(y(t)) - threshold`` on the dense output of the
-        step); failed: the time of the last accepted step; completed: T.
-    last_good : float
-        Start of the step in which the threshold was crossed, or the last accepted time.
-    y_stop : array (k,)
-        The state at ``time``.
-    reason : str
-        What stopped the run (empty if completed).
-    nfev : int
-
-    References
-    ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
-    """
-
-    t: np.ndarray
-    y: np.ndarray
-    status: str
-    time: float
-    last_good: float
-    y_stop: np.ndarray
-    reason: str
-    nfev: int
-
-
-@fill_doc(_DOC)
-def adaptive_solve(
-    fun,
-    t_span,
-    y0,
-    t_eval=None,
-    *,
-    solver: str = "DOP853",
-    rtol: float = 1e-9,
-    atol: float = 1e-11,
-    size=None,
-    threshold: float = math.inf,
-    event=None,
-) -> AdaptiveRun:
-    r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where it blows up.
-
-    Unlike ``solve_ivp(t_eval=...)``, which only reports output times, this knows the time the
-    solver reached: it returns the time at which ``size(y)`` crosses ``threshold`` (located by
-    root-finding on the dense output of the step, so independent of the output times), or the time
-    of the last accepted step when the solver fails (step size below the spacing of
-    floating-point numbers near a singularity, or a right-hand side that raises
-    :class:`~tokendynamics.errors.NonFiniteError` at every trial step: such evaluations are turned
-    into NaNs, which make the solver reject the step and try a smaller one).
-
-    Parameters
-    ----------
-    fun : callable ``(t, y) -> array``
-        The right-hand side :math:`f` (flat state).
-    %(t_span)s
-    y0 : array
-        Initial state (flattened).
-    t_eval : array, optional
-        Increasing output times inside ``t_span``; None stores every accepted step.
-    solver : str
-        A ``scipy.integrate`` solver class name (e.g. ``"DOP853"``, ``"RK45"``, ``"Radau"``).
-    rtol, atol : float
-        Tolerances.
-    size : callable, optional
-        Maps a state to a number (e.g. its largest entry, or the trace of a covariance).
-    threshold : float
-        Stop when ``size(y)`` crosses it.
-    event : callable, optional
-        Maps a state to a number: the run stops (status ``"event"``) at the first time it crosses zero
-        upwards, located on the dense output like the threshold.
-
-    Returns
-    -------
-    AdaptiveRun
-        Output times and states, how the run ended and when.
-
-    References
-    ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993)
-    (embedded Runge–Kutta pairs and dense output).
-    """
-    t0, T = parse_span(t_span)
-    solver = validate_solver(solver, "solver")
-    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
-    if t_eval is not None:
-        _, _, t_eval = time_grid((t0, T), t_eval)
-    y0 = np.array(y0, dtype=float).ravel()
-    failure: list = []
-
-    def rhs(t, y):
-        if not np.all(np.isfinite(y)):  # a trial stage built on an overflowing one
-            failure.append("the state became non-finite")
-            return np.full(y.shape, np.nan)
-        try:
-            return np.asarray(fun(t, y), dtype=float)
-        except NonFiniteError as exc:
-            failure.append(str(exc))
-            return np.full(y.shape, np.nan)
-
-    ode = _SOLVER_CLASSES[solver](rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)
-    out_t, out_y = [], []
-    k = 0
-    if t_eval is None:
-        out_t.append(t0)
-        out_y.append(y0.copy())
-    else:
-        while k < t_eval.size and t_eval[k] <= t0:
-            out_t.append(float(t_eval[k]))
-            out_y.append(y0.copy())
-            k += 1
-    status, time, last_good, y_stop, reason = "completed", T, T, None, ""
-    event_before = -1.0 if event is None else event(y0)
-    if event is not None and not event_before < 0:  # reached at the start
-        return AdaptiveRun(
-            np.array(out_t),
-            np.array(out_y).reshape(len(out_t), y0.size),
-            "event",
-            t0,
-            t0,
-            y0,
-            "the event function is not negative at the start",
-            0,
-        )
-    while ode.status == "running":
-        message = ode.step()
-        if ode.status == "failed":
-            status, time, last_good, y_stop = "failed", float(ode.t), float(ode.t), ode.y.copy()
-            why = failure[-1] if failure else message
-            reason = f"the solver could not continue past t = {time:.6g} ({why})"
-            break
-        t_old, t_new = float(ode.t_old), float(ode.t)
-        dense = None
-        crossing = None
-        if size is not None and not size(ode.y) <= threshold:
-            dense = ode.dense_output()
-
-            def excess(t, dense=dense):
-                return size(dense(t)) - threshold
-
-            if not excess(t_old) < 0:
-                crossing = t_old
-            else:
-                crossing = brentq(excess, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
-        hit = None
-        if event is not None and crossing is None and not event(ode.y) < 0 and event_before < 0:
-            dense = dense or ode.dense_output()
-
-            def rise(t, dense=dense):
-                return event(dense(t))
-
-            hit = brentq(rise, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
-        if event is not None:
-            event_before = event(ode.y)
-        stop = t_new if crossing is None and hit is None else (crossing if hit is None else hit)
-        if t_eval is None:
-            if crossing is None and hit is None:
-                out_t.append(t_new)
-                out_y.append(ode.y.copy())
-        else:
-            j = k
-            while j < t_eval.size and t_eval[j] <= stop:
-                j += 1
-            if j > k:
-                dense = dense or ode.dense_output()
-                out_t.extend(float(tt) for tt in t_eval[k:j])
-                out_y.extend(dense(tt) for tt in t_eval[k:j])
-                k = j
-        if crossing is not None:
-            assert dense is not None  # made when the crossing was located
-            status, time, last_good, y_stop = "threshold", crossing, t_old, dense(crossing)
-            reason = f"the size of the state reached the threshold {threshold:.3g}"
-            break
-        if hit is not None:
-            assert dense is not None
-            status, time, last_good, y_stop = "event", hit, t_old, dense(hit)
-            reason = "the event function crossed zero"
-            break
-    if y_stop is None:
-        y_stop = ode.y.copy()
-    return AdaptiveRun(
-        t=np.array(out_t),
-        y=np.array(out_y).reshape(len(out_t), y0.size),
-        status=status,
-        time=float(time),
-        last_good=float(last_good),
-        y_stop=y_stop,
-        reason=reason,
-        nfev=int(ode.nfev),
-    )
 
 
 def _on_tokens(stop_when, n, d, sphere):

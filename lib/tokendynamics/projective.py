@@ -17,12 +17,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .attention import Attention, require_layer
 from .docstrings import fill_doc
-from .errors import BlowUpError
 from .metrics import order_parameters
+from .odes import solve_ode
 from .particles import Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
@@ -150,10 +149,8 @@ def projective_flow(
         reached.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
         reached.direction = 1  # type: ignore[attr-defined]  # solve_ivp's event attribute
         events = reached
-    sol = solve_ivp(rhs, (t0, T), np.eye(d).ravel(), method=solver, t_eval=t_eval, rtol=rtol, atol=atol, events=events)
-    if sol.status == -1 or not np.all(np.isfinite(sol.y)):
-        last = float(sol.t[-1]) if sol.t.size else t0
-        raise BlowUpError(last, last, f"the projective reduction failed: {sol.message}")
+    options = {"t_eval": t_eval, "method": solver, "rtol": rtol, "atol": atol, "events": events}
+    sol = solve_ode(rhs, np.eye(d).ravel(), (t0, T), what="the projective reduction", blowup=True, **options)
     ts, Y = sol.t, sol.y.T
     info = {"nfev": int(sol.nfev), "solver": solver, "rtol": rtol, "atol": atol}
     if until is not None:

@@ -21,11 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .docstrings import fill_doc
-from .errors import NonFiniteError
 from .kuramoto import coefficients, order_parameter
+from .odes import solve_ode
 from .validation import (
     PARAMETER_DOCS,
     time_grid,
@@ -336,9 +335,8 @@ def solve_watanabe_strogatz(
         ad = 2j * om * a + H - np.conj(H) * a * a
         return [ad.real, ad.imag, 2 * om + 2 * np.imag(H * np.conj(a))]
 
-    sol = solve_ivp(rhs, (t0, T), [a0.real, a0.imag, 0.0], method=method, t_eval=t_eval, rtol=rtol, atol=atol)
-    if sol.status != 0 or not np.all(np.isfinite(sol.y)):
-        raise NonFiniteError(f"the WS integration failed at t = {sol.t[-1] if sol.t.size else t0:.6g}: {sol.message}")
+    y0 = [a0.real, a0.imag, 0.0]
+    sol = solve_ode(rhs, y0, (t0, T), t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the WS integration")
     alpha = sol.y[0] + 1j * sol.y[1]
     if sol.t[0] > t0:  # make the first entry the initial gauge, as ws_reconstruct expects
         raise ValueError("t_eval must start at t0 so that the tokens can be reconstructed")

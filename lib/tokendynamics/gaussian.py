@@ -1844,6 +1844,15 @@ def _sym_part(layer: Attention) -> np.ndarray:
     return layer.beta * (A + A.T)
 
 
+def _isotropic_setup(cov0, layer: Attention, what: str):
+    """Checks of the V = vI closed forms; returns (layer, v, cov0, R, K) with R = cov0^{1/2}, K = R beta(A+A^T) R."""
+    layer = _softmax_single(layer, what)
+    v = _scalar_value(layer, what)
+    cov0 = validate_covariance(cov0, "cov0", layer.d)
+    R = psd_sqrt(cov0)
+    return layer, v, cov0, R, _sym(R @ _sym_part(layer) @ R)
+
+
 @fill_doc(_DOC)
 def isotropic_covariance(cov0, layer: Attention, t):
     r"""Closed-form covariance for softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
@@ -1878,11 +1887,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
     ----------
     %(refs_tstar)s
     """
-    layer = _softmax_single(layer, "the precision formula")
-    v = _scalar_value(layer, "the precision formula")
-    cov0 = validate_covariance(cov0, "cov0", layer.d)
-    R = psd_sqrt(cov0)
-    K = R @ _sym_part(layer) @ R
+    layer, v, cov0, R, K = _isotropic_setup(cov0, layer, "the precision formula")
     ts = _times_before_blowup(t, cov0, layer, "the covariance blows up")
     out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
     return out[0] if np.ndim(t) == 0 else out
@@ -1916,11 +1921,8 @@ def blowup_time(cov0, layer: Attention) -> float:
     ----------
     %(refs_tstar)s
     """
-    layer = _softmax_single(layer, "the blow-up formula")
-    v = _scalar_value(layer, "the blow-up formula")
-    cov0 = validate_covariance(cov0, "cov0", layer.d)
-    R = psd_sqrt(cov0)
-    eig = np.linalg.eigvalsh(v * _sym(R @ _sym_part(layer) @ R))
+    _, v, _, _, K = _isotropic_setup(cov0, layer, "the blow-up formula")
+    eig = np.linalg.eigvalsh(v * K)
     lam = float(eig[-1])
     scale = max(1e-300, float(np.abs(eig).max()))
     return 1.0 / lam if lam > 1e-14 * scale else math.inf

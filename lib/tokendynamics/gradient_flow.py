@@ -1078,15 +1078,19 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _sinkhorn_spectrum(cov, A, eps):
-    """R = cov^{1/2}, s_i = sqrt(1 + 4 h_i / eps^2) with h_i, U the eigen-decomposition of H = R A cov A R.
+def _sinkhorn_spectrum(mean, cov, A, eps):
+    """The Gaussian and (A, eps) validated, and the spectrum of the Sinkhorn energy on N(mean, cov).
 
-    The same spectral computation as the Sinkhorn Gaussian ODE (:func:`tokendynamics.gaussian.sinkhorn_spectrum` with
-    the kernel matrix A / eps).
+    Returns (mean, A, eps, R, U, s): R = cov^{1/2}, s_i = sqrt(1 + 4 h_i / eps^2) with h_i, U the
+    eigen-decomposition of H = R A cov A R. The same spectral computation as the Sinkhorn Gaussian ODE
+    (:func:`tokendynamics.gaussian.sinkhorn_spectrum` with the kernel matrix A / eps).
     """
+    mean, cov = _gaussian(mean, cov)
+    A = validate_symmetric(A, d=mean.shape[0])
+    eps = _check_eps(eps)
     R = psd_sqrt(cov)
     s, U = sinkhorn_spectrum(R, cov, A / eps)
-    return R, U, s
+    return mean, A, eps, R, U, s
 
 
 def _check_eps(eps) -> float:
@@ -1127,10 +1131,7 @@ def sinkhorn_energy(mean, cov, A, eps: float = 1.0) -> float:
     ----------
     %(ref_sinkhorn)s
     """
-    mean, cov = _gaussian(mean, cov)
-    A = validate_symmetric(A, d=mean.shape[0])
-    eps = _check_eps(eps)
-    _, _, s = _sinkhorn_spectrum(cov, A, eps)
+    mean, A, eps, _, _, s = _sinkhorn_spectrum(mean, cov, A, eps)
     return float(-0.5 * mean @ A @ mean - 0.25 * eps * np.sum(s - 1.0 - np.log((1.0 + s) / 2.0)))
 
 
@@ -1164,10 +1165,7 @@ def sinkhorn_energy_gradient(mean, cov, A, eps: float = 1.0):
     ----------
     %(ref_sinkhorn)s
     """
-    mean, cov = _gaussian(mean, cov)
-    A = validate_symmetric(A, d=mean.shape[0])
-    eps = _check_eps(eps)
-    R, U, s = _sinkhorn_spectrum(cov, A, eps)
+    mean, A, eps, R, U, s = _sinkhorn_spectrum(mean, cov, A, eps)
     X = (U * (2.0 / (1.0 + s))) @ U.T
     G = -(0.5 / eps) * (A @ R @ X @ R @ A)
     return -A @ mean, 0.5 * (G + G.T)

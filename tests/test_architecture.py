@@ -156,3 +156,20 @@ def test_importing_the_core_does_not_import_matplotlib():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+ODE_SOLVERS = {"solve_ivp", "odeint", "ode", "complex_ode", "RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA"}
+
+
+def test_only_odes_calls_scipys_ode_solvers():
+    """Every adaptive ODE of the library goes through ``tokendynamics.odes`` (``solve_ode`` or ``adaptive_solve``),
+    so that a failed step or a NaN is reported the same way everywhere (an error with the time reached)."""
+    bad = [
+        f"{m} line {line}: {target} ({', '.join(names) or 'the module'})"
+        for m, path in MODULES.items()
+        if m != "tokendynamics.odes"
+        for target, names, line, _ in _imports(path)
+        if (target == "scipy.integrate" and (not names or ODE_SOLVERS & set(names)))
+        or (target == "scipy" and "integrate" in names)
+    ]
+    assert not bad, "scipy's ODE solvers imported outside tokendynamics.odes (call odes.solve_ode): " + "; ".join(bad)

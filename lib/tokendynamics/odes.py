@@ -78,8 +78,8 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
     References
     ----------
     E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, 2nd ed.,
-    Springer, 1993, section II.10 (the Dormand–Prince pair DOP853); P. Virtanen et al., *SciPy
-    1.0*, Nature Methods 17 (2020), ``scipy.integrate.solve_ivp``.
+    Springer, 1993, chapter II (embedded Runge–Kutta pairs; DOP853 is the Dormand–Prince pair of
+    order 8); P. Virtanen et al., *SciPy 1.0*, Nature Methods 17 (2020), ``scipy.integrate.solve_ivp``.
 
     Examples
     --------

@@ -112,11 +112,11 @@ class AdaptiveRun:
     y : array (m, k)
         States at the output times.
     status : str
-        ``"completed"`` (reached T), ``"threshold"`` (``size`` crossed ``threshold``) or
-        ``"failed"`` (the solver could not continue).
+        ``"completed"`` (reached T), ``"threshold"`` (``size`` crossed ``threshold``), ``"event"``
+        (the ``event`` function crossed zero upwards) or ``"failed"`` (the solver could not continue).
     time : float
-        Threshold: the crossing time (root of ``size(y(t)) - threshold`` on the dense output of the
-        step); failed: the time of the last accepted step; completed: T.
+        Threshold or event: the crossing time (a root on the dense output of the step); failed: the
+        time of the last accepted step; completed: T.
     last_good : float
         Start of the step in which the threshold was crossed, or the last accepted time.
     y_stop : array (k,)
@@ -124,6 +124,7 @@ class AdaptiveRun:
     reason : str
         What stopped the run (empty if completed).
     nfev : int
+        Number of evaluations of the right-hand side.
 
     References
     ----------

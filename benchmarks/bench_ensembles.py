@@ -83,7 +83,7 @@ def main(argv=None):
     t_loop, t_batch, err = compare(X0, stack, layers, 24.0, 0.5, 1, sphere=True)
     ratio = t_loop / t_batch
     print(
-        f"3. chapter 6: one phase-diagram point, softmax, {len(betas)} betas x {clouds} clouds, n = 32, d = 3, "
+        f"3. chapter 7: one phase-diagram point, softmax, {len(betas)} betas x {clouds} clouds, n = 32, d = 3, "
         "RK4 dt = 0.5 to depth 24"
     )
     print(f"   loop {t_loop:6.2f} s   batch {t_batch:6.2f} s   ratio loop / batch = {ratio:5.1f}   max diff {err:.1e}")

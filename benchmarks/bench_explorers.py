@@ -94,7 +94,7 @@ MOVES = {
         {"a1": 0.5},
     ],
     "04_kuramoto_reduction": [*_random_matrices(9), {"beta": 2.0}],
-    "05_high_dimensional": [
+    "06_high_dimensional": [
         {"case": "case1"},
         {"case": "case2"},
         {"case": "case3"},

@@ -89,9 +89,9 @@ BUDGETS = {
     "02_gaussian_preservation": (80, 150),
     "03_gradient_flow": (45, 60),
     "04_kuramoto_reduction": (60, 120),
-    "04_kuramoto_regimes": (45, 60),
-    "05_high_dimensional": (100, 170),
-    "06_phase_diagrams": (45, 150),
+    "05_kuramoto_regimes": (45, 60),
+    "06_high_dimensional": (100, 170),
+    "07_phase_diagrams": (45, 150),
     "claims": (30, 30),
 }  # full: 950 s in all, under 8 minutes on two cores
 MODES = ("fast", "full")

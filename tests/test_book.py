@@ -156,7 +156,7 @@ def test_execution_times_are_recorded():
 # ---------------------------------------------------------------------------------------------
 
 KURAMOTO_PAGE = HTML / "chapters" / "04_kuramoto_reduction.html"
-REGIMES_PAGE = HTML / "chapters" / "04_kuramoto_regimes.html"
+REGIMES_PAGE = HTML / "chapters" / "05_kuramoto_regimes.html"
 KURAMOTO_LABELS = {
     "04_kuramoto_reduction": [
         "fig-kura-regimes",
@@ -165,7 +165,7 @@ KURAMOTO_LABELS = {
         "fig-kura-oa-accuracy",
         "fig-kura-stability",
     ],
-    "04_kuramoto_regimes": [
+    "05_kuramoto_regimes": [
         "fig-kura-portraits",
         "fig-kura-case1",
         "fig-kura-case2",

@@ -2,7 +2,7 @@
 
 The schema of each chapter comes from its own ``parameters`` cell (names, defaults, comments) and
 the ranges of ``tokendynamics.book.experiments.PARAMETER_RULES``; a new chapter (e.g. a sixth,
-``06_phase_diagrams.md``) is covered as soon as it exists.
+``07_phase_diagrams.md``) is covered as soon as it exists.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_good_parameters_pass_and_numbers_become_floats_where_floats_are_expecte
 
 
 def test_a_new_chapter_with_new_parameters_is_covered_without_touching_the_build(tmp_path):
-    md = tmp_path / "06_phase_diagrams.md"
+    md = tmp_path / "07_phase_diagrams.md"
     md.write_text(
         "---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n---\n\n"
         "# Phase diagrams\n\n```{code-cell} ipython3\n---\ntags: [parameters]\n---\n"
@@ -109,10 +109,10 @@ def test_a_new_chapter_with_new_parameters_is_covered_without_touching_the_build
         ({"tol": "x"}, "parameter tol must be a number"),
         ({"show": 1}, "parameter show must be True or False"),
         ({"label": 3}, "parameter label must be a string"),
-        ({"seed": 3}, "unknown parameter 'seed' of chapter 06_phase_diagrams; its parameters are: mode, grid, tol"),
+        ({"seed": 3}, "unknown parameter 'seed' of chapter 07_phase_diagrams; its parameters are: mode, grid, tol"),
     ]:
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-            check_parameters(schema, given, "06_phase_diagrams")
+            check_parameters(schema, given, "07_phase_diagrams")
     # a parameter defaulting to None needs a type in PARAMETER_RULES, and the error says so
     with pytest.raises(ValueError, match="PARAMETER_RULES"):
         parameter_schema("mode = 'fast'  # setting\nresolution = None  # cells per axis")
@@ -213,8 +213,8 @@ def test_the_build_starts_the_longest_chapters_first_and_every_chapter_has_a_bud
     build = _load_build_script()
     assert {md.stem for md in CHAPTERS} <= set(build.BUDGETS)
     assert sum(full for _, full in build.BUDGETS.values()) / 2 <= 8 * 60
-    stems = ["index", "05_high_dimensional", "03_gradient_flow", "claims"]
-    assert build.longest_first(stems, {}, "fast")[0] == "05_high_dimensional"  # by budget
+    stems = ["index", "06_high_dimensional", "03_gradient_flow", "claims"]
+    assert build.longest_first(stems, {}, "fast")[0] == "06_high_dimensional"  # by budget
     measured = {"index": 500.0, "03_gradient_flow:full": 900.0}
     assert build.longest_first(stems, measured, "fast")[0] == "index"  # by the fast time
     assert build.longest_first(stems, measured, "full")[0] == "03_gradient_flow"  # by the full time

@@ -163,7 +163,7 @@ def test_predict_2d_regime_reproduces_the_planar_regime_table(case, params, regi
 
 def test_predict_2d_regime_case1_partial_quotes_the_interior_level():
     p = hd.predict_2d_regime("case1", A=np.diag([-1.0, -2.0]))
-    assert "0.333" in p.criterion and p.family == "Case 1 (V = I)" and p.chapter == "04_kuramoto_regimes"
+    assert "0.333" in p.criterion and p.family == "Case 1 (V = I)" and p.chapter == "05_kuramoto_regimes"
 
 
 INTERNAL_LABEL = re.compile(r"\u00a7|\bC\d+\b|\$|\\")  # section signs (U+00A7), claim labels, TeX
@@ -284,7 +284,7 @@ def test_run_variant_case4_oscillation_is_damped_in_high_dimension():
     """Paper 2 (Li et al., 2026)'s summary says the oscillations persist in high dimension; in R2 the book finds
     them damped for uniform data. Case 4 with |a| < |b| oscillates in the plane (hidden Hamiltonian); its block
     recipe in d = 30 (rotated by a random orthogonal matrix) keeps R2 near 1/d while the range of R2 shrinks
-    along the run (measured at d = 100 in chapter 5, with the reason: the rotation planes drift out of step).
+    along the run (measured at d = 100 in chapter 6, with the reason: the rotation planes drift out of step).
     """
     mc = hd.case4(30, 0.5, 1.0, seed=42)
     assert hd.predict_for_case(mc).regime == "oscillation"

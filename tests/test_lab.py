@@ -63,13 +63,13 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"  # lab-*.png: each explorer after 
 
 # How to move each explorer's controls, in order: ("drag" | "key", slider label) moves a slider with
 # the mouse or the keyboard; ("dropdown", label, option) picks an option. Every move must change the
-# figure (chapter 05: `top` is a knob of case2 only, hence case2 first).
+# figure (chapter 06: `top` is a knob of case2 only, hence case2 first).
 MOVES = {
     "01_well_posedness": [("dropdown", "variant", "linear"), ("drag", "beta"), ("key", "A12")],
     "02_gaussian_preservation": [("dropdown", "variant", "l2"), ("drag", "A22"), ("key", "u of Σ0")],
     "03_gradient_flow": [("drag", "a2"), ("key", "theta")],
     "04_kuramoto_reduction": [("drag", "v11"), ("key", "beta")],
-    "05_high_dimensional": [("dropdown", "case", "case2"), ("drag", "top"), ("key", "beta")],
+    "06_high_dimensional": [("dropdown", "case", "case2"), ("drag", "top"), ("key", "beta")],
 }
 CHAPTERS = [p.stem for p in ec.explorer_chapters()]
 

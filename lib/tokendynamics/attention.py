@@ -450,7 +450,7 @@ class LayerStack(_LayerParameters):
     References
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book:
-    ``chapters/06_phase_diagrams.md`` (many systems at once).
+    ``chapters/07_phase_diagrams.md`` (many systems at once).
     """
 
     # the fields of _LayerParameters; read-only float arrays (B, H, d, d) and beta (B,) after __post_init__
@@ -1225,7 +1225,7 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     References
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips),
-    and ``chapters/06_phase_diagrams.md``.
+    and ``chapters/07_phase_diagrams.md``.
     """
     X = real_array(X, "X")
     if X.ndim != 3 or X.shape[1] == 0:

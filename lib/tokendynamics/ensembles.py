@@ -30,7 +30,7 @@ References
 ----------
 Paper 1 (Castin et al., arXiv:2501.18322), the particle systems of the attention variants;
 B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-(arXiv:2312.10794). Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+(arXiv:2312.10794). Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ _DOC = {
     "shared_returns": "**shared\n    Passed to the stack (``eps``, ``bias``, ...).\n\nReturns\n-------\nLayerStack",
     "refs_recipes": """
         B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-        (arXiv:2312.10794); book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+        (arXiv:2312.10794); book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
     """,
 }
 
@@ -101,7 +101,7 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
     """
     size = validate_count(size, "size")
     n = validate_count(n, "n")
@@ -177,7 +177,7 @@ def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
     """
     if kind == "l2":
         return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
@@ -233,7 +233,7 @@ class Schedule:
     References
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322), parameters depending on depth; book:
-    ``chapters/06_phase_diagrams.md``.
+    ``chapters/07_phase_diagrams.md``.
     """
 
     layers: tuple
@@ -297,7 +297,7 @@ def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: f
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
     """
     pieces = max(1, int(math.ceil(T / every - 1e-9)))
     seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
@@ -336,7 +336,7 @@ class BatchTrajectory(Frames):
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model).
+    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
     """
 
     # t, X, layer and method as in Frames
@@ -475,7 +475,7 @@ def simulate_batch(
     References
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322), the particle system of attention; book:
-    ``chapters/01_well_posedness.md``, equation (eq-p1-ips), and ``chapters/06_phase_diagrams.md``,
+    ``chapters/01_well_posedness.md``, equation (eq-p1-ips), and ``chapters/07_phase_diagrams.md``,
     equation (eq-phase-model).
     """
     if method not in ("rk4", "euler"):

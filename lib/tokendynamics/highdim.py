@@ -1,7 +1,7 @@
 r"""High-dimensional experiments of paper 2: do the two-dimensional regimes persist at d = 100?
 
 Tokens :math:`x_1,\dots,x_n\in\mathbb S^{d-1}` move by linear attention (LA), unnormalised softmax
-attention (USA) or softmax attention (SA) (paper 2, Li et al. 2026; book: ``chapters/05_high_dimensional.md``,
+attention (USA) or softmax attention (SA) (paper 2, Li et al. 2026; book: ``chapters/06_high_dimensional.md``,
 equation (eq-hd-model)):
 
 .. math::
@@ -18,7 +18,7 @@ This module provides
   :func:`random_case`), each a :class:`MatrixCase` with a seed and the spectrum it promises;
 * runs through the order parameters of :mod:`tokendynamics.metrics` and, for LA, the exact
   projective reduction of :mod:`tokendynamics.projective`;
-* the **2D prediction** of the planar theory (book: ``chapters/04_kuramoto_regimes.md``) from a case's
+* the **2D prediction** of the planar theory (book: ``chapters/05_kuramoto_regimes.md``) from a case's
   parameters, :func:`predict_2d_regime`, :func:`predict_for_case`, and the regime observed in a run,
   :func:`observed_regime`;
 * runs and sweeps: :func:`run_variant`, :func:`clustering_time` (for
@@ -102,13 +102,13 @@ CASE_REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial"
 _REFS_APP = """\
 Paper 2 (Li et al., 2026), its high-dimensional experiments, and the authors' code
 (https://github.com/TMaranzatto/attention_dynamics, provenance [R]); book:
-``chapters/05_high_dimensional.md``."""
+``chapters/06_high_dimensional.md``."""
 
 _PARAM_D = "d : int\n    Dimension."
 
 _REFS_CASES = """\
-Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md``
-and ``chapters/05_high_dimensional.md``."""
+Paper 2 (Li et al., 2026), the cases and regimes in d = 2; book: ``chapters/05_kuramoto_regimes.md``
+and ``chapters/06_high_dimensional.md``."""
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
@@ -122,7 +122,7 @@ _DOC = {
     # the Returns and References sections of the predictions
     "prediction_sections": "Returns\n-------\nCasePrediction\n\nReferences\n----------\n" + _REFS_CASES,
     "refs_model": """
-        Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+        Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``,
         equation (eq-hd-model).
     """,
 }
@@ -346,7 +346,7 @@ def case3(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None) ->
     r"""Case 3 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with blocks
     :math:`\begin{pmatrix}a&b\\-b&a\end{pmatrix}` (:math:`a` in the last slot if d is odd).
 
-    In d = 2 this is the conformal case of the planar theory (``chapters/04_kuramoto_regimes.md``):
+    In d = 2 this is the conformal case of the planar theory (``chapters/05_kuramoto_regimes.md``):
     :math:`a>0` gives clusters, rotating if :math:`b\ne0`. With a ``seed`` the blocks are conjugated by a
     Haar-orthogonal matrix (same spectrum, generic orientation); without one (default) V is
     block-diagonal as in the app.
@@ -378,7 +378,7 @@ def case4(d: int, a: float = 1.0, b: float = 0.5, *, seed: int | None = None, do
     r"""Case 4 (after the authors' app [R]): :math:`A=I`, :math:`V` block-diagonal with traceless blocks
     :math:`\begin{pmatrix}a&b\\-b&-a\end{pmatrix}` (0 in the last slot if d is odd).
 
-    In d = 2 this is the hidden-Hamiltonian family of the planar theory (``chapters/04_kuramoto_regimes.md``,
+    In d = 2 this is the hidden-Hamiltonian family of the planar theory (``chapters/05_kuramoto_regimes.md``,
     equation (eq-hamiltonian); :math:`v_{11}=a`, :math:`v_{12}=b`): oscillation for :math:`|a|<|b|`,
     clusters for :math:`|a|\ge|b|`.
 
@@ -438,7 +438,7 @@ def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndar
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md`` (oscillations at d = 100: data near a plane).
+    Book: ``chapters/06_high_dimensional.md`` (oscillations at d = 100: data near a plane).
     """
     d = validate_dimension(d)
     if d < 2 or int(n) != n or n < 1:
@@ -514,7 +514,7 @@ def matrix_case(name: str, d: int, **params) -> MatrixCase:
 
 
 # ---------------------------------------------------------------------------------------------
-# the 2D classification (chapter 4) and its prediction for a high-dimensional case
+# the 2D classification (chapter 5) and its prediction for a high-dimensional case
 # ---------------------------------------------------------------------------------------------
 
 
@@ -554,7 +554,7 @@ class CasePrediction:
     regime: str
     family: str
     criterion: str
-    chapter: str = "04_kuramoto_regimes"
+    chapter: str = "05_kuramoto_regimes"
 
     def __str__(self) -> str:
         return self.regime
@@ -843,7 +843,7 @@ def summarize(traj: Trajectory, case: str = "", seconds: float = math.nan, engin
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md``, equation (eq-hd-R).
+    Book: ``chapters/06_high_dimensional.md``, equation (eq-hd-R).
     """
     validate_instance(traj, Trajectory, "traj", "a Trajectory (the result of simulate)")
     R1, R2 = order_parameters(traj.X)
@@ -1048,7 +1048,7 @@ def agreement(predicted: str, observed: str) -> str:
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md``.
+    Book: ``chapters/06_high_dimensional.md``.
 
     Examples
     --------
@@ -1091,7 +1091,7 @@ def make_case(case: str, d: int, matrix_seed: int = 42, **params) -> MatrixCase:
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md``.
+    Book: ``chapters/06_high_dimensional.md``.
 
     Examples
     --------
@@ -1239,7 +1239,7 @@ def run_many(jobs, X0, *, n_jobs: int = 1, **kw) -> dict:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``.
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``.
     """
     keys = list(jobs)
     if int(n_jobs) == 1:
@@ -1282,7 +1282,7 @@ def case_parameters(
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md``.
+    Book: ``chapters/06_high_dimensional.md``.
 
     Examples
     --------

@@ -14,7 +14,7 @@ Oscillations in high dimension: :func:`coordinate_means` (the authors' diagnosti
 
 References
 ----------
-Paper 2 (Li et al., 2026), its high-dimensional experiments (book: ``chapters/05_high_dimensional.md``,
+Paper 2 (Li et al., 2026), its high-dimensional experiments (book: ``chapters/06_high_dimensional.md``,
 equation (eq-hd-R)); B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters
 in self-attention dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the 0.999 threshold of
 :func:`detect_clusters`.
@@ -74,11 +74,11 @@ _DOC = {
     + "\n\nReturns\n-------\nbool or bool array",
     "refs_hd": """
         Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-        ``chapters/05_high_dimensional.md``.
+        ``chapters/06_high_dimensional.md``.
     """,
     "refs_threshold": """
         B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters in self-attention
-        dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/06_phase_diagrams.md``.
+        dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the threshold 0.999; book: ``chapters/07_phase_diagrams.md``.
     """,
 }
 
@@ -105,7 +105,7 @@ def second_moment(X) -> np.ndarray:
     References
     ----------
     Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma).
+    ``chapters/06_high_dimensional.md``, equation (eq-hd-sigma).
     """
     X = _tokens(X)
     return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
@@ -142,7 +142,7 @@ def order_parameters(X):
     References
     ----------
     Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md``, equation (eq-hd-R).
+    ``chapters/06_high_dimensional.md``, equation (eq-hd-R).
 
     Examples
     --------
@@ -391,7 +391,7 @@ def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
     References
     ----------
     Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md`` (clustering-time scaling).
+    ``chapters/06_high_dimensional.md`` (clustering-time scaling).
     """
     t = validate_finite_array(t, "t")
     R = validate_finite_array(R, "R")
@@ -438,7 +438,7 @@ def axis_speed(t, axis) -> np.ndarray:
     References
     ----------
     Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md`` (rotating clusters).
+    ``chapters/06_high_dimensional.md`` (rotating clusters).
     """
     t = validate_finite_array(t, "t")
     U = validate_finite_array(axis, "axis")
@@ -577,7 +577,7 @@ def cluster_outcomes(X, threshold: float = 0.999) -> dict:
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md``.
+    Book: ``chapters/07_phase_diagrams.md``.
     """
     G = _unit_gram(X, threshold)
     n = G.shape[-1]
@@ -693,7 +693,7 @@ def coordinate_means(X) -> np.ndarray:
     References
     ----------
     Paper 2 (Li et al., 2026), its high-dimensional diagnostics and the authors' code; book:
-    ``chapters/05_high_dimensional.md``.
+    ``chapters/06_high_dimensional.md``.
     """
     return _tokens(X).mean(axis=-2)
 
@@ -710,7 +710,7 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
     plane, and, in general, the :math:`R_2` of their projections counted with the mass
     :math:`|w_k|^2` they have there (its modulus is the anisotropy of the plane's block of
     :math:`\Sigma`: :math:`|z|=(\lambda_1-\lambda_2)/(\lambda_1+\lambda_2)`). For the block recipes of
-    chapter 5 the rotation planes of V are the coordinate planes :math:`(2p, 2p+1)`, the default.
+    chapter 6 the rotation planes of V are the coordinate planes :math:`(2p, 2p+1)`, the default.
 
     Parameters
     ----------
@@ -725,7 +725,7 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
     References
     ----------
     Paper 2 (Li et al., 2026), the order parameter :math:`R_2`; book: ``chapters/04_kuramoto_reduction.md``,
-    equation (eq-r2), and ``chapters/05_high_dimensional.md``.
+    equation (eq-r2), and ``chapters/06_high_dimensional.md``.
     """
     X = _tokens(X)
     d = X.shape[-1]
@@ -763,7 +763,7 @@ def window_ranges(t, y, window: float) -> tuple[np.ndarray, np.ndarray]:
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md`` (oscillations at d = 100).
+    Book: ``chapters/06_high_dimensional.md`` (oscillations at d = 100).
     """
     t = np.asarray(t, dtype=float)
     y = np.asarray(y)

@@ -1,7 +1,7 @@
 r"""One adaptive ODE call for every reduction: ``scipy.integrate.solve_ivp`` with the library's failure checks.
 
 The reductions of both papers — the angle equations and the Watanabe–Strogatz and Ott–Antonsen
-ODEs of chapter 4, the projective flow of chapter 5, the rank-one covariance ODE of chapter 2 —
+ODEs of chapters 4 and 5, the projective flow of chapter 6, the rank-one covariance ODE of chapter 2 —
 are integrated by :func:`solve_ode`. It calls ``solve_ivp`` once and refuses what ``solve_ivp``
 itself lets through: a failed step (``status == -1``, e.g. a step size driven to zero at a
 finite-time blow-up) or a non-finite value in the output. Either way the caller gets an

@@ -13,7 +13,7 @@ states) is invariant, and so is the open disk. For a finite sample of n tokens t
 stability; the exact constants of the paper: [I]).
 
 For :math:`A=I` and :math:`\operatorname{tr}V=0` the flow is Hamiltonian up to a factor
-(:func:`hamiltonian`; book: ``chapters/04_kuramoto_regimes.md``, equation (eq-hamiltonian)).
+(:func:`hamiltonian`; book: ``chapters/05_kuramoto_regimes.md``, equation (eq-hamiltonian)).
 
 Structural stability over long times (:func:`oa_stability`): perturbations of the uniform law are
 run with the particle system and compared, in :math:`W_1` on the circle of double angles
@@ -464,7 +464,7 @@ def hamiltonian(z, V, beta=1.0):
     References
     ----------
     Paper 2 (Li et al., 2026), the hidden Hamiltonian structure for :math:`A=I` and traceless :math:`V`;
-    book: ``chapters/04_kuramoto_regimes.md``, equation (eq-hamiltonian).
+    book: ``chapters/05_kuramoto_regimes.md``, equation (eq-hamiltonian).
     """
     kappa, vm = _traceless_parts(V)
     b = validate_beta(beta)
@@ -500,7 +500,7 @@ def hamiltonian_centre(V, beta=1.0):
     References
     ----------
     Paper 2 (Li et al., 2026), the hidden Hamiltonian structure for :math:`A=I` and traceless :math:`V`;
-    book: ``chapters/04_kuramoto_regimes.md``, equation (eq-hamiltonian).
+    book: ``chapters/05_kuramoto_regimes.md``, equation (eq-hamiltonian).
     """
     kappa, vm = _traceless_parts(V)
     validate_beta(beta)

@@ -18,7 +18,7 @@ References
 ----------
 E. B. Wilson, *Probable inference, the law of succession, and statistical inference*, J. Amer. Statist.
 Assoc. 22 (1927); B. Efron, R. Tibshirani, *An Introduction to the Bootstrap* (1993). The clustering
-model: Geshkovski, Letrouit, Polyanskiy, Rigollet (arXiv:2312.10794). Book: ``chapters/06_phase_diagrams.md``,
+model: Geshkovski, Letrouit, Polyanskiy, Rigollet (arXiv:2312.10794). Book: ``chapters/07_phase_diagrams.md``,
 equation (eq-phase-model).
 """
 
@@ -127,7 +127,7 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md`` (transition points).
+    Book: ``chapters/07_phase_diagrams.md`` (transition points).
 
     Examples
     --------
@@ -316,7 +316,7 @@ def cluster_statistics(
     References
     ----------
     B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-    (arXiv:2312.10794), the clustering model; book: ``chapters/06_phase_diagrams.md``, equation
+    (arXiv:2312.10794), the clustering model; book: ``chapters/07_phase_diagrams.md``, equation
     (eq-phase-model).
     """
     betas = np.atleast_1d(real_array(betas, "betas"))
@@ -393,8 +393,8 @@ def planar_linear_check(
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the regimes in d = 2; book: ``chapters/04_kuramoto_regimes.md`` and
-    ``chapters/06_phase_diagrams.md``.
+    Paper 2 (Li et al., 2026), the regimes in d = 2; book: ``chapters/05_kuramoto_regimes.md`` and
+    ``chapters/07_phase_diagrams.md``.
     """
     clouds = validate_count(clouds, "clouds")
     stats = cluster_statistics(

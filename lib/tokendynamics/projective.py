@@ -7,7 +7,7 @@ this is the Möbius action of the Watanabe–Strogatz reduction (:mod:`tokendyna
 References
 ----------
 Paper 2 (Li et al., 2026), the exact low-dimensional form of linear attention. Book:
-``chapters/05_high_dimensional.md``, equation (eq-hd-sigma); ``chapters/04_kuramoto_reduction.md``,
+``chapters/06_high_dimensional.md``, equation (eq-hd-sigma); ``chapters/04_kuramoto_reduction.md``,
 equation (eq-ws).
 """
 
@@ -109,7 +109,7 @@ def projective_flow(
     References
     ----------
     Paper 2 (Li et al., 2026), linear attention on the sphere and its exact low-dimensional form; book:
-    ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma); in d = 2, ``chapters/04_kuramoto_reduction.md``,
+    ``chapters/06_high_dimensional.md``, equation (eq-hd-sigma); in d = 2, ``chapters/04_kuramoto_reduction.md``,
     equation (eq-ws).
     """
     A, V, beta = _linear_layer(layer)
@@ -185,7 +185,7 @@ class ProjectiveSolution:
 
     References
     ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma).
+    Paper 2 (Li et al., 2026); book: ``chapters/06_high_dimensional.md``, equation (eq-hd-sigma).
     """
 
     t: np.ndarray
@@ -226,7 +226,7 @@ def solve_projective(
     References
     ----------
     Paper 2 (Li et al., 2026), linear attention on the sphere and its exact low-dimensional form; book:
-    ``chapters/05_high_dimensional.md``, equation (eq-hd-sigma); in d = 2, ``chapters/04_kuramoto_reduction.md``,
+    ``chapters/06_high_dimensional.md``, equation (eq-hd-sigma); in d = 2, ``chapters/04_kuramoto_reduction.md``,
     equation (eq-ws).
     """
     X0 = validate_tokens(X0, name="X0")

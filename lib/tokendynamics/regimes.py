@@ -21,7 +21,7 @@ theorem hypotheses are [I].
 References
 ----------
 Paper 2: S. Li et al., *On the Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026),
-the cases and regimes. Book: ``chapters/04_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit),
+the cases and regimes. Book: ``chapters/05_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit),
 (eq-rot-period) and (eq-hamiltonian).
 """
 
@@ -93,7 +93,7 @@ class Prediction:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.
     """
 
     case: str
@@ -137,7 +137,7 @@ def case1_region(A) -> str:
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``, equation (eq-case1).
+    ``chapters/05_kuramoto_regimes.md``, equation (eq-case1).
     """
     A = validate_matrix2(A, "A")
     ap, am = complex_parts(A, "A")
@@ -180,7 +180,7 @@ def case1_matrix(tr, det, skew=1.0):
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``, equation (eq-case1).
+    ``chapters/05_kuramoto_regimes.md``, equation (eq-case1).
     """
     tr, det = np.broadcast_arrays(validate_finite_array(tr, "tr"), validate_finite_array(det, "det"))
     skew = validate_finite(skew, "skew")
@@ -215,7 +215,7 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the saddle-node bifurcation; book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), the saddle-node bifurcation; book: ``chapters/05_kuramoto_regimes.md``.
     """
     a, b, c = np.broadcast_arrays(*(validate_finite_array(x, name) for x, name in ((a, "a"), (b, "b"), (c, "c"))))
     V = np.empty(a.shape + (2, 2))
@@ -249,7 +249,7 @@ def case1_period(A, z0, beta=1.0) -> float:
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``, equation (eq-case1) (provenance [D]).
+    ``chapters/05_kuramoto_regimes.md``, equation (eq-case1) (provenance [D]).
     """
     ap, am = complex_parts(validate_matrix2(A, "A"))
     zs = -am / np.conj(ap)
@@ -327,7 +327,7 @@ def _case1(A, beta, z0) -> Prediction:
 
 
 # ---------------------------------------------------------------------------------------------
-# A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2; book chapter 04_kuramoto_regimes)
+# A = I: Case 2, the hidden Hamiltonian, the SNIC family (paper 2; book chapter 05_kuramoto_regimes)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -463,7 +463,7 @@ def predict_regime(A, V, beta=1.0, z0=0.3 + 0.2j) -> Prediction | None:
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit), (eq-rot-period),
+    ``chapters/05_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit), (eq-rot-period),
     (eq-hamiltonian).
 
     Examples
@@ -518,7 +518,7 @@ class RegimeClassification:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.
     """
 
     regime: object
@@ -600,7 +600,7 @@ def classify_regime(
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``; the Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``,
+    ``chapters/05_kuramoto_regimes.md``; the Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``,
     equation (eq-oa).
     """
     T = validate_positive(T, "T")
@@ -707,7 +707,7 @@ def rotation_period(
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``, equation (eq-rot-period).
+    ``chapters/05_kuramoto_regimes.md``, equation (eq-rot-period).
     """
     T = validate_positive(T, "T")
     transient = 0.5 * T if transient is None else validate_finite(transient, "transient")
@@ -754,7 +754,7 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.
     """
     t = validate_finite_array(t, "t")
     y = np.imag(validate_complex(R, "R") - _one_complex(centre, "centre"))
@@ -798,7 +798,7 @@ class RegimeExample:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), summary of the regimes; book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), summary of the regimes; book: ``chapters/05_kuramoto_regimes.md``.
     """
 
     label: str
@@ -899,7 +899,7 @@ class Portrait:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/04_kuramoto_regimes.md``.
+    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.
     """
 
     grid: np.ndarray
@@ -950,7 +950,7 @@ def regime_portrait(
     References
     ----------
     Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``; ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    ``chapters/05_kuramoto_regimes.md``; ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
     A = validate_matrix2(A, "A")
     V = validate_matrix2(V, "V")

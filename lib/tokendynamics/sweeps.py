@@ -51,7 +51,7 @@ def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
 
     References
     ----------
-    Book: ``chapters/06_phase_diagrams.md`` (sweeps).
+    Book: ``chapters/07_phase_diagrams.md`` (sweeps).
 
     Examples
     --------
@@ -112,7 +112,7 @@ def sweep(
     References
     ----------
     joblib (https://joblib.readthedocs.io) and Dask (https://www.dask.org); book:
-    ``chapters/05_high_dimensional.md`` (clustering-time scaling) and ``chapters/06_phase_diagrams.md``.
+    ``chapters/06_high_dimensional.md`` (clustering-time scaling) and ``chapters/07_phase_diagrams.md``.
     """
     from joblib import Parallel, delayed
     from tqdm import tqdm
@@ -199,7 +199,7 @@ def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_leve
 
     References
     ----------
-    Book: ``chapters/05_high_dimensional.md`` (clustering-time scaling).
+    Book: ``chapters/06_high_dimensional.md`` (clustering-time scaling).
 
     Examples
     --------

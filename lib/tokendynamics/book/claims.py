@@ -65,8 +65,8 @@ CHAPTERS = {
     "02_gaussian_preservation": "Gaussian tokens: clustering and blow-up",
     "03_gradient_flow": "The gradient-flow structure",
     "04_kuramoto_reduction": "Linear attention on the circle: a Kuramoto model",
-    "04_kuramoto_regimes": "Linear attention on the circle: the regimes",
-    "05_high_dimensional": "High dimension: do the planar regimes persist?",
+    "05_kuramoto_regimes": "Linear attention on the circle: the regimes",
+    "06_high_dimensional": "High dimension: do the planar regimes persist?",
 }
 
 
@@ -1079,7 +1079,7 @@ CLAIMS: tuple[Claim, ...] = (
         "four-regimes",
         2,
         "S",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"Linear attention on the circle shows static antipodal clusters, rotating clusters, oscillations and "
         r"partial clustering, depending on $A$ and $V$.",
         [
@@ -1194,7 +1194,7 @@ CLAIMS: tuple[Claim, ...] = (
         "regime-table",
         2,
         "D",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"A classifier of the Ott–Antonsen flow and the closed forms agree on every row of the table of example "
         r"regimes, bistable case included (rows that agree shown).",
         [
@@ -1209,7 +1209,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-closed-form",
         2,
         "D",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"With $V=I$ the Ott–Antonsen field factorises: $\dot z=\frac\beta2(1-|z|^2)(\bar a_+z+a_-)$.",
         [T + "test_ott_antonsen.py::test_ott_antonsen_rhs_with_V_identity_is_the_case1_closed_form"],
         "$10^{-13}$",
@@ -1218,7 +1218,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-regimes",
         2,
         "S",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"$V=I$: $\operatorname{tr}A>0$ or $\det A\le0$ give static clusters, $\operatorname{sym}A\prec0$ partial "
         r"clustering at $z^*=-a_-/\bar a_+$, and $\operatorname{tr}A<0<\det A$ with $\operatorname{sym}A$ indefinite "
         r"is bistable.",
@@ -1233,7 +1233,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case1-oscillation-period",
         2,
         "D",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"On $\operatorname{tr}A=0<\det A$ the orbits are circles around $z^*$, with period "
         r"$P=4\pi\big/\big(\beta|\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}\big)$.",
         [T + "test_regimes.py::test_case1_period_matches_the_measured_oscillation_period"],
@@ -1243,7 +1243,7 @@ CLAIMS: tuple[Claim, ...] = (
         "case2-clusters-iff-the-top-eigenvalue-is-nonnegative",
         2,
         "S",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"$A=I$, $V$ symmetric: the tokens cluster on the top eigenvector if and only if $\lambda_{\max}(V)\ge0$; "
         r"otherwise $R_2\to\frac{\lambda_1-\lambda_2}{|\lambda_1+\lambda_2|}e^{2i\theta_1}$.",
         [T + "test_regimes.py::test_predict_regime_case2_limit_on_197_random_symmetric_V"],
@@ -1254,7 +1254,7 @@ CLAIMS: tuple[Claim, ...] = (
         "rotating-clusters",
         2,
         "S",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"Non-commuting $A=\operatorname{diag}(\alpha_1,\alpha_2)\succ0$ and $V=cI+sJ$, $c>0$: the clusters rotate "
         r"for ever, with period $P=\pi/(\beta|s|\sqrt{\alpha_1\alpha_2})$.",
         [T + "test_regimes.py::test_rotation_period_of_rotating_clusters_is_pi_over_beta_s_sqrt_a1_a2"],
@@ -1265,7 +1265,7 @@ CLAIMS: tuple[Claim, ...] = (
         "hidden-hamiltonian",
         2,
         "S",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"$A=I$, $\operatorname{tr}V=0$: the Ott–Antonsen flow conserves $\mathcal E(z)$, with "
         r"$\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E$; $\det V>0$ gives closed orbits around a centre, "
         r"$\det V<0$ static clusters.",
@@ -1281,7 +1281,7 @@ CLAIMS: tuple[Claim, ...] = (
         "saddle-node-on-the-circle",
         2,
         "I",
-        "04_kuramoto_regimes",
+        "05_kuramoto_regimes",
         r"$A=I$ and $V$ with diagonal $(c+a,c-a)$, off-diagonal $(b,-b)$, $c>0$: the clusters rotate with period "
         r"$\pi/(\beta\sqrt{b^2-a^2})$ for $|a|<|b|$, stop at a saddle-node on the circle at $|a|=|b|$, and are "
         r"static beyond.",
@@ -1297,7 +1297,7 @@ CLAIMS: tuple[Claim, ...] = (
         "projective-reduction",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"In any dimension linear attention is an exact $d\times d$ flow: $x_k(t)=\Phi(t)x_k(0)/|\Phi(t)x_k(0)|$ "
         r"with $\dot\Phi=\beta V\Sigma(t)A^\top\Phi$.",
         [
@@ -1314,7 +1314,7 @@ CLAIMS: tuple[Claim, ...] = (
         "tokens-stay-on-the-sphere",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"The tangent field keeps every $|x_k|=1$ without renormalisation ($d=100$, $n=200$, RK45 with rtol "
         r"$10^{-6}$).",
         [
@@ -1329,7 +1329,7 @@ CLAIMS: tuple[Claim, ...] = (
         "beta-only-rescales-time",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"For linear attention $\beta$ only rescales time, $x^\beta(t)=x^1(\beta t)$ (relative spread of "
         r"$\beta\,t_{0.99}$ shown).",
         [
@@ -1345,7 +1345,7 @@ CLAIMS: tuple[Claim, ...] = (
         "linear-attention-energy-does-not-decrease",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"With $V=A=A^\top$ linear attention is a gradient ascent: $\operatorname{tr}(A\Sigma_tA\Sigma_t)$ does not "
         r"decrease.",
         [T + "test_particles.py::test_simulate_linear_attention_with_V_equal_A_symmetric_does_not_decrease_the_energy"],
@@ -1355,7 +1355,7 @@ CLAIMS: tuple[Claim, ...] = (
         "order-parameters-through-sigma",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"For unit tokens $\hat R_1=(n|\bar x|^2-1)/(n-1)$ and $\hat R_2=(n\operatorname{tr}\Sigma^2-1)/(n-1)$: "
         r"about $0$ and $1/d$ for uniform tokens, $\approx0$ and $1$ for two antipodal clusters, $1$ and $1$ for one.",
         [
@@ -1370,7 +1370,7 @@ CLAIMS: tuple[Claim, ...] = (
         "matrix-recipes",
         2,
         "R",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"The matrix recipes of the authors' app (four structured cases and a random one) have the spectra they "
         r"promise.",
         [
@@ -1386,7 +1386,7 @@ CLAIMS: tuple[Claim, ...] = (
         "authors-app-uses-the-transposed-score",
         2,
         "R",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"The authors' high-dimensional app scores $\langle Ax_k,x_j\rangle$, that is, uses $A^\top$: for a "
         r"non-symmetric $A$ its runs differ from the book's.",
         [T + "test_projective.py::test_projective_flow_uses_the_library_convention_score_x_dot_A_y"],
@@ -1396,7 +1396,7 @@ CLAIMS: tuple[Claim, ...] = (
         "linear-attention-clusters-antipodally-in-high-dimension",
         2,
         "S",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"At $d=100$, $n=200$ linear attention, where it clusters, makes two antipodal clusters ($\hat R_2\to1$, "
         r"$\hat R_1\approx0$), and stays spread with $V$ negative definite (runs ending in two antipodal clusters "
         r"shown).",
@@ -1408,7 +1408,7 @@ CLAIMS: tuple[Claim, ...] = (
         "softmax-variants-form-one-cluster-faster",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"Unnormalised and normalised softmax attention form a single cluster, and much faster than linear attention "
         r"(median ratio of the clustering times shown).",
         [T + "test_highdim.py::test_run_variant_at_d100_linear_clusters_antipodally_and_usa_into_one_cluster"],
@@ -1419,7 +1419,7 @@ CLAIMS: tuple[Claim, ...] = (
         "planar-regimes-persist-in-high-dimension",
         2,
         "S",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"The planar classification predicts what linear attention does at $d=100$ in the structured cases (cases "
         r"that agree shown).",
         [
@@ -1434,7 +1434,7 @@ CLAIMS: tuple[Claim, ...] = (
         "rotating-clusters-in-high-dimension",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"The rotating clusters of the conformal case turn at the planar rate $\beta|b|$ in high dimension.",
         [T + "test_highdim.py::test_run_variant_case3_clusters_rotate_at_the_2d_rate_beta_b_in_d30"],
         r"$10^{-5}$ relative ($d=30$)",
@@ -1444,7 +1444,7 @@ CLAIMS: tuple[Claim, ...] = (
         "oscillation-is-damped-in-high-dimension",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"Paper 2's summary says the oscillations persist at $d=100$; in $\hat R_2$ the book finds them damped for "
         r"uniform data: the rotation planes of $V$ start in step and drift out of step, and $\hat R_2$ averages them "
         r"(late range over early range of $\hat R_2$ shown).",
@@ -1459,7 +1459,7 @@ CLAIMS: tuple[Claim, ...] = (
         "oscillations-persist-in-the-coordinate-means",
         2,
         "S",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"At $d=100$ the oscillations of Case 4 ($|a|<|b|$) persist for linear and softmax attention, in the "
         r"authors' diagnostic: the per-coordinate mean token values keep oscillating with an undiminished range "
         r"(late over early range shown, linear attention).",
@@ -1474,7 +1474,7 @@ CLAIMS: tuple[Claim, ...] = (
         "oscillation-persists-near-one-plane",
         2,
         "D",
-        "05_high_dimensional",
+        "06_high_dimensional",
         r"The oscillation of $\hat R_2$ persists at $d=100$ when the data lie near one rotation plane, and the "
         r"order parameter of a dominant rotation plane keeps oscillating (late over early range of $\hat R_2$ "
         r"shown, data near a plane).",

@@ -84,7 +84,7 @@ def plot_runs(axes, runs, kinds=("linear", "unnormalized_softmax"), d: int | Non
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``,
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``,
     equation (eq-hd-R).
     """
     ax2, ax1 = axes

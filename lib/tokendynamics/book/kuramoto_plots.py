@@ -1,7 +1,7 @@
 """Plots of the d = 2 reduction: the complex disk of :math:`R_2`, OA phase portraits, Hamiltonian level sets.
 
 Thin drawing helpers used by the chapters on the Kuramoto reduction and its regimes (paper 2, Li et al.
-2026; book: ``chapters/04_kuramoto_reduction.md`` and ``chapters/04_kuramoto_regimes.md``); every number
+2026; book: ``chapters/04_kuramoto_reduction.md`` and ``chapters/05_kuramoto_regimes.md``); every number
 they draw is computed by :mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and
 :mod:`tokendynamics.regimes`.
 """
@@ -241,7 +241,7 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the hidden Hamiltonian; book: ``chapters/04_kuramoto_regimes.md``, equation
+    Paper 2 (Li et al., 2026), the hidden Hamiltonian; book: ``chapters/05_kuramoto_regimes.md``, equation
     (eq-hamiltonian).
     """
     s = np.linspace(-0.995, 0.995, resolution)

@@ -60,7 +60,7 @@ RECIPE_COLORS = {"identity": "#1f5fa8", "gaussian": "#d95f02", "goe": "#1b9e77",
 
 # relative cost of one system-step of each kind (measured): orders the runs, heavy ones first
 # the reference every run of the chapter cites (tokendynamics.docstrings.fill_doc)
-_DOC = {"reference": "Book: ``chapters/06_phase_diagrams.md``, equation (eq-phase-model)."}
+_DOC = {"reference": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model)."}
 
 _COST = {"sinkhorn": 6.0, "unnormalized_softmax": 2.2, "l2": 1.2, "sigmoid": 1.1, "softmax": 1.0, "linear": 0.35}
 

@@ -8,7 +8,7 @@
   (``explorers.gradient_flow``);
 * chapter 04 (Kuramoto reduction): :func:`regimes_explorer`, update :func:`regimes_update`
   (``explorers.kuramoto_reduction``);
-* chapter 05 (high dimension): :func:`highdim_explorer`, update :func:`highdim_update`
+* chapter 06 (high dimension): :func:`highdim_explorer`, update :func:`highdim_update`
   (``explorers.high_dimensional``).
 
 A chapter's explorer cell is one call, e.g. ``variants_explorer(mode)``: in a live Jupyter session it

@@ -1,4 +1,4 @@
-r"""Chapter 05's explorer: linear and unnormalised softmax attention on one matrix case, at a small size.
+r"""Chapter 06's explorer: linear and unnormalised softmax attention on one matrix case, at a small size.
 
 Controls: the matrix case and its knobs (only those the case uses are shown: moving a hidden one
 recomputes nothing) and :math:`\beta`. One update is :func:`highdim_update`: LA (through its
@@ -66,7 +66,7 @@ def highdim_update(
     atol: float = 1e-6,
     **knobs,
 ) -> dict[str, Any]:
-    r"""One update of chapter 05's explorer: the chosen case at a small size, every variant in ``kinds``.
+    r"""One update of chapter 06's explorer: the chosen case at a small size, every variant in ``kinds``.
 
     ``knobs`` are the flat controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the case
     uses are picked by :func:`~tokendynamics.highdim.case_parameters`. Runs every variant from the
@@ -100,7 +100,7 @@ def highdim_update(
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/05_high_dimensional.md``.
+    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``.
     """
     mc = make_case(case, d, matrix_seed, **case_parameters(case, **knobs))
     X0 = sample_sphere(n, d, seed)
@@ -127,7 +127,7 @@ class HighdimExplorer(Explorer):
     References
     ----------
     Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
-    ``chapters/05_high_dimensional.md``, where the explorer runs :func:`highdim_update`.
+    ``chapters/06_high_dimensional.md``, where the explorer runs :func:`highdim_update`.
     """
 
     controls = (
@@ -180,4 +180,4 @@ class HighdimExplorer(Explorer):
         return f"{label}, d = {self.d}: the 2D theory predicts {result['prediction'].regime.replace('_', ' ')}"
 
 
-highdim_explorer = live_explorer(HighdimExplorer, "highdim_explorer", "Chapter 05")
+highdim_explorer = live_explorer(HighdimExplorer, "highdim_explorer", "Chapter 06")

@@ -98,7 +98,7 @@ class RegimesExplorer(Explorer):
     References
     ----------
     Paper 2 (Li et al., 2026), the regimes of linear attention on the circle; book:
-    ``chapters/04_kuramoto_regimes.md``, where the explorer runs :func:`regimes_update`.
+    ``chapters/05_kuramoto_regimes.md``, where the explorer runs :func:`regimes_update`.
     """
 
     controls = (

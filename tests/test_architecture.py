@@ -173,3 +173,19 @@ def test_only_odes_calls_scipys_ode_solvers():
         or (target == "scipy" and "integrate" in names)
     ]
     assert not bad, "scipy's ODE solvers imported outside tokendynamics.odes (call odes.solve_ode): " + "; ".join(bad)
+
+
+def test_no_core_module_branches_on_the_name_of_an_attention_kind():
+    """Modules ask the kind (``layer.kind.require(...)``, ``layer.kind.has(...)``); only ``tokendynamics.kinds``
+    knows the kinds by name. Checked to fail on a ``kind == "softmax"`` written into a core module."""
+    import re
+
+    pattern = re.compile(r"\bkind\s*(==|!=|in\b|not in\b)")
+    bad = [
+        f"{m} line {k}: {line.strip()}"
+        for m in CORE
+        if m != "tokendynamics.kinds"
+        for k, line in enumerate(MODULES[m].read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not bad, "comparisons on a kind name (ask the kind for a capability instead): " + "; ".join(bad)

@@ -20,7 +20,7 @@ from tokendynamics import (
     simulate,
     velocity,
 )
-from tokendynamics.attention import sinkhorn_potentials
+from tokendynamics.transport import sinkhorn_potentials
 
 KINDS_A = ["softmax", "unnormalized_softmax", "linear", "sinkhorn", "sigmoid"]
 
@@ -279,11 +279,11 @@ def test_sinkhorn_warm_start_reduces_iterations(data):
     state: dict = {}
     velocity(X, layer, sinkhorn_state=state)
     _, cold = attention_matrix(X + 1e-3, layer, return_info=True)
-    from tokendynamics.attention import sinkhorn_potentials
+    from tokendynamics.transport import sinkhorn_potentials
 
     S = (X + 1e-3) @ A @ (X + 1e-3).T / 0.5
     logw = np.full(len(X), -np.log(len(X)))
-    _, _, warm_it, err = sinkhorn_potentials(S, logw, eps=0.5, max_iter=10000, tol=1e-12, g0=state[0])
+    _, _, warm_it, err = sinkhorn_potentials(S, logw, eps=0.5, max_iter=10000, tol=1e-12, g0=state[0]["g"])
     assert err < 1e-12 and warm_it < cold["iterations"]
 
 
@@ -403,7 +403,7 @@ def test_inputs_are_copied_and_layers_are_immutable(data):
         (dict(kind="sinkhorn", A=np.eye(2), V=np.eye(2), causal=True), "causal"),
         (dict(kind="softmax", A=np.eye(2), V=np.eye(2), bias=1.0), "bias is a parameter of sigmoid"),
         (dict(kind="softmax", A=np.stack([np.eye(2)] * 2), V=np.eye(2)), "2 head"),
-        (dict(kind="softmax", A=np.ones((2, 2, 2, 2)), V=np.eye(2)), "stack of per-head"),
+        (dict(kind="softmax", A=np.ones((2, 2, 2, 2)), V=np.eye(2)), "one per layer of the batch"),
     ],
 )
 def test_bad_layer_arguments_raise_clear_errors(kwargs, message):

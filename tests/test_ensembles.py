@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tokendynamics import KINDS, Attention, simulate, velocity
-from tokendynamics.attention import FIELD_NONFINITE, FIELD_OK, LayerStack, velocity_batch
+from tokendynamics.attention import FIELD_NONFINITE, FIELD_OK, velocity_batch
 from tokendynamics.ensembles import (
     RECIPES,
     BatchTrajectory,
@@ -74,7 +74,7 @@ def test_one_shared_layer_multi_head_and_euler_equal_the_loop(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_velocity_batch_is_velocity_of_each_system(kind):
     layers = _stack(kind, heads=2, seed=5)
-    stack = LayerStack.of(layers)
+    stack = Attention.stack(layers)
     X = sample_clouds(B, N, D, 6)
     U, status = velocity_batch(X, stack)
     assert np.all(status == FIELD_OK)
@@ -85,7 +85,7 @@ def test_velocity_batch_is_velocity_of_each_system(kind):
 def test_linear_attention_goes_through_the_second_moment_in_a_batch():
     layers = _stack("linear")
     X = sample_clouds(B, N, D, 7)
-    U, _ = velocity_batch(X, LayerStack.of(layers))
+    U, _ = velocity_batch(X, Attention.stack(layers))
     for b in range(B):
         lay = layers[b]
         M2 = X[b].T @ X[b] / N
@@ -115,7 +115,7 @@ def test_a_blown_up_system_is_flagged_and_frozen_and_the_others_go_on():
 
 
 def test_velocity_batch_reports_overflow_per_system():
-    lay = LayerStack.of([Attention("unnormalized_softmax", A=np.eye(D), V=np.eye(D), beta=b) for b in (1.0, 900.0)])
+    lay = Attention.stack([Attention("unnormalized_softmax", A=np.eye(D), V=np.eye(D), beta=b) for b in (1.0, 900.0)])
     X = np.stack([np.full((N, D), 0.5), np.full((N, D), 2.0)])
     U, status = velocity_batch(X, lay)
     assert status.tolist() == [FIELD_OK, FIELD_NONFINITE]
@@ -123,7 +123,7 @@ def test_velocity_batch_reports_overflow_per_system():
 
 
 def test_sinkhorn_batch_matches_the_loop_potentials_and_flags_non_convergence():
-    from tokendynamics.attention import sinkhorn_potentials
+    from tokendynamics.transport import sinkhorn_potentials
 
     rng = np.random.default_rng(9)
     S = rng.standard_normal((3, N, N))
@@ -132,7 +132,7 @@ def test_sinkhorn_batch_matches_the_loop_potentials_and_flags_non_convergence():
     for b in range(3):
         fb, gb, itb, errb = sinkhorn_potentials(S[b], logw, eps=0.7, max_iter=5000, tol=1e-12)
         assert it[b] == itb and np.max(np.abs(f[b] - fb)) <= 1e-13 and np.max(np.abs(g[b] - gb)) <= 1e-13
-    lay = LayerStack.of(
+    lay = Attention.stack(
         [Attention("sinkhorn", A=np.eye(D), V=np.eye(D), beta=b, sinkhorn_iters=20) for b in (0.1, 30.0)]
     )
     X = sample_clouds(2, N, D, 10)
@@ -148,7 +148,7 @@ def test_schedule_resamples_layers_every_period_and_equals_chained_runs():
     for b in range(B):
         X = X0[b]
         for k, stack in enumerate(sched.layers):  # piece by piece, the layer of the piece
-            X = simulate(X, stack.layer(b), (0.5 * k, 0.5 * (k + 1)), dt=0.1, sphere=True).final
+            X = simulate(X, stack.member(b), (0.5 * k, 0.5 * (k + 1)), dt=0.1, sphere=True).final
         assert np.max(np.abs(batch.final[b] - X)) <= 1e-12
     with pytest.raises(ValueError, match="divide"):
         simulate_batch(X0, sched, 1.5, dt=0.3, sphere=True)
@@ -168,9 +168,9 @@ def test_recipes_are_seeded_and_have_the_promised_structure():
     st = recipe_stack("softmax", "gaussian", 4, [0.5, 1.0, 2.0], rng=2)
     M = recipe_matrices("gaussian", 4, 3, 2)
     np.testing.assert_allclose(st.A[:, 0], np.einsum("bkd,bke->bde", M["Q"], M["K"]))
-    assert st.layer(2).beta == 2.0
+    assert st.member(2).beta == 2.0
     l2 = recipe_stack("l2", "identity", 4, 1.0, size=2)
-    assert l2.Q is not None and l2.size == 2
+    assert l2.Q is not None and len(l2) == 2
 
 
 def test_l2_with_identity_queries_is_softmax_at_twice_beta_on_the_sphere():
@@ -180,16 +180,18 @@ def test_l2_with_identity_queries_is_softmax_at_twice_beta_on_the_sphere():
     assert np.max(np.abs(l2.final - sm.final)) < 1e-12
 
 
-def test_layer_stack_validation():
+def test_batch_of_layers_validation():
     with pytest.raises(ValueError, match="differs"):
-        LayerStack.of([Attention("softmax", A=np.eye(2), V=np.eye(2)), Attention("linear", A=np.eye(2), V=np.eye(2))])
+        Attention.stack([Attention("softmax", A=np.eye(2), V=np.eye(2)), Attention("linear", A=np.eye(2), V=np.eye(2))])
     with pytest.raises(ValueError, match="shape"):
-        LayerStack.of([Attention("softmax", A=np.eye(2), V=np.eye(2)), Attention("softmax", A=np.eye(3), V=np.eye(3))])
+        Attention.stack(
+            [Attention("softmax", A=np.eye(2), V=np.eye(2)), Attention("softmax", A=np.eye(3), V=np.eye(3))]
+        )
     with pytest.raises(ValueError, match="beta"):
-        LayerStack("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)), beta=[1.0, -1.0])
+        Attention("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)), beta=[1.0, -1.0])
     with pytest.raises(ValueError, match="needs Q and K"):
-        LayerStack("l2", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)))
-    st = LayerStack("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)), beta=[1.0, 2.0])
+        Attention("l2", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)), beta=[1.0, 1.0])
+    st = Attention("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)), beta=[1.0, 2.0])
     with pytest.raises(ValueError, match="2 layers for 3 systems"):
         simulate_batch(sample_clouds(3, 4, 3, 0), st, 1.0, dt=0.1)
     with pytest.raises(ValueError, match="unit-norm"):
@@ -211,9 +213,9 @@ def test_save_at_stores_exactly_the_requested_depths():
 def test_require_batch_layer_names_the_layer_in_every_refusal():
     from tokendynamics.attention import require_batch_layer
 
-    st = LayerStack("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)))
+    st = Attention("softmax", A=np.ones((2, 3, 3)), V=np.ones((2, 3, 3)), beta=[1.0, 1.0])
     assert require_batch_layer(st, 2, 3) is st
-    with pytest.raises(TypeError, match="the layer at t = 1 must be an Attention or a LayerStack"):
+    with pytest.raises(TypeError, match="the layer at t = 1 must be an Attention"):
         require_batch_layer("softmax", 2, 3, "the layer at t = 1")
     with pytest.raises(ValueError, match="layer has d = 3, the tokens have d = 2"):
         require_batch_layer(st, 2, 2)

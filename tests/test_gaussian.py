@@ -89,10 +89,10 @@ def _official_sinkhorn_rhs(S, A1, V):
 
 def _embed(layer, d, rng):
     kw = dict(beta=layer.beta)
-    if layer.kind == "sinkhorn":
+    if layer.kind.name == "sinkhorn":
         kw["eps"] = layer.eps
     V = 0.5 * rng.standard_normal((layer.n_heads, d, d))
-    if layer.kind == "l2":
+    if layer.kind.name == "l2":
         return Attention(
             "l2",
             Q=0.5 * rng.standard_normal((layer.n_heads, d, d)),
@@ -564,7 +564,7 @@ def test_isotropic_mean_is_the_closed_form_for_symmetric_A():
 
 def test_gaussian_rhs_linear_on_centred_gaussians_is_the_softmax_covariance_equation():
     for layer in layers_2d().values():
-        if layer.kind == "softmax" and layer.n_heads == 1:
+        if layer.kind.name == "softmax" and layer.n_heads == 1:
             lin = Attention("linear", A=layer.A, V=layer.V, beta=layer.beta)
             assert np.allclose(
                 gaussian_rhs(np.zeros(2), S0, lin)[1], gaussian_rhs(np.zeros(2), S0, layer)[1], atol=1e-15
@@ -789,18 +789,19 @@ V_CE = np.array([[1.048, 0.719], [-1.338, 0.303]])
 
 @pytest.mark.parametrize("kind", ["softmax", "softmax-2-heads", "l2"])
 def test_solve_covariance_batch_equals_a_loop_of_solve_gaussian(kind):
-    from tokendynamics.attention import LayerStack
     from tokendynamics.gaussian import solve_covariance_batch
 
     rng = np.random.default_rng(5)
     B, d = 8, 2 if kind != "l2" else 3
     if kind == "l2":
         Q, K = rng.standard_normal((B, d, d)), rng.standard_normal((B, d, d))
-        stack = LayerStack("l2", Q=Q, K=K, V=rng.standard_normal((B, d, d)))
+        stack = Attention("l2", Q=Q, K=K, V=rng.standard_normal((B, d, d)), beta=np.ones(B))
     elif kind == "softmax":
-        stack = LayerStack("softmax", A=rng.standard_normal((B, d, d)), V=rng.standard_normal((B, d, d)))
+        stack = Attention(
+            "softmax", A=rng.standard_normal((B, d, d)), V=rng.standard_normal((B, d, d)), beta=np.ones(B)
+        )
     else:
-        stack = LayerStack("softmax", A=rng.standard_normal((B, 2, d, d)), V=0.5 * rng.standard_normal((B, 2, d, d)))
+        stack = Attention("softmax", A=rng.standard_normal((B, 2, d, d)), V=0.5 * rng.standard_normal((B, 2, d, d)))
     L = rng.standard_normal((B, d, d))
     S0 = L @ np.swapaxes(L, 1, 2) / d
     T, t_eval = 2.0, np.linspace(0.0, 2.0, 5)
@@ -808,7 +809,7 @@ def test_solve_covariance_batch_equals_a_loop_of_solve_gaussian(kind):
     assert len(res) == B and res.cov.shape == (B, 5, d, d)
     blew = 0
     for b in range(B):
-        one = solve_gaussian(np.zeros(d), S0[b], stack.layer(b), T, t_eval=t_eval, rtol=1e-10, atol=1e-12)
+        one = solve_gaussian(np.zeros(d), S0[b], stack.member(b), T, t_eval=t_eval, rtol=1e-10, atol=1e-12)
         if one.status == "blowup":
             blew += 1
             assert res.status[b] == "blowup"
@@ -825,10 +826,9 @@ def test_solve_covariance_batch_equals_a_loop_of_solve_gaussian(kind):
 
 
 def test_solve_covariance_batch_stiff_members_finish_with_lsoda_and_inputs_are_checked():
-    from tokendynamics.attention import LayerStack
     from tokendynamics.gaussian import solve_covariance_batch
 
-    stack = LayerStack("softmax", A=np.stack([A_CE, A_MILD]), V=np.stack([V_CE, V_MILD]))
+    stack = Attention("softmax", A=np.stack([A_CE, A_MILD]), V=np.stack([V_CE, V_MILD]), beta=np.ones(2))
     t_eval = np.linspace(0, 1.0, 3)
     fast = solve_covariance_batch(np.eye(2), stack, 1.0, t_eval=t_eval, trace_levels=(4.0,))
     slow = solve_covariance_batch(np.eye(2), stack, 1.0, t_eval=t_eval, trace_levels=(4.0,), max_steps=3)
@@ -836,7 +836,7 @@ def test_solve_covariance_batch_stiff_members_finish_with_lsoda_and_inputs_are_c
     # crossings are interpolated in log trace within a step: accurate to about the step squared
     assert np.allclose(fast.crossing_times, slow.crossing_times, rtol=1e-3, equal_nan=True)
     assert np.all(slow.steps >= 3)
-    with pytest.raises(ValueError, match="handles"):
+    with pytest.raises(ValueError, match="covariance equation free of the mean"):
         solve_covariance_batch(np.eye(2), [Attention("sinkhorn", A=A_MILD, V=V_MILD)], 1.0)
     with pytest.raises(ValueError, match="cov0"):
         solve_covariance_batch(np.eye(3), stack, 1.0)
@@ -937,14 +937,15 @@ def test_l2_with_rank_one_keys_grows_exponentially_and_never_blows_up():
     K (V = I, random Q) the bound is lost, yet no draw blows up: the trace crosses 1e2, 1e4, 1e6 at evenly spaced
     times (exponential growth; a pole would bunch them up), as the book's chapter 2 shows.
     """
-    from tokendynamics.attention import LayerStack
     from tokendynamics.gaussian import solve_covariance_batch
 
     rng = np.random.default_rng(0)
     B = 40
     K = rng.standard_normal((B, 2, 1)) @ rng.standard_normal((B, 1, 2))
-    stack = LayerStack("l2", Q=rng.standard_normal((B, 2, 2)), K=K, V=np.broadcast_to(np.eye(2), (B, 2, 2)))
-    assert growth_rate(stack.layer(0)) == math.inf
+    stack = Attention(
+        "l2", Q=rng.standard_normal((B, 2, 2)), K=K, V=np.broadcast_to(np.eye(2), (B, 2, 2)), beta=np.ones(B)
+    )
+    assert growth_rate(stack.member(0)) == math.inf
     res = solve_covariance_batch(np.eye(2), stack, 30.0, trace_levels=(1e2, 1e4, 1e6), blowup_trace=1e8)
     ct = res.crossing_times
     grown = ~np.isnan(ct).any(axis=1)

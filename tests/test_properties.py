@@ -59,7 +59,7 @@ def _orthogonal(d, seed):
 def _rotated(layer: Attention, R: np.ndarray) -> Attention:
     """The same layer acting on rotated tokens x -> R x."""
     V = R @ layer.V[0] @ R.T
-    if layer.kind == "l2":
+    if layer.kind.name == "l2":
         return layer.with_(Q=layer.Q[0] @ R.T, K=layer.K[0] @ R.T, V=V)
     return layer.with_(A=R @ layer.A[0] @ R.T, V=V)
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from tokendynamics import Attention, BlowUpError, ConvergenceError, attention_matrix, simulate, velocity
-from tokendynamics.attention import SINKHORN_ITERS, SINKHORN_TOL, sinkhorn_potentials
+from tokendynamics.attention import SINKHORN_ITERS, SINKHORN_TOL
 from tokendynamics.gaussian import blowup_time, solve_gaussian
+from tokendynamics.transport import sinkhorn_potentials
 
 # ---------------------------------------------------------------------------------------------
 # blow-up times: the time the solver reached, against closed forms

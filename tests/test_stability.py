@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tokendynamics import Attention
+from tokendynamics.errors import CapabilityError
 from tokendynamics.stability import (
     lipschitz_constants,
     log_stability_bound,
@@ -50,7 +51,7 @@ def test_lipschitz_constants_refuse_sinkhorn_and_a_causal_layer_without_sink():
     """Paper 1 (Castin et al., arXiv 2501.18322), the stability theorem's constants: none is known for Sinkhorn; masked
     attention needs a sink of mass m0, which divides the measure term by m0.
     """
-    with pytest.raises(ValueError, match="Sinkhorn"):
+    with pytest.raises(CapabilityError, match="'sinkhorn' attention does not have"):
         lipschitz_constants(Attention("sinkhorn", A=np.eye(2), V=np.eye(2)), 1.0)
     causal = Attention("softmax", A=np.eye(2), V=np.eye(2), causal=True)
     with pytest.raises(ValueError, match="sink"):

@@ -1,11 +1,13 @@
 """tokendynamics: the library behind the companion book on token dynamics in deep transformers.
 
-One attention layer (:class:`Attention`), one velocity field (:func:`velocity`), generic
+Attention kinds (:class:`AttentionKind`: a weight rule and optional capabilities), one attention
+layer (:class:`Attention`), one velocity field (:func:`velocity`), generic
 integrators (:func:`simulate`); reductions, transport distances and plots are views of them.
 """
 
-from .attention import KINDS, Attention, attention_matrix, sinkhorn_potentials, velocity
-from .errors import BlowUpError, ConvergenceError, NonFiniteError, TokenDynamicsError
+from .attention import Attention, attention_matrix, velocity
+from .errors import BlowUpError, CapabilityError, ConvergenceError, NonFiniteError, TokenDynamicsError
+from .kinds import KINDS, AttentionKind
 from .particles import (
     Trajectory,
     angles,
@@ -22,10 +24,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "KINDS",
+    "AttentionKind",
     "Attention",
     "attention_matrix",
     "velocity",
-    "sinkhorn_potentials",
     "Trajectory",
     "simulate",
     "particle_field",
@@ -36,6 +38,7 @@ __all__ = [
     "circle_tokens",
     "angles",
     "BlowUpError",
+    "CapabilityError",
     "ConvergenceError",
     "NonFiniteError",
     "TokenDynamicsError",

@@ -32,27 +32,33 @@ except ImportError:  # pragma: no cover
 STATUS = ("converged", "blowup", "max_iter", "nonfinite")
 
 
+def _factors(layer):
+    """The kind's covariance factors (G_h, C_h) of every head, or None if the kind has none."""
+    if not layer.kind.has("covariance"):
+        return None
+    cov = layer.kind.require("covariance")
+    return [cov(layer.head(h)) for h in range(layer.n_heads)]
+
+
 def supports(layer) -> bool:
-    """Whether the compiled scheme covers this layer (softmax with any heads, single-head L2)."""
-    return layer.kind == "softmax" or (layer.kind == "l2" and layer.n_heads == 1)
+    """Whether the compiled scheme covers this layer: a mean-free covariance equation (the kind's
+    ``covariance`` factors) with no saturation term and any number of heads (softmax), or one head (L2)."""
+    factors = _factors(layer)
+    return factors is not None and (all(G is None for G, _ in factors) or len(factors) == 1)
 
 
 def _layer_factors(layer):
-    """(kind code, V stack, P stack, G, C) of a softmax or single-head L2 layer."""
+    """(code, V stack, P stack, G, C): code 0 for M = sum_h V_h Sigma P_h, code 1 for one head with
+    M = V (I + Sigma G)^{-1} Sigma C."""
     d = layer.d
-    if layer.kind == "softmax":
-        P = np.ascontiguousarray(layer.beta * np.swapaxes(layer.A, 1, 2))
+    factors = _factors(layer)
+    if factors is None or not supports(layer):
+        raise ValueError(f"the compiled projected Euler covers softmax and single-head l2 layers, got {layer!r}")
+    if all(G is None for G, _ in factors):
+        P = np.ascontiguousarray(np.stack([C for _, C in factors]))
         return 0, np.ascontiguousarray(layer.V), P, np.zeros((d, d)), np.zeros((d, d))
-    if layer.kind == "l2" and layer.n_heads == 1:
-        Q, K = layer.Q[0], layer.K[0]
-        return (
-            1,
-            np.ascontiguousarray(layer.V),
-            np.zeros((1, d, d)),
-            np.ascontiguousarray(2.0 * layer.beta * K.T @ K),
-            np.ascontiguousarray(2.0 * layer.beta * K.T @ Q),
-        )
-    raise ValueError(f"the compiled projected Euler covers softmax and single-head l2 layers, got {layer!r}")
+    G, C = factors[0]
+    return 1, np.ascontiguousarray(layer.V), np.zeros((1, d, d)), np.ascontiguousarray(G), np.ascontiguousarray(C)
 
 
 if HAVE_NUMBA:
@@ -118,7 +124,7 @@ if HAVE_NUMBA:
 
     @numba.njit(cache=True)
     def _euler_numba(
-        S0, Vs, Ps, G, C, kind, h, tol_low, tol_high, max_iter, floor, save_mask, out_S, out_it
+        S0, Vs, Ps, G, C, code, h, tol_low, tol_high, max_iter, floor, save_mask, out_S, out_it
     ):  # pragma: no cover - compiled
         d = S0.shape[0]
         H = Vs.shape[0]
@@ -139,7 +145,7 @@ if HAVE_NUMBA:
                 out_S[n_saved] = S
                 out_it[n_saved] = i
                 n_saved += 1
-            if kind == 0:
+            if code == 0:
                 for a in range(d):
                     for b in range(d):
                         R[a, b] = 0.0
@@ -215,7 +221,7 @@ def euler_members(C, layer, *, step, tol_low, tol_high, max_iter, floor, save_ma
     """
     if not HAVE_NUMBA:
         raise ImportError("the compiled projected Euler needs numba, which is not installed")
-    kind, Vs, Ps, G, Cm = _layer_factors(layer)
+    form, Vs, Ps, G, Cm = _layer_factors(layer)
     mask = np.ascontiguousarray(save_mask, dtype=np.bool_)
     n_out = int(mask.sum()) + 1
     d = C.shape[1]
@@ -229,7 +235,7 @@ def euler_members(C, layer, *, step, tol_low, tol_high, max_iter, floor, save_ma
             Ps,
             G,
             Cm,
-            kind,
+            form,
             float(step),
             float(tol_low),
             float(tol_high),

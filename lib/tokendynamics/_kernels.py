@@ -64,21 +64,15 @@ def prefer_fused(n: int, layer) -> bool:
 def _factors(X, layer, w, h):
     n = X.shape[0]
     logw = np.full(n, -np.log(n)) if w is None else _safe_log(w)
-    if layer.kind == "l2":
-        qx = X @ layer.Q[h].T
-        kx = X @ layer.K[h].T
-        left = 2.0 * layer.beta * qx
-        right = kx
-        col = logw - layer.beta * (kx * kx).sum(1)
-    else:
-        left = layer.beta * (X @ layer.A[h])
-        right = X
-        col = logw
-    values = X @ layer.V[h].T
+    head = layer.head(h)
+    left, right, col = layer.kind.factors(X, X, head)
+    if col is not None:
+        logw = logw + col[0]
+    values = X @ head.V.T
     return (
         np.ascontiguousarray(left),
         np.ascontiguousarray(right),
-        np.ascontiguousarray(col),
+        np.ascontiguousarray(logw),
         np.ascontiguousarray(values),
     )
 

@@ -10,12 +10,15 @@ For a weighted empirical measure :math:`\mu = \sum_j w_j \delta_{x_j}` every var
 
 .. math::  \Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij}\, V_h x_j ,
 
-and the variants differ only in how the attention matrix :math:`P^{(h)}` is formed
-(:func:`attention_matrix`): row-softmax of the scores (softmax, L2), the scores themselves
-(linear), their exponential (unnormalised softmax), their sigmoid, or the entropic optimal-transport
-plan of :math:`\mu` onto itself (Sinkhorn). :func:`velocity` then applies the values. Linear
-attention never forms the :math:`n\times n` matrix: :math:`\sum_j w_j\langle x_i,Ax_j\rangle Vx_j
-= V\,M_2\,A^\top x_i` with :math:`M_2=\sum_j w_j x_jx_j^\top`.
+and the variants differ only in how the weights :math:`P^{(h)}` are formed from the scores: that
+is the :class:`~tokendynamics.kinds.AttentionKind` of the layer (:mod:`tokendynamics.kinds`), and
+:func:`velocity` is the same code for all of them. A kind with a closed form skips the
+:math:`n\times n` matrix (linear attention: :math:`\sum_j w_j\langle x_i,Ax_j\rangle Vx_j
+= V\,M_2\,A^\top x_i` with :math:`M_2=\sum_j w_j x_jx_j^\top`).
+
+A **batch** of B layers of one kind is the same :class:`Attention` with a leading axis: matrices of
+shape (B, d, d) or (B, H, d, d) and one :math:`\beta` per layer (shape (B,)); :func:`velocity_batch`
+evaluates B systems at once.
 
 References
 ----------
@@ -31,12 +34,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from .errors import ConvergenceError, NonFiniteError
+from .kinds import AttentionKind, Head, get_kind
 from .validation import (
     real_array,
     validate_beta,
@@ -52,16 +55,14 @@ from .validation import (
 )
 
 __all__ = [
-    "KINDS",
     "BACKENDS",
     "Attention",
     "attention_matrix",
     "velocity",
-    "sinkhorn_potentials",
     "LayerLike",
     "layer_at",
-    "LayerStack",
     "velocity_batch",
+    "velocity_batch_unchecked",
     "FIELD_OK",
     "FIELD_NONFINITE",
     "FIELD_NOT_CONVERGED",
@@ -71,101 +72,76 @@ __all__ = [
     "sinkhorn_failure",
     "SINKHORN_TOL",
     "SINKHORN_ITERS",
+    "BLOCK_ENTRIES",
 ]
-
-KINDS = ("softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid")
-Kind = Literal["softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid"]
 
 #: Default stopping tolerance of Sinkhorn attention: the relative column-marginal error
 #: :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j` (see :class:`Attention`).
 SINKHORN_TOL = 1e-12
 #: Default cap on the Sinkhorn iterations of one attention evaluation.
 SINKHORN_ITERS = 10_000
-#: Number of past iterates mixed by the Anderson acceleration of :func:`sinkhorn_potentials`.
-SINKHORN_MEMORY = 5
-#: Plain (batched) Sinkhorn iterations before a system not yet converged is accelerated alone.
-SINKHORN_PLAIN_ITERS = 50
+
+#: Backends of :func:`velocity`.
+BACKENDS = ("auto", "numpy", "numba", "dense")
+
+# Largest number of attention-matrix entries formed at once by the dense path (64 MB); larger
+# problems are processed in blocks of rows (row-wise kinds) so memory stays O(n) per row.
+BLOCK_ENTRIES = 1 << 23
 
 
-# Kinds whose attention matrix rows are normalised to sum to one.
-_ROW_NORMALISED = ("softmax", "l2", "sinkhorn")
-
-
-def _finite_read_only(arr: np.ndarray, name: str) -> np.ndarray:
-    """``arr`` made read-only, after checking that its entries are finite (the error names ``name``)."""
+def _matrices(name: str, M, *, square: bool, batch: int | None) -> np.ndarray | None:
+    """``M`` as a read-only float64 array (H, r, c), or (B, H, r, c) for a batch; None stays None."""
+    if M is None:
+        return None
+    arr = np.array(real_array(M, name), copy=True)  # a complex matrix is refused, not cast
+    lead = 0 if batch is None else 1
+    if arr.ndim == 2 + lead:
+        arr = np.expand_dims(arr, lead)
+    shape = (
+        "a matrix (2-D) or a stack of per-head matrices (3-D)"
+        if batch is None
+        else (f"a stack of {batch} matrices (B, r, c) or (B, H, r, c), one per layer of the batch")
+    )
+    if arr.ndim != 3 + lead or (batch is not None and arr.shape[0] != batch):
+        raise ValueError(f"{name} must be {shape}, got an array with shape {np.shape(M)}")
+    if 0 in arr.shape:
+        raise ValueError(f"{name} must not be empty, got shape {np.shape(M)}")
+    if square and arr.shape[-1] != arr.shape[-2]:
+        raise ValueError(f"{name} must be square (d x d), got shape {np.shape(M)}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains non-finite values (inf or NaN)")
     arr.flags.writeable = False
     return arr
 
 
-def _as_matrix_stack(name: str, M, *, square: bool) -> np.ndarray | None:
-    """Return ``M`` as a read-only float64 array of shape (H, r, c), or None."""
-    if M is None:
-        return None
-    arr = np.array(real_array(M, name), copy=True)  # a complex matrix is refused, not cast
-    if arr.ndim == 2:
-        arr = arr[None]
-    if arr.ndim != 3:
-        raise ValueError(
-            f"{name} must be a matrix (2-D) or a stack of per-head matrices (3-D), "
-            f"got an array with shape {np.shape(M)}"
-        )
-    if arr.shape[0] == 0 or arr.shape[1] == 0 or arr.shape[2] == 0:
-        raise ValueError(f"{name} must not be empty, got shape {np.shape(M)}")
-    if square and arr.shape[1] != arr.shape[2]:
-        raise ValueError(f"{name} must be square (d x d), got shape {np.shape(M)}")
-    return _finite_read_only(arr, name)
+def _batch_size(beta, *matrices) -> int | None:
+    """B for a batch (beta of shape (B,), or a 4-D matrix), None for one layer."""
+    if np.ndim(beta) == 1:
+        return int(np.shape(beta)[0])
+    four = [np.shape(M)[0] for M in matrices if M is not None and np.ndim(M) == 4]
+    return four[0] if four else None
 
 
 @dataclass(frozen=True, eq=False)
-class _LayerParameters:
-    """The fields of :class:`Attention` (one layer) and :class:`LayerStack` (B layers), in this order.
-
-    The matrices are taken as array-likes and stored as read-only float arrays by the subclass's
-    ``__post_init__``: typed Any; ``beta`` is one number for a layer, one per layer for a stack.
-    """
-
-    kind: str
-    A: Any = None
-    V: Any = None
-    Q: Any = None
-    K: Any = None
-    beta: Any = 1.0
-    causal: bool = False
-    bias: float = 0.0
-    eps: float = 1.0
-    sinkhorn_iters: int = SINKHORN_ITERS
-    sinkhorn_tol: float = SINKHORN_TOL
-
-
-@dataclass(frozen=True, eq=False)
-class Attention(_LayerParameters):
-    r"""A self-attention layer: which variant, its matrices, its temperature.
+class Attention:
+    r"""A self-attention layer: which variant, its matrices, its temperature (or a batch of such layers).
 
     Parameters
     ----------
-    kind : {"softmax", "unnormalized_softmax", "linear", "l2", "sinkhorn", "sigmoid"}
-        How tokens are weighed (paper 1, arXiv:2501.18322, the attention variants; paper 2, Li et al. 2026,
-        linear attention):
-
-        * ``softmax``: :math:`P_{ij} \propto w_j e^{\beta\langle x_i, A x_j\rangle}`, rows sum to one;
-        * ``unnormalized_softmax``: :math:`P_{ij} = w_j e^{\beta\langle x_i, A x_j\rangle}`;
-        * ``linear``: :math:`P_{ij} = w_j\,\beta\langle x_i, A x_j\rangle`;
-        * ``l2``: :math:`P_{ij} \propto w_j e^{-\beta|Qx_i - Kx_j|^2}`, rows sum to one
-          (needs ``Q`` and ``K``);
-        * ``sinkhorn``: :math:`P = \pi/w_i`, :math:`\pi` the entropic self-transport plan of
-          :math:`\mu` with cost :math:`-\beta\langle x_i, A x_j\rangle` and regularisation
-          ``eps`` (rows sum to one, and :math:`\sum_i w_i P_{ij} = w_j`);
-        * ``sigmoid``: :math:`P_{ij} = w_j\,\sigma(\beta\langle x_i, A x_j\rangle + b)`.
+    kind : str or AttentionKind
+        How tokens are weighed: a name of :data:`~tokendynamics.kinds.KINDS` (``"softmax"``,
+        ``"unnormalized_softmax"``, ``"linear"``, ``"l2"``, ``"sinkhorn"``, ``"sigmoid"``, ``"relu"``,
+        ``"hardmax"``) or an :class:`~tokendynamics.kinds.AttentionKind` of one's own. Stored as the
+        kind object.
     A : array (d, d) or (H, d, d), optional
         Score matrix :math:`A = Q^\top K` per head. Give either ``A`` or both ``Q`` and ``K``.
     V : array (d, d) or (H, d, d)
         Value (output) matrix per head; for paper 1's multi-head layer :math:`V_h = W_h^\top V_h`.
     Q, K : array (k, d) or (H, k, d), optional
-        Query and key matrices; then ``A`` is computed as :math:`Q_h^\top K_h`.
-    beta : float
-        Inverse temperature :math:`\beta > 0`.
+        Query and key matrices; then ``A`` is computed as :math:`Q_h^\top K_h` (L2 attention needs them).
+    beta : float or array (B,)
+        Inverse temperature :math:`\beta > 0`; an array makes a batch of B layers (then every matrix has a
+        leading axis of length B: (B, d, d), or (B, H, d, d) with heads).
     causal : bool
         (``True`` or ``False`` only.) Masked attention: token ``i`` attends only to tokens ``j`` with position
         :math:`s_j \le s_i` (by default the index order, ``j <= i``).
@@ -177,20 +153,17 @@ class Attention(_LayerParameters):
         Maximal number of Sinkhorn iterations (Sinkhorn only; default :data:`SINKHORN_ITERS`).
     sinkhorn_tol : float
         Stopping tolerance on the column-marginal error :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`
-        (default :data:`SINKHORN_TOL` = 1e-12). The rows of the plan are exact, so the field is
-        off by about this relative amount, and the book's checks that rely on double
-        stochasticity (the particle mean moving by exactly :math:`\dot{\bar x}=V\bar x`) hold to
-        round-off. With the accelerated iteration (:func:`sinkhorn_potentials`) every Sinkhorn
-        evaluation of the book's chapters and of the chapter-01 widget reaches it in at most a
-        dozen iterations (measured on the fast and full settings; plain Sinkhorn needed up to 35,
-        and 20 000 were not enough for tight clusters at small ``eps``). The cap is there for
-        inputs that cannot converge (e.g. a tiny ``eps`` against a wide range of scores), which
-        raise a :class:`~tokendynamics.errors.ConvergenceError` saying what to change.
+        (default :data:`SINKHORN_TOL` = 1e-12). The rows of the plan are exact, so the field is off by
+        about this relative amount; with the accelerated iteration
+        (:func:`~tokendynamics.transport.sinkhorn_potentials`) the book's Sinkhorn evaluations reach it
+        in at most a dozen iterations. Inputs that cannot converge (a tiny ``eps`` against a wide range
+        of scores) raise a :class:`~tokendynamics.errors.ConvergenceError` saying what to change.
 
     Notes
     -----
     Several heads are given by stacking matrices along a first axis; the field is the sum over
-    heads of each head's field (paper 1's multi-head attention). All arrays are copied and made
+    heads of each head's field (paper 1's multi-head attention). A 3-D matrix with a scalar ``beta``
+    means heads; with ``beta`` of shape (B,) it means B one-head layers. All arrays are copied and made
     read-only.
 
     References
@@ -201,19 +174,27 @@ class Attention(_LayerParameters):
     attention. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
-    # The fields of _LayerParameters, in its order; the matrices are stored as read-only float
-    # arrays (H, d, d) by __post_init__ (A is None for an L2 layer given by Q and K, and the reverse).
-    beta: float = 1.0
+    kind: Any
+    A: Any = None
+    V: Any = None
+    Q: Any = None
+    K: Any = None
+    beta: Any = 1.0
+    causal: bool = False
+    bias: float = 0.0
+    eps: float = 1.0
+    sinkhorn_iters: int = SINKHORN_ITERS
+    sinkhorn_tol: float = SINKHORN_TOL
     _d: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self):
-        validate_choice(self.kind, "kind", KINDS)
+        kind = get_kind(self.kind)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-
-        Q = _as_matrix_stack("Q", self.Q, square=False)
-        K = _as_matrix_stack("K", self.K, square=False)
-        A = _as_matrix_stack("A", self.A, square=True)
-        V = _as_matrix_stack("V", self.V, square=True)
+        B = _batch_size(self.beta, self.A, self.V, self.Q, self.K)
+        Q = _matrices("Q", self.Q, square=False, batch=B)
+        K = _matrices("K", self.K, square=False, batch=B)
+        A = _matrices("A", self.A, square=True, batch=B)
+        V = _matrices("V", self.V, square=True, batch=B)
         if V is None:
             raise ValueError("V (the value matrix) is required")
         if (Q is None) != (K is None):
@@ -223,49 +204,47 @@ class Attention(_LayerParameters):
                 raise ValueError("give either A or (Q, K), not both")
             if Q.shape != K.shape:
                 raise ValueError(f"Q and K must have the same shape, got {Q.shape} and {K.shape}")
-            A = np.einsum("hkd,hke->hde", Q, K)
+            A = np.einsum("...kd,...ke->...de", Q, K)
             A.flags.writeable = False
         if A is None:
             raise ValueError("the score matrix is required: give A or (Q, K)")
-        if self.kind == "l2" and Q is None:
-            raise ValueError("l2 attention exp(-beta |Qx - Ky|^2) needs Q and K, not only A = Q^T K")
-        H, d = A.shape[0], A.shape[1]
-        if V.shape[1] != d:
-            raise ValueError(f"V must be {d} x {d} like A, got shape {V.shape[1:]}")
-        if V.shape[0] != H:
+        if kind.factored and Q is None:
+            raise ValueError(f"{kind.name} attention needs Q and K (its scores are not a function of A = Q^T K)")
+        H, d = A.shape[-3], A.shape[-1]
+        if V.shape[-1] != d:
+            raise ValueError(f"V must be {d} x {d} like A, got shape {V.shape[-2:]}")
+        if V.shape[-3] != H:
             raise ValueError(
-                f"A has {H} head(s) but V has {V.shape[0]}: give one value matrix per head "
+                f"A has {H} head(s) but V has {V.shape[-3]}: give one value matrix per head "
                 "(stack them along the first axis)"
             )
-        if Q is not None and Q.shape[2] != d:
-            raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[1:]}")
-
-        beta = validate_beta(self.beta)
-        if not isinstance(beta, float):
-            raise ValueError(f"beta must be a finite positive number, got an array of shape {np.shape(self.beta)}")
+        if Q is not None and Q.shape[-1] != d:
+            raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[-2:]}")
+        if B is None:
+            beta = validate_beta(self.beta)
+            if not isinstance(beta, float):
+                raise ValueError(f"beta must be a finite positive number, got an array of shape {np.shape(self.beta)}")
+        else:
+            beta = np.array(np.broadcast_to(real_array(self.beta, "beta"), (B,)), dtype=float)
+            if not (np.all(np.isfinite(beta)) and np.all(beta > 0)):
+                raise ValueError("beta must be finite and positive for every layer of the batch")
+            beta.flags.writeable = False
         bias = validate_finite(self.bias, "bias")
-        if bias != 0.0 and self.kind != "sigmoid":
-            raise ValueError("bias is a parameter of sigmoid attention only")
-        eps = validate_positive(self.eps, "eps")
-        iters = validate_count(self.sinkhorn_iters, "sinkhorn_iters")
-        tol = validate_positive(self.sinkhorn_tol, "sinkhorn_tol")
+        if bias != 0.0 and "bias" not in kind.parameters:
+            raise ValueError(f"bias is a parameter of sigmoid attention only, not of {kind.name!r} attention")
         causal = validate_flag(self.causal, "causal")
-        if causal and self.kind == "sinkhorn":
-            raise ValueError("causal masking is not defined for Sinkhorn attention")
-
-        set_("A", A)
-        set_("V", V)
-        set_("Q", Q)
-        set_("K", K)
-        set_("beta", beta)
+        if causal and not kind.maskable:
+            raise ValueError(f"causal masking is not defined for {kind.name} attention")
+        for name, value in (("kind", kind), ("A", A), ("V", V), ("Q", Q), ("K", K), ("beta", beta)):
+            set_(name, value)
         set_("bias", bias)
-        set_("eps", eps)
+        set_("eps", validate_positive(self.eps, "eps"))
         set_("causal", causal)
-        set_("sinkhorn_iters", iters)
-        set_("sinkhorn_tol", tol)
+        set_("sinkhorn_iters", validate_count(self.sinkhorn_iters, "sinkhorn_iters"))
+        set_("sinkhorn_tol", validate_positive(self.sinkhorn_tol, "sinkhorn_tol"))
         set_("_d", d)
 
-    # -- convenience -----------------------------------------------------------------------
+    # -- shape -----------------------------------------------------------------------------
     @property
     def d(self) -> int:
         """Token dimension."""
@@ -274,8 +253,118 @@ class Attention(_LayerParameters):
     @property
     def n_heads(self) -> int:
         """Number of heads H."""
-        return self.A.shape[0]
+        return self.A.shape[-3]
 
+    @property
+    def batch_size(self) -> int | None:
+        """Number B of layers of a batch (None for one layer)."""
+        return None if np.ndim(self.beta) == 0 else int(self.beta.shape[0])
+
+    def __len__(self) -> int:
+        if self.batch_size is None:
+            raise TypeError("one layer has no length; a batch of layers has (beta of shape (B,))")
+        return self.batch_size
+
+    def head(self, h: int) -> Head:
+        """The matrices of head ``h``, shaped to broadcast against tokens (n, d) or (B, n, d).
+
+        Parameters
+        ----------
+        h : int
+            Which head, ``0 <= h < n_heads``.
+
+        Returns
+        -------
+        Head
+            ``A``, ``V`` (and ``Q``, ``K``) of shape (d, d), or (B, d, d) for a batch; ``beta`` a float,
+            or (B, 1, 1) for a batch; and the layer.
+        """
+        at = (h,) if self.batch_size is None else (slice(None), h)
+        beta = self.beta if self.batch_size is None else self.beta[:, None, None]
+        Q, K = (None, None) if self.Q is None else (self.Q[at], self.K[at])
+        return Head(self.A[at], self.V[at], Q, K, beta, self)
+
+    # -- batches ---------------------------------------------------------------------------
+    def _options(self) -> dict:
+        return dict(
+            causal=self.causal,
+            bias=self.bias,
+            eps=self.eps,
+            sinkhorn_iters=self.sinkhorn_iters,
+            sinkhorn_tol=self.sinkhorn_tol,
+        )
+
+    def _matrix_fields(self, pick) -> dict:
+        if self.Q is not None:
+            return dict(Q=pick(self.Q), K=pick(self.K), V=pick(self.V))
+        return dict(A=pick(self.A), V=pick(self.V))
+
+    def member(self, b: int) -> Attention:
+        """Layer ``b`` of a batch, as one :class:`Attention`.
+
+        Parameters
+        ----------
+        b : int
+            Which layer (``0 <= b < B``; a negative index counts from the end).
+
+        Returns
+        -------
+        Attention
+            Entry b of the matrices and of ``beta``, with the options the batch shares.
+        """
+        len(self)
+        return Attention(self.kind, beta=float(self.beta[b]), **self._matrix_fields(lambda M: M[b]), **self._options())
+
+    def take(self, index) -> Attention:
+        """The batch of the layers ``index`` (an integer array or a boolean mask over the B layers).
+
+        Parameters
+        ----------
+        index : array of int or bool
+            Which layers to keep.
+
+        Returns
+        -------
+        Attention
+            A batch of the chosen layers.
+        """
+        idx = np.arange(len(self))[index]
+        return Attention(self.kind, beta=self.beta[idx], **self._matrix_fields(lambda M: M[idx]), **self._options())
+
+    @classmethod
+    def stack(cls, layers) -> Attention:
+        """A batch of layers of one kind and shape (and equal options), stacked along a leading axis.
+
+        Parameters
+        ----------
+        layers : sequence of Attention
+            Non-empty; all of one kind, shape and options (mask, bias, Sinkhorn settings).
+
+        Returns
+        -------
+        Attention
+            The batch (``beta`` of shape (B,)).
+        """
+        layers = list(layers)
+        if not layers or not all(isinstance(lay, Attention) and lay.batch_size is None for lay in layers):
+            raise TypeError("Attention.stack needs a non-empty sequence of single Attention layers")
+        first = layers[0]
+        for b, lay in enumerate(layers):
+            diff = [k for k, v in lay._options().items() if v != first._options()[k]]
+            if lay.kind is not first.kind:
+                diff.insert(0, "kind")
+            if diff:
+                raise ValueError(f"layer {b} differs from layer 0 in {diff}: a batch shares them")
+            if (
+                lay.A.shape != first.A.shape
+                or (lay.Q is None) != (first.Q is None)
+                or (lay.Q is not None and lay.Q.shape != first.Q.shape)
+            ):
+                raise ValueError(f"layer {b} has another shape than layer 0 (heads, d, or Q/K given)")
+        mats: dict[str, Any] = {k: np.stack([getattr(lay, k) for lay in layers]) for k in first._matrix_fields(id)}
+        return cls(first.kind, beta=np.array([lay.beta for lay in layers]), **mats, **first._options())
+
+    # -- convenience -----------------------------------------------------------------------
     def with_(self, **changes) -> Attention:
         """A copy with some fields changed (validated again), e.g. ``layer.with_(beta=2.0)``.
 
@@ -307,30 +396,28 @@ class Attention(_LayerParameters):
         Returns
         -------
         dict
-            ``kind``, ``beta``, ``causal`` and the matrices ``A``, ``V`` (``Q``, ``K`` for a factored
-            layer) as nested lists (one head unstacked), plus the options of the kind (sigmoid bias,
-            Sinkhorn settings); JSON-serialisable.
+            ``kind`` (its name), ``beta``, ``causal`` and the matrices ``A``, ``V`` (``Q``, ``K`` for a
+            factored layer) as nested lists (one head unstacked), plus the options of the kind (sigmoid
+            bias, Sinkhorn settings); JSON-serialisable.
         """
-        out = {"kind": self.kind, "beta": self.beta, "causal": self.causal}
+        beta = self.beta if self.batch_size is None else self.beta.tolist()
+        out: dict = {"kind": self.kind.name, "beta": beta, "causal": self.causal}
         for name in ("A", "V", "Q", "K"):
             M = getattr(self, name)
             if M is not None:
-                out[name] = (M[0] if M.shape[0] == 1 else M).tolist()
-        if self.kind == "sigmoid":
-            out["bias"] = self.bias
-        if self.kind == "sinkhorn":
-            out.update(eps=self.eps, sinkhorn_iters=self.sinkhorn_iters, sinkhorn_tol=self.sinkhorn_tol)
+                out[name] = (M[..., 0, :, :] if M.shape[-3] == 1 else M).tolist()
+        for name in self.kind.parameters:
+            out[name] = getattr(self, name)
         return out
 
     def __repr__(self) -> str:
         heads = f", heads={self.n_heads}" if self.n_heads > 1 else ""
-        extra = ""
-        if self.kind == "sigmoid":
-            extra = f", bias={self.bias:g}"
-        elif self.kind == "sinkhorn":
-            extra = f", eps={self.eps:g}"
+        extra = "".join(f", {k}={getattr(self, k):g}" for k in self.kind.parameters[:1])
         causal = ", causal=True" if self.causal else ""
-        return f"Attention({self.kind!r}, d={self.d}{heads}, beta={self.beta:g}{extra}{causal})"
+        if self.batch_size is None:
+            return f"Attention({self.kind.name!r}, d={self.d}{heads}, beta={self.beta:g}{extra}{causal})"
+        betas = f"beta in [{self.beta.min():g}, {self.beta.max():g}]"
+        return f"Attention({self.kind.name!r}, B={self.batch_size}, d={self.d}{heads}, {betas}{extra}{causal})"
 
 
 #: A layer, or a function of depth returning one (depth-dependent parameters :math:`(A_t, V_t)`).
@@ -338,7 +425,7 @@ LayerLike = Attention | Callable[[float], Attention]
 
 
 def require_layer(layer, name: str = "layer") -> Attention:
-    """``layer`` itself if it is an :class:`Attention`; a TypeError naming ``name`` otherwise.
+    """``layer`` itself if it is one :class:`Attention` (not a batch); a TypeError naming ``name`` otherwise.
 
     Parameters
     ----------
@@ -355,14 +442,17 @@ def require_layer(layer, name: str = "layer") -> Attention:
     Raises
     ------
     TypeError
-        ``layer`` is not an :class:`Attention`.
+        ``layer`` is not an :class:`Attention`, or is a batch where one layer is needed.
 
     References
     ----------
     An :class:`Attention` is the in-context velocity field of the tokens of paper 1 (Castin et al.,
     arXiv:2501.18322) and paper 2 (Li et al., 2026); book: ``chapters/index.md``, equation (eq-intro-sa).
     """
-    return validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
+    layer = validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
+    if layer.batch_size is not None:
+        raise TypeError(f"{name} is a batch of {layer.batch_size} layers; this needs one layer (use layer.member(b))")
+    return layer
 
 
 def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
@@ -409,227 +499,9 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     return lay
 
 
-def _stack_field(name: str, M, B: int, H: int, rows: int, d: int) -> np.ndarray | None:
-    """``M`` as a read-only float64 array (B, H, rows, d) (a (B, rows, d) stack means one head)."""
-    if M is None:
-        return None
-    arr = np.array(M, dtype=float, copy=True)
-    if arr.ndim == 3:
-        arr = arr[:, None]
-    if arr.shape != (B, H, rows, d):
-        raise ValueError(f"{name} must have shape ({B}, {rows}, {d}) or ({B}, {H}, {rows}, {d}), got {np.shape(M)}")
-    return _finite_read_only(arr, name)
-
-
-@dataclass(frozen=True, eq=False)
-class LayerStack(_LayerParameters):
-    r"""B attention layers of one kind and one shape, one per system of a batch.
-
-    The matrices are stacked along a first axis, (B, H, d, d) (or (B, d, d) for one head), and
-    every system has its own inverse temperature ``beta`` (shape (B,), or one number for all). The
-    other parameters (``causal``, ``bias``, ``eps``, Sinkhorn settings) are shared and checked by
-    :class:`Attention` itself. Build one with :meth:`of` from a list of layers, or directly from
-    stacked arrays; :meth:`layer` gives system b's :class:`Attention` back.
-
-    :func:`velocity_batch` evaluates the field of system b with layer b; every kind of
-    :class:`Attention` is supported, with the same formulas (the same code) as :func:`velocity`.
-
-    Parameters
-    ----------
-    kind : str
-        One of the kinds of :class:`Attention` (``KINDS``), shared by every layer.
-    A, V : array (B, d, d) or (B, H, d, d)
-        Score and value matrices of the B layers (``A`` may be replaced by ``Q`` and ``K``).
-    Q, K : array (B, k, d) or (B, H, k, d), optional
-        Query and key matrices; then :math:`A_b = Q_b^\top K_b` per head.
-    beta : float or array (B,)
-        Inverse temperature of each layer (one number: the same for all).
-    causal, bias, eps, sinkhorn_iters, sinkhorn_tol
-        Shared parameters, as in :class:`Attention`.
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book:
-    ``chapters/07_phase_diagrams.md`` (many systems at once).
-    """
-
-    # the fields of _LayerParameters; read-only float arrays (B, H, d, d) and beta (B,) after __post_init__
-
-    def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        V = np.asarray(self.V, dtype=float) if self.V is not None else None
-        if V is None or V.ndim not in (3, 4):
-            raise ValueError("V must be a stack of value matrices, (B, d, d) or (B, H, d, d)")
-        B, d = V.shape[0], V.shape[-1]
-        H = 1 if V.ndim == 3 else V.shape[1]
-        if B == 0:
-            raise ValueError("a LayerStack needs at least one layer")
-        beta = np.array(np.broadcast_to(np.asarray(self.beta, dtype=float), (B,)), dtype=float)
-        if not (np.all(np.isfinite(beta)) and np.all(beta > 0)):
-            raise ValueError("beta must be finite and positive for every layer of the stack")
-        beta.flags.writeable = False
-        Vs = _stack_field("V", V, B, H, d, d)
-        if (self.Q is None) != (self.K is None):
-            raise ValueError("Q and K must be given together")
-        if self.Q is not None:
-            if self.A is not None:
-                raise ValueError("give either A or (Q, K), not both")
-            k = np.shape(self.Q)[-2]
-            Qs, Ks = _stack_field("Q", self.Q, B, H, k, d), _stack_field("K", self.K, B, H, k, d)
-            As = np.einsum("bhkd,bhke->bhde", Qs, Ks)
-            As.flags.writeable = False
-        else:
-            if self.A is None:
-                raise ValueError("the score matrix is required: give A or (Q, K)")
-            Qs = Ks = None
-            As = _stack_field("A", self.A, B, H, d, d)
-        # the shared parameters (and the kind's own requirements) are checked by Attention itself
-        first = Attention(
-            self.kind,
-            A=None if Qs is not None else As[0],
-            V=Vs[0],
-            Q=None if Qs is None else Qs[0],
-            K=None if Ks is None else Ks[0],
-            beta=float(beta[0]),
-            causal=self.causal,
-            bias=self.bias,
-            eps=self.eps,
-            sinkhorn_iters=self.sinkhorn_iters,
-            sinkhorn_tol=self.sinkhorn_tol,
-        )
-        for name in ("causal", "bias", "eps", "sinkhorn_iters", "sinkhorn_tol"):
-            set_(name, getattr(first, name))
-        set_("A", As)
-        set_("V", Vs)
-        set_("Q", Qs)
-        set_("K", Ks)
-        set_("beta", beta)
-
-    @classmethod
-    def of(cls, layers) -> LayerStack:
-        """Stack a sequence of :class:`Attention` layers of one kind and shape (and equal shared parameters).
-
-        Parameters
-        ----------
-        layers : sequence of Attention
-            Non-empty; all of one kind, shape and shared parameters.
-
-        Returns
-        -------
-        LayerStack
-        """
-        layers = list(layers)
-        if not layers or not all(isinstance(lay, Attention) for lay in layers):
-            raise TypeError("LayerStack.of needs a non-empty sequence of Attention layers")
-        first = layers[0]
-        shared = ("kind", "causal", "bias", "eps", "sinkhorn_iters", "sinkhorn_tol")
-        for b, lay in enumerate(layers):
-            diff = [k for k in shared if getattr(lay, k) != getattr(first, k)]
-            if diff:
-                raise ValueError(f"layer {b} differs from layer 0 in {diff}: a stack shares them")
-            if lay.A.shape != first.A.shape or (lay.Q is None) != (first.Q is None):
-                raise ValueError(f"layer {b} has another shape than layer 0 (heads, d, or Q/K given)")
-            if lay.Q is not None and lay.Q.shape != first.Q.shape:
-                raise ValueError(f"layer {b} has Q of shape {lay.Q.shape}, layer 0 {first.Q.shape}")
-        qk = first.Q is not None
-        return cls(
-            first.kind,
-            A=None if qk else np.stack([lay.A for lay in layers]),
-            V=np.stack([lay.V for lay in layers]),
-            Q=np.stack([lay.Q for lay in layers]) if qk else None,
-            K=np.stack([lay.K for lay in layers]) if qk else None,
-            beta=np.array([lay.beta for lay in layers]),
-            causal=first.causal,
-            bias=first.bias,
-            eps=first.eps,
-            sinkhorn_iters=first.sinkhorn_iters,
-            sinkhorn_tol=first.sinkhorn_tol,
-        )
-
-    @property
-    def size(self) -> int:
-        """Number of layers B."""
-        return self.V.shape[0]
-
-    def __len__(self) -> int:
-        return self.size
-
-    @property
-    def d(self) -> int:
-        """Token dimension."""
-        return self.V.shape[-1]
-
-    @property
-    def n_heads(self) -> int:
-        """Number of heads H (the same for every layer)."""
-        return self.V.shape[1]
-
-    def _shared(self) -> dict:
-        return dict(
-            causal=self.causal,
-            bias=self.bias,
-            eps=self.eps,
-            sinkhorn_iters=self.sinkhorn_iters,
-            sinkhorn_tol=self.sinkhorn_tol,
-        )
-
-    def layer(self, b: int) -> Attention:
-        """The :class:`Attention` of system b.
-
-        Parameters
-        ----------
-        b : int
-            Which of the B layers (``0 <= b < B``; a negative index counts from the end).
-
-        Returns
-        -------
-        Attention
-            One layer: entry b of ``A`` (or of ``Q`` and ``K``), ``V`` and ``beta``, with the options
-            the stack shares (mask, bias, Sinkhorn settings).
-        """
-        if self.Q is not None:
-            return Attention(
-                self.kind, V=self.V[b], Q=self.Q[b], K=self.K[b], beta=float(self.beta[b]), **self._shared()
-            )
-        return Attention(self.kind, A=self.A[b], V=self.V[b], beta=float(self.beta[b]), **self._shared())
-
-    def take(self, index) -> LayerStack:
-        """The stack of the layers ``index`` (an integer array or a boolean mask over the B layers).
-
-        Parameters
-        ----------
-        index : array of int or bool
-            Which layers to keep.
-
-        Returns
-        -------
-        LayerStack
-        """
-        idx = np.arange(self.size)[index]
-        qk = self.Q is not None
-        return LayerStack(
-            self.kind,
-            A=None if qk else self.A[idx],
-            V=self.V[idx],
-            Q=self.Q[idx] if qk else None,
-            K=self.K[idx] if qk else None,
-            beta=self.beta[idx],
-            **self._shared(),
-        )
-
-    def __repr__(self) -> str:
-        heads = f", heads={self.n_heads}" if self.n_heads > 1 else ""
-        betas = f"beta in [{self.beta.min():g}, {self.beta.max():g}]"
-        return f"LayerStack({self.kind!r}, B={self.size}, d={self.d}{heads}, {betas})"
-
-
 # ---------------------------------------------------------------------------------------------
-# scores and attention matrices
+# scores, weights and the field
 # ---------------------------------------------------------------------------------------------
-
-
-#: Backends of :func:`velocity`.
-BACKENDS = ("auto", "numpy", "numba", "dense")
 
 
 def _positions(positions, n: int, layer: Attention) -> np.ndarray:
@@ -642,241 +514,20 @@ def _positions(positions, n: int, layer: Attention) -> np.ndarray:
     return validate_positions(positions, n)
 
 
-def _log_weights(w: np.ndarray | None, n: int) -> np.ndarray:
-    if w is None:
-        return np.full(n, -math.log(n))
-    with np.errstate(divide="ignore"):
-        return np.log(w)
+def _head_weights(X, layer: Attention, w, s, h, state=None, rows: slice = slice(None)):
+    """Weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise (``r`` may be None).
 
-
-def _causal_mask(s: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
-    """Boolean mask (rows x n), True where token j is visible from token i (s_j <= s_i)."""
-    return s[None, :] <= s[rows, None]
-
-
-# Largest number of attention-matrix entries formed at once by the dense path (64 MB); larger
-# problems are processed in blocks of rows (row-wise kinds) so memory stays O(n) per row.
-BLOCK_ENTRIES = 1 << 23
-
-
-def _lse(a: np.ndarray, axis: int) -> np.ndarray:
-    """log-sum-exp along one axis; same values as ``scipy.special.logsumexp`` at a fraction of its
-    overhead on the small matrices of a Sinkhorn loop (about 6 x faster at n = 60)."""
-    m = a.max(axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        return (np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m).squeeze(axis)
-
-
-#: Sinkhorn runs in the exponential (scaling) domain when the kernel of a system spans at most
-#: e^SCALING_MAX_RANGE (max - min of logK): the same iterates, two matrix-vector products per
-#: iteration instead of two log-sum-exps, and nothing can overflow; wider kernels use the log domain.
-SCALING_MAX_RANGE = 30.0
-
-
-def sinkhorn_potentials(
-    logK: np.ndarray,
-    logw: np.ndarray,
-    *,
-    eps: float,
-    max_iter: int,
-    tol: float,
-    g0: np.ndarray | None = None,
-    memory: int = SINKHORN_MEMORY,
-):
-    r"""Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`, in potentials.
-
-    Solves for potentials :math:`f, g` such that the plan
-    :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j + c_{ij})/\varepsilon)`, with
-    :math:`c_{ij} = \varepsilon\,\mathrm{logK}_{ij}` the (negative) cost, has both marginals
-    equal to :math:`w`. Iterates :math:`f \leftarrow -\varepsilon\,\mathrm{LSE}_j((g_j+c_{ij})/\varepsilon+\log w_j)`
-    and the same for :math:`g`, stopping when the column-marginal relative error is below ``tol``.
-
-    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one (to round-off) and the
-    column marginals are met to ``error``; one iteration from :math:`g=0` is exactly the
-    row-softmax of :math:`c/\varepsilon`. ``g0`` warm-starts the column potential.
-
-    The iteration is run in the log domain, or — when the kernel spans at most
-    :math:`e^{30}` (:data:`SCALING_MAX_RANGE`), so that nothing can overflow — as the same
-    iterates in the exponential domain, :math:`u=e^{f/\varepsilon}`, :math:`v=e^{g/\varepsilon}`
-    (matrix scaling: two matrix-vector products per iteration instead of two log-sum-exps).
-
-    ``logK`` may carry leading batch axes, (..., n, n), with ``logw`` of shape (n,) or (..., n): then
-    every system is solved at once and each stops at its own iteration (a converged system is left
-    as it is while the others go on), so a batch gives the potentials of a loop over it.
-
-    **Anderson acceleration** (``memory`` > 0; ``memory=0`` is plain Sinkhorn). The first
-    :data:`SINKHORN_PLAIN_ITERS` iterations are plain (batched, as above); a system not converged by
-    then goes on alone, accelerated, from where it is. The column update
-    is a fixed-point map :math:`g\mapsto G(g)`; from the second iteration on, the next :math:`g`
-    is the combination of the last ``memory + 1`` values of :math:`G` whose residuals
-    :math:`G(g)-g` have the least-squares smallest combination (Anderson mixing, D. G. Anderson,
-    J. ACM 12 (1965); for Sinkhorn e.g. Chizat 2020). Plain Sinkhorn stalls when the tokens form
-    tight clusters whose mutual kernel entries are tiny (a contraction factor
-    :math:`1-O(e^{-\Delta/\varepsilon})`, :math:`\Delta` the score gap): three clusters at
-    :math:`\pm6` with :math:`\varepsilon=0.5` were still at error 7e-8 after 20 000 plain
-    iterations, and reach 1e-12 in 14 accelerated ones. The fixed point is the same; a step that
-    raises the error tenfold above the best one so far is discarded (history cleared, plain step
-    from the best iterate), so the iteration never does worse than restarting plain Sinkhorn.
-
-    Parameters
-    ----------
-    logK : array (..., n, n)
-        :math:`c_{ij}/\varepsilon`, the scores divided by :math:`\varepsilon` (batch axes allowed).
-    logw : array (n,) or (..., n)
-        Logarithms of the masses :math:`w_j`.
-    eps : float
-        Entropic regularisation :math:`\varepsilon > 0`.
-    max_iter : int
-        Cap on the iterations.
-    tol : float
-        Stopping tolerance on :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
-    g0 : array (n,) or (..., n), optional
-        Warm start of the column potential (default zero).
-    memory : int
-        Anderson memory (0: plain Sinkhorn).
-
-    Returns
-    -------
-    f, g : array (..., n)
-        Row and column potentials.
-    iterations : int or array of int
-        Iterations used (per system for a batch).
-    error : float or array
-        Column-marginal relative error reached.
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
-    G. Peyré, *Sinkformers: Transformers with Doubly Stochastic Attention*, AISTATS 2022; D. G. Anderson,
-    *Iterative procedures for nonlinear integral equations*, J. ACM 12 (1965), and Chizat (2020) for its use
-    with Sinkhorn. Book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
+    Keeping the normalisation apart lets :func:`velocity` divide the n x d product instead of the n x n
+    matrix. ``X`` may carry leading batch axes, (..., n, d).
     """
-    n = logK.shape[-1]
-    batch = logK.shape[:-2]
-    m = math.prod(batch)
-    K3 = logK.reshape(m, n, n)
-    lw = np.broadcast_to(logw, batch + (n,)).reshape(m, n)
-    g = np.zeros((m, n)) if g0 is None else np.array(np.broadcast_to(g0, batch + (n,)), dtype=float).reshape(m, n)
-    f = np.zeros((m, n))
-    err = np.full(m, np.inf)
-    its = np.zeros(m, dtype=int)
-    with np.errstate(invalid="ignore"):
-        spread = K3.max(axis=(1, 2)) - K3.min(axis=(1, 2))
-    scaling = spread <= SCALING_MAX_RANGE  # False for non-finite kernels
-    plain = max_iter if memory <= 0 else min(max_iter, SINKHORN_PLAIN_ITERS)
-    for idx, solver in ((np.nonzero(scaling)[0], _sinkhorn_scaling), (np.nonzero(~scaling)[0], _sinkhorn_log)):
-        if idx.size:
-            f[idx], g[idx], its[idx], err[idx] = solver(K3[idx], lw[idx], g[idx], eps, plain, tol)
-    if plain < max_iter:
-        for b in np.nonzero(~(err < tol) & np.all(np.isfinite(g), axis=1))[0]:
-            f[b], g[b], more, err[b] = _sinkhorn_anderson(K3[b], lw[b], g[b], eps, max_iter - plain, tol, memory)
-            its[b] += more
-    if not batch:
-        return f[0], g[0], int(its[0]), float(err[0])
-    return f.reshape(batch + (n,)), g.reshape(batch + (n,)), its.reshape(batch), err.reshape(batch)
-
-
-def _active_set_loop(m: int, n: int, max_iter: int, tol: float, state: np.ndarray, step):
-    """The iteration loop of both Sinkhorn domains on m systems; each stops at its own iteration.
-
-    ``step(active, every)`` does one iteration on the systems ``active`` (all m if ``every``) and
-    returns their potentials f, their column-marginal errors and a function ``update(sel)`` giving
-    the new ``state`` rows (g or v) of ``active[sel]``, the systems that go on; ``state`` is
-    updated in place. Returns f (m, n), the iterations and the errors.
-    """
-    f = np.zeros((m, n))
-    err = np.full(m, np.inf)
-    its = np.zeros(m, dtype=int)
-    active = np.arange(m)
-    for it in range(1, max_iter + 1):
-        fa, ea, update = step(active, active.size == m)
-        f[active], err[active], its[active] = fa, ea, it
-        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
-        state[active[go_on]] = update(go_on)
-        active = active[go_on]
-        if active.size == 0:
-            break
-    return f, its, err
-
-
-def _sinkhorn_log(K3, lw, g, eps, max_iter, tol):
-    """Log-domain iterations on m systems (m, n, n); each stops at its own iteration."""
-    m, n, _ = K3.shape
-
-    def step(active, every):
-        Ka, ga, lwa = (K3, g, lw) if every else (K3[active], g[active], lw[active])
-        # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
-        fa = -eps * _lse(Ka + ga[:, None, :] / eps + lwa[:, None, :], axis=-1)
-        # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
-        lse_col = _lse(Ka + fa[:, :, None] / eps + lwa[:, :, None], axis=-2)
-        ea = np.max(np.abs(np.expm1(lse_col + ga / eps)), axis=-1)
-        return fa, ea, lambda sel: -eps * lse_col[sel]
-
-    f, its, err = _active_set_loop(m, n, max_iter, tol, g, step)
-    return f, g, its, err
-
-
-def _sinkhorn_scaling(K3, lw, g, eps, max_iter, tol):
-    """The same iterates in the exponential domain: u = exp(f/eps + c), v = exp(g/eps), with the
-    kernel exp(logK - c) in [e^-30, 1] (c the largest entry of each system)."""
-    m, n, _ = K3.shape
-    top = K3.max(axis=(1, 2))
-    Kt = np.exp(K3 - top[:, None, None])
-    w = np.exp(lw)
-    v = np.exp(g / eps)
-
-    def step(active, every):
-        Ka, va, wa = (Kt, v, w) if every else (Kt[active], v[active], w[active])
-        t = np.einsum("bij,bj->bi", Ka, va * wa)  # e^{-f_i/eps - c}
-        col = np.einsum("bij,bi->bj", Ka, wa / t)  # e^{lse_col}
-        ea = np.max(np.abs(col * va - 1.0), axis=-1)
-        return -eps * (np.log(t) + top[active, None]), ea, lambda sel: 1.0 / col[sel]
-
-    f, its, err = _active_set_loop(m, n, max_iter, tol, v, step)
-    return f, eps * np.log(v), its, err
-
-
-def _sinkhorn_anderson(logK, logw, g, eps, max_iter, tol, memory):
-    """Anderson-accelerated log-domain iterations on one system (n, n), from the column potential g."""
-    f = np.zeros_like(g)
-    err = np.inf
-    it = 0
-    best_err, best_G = np.inf, None
-    hist_G: list[np.ndarray] = []
-    hist_R: list[np.ndarray] = []
-    for it in range(1, max_iter + 1):
-        # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
-        f = -eps * _lse(logK + g[None, :] / eps + logw[None, :], axis=1)
-        # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
-        lse_col = _lse(logK + f[:, None] / eps + logw[:, None], axis=0)
-        err = float(np.max(np.abs(np.expm1(lse_col + g / eps))))
-        if err < tol or it == max_iter:
-            break
-        G = -eps * lse_col  # the plain Sinkhorn update of g
-        if memory <= 0:
-            g = G
-            continue
-        if not err <= 10.0 * best_err:  # the extrapolation went astray (or overflowed): restart plainly
-            hist_G.clear()
-            hist_R.clear()
-            g = best_G
-            continue
-        if err < best_err:
-            best_err, best_G = err, G
-        hist_G.append(G)
-        hist_R.append(G - g)
-        if len(hist_G) > memory + 1:
-            del hist_G[0], hist_R[0]
-        g = G
-        if len(hist_G) >= 2:
-            dR = np.diff(np.array(hist_R), axis=0).T  # (n, k)
-            dG = np.diff(np.array(hist_G), axis=0).T
-            gamma = np.linalg.lstsq(dR, hist_R[-1], rcond=None)[0]
-            mixed = G - dG @ gamma
-            if np.all(np.isfinite(mixed)):
-                g = mixed
-    return f, g, it, err
+    head = layer.head(h)
+    left, right, col = layer.kind.factors(X[..., rows, :], X, head)
+    S = left @ np.swapaxes(right, -1, -2)
+    if col is not None:
+        S += col
+    if layer.causal:
+        S[..., ~(s[None, :] <= s[rows, None])] = -np.inf
+    return layer.kind.weigh(S, w, head, None if state is None else state.setdefault(h, {}))
 
 
 def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0, return_info: bool = False):
@@ -887,9 +538,6 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     unnormalised and sigmoid attention :math:`P_{ij} = w_j\,h(S_{ij})`. With ``causal=True``
     entries with :math:`s_j > s_i` are zero. Use :func:`velocity` for the field: it avoids the
     n x n matrix where a closed form exists (linear attention).
-
-    For head :math:`h`, with scores :math:`S_{ij}=\beta\langle x_i, A_h x_j\rangle`, softmax gives
-    :math:`P_{ij}=w_je^{S_{ij}}/\sum_l w_le^{S_{il}}`; the other kinds are listed in :class:`Attention`.
 
     Parameters
     ----------
@@ -925,119 +573,9 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     head = validate_count(head, "head", minimum=0)
     if head >= layer.n_heads:
         raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
-    P, info = _attention_matrix(X, layer, w, _positions(positions, n, layer), head)
+    W, r, info = _head_weights(X, layer, w, _positions(positions, n, layer), head)
+    P = W if r is None else W / r[:, None]
     return (P, info) if return_info else P
-
-
-def _head(layer, h):
-    """``(A, V, Q, K, beta)`` of head h: (d, d) matrices and a float for an :class:`Attention`;
-    stacks (B, d, d) and beta of shape (B, 1, 1) for a :class:`LayerStack`, so that both broadcast
-    against tokens (n, d) or batches (B, n, d)."""
-    if isinstance(layer, LayerStack):
-        pick = lambda M: None if M is None else M[:, h]  # noqa: E731
-        return pick(layer.A), pick(layer.V), pick(layer.Q), pick(layer.K), layer.beta[:, None, None]
-    pick = lambda M: None if M is None else M[h]  # noqa: E731
-    return pick(layer.A), pick(layer.V), pick(layer.Q), pick(layer.K), layer.beta
-
-
-def _mT(M):
-    return np.swapaxes(M, -1, -2)
-
-
-def _times(X, M):
-    """``X @ M``; a matrix shared by a batch (M 2-D, X (..., n, d)) is applied as one product."""
-    if M.ndim == 2 and X.ndim > 2:
-        return (X.reshape(-1, X.shape[-1]) @ M).reshape(X.shape[:-1] + (M.shape[-1],))
-    return X @ M
-
-
-def _head_weights(X, layer, w, s, h, sinkhorn_state=None, rows: slice = slice(None)):
-    """Attention weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise.
-
-    ``r`` is None for the kinds without row normalisation. Keeping the normalisation apart lets
-    :func:`velocity` divide the n x d product instead of the n x n matrix. ``X`` may carry leading
-    batch axes, (..., n, d); ``layer`` is an :class:`Attention` (shared) or a :class:`LayerStack`.
-    """
-    n = X.shape[-2]
-    kind = layer.kind
-    A, _, Q, K, beta = _head(layer, h)
-    Xr = X[..., rows, :]
-    info: dict = {}
-    if kind == "l2":
-        # -beta |Qx_i - Kx_j|^2 = beta (2 <Qx_i, Kx_j> - |Kx_j|^2) - beta |Qx_i|^2; the last term
-        # depends on i only and cancels in the row normalisation.
-        qx = _times(Xr, _mT(Q))
-        kx = _times(X, _mT(K))
-        W = (2.0 * beta * qx) @ _mT(kx)
-        W -= beta * (kx * kx).sum(-1)[..., None, :]
-    else:
-        W = (beta * _times(Xr, A)) @ _mT(X)  # S_ij = beta <x_i, A x_j>
-    if kind in ("softmax", "l2"):
-        if w is not None:
-            with np.errstate(divide="ignore"):
-                W += np.log(w)[..., None, :]
-        if layer.causal:
-            W[..., ~_causal_mask(s, rows)] = -np.inf
-        W -= W.max(axis=-1, keepdims=True)
-        np.exp(W, out=W)
-        return W, W.sum(axis=-1), info
-    if kind == "sinkhorn":
-        if rows != slice(None):
-            raise ValueError("Sinkhorn weights couple all rows: they cannot be formed by blocks")
-        logw = _log_weights(w, n)
-        W /= layer.eps
-        g0 = None if sinkhorn_state is None else sinkhorn_state.get(h)
-        f, g, it, err = sinkhorn_potentials(
-            W, logw, eps=layer.eps, max_iter=layer.sinkhorn_iters, tol=layer.sinkhorn_tol, g0=g0
-        )
-        if sinkhorn_state is not None:
-            sinkhorn_state[h] = g
-        W += (f[..., :, None] + g[..., None, :]) / layer.eps + logw[..., None, :]
-        np.exp(W, out=W)
-        info = {"iterations": it, "marginal_error": err, "f": f, "g": g}
-        return W, None, info
-    if kind == "unnormalized_softmax":
-        with np.errstate(over="ignore"):
-            np.exp(W, out=W)
-    elif kind == "sigmoid":
-        W = expit(W + layer.bias)
-    # linear: W = S as is
-    W *= (1.0 / n) if w is None else w[..., None, :]
-    if layer.causal:
-        W[..., ~_causal_mask(s, rows)] = 0.0
-    return W, None, info
-
-
-def _attention_matrix(X, layer, w, s, h, sinkhorn_state=None):
-    W, r, info = _head_weights(X, layer, w, s, h, sinkhorn_state)
-    if r is not None:
-        W /= r[:, None]
-    return W, info
-
-
-# ---------------------------------------------------------------------------------------------
-# the velocity field
-# ---------------------------------------------------------------------------------------------
-
-
-def _linear_field(X, layer, w, s, h):
-    r""":math:`\beta V M_2 A^\top x_i` with the (causal, if asked) second moment; no n x n matrix.
-
-    ``X`` may carry leading batch axes (..., n, d)."""
-    n = X.shape[-2]
-    wx = X / n if w is None else X * w[..., :, None]
-    A, V, _, _, beta = _head(layer, h)
-    if not layer.causal:
-        M2 = _mT(X) @ wx  # sum_j w_j x_j x_j^T
-        return beta * _times(X, A) @ (M2 @ _mT(V))
-    # causal: M2_i = sum_{j: s_j <= s_i} w_j x_j x_j^T (ties included), via sorted cumulative sums
-    order = np.argsort(s, kind="stable")
-    ss = s[order]
-    last = np.searchsorted(ss, ss, side="right") - 1  # index of the last token with position <= s
-    cum = np.cumsum(np.einsum("...ja,...jb->...jab", wx[..., order, :], X[..., order, :]), axis=-3)
-    M2 = np.empty_like(cum)
-    M2[..., order, :, :] = cum[..., last, :, :]
-    return beta * np.einsum("...ia,...iab,...cb->...ic", _times(X, A), M2, V)
 
 
 def velocity(
@@ -1047,7 +585,7 @@ def velocity(
 
     .. math:: \Gamma_\mu(x_i) = \sum_{h} \sum_j P^{(h)}_{ij} V_h x_j
 
-    with :math:`P^{(h)}` given by :func:`attention_matrix` (softmax:
+    with :math:`P^{(h)}` the weights of the layer's kind (:func:`attention_matrix`; softmax:
     :math:`P_{ij}=w_je^{\beta\langle x_i,Ax_j\rangle}/\sum_l w_le^{\beta\langle x_i,Ax_l\rangle}`,
     log-sum-exp stabilised). Particle systems use uniform weights; the mean-field (Transformer)
     PDE uses quadrature weights.
@@ -1057,14 +595,16 @@ def velocity(
     X : array (n, d)
         Token positions (rows).
     layer : Attention
+        One layer (a batch goes through :func:`velocity_batch`).
     weights : array (n,), optional
         Masses :math:`w_j \ge 0` summing to one; uniform if omitted.
     positions : array (n,), optional
         Token positions for ``causal`` layers (default: index order).
     backend : {"auto", "numpy", "numba", "dense"}
-        ``auto`` uses a fused numba kernel for softmax/L2 with small d and large n when numba is
-        installed (module ``tokendynamics._kernels``), numpy otherwise; ``dense`` forces the
-        n x n matrix also for linear attention (for tests and benchmarks).
+        ``auto`` uses a fused numba kernel for the kinds that fit it (softmax, L2) with small score rank
+        and large n when numba is installed and it wins (module ``tokendynamics._kernels``), numpy
+        otherwise; ``dense`` forces the n x n matrix also for kinds with a closed form (for tests and
+        benchmarks).
     sinkhorn_state : dict, optional
         A dict in which Sinkhorn potentials are stored and from which they are warm-started
         (pass the same dict along a trajectory).
@@ -1080,6 +620,8 @@ def velocity(
         ``layer`` is not an :class:`Attention`.
     ValueError
         Wrong shapes, non-finite tokens or weights, ``positions`` given to a non-causal layer.
+    CapabilityError
+        Token masses for a kind with no rule for them.
     NonFiniteError
         The field overflowed (e.g. unnormalised softmax with large scores).
     ConvergenceError
@@ -1141,11 +683,16 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
-    # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked
-    # by _check_finite, which raises NonFiniteError, and integrators report it as a blow-up.
+    # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked,
+    # and a non-finite field raises NonFiniteError, which integrators report as a blow-up.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         out = _velocity(X, layer, w, s, backend, sinkhorn_state)
-    return _check_finite(out, layer)
+    if not np.all(np.isfinite(out)):
+        raise NonFiniteError(
+            f"{layer!r} produced a non-finite velocity (overflow); the scores beta <x, A y> are too "
+            "large for this variant at these tokens"
+        )
+    return out
 
 
 #: Codes of :func:`velocity_batch`'s status: the field of a system is fine, overflowed, or its
@@ -1153,9 +700,9 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
 FIELD_OK, FIELD_NONFINITE, FIELD_NOT_CONVERGED = 0, 1, 2
 
 
-def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention | LayerStack:
-    """``layer`` itself if it can act on B systems of tokens of dimension d: an :class:`Attention`
-    (the same layer for every system) or a :class:`LayerStack` of B layers.
+def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention:
+    """``layer`` itself if it can act on B systems of tokens of dimension d: one :class:`Attention`
+    (the same layer for every system) or a batch of B layers.
 
     Parameters
     ----------
@@ -1168,27 +715,27 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
 
     Returns
     -------
-    Attention or LayerStack
+    Attention
         ``layer`` unchanged.
 
     Raises
     ------
     TypeError
-        ``layer`` is neither.
+        ``layer`` is not an :class:`Attention`.
     ValueError
-        Its dimension is not d, or a stack has not B layers.
+        Its dimension is not d, or a batch has not B layers.
 
     References
     ----------
     Each of the B systems is one particle system of paper 1 (Castin et al., arXiv:2501.18322) driven by its
     own layer; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
-    if not isinstance(layer, (Attention, LayerStack)):
-        raise TypeError(f"{what} must be an Attention or a LayerStack, got {type(layer).__name__}")
+    if not isinstance(layer, Attention):
+        raise TypeError(f"{what} must be an Attention (one layer or a batch of layers), got {type(layer).__name__}")
     if layer.d != d:
         raise ValueError(f"{what} has d = {layer.d}, the tokens have d = {d}")
-    if isinstance(layer, LayerStack) and layer.size != B:
-        raise ValueError(f"{what} has {layer.size} layers for {B} systems")
+    if layer.batch_size not in (None, B):
+        raise ValueError(f"{what} has {layer.batch_size} layers for {B} systems")
     return layer
 
 
@@ -1196,10 +743,9 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     r"""The velocity field :math:`\Gamma_{\mu_b}` of B independent systems at once, with their status.
 
     ``X`` has shape (B, n, d): system b is the cloud ``X[b]``, driven by ``layer`` (one
-    :class:`Attention` for all systems) or by ``layer.layer(b)`` (a :class:`LayerStack` of B
-    layers). The formulas and the code are those of :func:`velocity` (the attention weights of
-    every kind are formed by the same function, with the batch as leading axes: one evaluation for
-    the whole batch instead of a Python loop); linear attention goes through the second moment.
+    :class:`Attention` for all systems) or by its layer b (a batch of B layers). The formulas and the
+    code are those of :func:`velocity`, with the batch as leading axes: one evaluation for the whole
+    batch instead of a Python loop.
 
     Nothing is raised for one bad system: batched integrators flag and freeze it, and the others go on.
 
@@ -1207,8 +753,8 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     ----------
     X : array (B, n, d)
         B token clouds.
-    layer : Attention or LayerStack
-        One layer for all systems, or B layers.
+    layer : Attention
+        One layer for all systems, or a batch of B layers.
     weights : array (n,), optional
         Masses shared by all systems (uniform by default).
     sinkhorn_state : dict, optional
@@ -1234,28 +780,52 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     require_batch_layer(layer, B, d)
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains non-finite values (inf or NaN)")
-    w = validate_weights(weights, n)
-    s = validate_positions(None, n)
-    missed = np.zeros(B, dtype=bool)
+    return velocity_batch_unchecked(X, layer, validate_weights(weights, n), sinkhorn_state)
+
+
+def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
+    """:func:`velocity_batch` without validating its inputs (for integrators that validated them once).
+
+    Parameters
+    ----------
+    X : array (B, n, d)
+        float64 clouds.
+    layer : Attention
+        One layer or a batch of B.
+    w : array (n,) or None
+        Masses.
+    sinkhorn_state : dict, optional
+        Warm-start store.
+
+    Returns
+    -------
+    (U, status)
+        As :func:`velocity_batch`.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/07_phase_diagrams.md``.
+    """
+    missed = np.zeros(X.shape[0], dtype=bool)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        out = _velocity(X, layer, w, s, "numpy", sinkhorn_state, failed=missed)
+        out = _velocity(X, layer, w, np.arange(X.shape[1], dtype=float), "numpy", sinkhorn_state, failed=missed)
     status = np.where(np.all(np.isfinite(out), axis=(1, 2)), FIELD_OK, FIELD_NONFINITE)
     status[missed] = FIELD_NOT_CONVERGED
     out[status != FIELD_OK] = 0.0
     return out, status
 
 
-def _velocity(X, layer, w, s, backend, sinkhorn_state, failed=None):
+def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
     """The field of every head, summed. ``X`` may carry leading batch axes (..., n, d).
 
-    A Sinkhorn solve that misses its tolerance raises ConvergenceError, or, when a boolean array
-    ``failed`` (shape of the batch axes) is given, is marked there (batched integrators freeze those
-    systems).
+    A Sinkhorn-type solve that misses its tolerance raises ConvergenceError, or, when a boolean array
+    ``failed`` (shape of the batch axes) is given, is marked there (batched integrators freeze those systems).
     """
+    kind: AttentionKind = layer.kind
     n = X.shape[-2]
     out = np.zeros_like(X)
-    batched = X.ndim > 2 or isinstance(layer, LayerStack)
-    if backend in ("auto", "numba") and layer.kind in ("softmax", "l2") and not layer.causal and not batched:
+    batched = X.ndim > 2 or layer.batch_size is not None
+    if backend in ("auto", "numba") and kind.fused and not layer.causal and not batched:
         from . import _kernels
 
         if backend == "numba" or _kernels.prefer_fused(n, layer):
@@ -1263,29 +833,30 @@ def _velocity(X, layer, w, s, backend, sinkhorn_state, failed=None):
                 out += _kernels.fused_head(X, layer, w, h, require_numba=(backend == "numba"))
             return out
     elif backend == "numba":
-        raise ValueError(f"the numba backend covers non-causal softmax and l2 attention, not {layer.kind!r}")
+        raise ValueError(f"the numba backend covers the kinds of the fused kernel (softmax, l2), not {kind.name!r}")
+    closed = kind.capabilities.get("second_moment") if backend != "dense" else None  # type: ignore[union-attr]
     for h in range(layer.n_heads):
-        if layer.kind == "linear" and backend != "dense":
-            out += _linear_field(X, layer, w, s, h)
-        else:
-            values = _times(X, _mT(_head(layer, h)[1]))
-            if layer.kind == "sinkhorn":
-                W, _, info = _head_weights(X, layer, w, s, h, sinkhorn_state)
-                missed = np.logical_not(np.asarray(info["marginal_error"]) <= layer.sinkhorn_tol)
-                if failed is not None:
-                    failed |= missed
-                elif np.any(missed):
-                    raise ConvergenceError(
-                        sinkhorn_failure(int(np.max(info["iterations"])), float(np.max(info["marginal_error"])), layer)
-                    )
-                out += W @ values
-                continue
-            block = max(1, BLOCK_ENTRIES // (n * math.prod(X.shape[:-2])))
-            for start in range(0, n, block):
-                rows = slice(start, min(n, start + block))
-                W, r, _ = _head_weights(X, layer, w, s, h, rows=rows)
-                field = W @ values
-                out[..., rows, :] += field if r is None else field / r[..., None]
+        if closed is not None:
+            out += closed(X, w, s, layer.head(h), layer.causal)
+            continue
+        values = X @ np.swapaxes(layer.head(h).V, -1, -2)
+        if kind.has("solve"):  # the weights couple all rows: one solve for the whole matrix
+            W, _, info = _head_weights(X, layer, w, s, h, {} if sinkhorn_state is None else sinkhorn_state)
+            missed = np.logical_not(np.asarray(info["marginal_error"]) <= layer.sinkhorn_tol)
+            if failed is not None:
+                failed |= missed
+            elif np.any(missed):
+                raise ConvergenceError(
+                    sinkhorn_failure(int(np.max(info["iterations"])), float(np.max(info["marginal_error"])), layer)
+                )
+            out += W @ values
+            continue
+        block = max(1, BLOCK_ENTRIES // (n * math.prod(X.shape[:-2])))
+        for start in range(0, n, block):
+            rows = slice(start, min(n, start + block))
+            W, r, _ = _head_weights(X, layer, w, s, h, rows=rows)
+            part = W @ values
+            out[..., rows, :] += part if r is None else part / r[..., None]
     return out
 
 
@@ -1319,12 +890,3 @@ def sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
         "still fixes the field to about that relative accuracy), or raise eps (convergence slows down like "
         "exp(-score range / eps), e.g. for tight clusters of tokens with large scores)"
     )
-
-
-def _check_finite(out: np.ndarray, layer: Attention) -> np.ndarray:
-    if not np.all(np.isfinite(out)):
-        raise NonFiniteError(
-            f"{layer!r} produced a non-finite velocity (overflow); the scores beta <x, A y> are too "
-            "large for this variant at these tokens"
-        )
-    return out

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import FIELD_NONFINITE, FIELD_OK, Attention, LayerStack, require_batch_layer, velocity_batch
+from .attention import FIELD_NONFINITE, FIELD_OK, Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
 from .particles import Frames, Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
 from .validation import PARAMETER_DOCS, parse_span, real_array, validate_count, validate_weights
@@ -74,7 +74,10 @@ _DOC = {
     "recipe_d": "recipe : str\n    One of :data:`RECIPES`.\nd : int\n    Dimension.",
     "rng": "rng : int or numpy.random.Generator, optional\n    Seed or generator.",
     # the last parameter of the stack builders, and what they return
-    "shared_returns": "**shared\n    Passed to the stack (``eps``, ``bias``, ...).\n\nReturns\n-------\nLayerStack",
+    "shared_returns": (
+        "**shared\n    Passed to the batch (``eps``, ``bias``, ...).\n\n"
+        "Returns\n-------\nAttention\n    A batch of layers."
+    ),
     "refs_recipes": """
         B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
         (arXiv:2312.10794); book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
@@ -161,10 +164,9 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
 
 @fill_doc(_DOC)
-def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
-    r"""A :class:`~tokendynamics.attention.LayerStack` from stacked ``Q``, ``K``, ``V``.
-
-    L2 attention keeps ``Q`` and ``K``, the other kinds use :math:`A=Q^\top K`.
+def stack_from_matrices(kind: str, M: dict, beta, **shared) -> Attention:
+    r"""A batch of layers (an :class:`~tokendynamics.attention.Attention` with a leading axis) from stacked
+    ``Q``, ``K``, ``V``.
 
     Parameters
     ----------
@@ -179,15 +181,14 @@ def stack_from_matrices(kind: str, M: dict, beta, **shared) -> LayerStack:
     ----------
     Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
     """
-    if kind == "l2":
-        return LayerStack(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
-    A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
-    return LayerStack(kind, A=A, V=M["V"], beta=beta, **shared)
+    beta = np.broadcast_to(np.atleast_1d(real_array(beta, "beta")), (len(M["V"]),))
+    return Attention(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
 
 
 @fill_doc(_DOC)
-def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> LayerStack:
-    """A :class:`~tokendynamics.attention.LayerStack` of ``size`` random layers of one kind from a named recipe.
+def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
+    """A batch of ``size`` random layers of one kind from a named recipe (an :class:`~tokendynamics.attention.Attention`
+    with a leading axis).
 
     Parameters
     ----------
@@ -223,8 +224,8 @@ class Schedule:
 
     Attributes
     ----------
-    layers : tuple of Attention or LayerStack
-        One layer (or stack) per piece.
+    layers : tuple of Attention
+        One layer (or batch of layers) per piece.
     every : float
         Duration :math:`\tau` of a piece.
     t0 : float
@@ -245,8 +246,8 @@ class Schedule:
         if not layers:
             raise ValueError("a Schedule needs at least one layer")
         for lay in layers:
-            if not isinstance(lay, (Attention, LayerStack)):
-                raise TypeError(f"Schedule layers must be Attention or LayerStack, got {type(lay).__name__}")
+            if not isinstance(lay, Attention):
+                raise TypeError(f"Schedule layers must be Attention layers (or batches), got {type(lay).__name__}")
         if not (self.every > 0 and math.isfinite(self.every)):
             raise ValueError(f"every must be a positive duration, got {self.every!r}")
         object.__setattr__(self, "layers", layers)
@@ -320,7 +321,7 @@ class BatchTrajectory(Frames):
         Stored times (shared).
     X : array (m, B, n, d)
         Tokens of every system at the stored times; a frozen system keeps its last good state.
-    layer : Attention, LayerStack, Schedule or callable
+    layer : Attention, Schedule or callable
         What drove the systems.
     method, dt, sphere, weights
         As in :class:`~tokendynamics.particles.Trajectory`.
@@ -372,14 +373,14 @@ class BatchTrajectory(Frames):
         -------
         Trajectory
             Its times, frames and layer (one :class:`~tokendynamics.attention.Attention` when the
-            batch ran a :class:`~tokendynamics.attention.LayerStack`).
+            batch ran a batch of layers).
         """
         b = int(b)
         tb = self.blowup_time[b]
         keep = self.t < tb - 0.5 * self.dt if np.isfinite(tb) else np.ones(len(self.t), bool)
         lay: Any = self.layer
-        if isinstance(lay, LayerStack):
-            lay = lay.layer(b)
+        if isinstance(lay, Attention) and lay.batch_size is not None:
+            lay = lay.member(b)
         info = dict(self.info)
         if np.isfinite(tb):
             info["blowup_reason"] = self.reasons[b]
@@ -404,14 +405,14 @@ def _unit(Y: np.ndarray) -> np.ndarray:
 
 
 def _as_batch_layer(layers, B: int, d: int):
-    """An Attention (shared), a LayerStack of B, a Schedule or a callable; a sequence is stacked."""
-    if isinstance(layers, (Attention, LayerStack, Schedule)) or callable(layers):
+    """An Attention (shared, or a batch of B), a Schedule or a callable; a sequence is stacked."""
+    if isinstance(layers, (Attention, Schedule)) or callable(layers):
         lay = layers
     elif isinstance(layers, Sequence) and layers and all(isinstance(x, Attention) for x in layers):
-        lay = LayerStack.of(layers)
+        lay = Attention.stack(layers)
     else:
         raise TypeError(
-            "layers must be an Attention (one layer for every system), a LayerStack or a sequence of B "
+            "layers must be an Attention (one layer for every system, or a batch of B), or a sequence of B "
             f"Attention layers (one per system), a Schedule, or a callable t -> layer; got {type(layers).__name__}"
         )
     return lay
@@ -442,9 +443,9 @@ def simulate_batch(
     ----------
     X0 : array (B, n, d)
         Initial clouds (unit rows if ``sphere=True``).
-    layers : Attention, LayerStack, sequence of Attention, Schedule, or callable ``t -> layer``
+    layers : Attention, sequence of Attention, Schedule, or callable ``t -> layer``
         One layer for every system (an :class:`~tokendynamics.attention.Attention`), one per system
-        (a :class:`~tokendynamics.attention.LayerStack` of B layers, or a sequence of B layers of
+        (a batch of B layers, or a sequence of B layers of
         one kind and shape, stacked here), layers that change with depth (a callable returning
         either, evaluated at every stage time, or a :class:`Schedule`, piecewise constant and
         evaluated at the start of each step).
@@ -496,7 +497,7 @@ def simulate_batch(
     w = validate_weights(weights, n)
     lay0 = _as_batch_layer(layers, B, d)
     piecewise = isinstance(lay0, Schedule)
-    fixed = isinstance(lay0, (Attention, LayerStack))
+    fixed = isinstance(lay0, Attention)
     _check_layer(lay0 if fixed else lay0(t0), B, d, t0)
     if sphere:
         norms = np.linalg.norm(X0, axis=-1)
@@ -533,7 +534,7 @@ def simulate_batch(
         lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t_eval))
         if not fixed:
             _check_layer(lay, B, d, t_eval)
-        if isinstance(lay, LayerStack) and len(active) < B:
+        if lay.batch_size is not None and len(active) < B:
             key = (id(lay), len(active))
             if key not in sub_cache:
                 sub_cache.clear()
@@ -560,7 +561,7 @@ def simulate_batch(
                     _failed[bad_in & (_failed == FIELD_OK)] = FIELD_NONFINITE
                     Y = np.where(bad_in[:, None, None], 0.0, Y)
                 Yn = _unit(Y) if sphere else Y
-                U, status = velocity_batch(Yn, layer_for(te, _t), w, sinkhorn_state=state)
+                U, status = velocity_batch_unchecked(Yn, layer_for(te, _t), w, state)
                 new = (status != FIELD_OK) & (_failed == FIELD_OK)
                 _failed[new] = status[new]
                 return project_tangent(Yn, U) if sphere else U
@@ -588,8 +589,8 @@ def simulate_batch(
             X[active[good]] = Xn[good]
             if new_bad.any():  # frozen at the last good state; the others go on
                 active = active[good]
-                for key in list(state):
-                    state[key] = state[key][good]
+                for sub in state.values():
+                    sub.update({key: value[good] for key, value in sub.items()})
         if stored(k):
             ts.append(t0 + k * h)
             Xs.append(X.copy())

@@ -27,6 +27,17 @@ class NonFiniteError(TokenDynamicsError, FloatingPointError):
     """
 
 
+class CapabilityError(TokenDynamicsError, ValueError):
+    """A computation needs something the attention kind does not know (a Gaussian closure, a stability
+    constant, a rule for token masses...): the message names the kind and the missing capability.
+
+    Parameters
+    ----------
+    message : str
+        What was needed, and which kinds have it.
+    """
+
+
 class ConvergenceError(TokenDynamicsError, RuntimeError):
     """An inner iterative solver (e.g. Sinkhorn) did not reach its tolerance.
 

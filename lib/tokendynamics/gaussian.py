@@ -54,9 +54,10 @@ from typing import Any
 import numpy as np
 from scipy.linalg import expm, fractional_matrix_power
 
-from .attention import Attention, LayerLike, LayerStack, layer_at
+from .attention import Attention, LayerLike, layer_at
 from .docstrings import fill_doc
-from .errors import BlowUpError, NonFiniteError
+from .errors import BlowUpError, CapabilityError, NonFiniteError
+from .kinds import KINDS
 from .odes import adaptive_solve, solve_ode
 from .particles import sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
@@ -114,14 +115,11 @@ __all__ = [
     "disc_point",
     "cov_from_cone",
     "cone_grid",
-    "sinkhorn_spectrum",
 ]
 
-GAUSSIAN_KINDS = ("softmax", "linear", "l2", "sinkhorn")
-"""Attention kinds whose field is affine on Gaussians (any number of heads)."""
-
-# eigenvalues of Sigma^{1/2} below this fraction of the largest (of Sigma: 1e-14) count as zero (Sinkhorn)
-_PINV_RTOL = 1e-7
+#: Built-in attention kinds whose field is affine on Gaussians (any number of heads): those with the
+#: ``gaussian`` capability (:mod:`tokendynamics.kinds`).
+GAUSSIAN_KINDS = tuple(name for name, k in KINDS.items() if k.has("gaussian"))
 
 _PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322)"
 _CHAPTER2 = "book: ``chapters/02_gaussian_preservation.md``"
@@ -135,7 +133,7 @@ _DOC = {
         cov : array (d, d)
             Its covariance :math:`\Sigma`: symmetric positive semi-definite (singular allowed).
         layer : Attention
-            The same layer object the particle core uses; kind in :data:`GAUSSIAN_KINDS`, not causal.
+            The same layer object the particle core uses; its kind one of :data:`GAUSSIAN_KINDS`, not causal.
     """,
     # what the affine field refuses (gaussian_velocity, gaussian_rhs)
     "raises_state": """
@@ -188,7 +186,7 @@ _DOC = {
 }
 
 
-class NotGaussianPreservingError(ValueError):
+class NotGaussianPreservingError(CapabilityError):
     """The attention variant does not map Gaussians to Gaussians (its field is not affine)."""
 
 
@@ -200,11 +198,11 @@ class NotGaussianPreservingError(ValueError):
 def _check_layer(layer: Attention) -> None:
     if not isinstance(layer, Attention):
         raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
-    if layer.kind not in GAUSSIAN_KINDS:
-        raise NotGaussianPreservingError(
-            f"layer: {layer.kind!r} attention does not preserve Gaussian measures: its field on "
-            f"N(alpha, Sigma) is not affine (chapter 2 of the book). Gaussian ODEs exist for {GAUSSIAN_KINDS}."
-        )
+    layer.kind.require(
+        "gaussian",
+        "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) is not affine has none, chapter 2)",
+        error=NotGaussianPreservingError,
+    )
     if layer.causal:
         raise NotGaussianPreservingError(
             "layer: masked (causal) attention preserves Gaussians only for position-independent data "
@@ -218,94 +216,17 @@ def _sym(S):
     return 0.5 * (S + np.swapaxes(S, -1, -2))
 
 
-@fill_doc(_DOC)
-def sinkhorn_spectrum(root, cov, B):
-    r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}`
-    (batched).
-
-    With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma
-    B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
-    returns :math:`(\sqrt{1+4h},W)`. The plan's cross-covariance is
-    :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
-    (chapter 2 of the book, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
-    :mod:`tokendynamics.gradient_flow` is a sum over the same :math:`\sqrt{1+4h}`.
-
-    Parameters
-    ----------
-    root : array (..., d, d)
-        The symmetric square root :math:`\Sigma^{1/2}` of ``cov`` (e.g. from
-        :func:`~tokendynamics.transport.psd_sqrt`); not checked against ``cov``.
-    cov : array (..., d, d)
-        The covariance :math:`\Sigma`, symmetric positive semi-definite.
-    B : array (d, d) or (..., d, d)
-        Matrix of the kernel :math:`e^{\langle Bx,y\rangle}`; the Sinkhorn field of a head uses
-        :math:`B=(\beta/\varepsilon)A^\top`.
-
-    Returns
-    -------
-    sq : array (..., d)
-        :math:`\sqrt{1+4h_i}` for the eigenvalues :math:`h_i` of :math:`H` in increasing order
-        (round-off negatives clipped to 0), so every entry is at least 1.
-    W : array (..., d, d)
-        Orthonormal eigenvectors of :math:`H`, in the columns, in the same order.
-
-    References
-    ----------
-    %(refs_odes)s
-    The same square roots make the closed-form Sinkhorn energy of ``chapters/03_gradient_flow.md``,
-    equation (eq-gf-sinkhorn-energy).
-    """
-    lam, W = np.linalg.eigh(_sym(root @ np.swapaxes(B, -1, -2) @ cov @ B @ root))
-    return np.sqrt(1.0 + 4.0 * np.clip(lam, 0.0, None)), W
-
-
 def _affine_field(mean, cov, layer: Attention):
-    r"""(b, M, M Sigma) of the field on N(mean, cov), summed over heads; batched over leading axes.
+    r"""(b, M, M Sigma) of the field on N(mean, cov), summed over heads (the kind's closure); batched over leading axes.
 
-    ``M Sigma`` is returned separately because for Sinkhorn it has a closed form
-    (:math:`VC^\top`) that needs no pseudo-inverse.
+    ``M Sigma`` is returned separately because for Sinkhorn it has a closed form (:math:`VC^\top`) that
+    needs no pseudo-inverse.
     """
-    d = layer.d
-    b = np.zeros(mean.shape)
-    M = np.zeros(cov.shape)
-    MS = np.zeros(cov.shape)
-    eye = np.eye(d)
-    beta = layer.beta
-    root = root_pinv = None
+    closure = layer.kind.require("gaussian", "the Gaussian ODEs", error=NotGaussianPreservingError)
+    b, M, MS = np.zeros(mean.shape), np.zeros(cov.shape), np.zeros(cov.shape)
     for h in range(layer.n_heads):
-        V = layer.V[h]
-        if layer.kind == "softmax":
-            Mh = (V @ cov) @ (beta * layer.A[h].T)
-            bh = mean @ V.T
-            MSh = Mh @ cov
-        elif layer.kind == "linear":
-            second = cov + mean[..., :, None] * mean[..., None, :]
-            Mh = (V @ second) @ (beta * layer.A[h].T)
-            bh = np.zeros(mean.shape)
-            MSh = Mh @ cov
-        elif layer.kind == "l2":
-            Q, K = layer.Q[h], layer.K[h]
-            G = 2.0 * beta * (K.T @ K)
-            Cq = 2.0 * beta * (K.T @ Q)
-            lhs = eye + cov @ G  # invertible: cov G has a non-negative real spectrum
-            rhs = np.concatenate([mean[..., :, None], cov @ Cq], axis=-1)
-            sol = np.linalg.solve(lhs, rhs)
-            bh = (V @ sol[..., :, :1])[..., 0]
-            Mh = V @ sol[..., :, 1:]
-            MSh = Mh @ cov
-        else:  # sinkhorn
-            if root is None:
-                root, root_pinv = psd_sqrt(cov, pinv_rtol=_PINV_RTOL)
-            B = (beta / layer.eps) * layer.A[h].T  # paper 1's A_1 / eps
-            sq, W = sinkhorn_spectrum(root, cov, B)
-            X = (W * (2.0 / (1.0 + sq))[..., None, :]) @ np.swapaxes(W, -1, -2)
-            left = cov @ B @ root @ X  # C^T = left @ root
-            MSh = V @ (left @ root)
-            Mh = V @ (left @ root_pinv)
-            bh = mean @ V.T - (Mh @ mean[..., :, None])[..., 0]
-        b = b + bh
-        M = M + Mh
-        MS = MS + MSh
+        bh, Mh, MSh = closure(mean, cov, layer.head(h))
+        b, M, MS = b + bh, M + Mh, MS + MSh
     return b, M, MS
 
 
@@ -726,8 +647,9 @@ _DP_A = (
 _DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
 _DP_E = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])
 
-#: kinds whose covariance equation does not involve the mean (and has a closed-form M without a pseudo-inverse)
-BATCH_KINDS = ("softmax", "l2")
+#: Built-in kinds whose covariance equation does not involve the mean (the ``covariance`` capability:
+#: :math:`M=\sum_hV_h(I+\Sigma G_h)^{-1}\Sigma C_h`, no pseudo-inverse).
+BATCH_KINDS = tuple(name for name, k in KINDS.items() if k.has("covariance"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -779,29 +701,23 @@ class CovarianceBatch:
         return len(self.status)
 
 
-def _as_stack(layers) -> LayerStack:
-    stack = layers if isinstance(layers, LayerStack) else LayerStack.of(layers)
-    if stack.kind not in BATCH_KINDS:
-        raise ValueError(
-            f"the batched covariance solver handles {BATCH_KINDS} attention (whose covariance equation "
-            f"does not involve the mean), got {stack.kind!r}: use solve_gaussian member by member"
-        )
+def _as_stack(layers) -> Attention:
+    stack = layers if isinstance(layers, Attention) and layers.batch_size is not None else Attention.stack(layers)
+    stack.kind.require("covariance", "the batched covariance solver (use solve_gaussian member by member)")
     return stack
 
 
-def _field_matrix_batch(cov, stack: LayerStack, idx) -> np.ndarray:
-    r"""M of the affine field on :math:`N(\alpha,\Sigma_b)` for the members ``idx`` of a stack, shape (b, d, d)."""
-    beta = stack.beta[idx][:, None, None]
+def _field_matrix_batch(cov, stack: Attention, idx) -> np.ndarray:
+    r""":math:`M=\sum_hV_h(I+\Sigma G_h)^{-1}\Sigma C_h` of the affine field on :math:`N(\alpha,\Sigma_b)` for the
+    members ``idx`` of a batch of layers (the kind's ``covariance`` factors), shape (b, d, d)."""
+    sub = stack.take(idx)
+    factors = sub.kind.require("covariance", "the batched covariance solver")
     M = np.zeros(cov.shape)
-    for h in range(stack.n_heads):
-        V = stack.V[idx, h]
-        if stack.kind == "softmax":
-            M += beta * (V @ cov @ np.swapaxes(stack.A[idx, h], -1, -2))
-        else:  # l2: 2 beta V (I + 2 beta Sigma K^T K)^{-1} Sigma K^T Q
-            K, Q = stack.K[idx, h], stack.Q[idx, h]
-            KT = np.swapaxes(K, -1, -2)
-            lhs = np.eye(cov.shape[-1]) + 2.0 * beta * (cov @ KT @ K)
-            M += 2.0 * beta * (V @ np.linalg.solve(lhs, cov @ KT @ Q))
+    for h in range(sub.n_heads):
+        head = sub.head(h)
+        G, C = factors(head)
+        right = cov @ C if G is None else np.linalg.solve(np.eye(cov.shape[-1]) + cov @ G, cov @ C)
+        M += head.V @ right
     return M
 
 
@@ -843,7 +759,7 @@ def solve_covariance_batch(
     ----------
     cov0 : array (d, d) or (B, d, d)
         Initial covariances (one for all members, or one each). Never modified.
-    layers : LayerStack or sequence of Attention
+    layers : Attention (a batch of layers) or sequence of Attention
         One layer per member, all of kind ``"softmax"`` or all ``"l2"`` (:data:`BATCH_KINDS`), any
         number of heads.
     T : float
@@ -875,7 +791,7 @@ def solve_covariance_batch(
     arXiv 2501.18322 (the Gaussian ODEs); the book's chapter "Gaussian tokens: clustering and blow-up".
     """
     stack = _as_stack(layers)
-    B, d = stack.size, stack.d
+    B, d = len(stack), stack.d
     T = float(T)
     if not (T > 0 and math.isfinite(T)):
         raise ValueError(f"T must be a positive number, got {T!r}")
@@ -1002,7 +918,7 @@ def solve_covariance_batch(
                 # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
                 active[b] = False
                 S_b = covs(Phi[b : b + 1], [b])[0]
-                lay = stack.layer(int(b))
+                lay = stack.member(int(b))
                 kw: dict[str, Any] = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
                 run = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), **kw)
                 steps[b] += len(run.t)
@@ -1252,7 +1168,7 @@ def clustering_condition_search(
         kept_S.append(S)
     A, V, S = np.array(kept_A), np.array(kept_V), np.array(kept_S)
     runs = solve_covariance_batch(
-        S, LayerStack("softmax", A=A, V=V), T, rtol=rtol, atol=atol, blowup_trace=blowup_trace
+        S, Attention("softmax", A=A, V=V, beta=np.ones(len(A))), T, rtol=rtol, atol=atol, blowup_trace=blowup_trace
     )
     return ConditionSearch(
         A=A,
@@ -1748,7 +1664,7 @@ def compare_with_particles(
     Parameters
     ----------
     layer : Attention
-        A constant layer of a kind in :data:`GAUSSIAN_KINDS`, not causal; it moves the particles
+        A constant layer, its kind one of :data:`GAUSSIAN_KINDS`, not causal; it moves the particles
         and defines the ODEs.
     mean0 : array (d,)
         The mean :math:`\alpha_0` of the Gaussian the tokens are drawn from.
@@ -1825,7 +1741,8 @@ def compare_with_particles(
 
 def _softmax_single(layer: Attention, what: str) -> Attention:
     _check_layer(layer)
-    if layer.kind != "softmax" or layer.n_heads != 1:
+    layer.kind.require("quadratic_covariance", what)
+    if layer.n_heads != 1:
         raise ValueError(f"{what} holds for single-head softmax attention, got {layer!r}")
     return layer
 
@@ -2036,23 +1953,13 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     (eq-gauss-rank), and section "Five behaviours in the cone" (convergence to a line).
     """
     _check_layer(layer)
-    if layer.n_heads != 1 or layer.kind not in ("softmax", "l2"):
+    clustering = layer.kind.require("clustering_matrix", "the clustering limit")
+    if layer.n_heads != 1:
         raise ValueError(f"the clustering limit is known for single-head softmax and l2 attention, got {layer!r}")
     v = _scalar_value(layer, "the clustering limit")
     if not v > 0:
         raise ValueError(f"the clustering limit needs V = v I with v > 0, got v = {v:g}")
-    if layer.kind == "softmax":
-        S = _sym_part(layer)
-    else:
-        KQ = layer.K[0].T @ layer.Q[0]
-        scale = max(1.0, float(np.abs(KQ).max()))
-        if not np.allclose(KQ, KQ.T, rtol=0, atol=1e-12 * scale):
-            raise ValueError("the L2 clustering limit needs K^T Q symmetric")
-        S = KQ + KQ.T
-        KK = layer.K[0].T @ layer.K[0]
-        kerS = np.linalg.eigvalsh(S)
-        if np.sum(np.abs(kerS) > 1e-10 * scale) != np.sum(np.linalg.eigvalsh(KK) > 1e-10 * max(1.0, np.abs(KK).max())):
-            raise ValueError("the L2 clustering limit needs ker K^T Q = ker K")
+    S = clustering(layer.head(0))
     lamS = np.linalg.eigvalsh(S)
     if lamS[-1] > 1e-12 * max(1.0, np.abs(lamS).max()):
         raise ValueError(
@@ -2095,8 +2002,7 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     %(refs_rank_one)s
     """
     _check_layer(layer)
-    if layer.kind != "softmax":
-        raise ValueError(f"the rank-one reduction is stated for softmax attention, got {layer.kind!r}")
+    layer.kind.require("quadratic_covariance", "the rank-one reduction")
     z = validate_finite_array(z, "z", min_ndim=1)
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
@@ -2274,8 +2180,7 @@ def decoupled_mean(mean0, layer: Attention, t):
     Section "The mean" compares it with the particles.
     """
     _check_layer(layer)
-    if layer.kind != "sinkhorn":
-        raise ValueError(f"the mean decouples from the covariance for Sinkhorn attention, not {layer.kind!r}")
+    layer.kind.require("mean_decouples", "the decoupled mean")
     V = layer.V.sum(axis=0)
     mean0 = validate_finite_array(mean0, "mean0", ndim=1)
     if mean0.shape != (layer.d,):
@@ -2315,19 +2220,8 @@ def growth_rate(layer: Attention) -> float:
     ``chapters/02_gaussian_preservation.md``, section "Blow-up in finite time, or not", where the bound is derived.
     """
     _check_layer(layer)
-    c = 0.0
-    for h in range(layer.n_heads):
-        nv = float(np.linalg.norm(layer.V[h], 2))
-        if layer.kind == "sinkhorn":
-            c += nv
-        elif layer.kind == "l2":
-            K, Q = layer.K[h], layer.Q[h]
-            lam = float(np.linalg.eigvalsh(K.T @ K)[0])
-            if lam <= 1e-14 * max(1.0, float(np.linalg.norm(K)) ** 2):
-                return math.inf
-            c += nv * float(np.linalg.norm(K.T @ Q, 2)) / lam
-        else:
-            raise ValueError(f"no global growth bound for {layer.kind!r} attention (it can blow up in finite time)")
+    rate = layer.kind.require("growth_rate", "a global growth bound (softmax and linear attention can blow up)")
+    c = sum(rate(layer.head(h)) for h in range(layer.n_heads))
     return c
 
 

@@ -58,13 +58,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import BLOCK_ENTRIES, SINKHORN_ITERS, SINKHORN_TOL, Attention, sinkhorn_potentials, velocity
+from .attention import BLOCK_ENTRIES, SINKHORN_ITERS, SINKHORN_TOL, Attention, velocity
 from .docstrings import fill_doc
 from .errors import ConvergenceError, NonFiniteError
-from .gaussian import GaussianTrajectory, gaussian_rhs, gaussian_velocity, sinkhorn_spectrum, solve_gaussian
+from .gaussian import GaussianTrajectory, gaussian_rhs, gaussian_velocity, solve_gaussian
 from .metrics import detect_clusters
 from .particles import Trajectory
-from .transport import bures_wasserstein, psd_sqrt, wasserstein
+from .transport import bures_wasserstein, psd_sqrt, sinkhorn_potentials, sinkhorn_spectrum, wasserstein
 from .validation import (
     real_array,
     validate_choice,
@@ -986,11 +986,12 @@ def sign_rule_survey(
         M = twisted_matrix(A, V)
         lam = np.linalg.eigvalsh(M + M.T)
         lo[c], hi[c] = lam[0] / np.max(np.abs(lam)), lam[-1] / np.max(np.abs(lam))
-        rate[c] = energy_rate(X, Attention(kind, A=A, V=V))
-        formula[c] = dissipation(X, A, V, normalized=(kind == "softmax"))
+        layer = Attention(kind, A=A, V=V)
+        rate[c] = energy_rate(X, layer)
+        formula[c] = dissipation(X, A, V, normalized=layer.kind.normalised)
         pred[c] = energy_sign(A, V)
         # V = A gives M = I: the dissipation is then int |grad Z|^2 Z^{-k} dmu
-        norm[c] = 0.5 * np.max(np.abs(lam)) * dissipation(X, A, A, normalized=(kind == "softmax"))
+        norm[c] = 0.5 * np.max(np.abs(lam)) * dissipation(X, A, A, normalized=layer.kind.normalised)
     return SignRuleSurvey(
         lam_min=lo, lam_max=hi, rate=rate, formula=formula, predicted=pred.astype(int), scale=norm, kind=kind
     )
@@ -1181,7 +1182,7 @@ def sinkhorn_energy_empirical(
     :math:`\mathrm{OT}_\varepsilon(\mu,\mu)=\min_\pi\int-\langle x,Ay\rangle
     d\pi+\varepsilon\,\mathrm{KL}(\pi|\mu\otimes\mu)`;
     at the optimum the dual value is :math:`\int f+\int g` with the potentials of the core's log-domain
-    Sinkhorn (:func:`~tokendynamics.attention.sinkhorn_potentials`, the same solver as Sinkhorn
+    Sinkhorn (:func:`~tokendynamics.transport.sinkhorn_potentials`, the same solver as Sinkhorn
     attention). Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for the Sinkhorn layer
     with :math:`V=A` (Sander et al. 2022; tested).
 
@@ -2205,8 +2206,7 @@ def gaussian_energy_curves(
     """
 
     A, V = layer_matrices(layer)
-    if layer.kind != "softmax":
-        raise ValueError(f"the energy curves follow softmax attention, got {layer.kind!r}")
+    layer.kind.require("quadratic_covariance", "the energy curves (they follow softmax attention)")
     T = validate_positive(T, "T")
     n_times = validate_count(n_times, "n_times", minimum=2)
     traj = solve_gaussian(

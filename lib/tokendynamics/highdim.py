@@ -236,13 +236,13 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     s = validate_finite(skew_scale, "skew_scale")
     rng = np.random.default_rng(validate_count(seed, "seed", minimum=0))
     Q = _orthogonal(d, rng)
+    shape = spectrum if isinstance(spectrum, str) else "given"
     if isinstance(spectrum, str):
-        kind = spectrum
-        if kind == "positive":
+        if spectrum == "positive":
             lam = rng.uniform(0.5, 2.0, size=d)
-        elif kind == "negative":
+        elif spectrum == "negative":
             lam = -rng.uniform(0.5, 2.0, size=d)
-        elif kind == "mixed":
+        elif spectrum == "mixed":
             if d < 3:
                 raise ValueError("the 'mixed' spectrum needs d >= 3")
             p = rng.uniform(0.3, 0.8)
@@ -251,7 +251,6 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
         else:
             raise ValueError(f"spectrum must be 'positive', 'mixed', 'negative' or an array, got {spectrum!r}")
     else:
-        kind = "given"
         lam = validate_finite_array(spectrum, "spectrum")
         if lam.shape != (d,):
             raise ValueError(f"spectrum must be {d} finite numbers, got shape {lam.shape}")
@@ -261,12 +260,12 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
         "positive": ("Case 1, sym(A) ≻ 0", "positive definite"),
         "mixed": ("Case 1, sym(A) indefinite", "indefinite with one positive eigenvalue and tr A < 0"),
         "negative": ("Case 1, sym(A) ≺ 0", "negative definite"),
-    }.get(kind, ("Case 1, given spectrum", "with the given eigenvalues"))
+    }.get(shape, ("Case 1, given spectrum", "with the given eigenvalues"))
     return MatrixCase(
         "case1",
         _readonly(A),
         _readonly(np.eye(d)),
-        {"d": d, "spectrum": kind, "skew_scale": s, "seed": seed},
+        {"d": d, "spectrum": shape, "skew_scale": s, "seed": seed},
         _readonly(np.sort(lam)[::-1]),
         label,
         f"V = I, A with symmetric part {words} plus a random skew part",
@@ -922,11 +921,11 @@ def run_variant(
     validate_instance(mc, MatrixCase, "mc", "a MatrixCase (e.g. matrix_case('case2', d))")
     validate_choice(kind, "kind", VARIANTS)
     validate_choice(engine, "engine", ("particles", "projective"))
-    if engine == "projective" and kind != "linear":
-        raise ValueError("the projective engine is exact for linear attention only")
+    layer = mc.layer(kind, beta)
+    if engine == "projective":
+        layer.kind.require("second_moment", "the projective engine (exact for linear attention only)")
     T = validate_positive(T, "T")
     t_eval = np.linspace(0.0, T, validate_count(n_eval, "n_eval", minimum=2))
-    layer = mc.layer(kind, beta)
     start = time.perf_counter()
     if engine == "projective":
         traj = projective_flow(X0, layer, float(T), t_eval=t_eval, solver=solver, rtol=rtol, atol=atol)
@@ -1174,18 +1173,18 @@ def clustering_time(
     seed = validate_count(seed, "seed", minimum=0)
     mc = make_case(case, d, matrix_seed, **case_params)
     X0 = sample_sphere(n, d, seed)
-    if engine == "auto":
-        engine = "projective" if (kind == "linear" and d <= n) else "particles"
-    if engine == "projective" and kind != "linear":
-        raise ValueError("the projective engine is exact for linear attention only")
     layer = mc.layer(kind, beta)
+    if engine == "auto":
+        engine = "projective" if (layer.kind.has("second_moment") and d <= n) else "particles"
+    if engine == "projective":
+        layer.kind.require("second_moment", "the projective engine (exact for linear attention only)")
     start = time.perf_counter()
     if engine == "projective":
         traj = projective_flow(
             X0, layer, float(T), t_eval=[0.0, float(T)], solver="RK45", rtol=1e-8, atol=1e-10, until=level
         )
     else:
-        tight = kind == "linear"  # the same accuracy as the projective path
+        tight = layer.kind.has("second_moment")  # the same accuracy as the projective path
         traj = simulate(
             X0,
             layer,

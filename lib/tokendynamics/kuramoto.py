@@ -151,7 +151,7 @@ def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
     p = np.asarray(m_plus)
     q = np.asarray(m_minus)
     for arr, nm in ((p, "m_plus"), (q, "m_minus")):
-        if arr.dtype.kind not in "biufc" or not np.all(np.isfinite(arr)):
+        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool) or not np.all(np.isfinite(arr)):
             raise ValueError(f"{nm} must be a finite complex number or array, got {arr!r:.60}")
     p, q = p.astype(complex), q.astype(complex)
     M = np.empty(np.broadcast_shapes(p.shape, q.shape) + (2, 2))

@@ -40,11 +40,7 @@ __all__ = ["projective_flow", "ProjectiveSolution", "solve_projective"]
 
 def _linear_layer(layer: Attention) -> tuple[np.ndarray, np.ndarray, float]:
     require_layer(layer)
-    if layer.kind != "linear":
-        raise ValueError(
-            "layer must be a linear-attention layer (the projective reduction holds for linear attention), "
-            f"got {layer!r}"
-        )
+    layer.kind.require("second_moment", "layer: the projective reduction (it holds for linear attention)")
     if layer.n_heads != 1 or layer.causal:
         raise ValueError("layer must have one non-causal head: the projective reduction is implemented for that case")
     return layer.A[0], layer.V[0], layer.beta

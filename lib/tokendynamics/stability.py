@@ -78,35 +78,33 @@ _DOC = {
 }
 
 
-def _opnorm(M) -> float:
-    return float(np.linalg.norm(M, 2))
-
-
 @fill_doc(_DOC)
 def has_explicit_bound(layer: Attention) -> bool:
-    """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (all kinds but Sinkhorn).
+    """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (its kind has them).
 
     Parameters
     ----------
     layer : Attention
-        The layer whose kind is looked at (a TypeError if it is not an :class:`~tokendynamics.attention.Attention`).
+        The layer whose kind is asked (a TypeError if it is not an :class:`~tokendynamics.attention.Attention`).
 
     Returns
     -------
     bool
-        False for Sinkhorn attention, whose dependence on the measure goes through the Sinkhorn potentials;
-        True for every other kind (a causal softmax or L2 layer also needs a sink mass,
-        see :func:`lipschitz_constants`).
+        False for a kind without explicit constants (Sinkhorn attention, whose dependence on the measure
+        goes through the Sinkhorn potentials; hardmax, whose field is discontinuous; a kind of one's own);
+        True otherwise (a causal row-normalised layer also needs a sink mass, see :func:`lipschitz_constants`).
 
     References
     ----------
     %(ref_stability)s
     """
-    return require_layer(layer).kind != "sinkhorn"
+    return require_layer(layer).kind.has("lipschitz")
 
 
-def _exp(x: float) -> float:
-    return math.exp(x) if x < 700 else math.inf
+def _heads(layer: Attention, capability: str, R: float):
+    """The kind's bound ``capability`` at radius R for every head of the layer."""
+    bound = layer.kind.require(capability, "the explicit stability bound")
+    return [bound(layer.head(h), R) for h in range(layer.n_heads)]
 
 
 @fill_doc(_DOC)
@@ -118,15 +116,20 @@ def support_speed(layer: Attention, R: float) -> float:
     Parameters
     ----------
     layer : Attention
-        The layer; its kind picks the bound of the module's table, summed over its heads with
-        :math:`a=\beta\|A_h\|`, :math:`v=\|V_h\|`.
+        The layer; its kind gives the bound per head (the module's table, with :math:`a=\beta\|A_h\|`,
+        :math:`v=\|V_h\|`), summed over heads.
     %(R)s
 
     Returns
     -------
     float
         The bound on the speed of the tokens (:math:`vR` for the normalised kinds and sigmoid,
-        :math:`vRe^{aR^2}` unnormalised, :math:`avR^3` linear); ``inf`` once the exponential overflows.
+        :math:`vRe^{aR^2}` unnormalised, :math:`avR^3` linear and ReLU); ``inf`` once the exponential overflows.
+
+    Raises
+    ------
+    CapabilityError
+        The kind has no speed bound (e.g. a kind of one's own).
 
     References
     ----------
@@ -134,17 +137,7 @@ def support_speed(layer: Attention, R: float) -> float:
     """
     require_layer(layer)
     R = np.float64(validate_positive(R, "R", allow_zero=True))  # numpy scalar: overflow gives inf, not an error
-    out = 0.0
-    for h in range(layer.n_heads):
-        v = _opnorm(layer.V[h])
-        a = layer.beta * _opnorm(layer.A[h])
-        if layer.kind in ("softmax", "l2", "sinkhorn", "sigmoid"):
-            out += v * R
-        elif layer.kind == "unnormalized_softmax":
-            out += v * R * _exp(a * R * R)
-        elif layer.kind == "linear":
-            out += a * v * R**3
-    return out
+    return float(sum(_heads(layer, "speed", R)))
 
 
 @fill_doc(_DOC)
@@ -159,7 +152,7 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
     Parameters
     ----------
     layer : Attention
-        The layer (any kind but Sinkhorn); the constants are summed over its heads.
+        The layer (a kind with explicit constants); the constants are summed over its heads.
     %(R)s
     m0 : float, optional
         Sink mass :math:`m_0=\lambda(\{0\})` of masked attention; None for a layer that needs none (every
@@ -175,45 +168,26 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
 
     Raises
     ------
+    CapabilityError
+        For a kind without explicit constants (Sinkhorn, hardmax, a kind of one's own).
     ValueError
-        For Sinkhorn attention (no explicit constant) or a causal softmax/L2 layer without ``m0 > 0``.
+        A causal row-normalised layer without ``m0 > 0``.
 
     References
     ----------
     %(ref_stability)s
     """
-    if not has_explicit_bound(layer):
-        raise ValueError(
-            "no explicit stability constant is available for Sinkhorn attention "
-            "(none is derived in this book); measure the growth factor instead"
-        )
+    require_layer(layer)
     R = np.float64(validate_positive(R, "R", allow_zero=True))
     if m0 is not None:
         m0 = validate_finite(m0, "m0")
-    normalised_causal = layer.causal and layer.kind in ("softmax", "l2")
+    normalised_causal = layer.causal and layer.kind.normalised
     if normalised_causal and not (m0 is not None and m0 > 0):
         raise ValueError("a causal softmax layer has no uniform constant without an attention sink: give m0 > 0")
-    lip_x = lip_mu = 0.0
-    b = layer.beta
-    for h in range(layer.n_heads):
-        v = _opnorm(layer.V[h])
-        a = b * _opnorm(layer.A[h])
-        r2 = R * R
-        if layer.kind == "softmax":
-            lx, lm = a * v * r2, v * (1 + 2 * a * r2) * _exp(2 * a * r2)
-        elif layer.kind == "l2":
-            q, k = math.sqrt(b) * _opnorm(layer.Q[h]), math.sqrt(b) * _opnorm(layer.K[h])
-            lx = 2 * a * v * r2  # a = beta ||Q^T K||
-            lm = v * (1 + 4 * k * (q + k) * r2) * _exp((q + k) ** 2 * r2)
-        elif layer.kind == "sigmoid":
-            lx, lm = a * v * r2 / 4, v * (1 + a * r2 / 4)
-        elif layer.kind == "unnormalized_softmax":
-            lx, lm = a * v * r2 * _exp(a * r2), v * (1 + a * r2) * _exp(a * r2)
-        else:  # linear
-            lx, lm = a * v * r2, 2 * a * v * r2
-        lip_x += lx
-        lip_mu += lm / m0 if normalised_causal and m0 is not None else lm
-    return lip_x, lip_mu
+    bounds = _heads(layer, "lipschitz", R)
+    lip_x = sum(lx for lx, _ in bounds)
+    lip_mu = sum(lm / m0 if normalised_causal and m0 is not None else lm for _, lm in bounds)
+    return float(lip_x), float(lip_mu)
 
 
 @fill_doc(_DOC)

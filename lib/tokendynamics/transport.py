@@ -30,6 +30,7 @@ distance (book: ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl)).
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -61,6 +62,9 @@ __all__ = [
     "psd_sqrt",
     "circle_wasserstein1",
     "circle_bounded_lipschitz",
+    "sinkhorn_potentials",
+    "sinkhorn_spectrum",
+    "SCALING_MAX_RANGE",
 ]
 
 # Above this many pairs (n * m) the exact LP is slow (about 0.5 s at 1000 x 1000 here).
@@ -642,3 +646,278 @@ def circle_bounded_lipschitz(x, y, x_weights=None, y_weights=None, *, period: fl
     if res.status != 0:
         raise RuntimeError(f"the bounded-Lipschitz linear program failed: {res.message}")
     return float(max(-res.fun, 0.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# entropic self-transport: the Sinkhorn solve of Sinkhorn attention and its Gaussian spectrum
+# ---------------------------------------------------------------------------------------------
+
+#: Number of past iterates mixed by the Anderson acceleration of :func:`sinkhorn_potentials`.
+SINKHORN_MEMORY = 5
+#: Plain (batched) Sinkhorn iterations before a system not yet converged is accelerated alone.
+SINKHORN_PLAIN_ITERS = 50
+
+
+def _lse(a: np.ndarray, axis: int) -> np.ndarray:
+    """log-sum-exp along one axis; same values as ``scipy.special.logsumexp`` at a fraction of its
+    overhead on the small matrices of a Sinkhorn loop (about 6 x faster at n = 60)."""
+    m = a.max(axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return (np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m).squeeze(axis)
+
+
+#: Sinkhorn runs in the exponential (scaling) domain when the kernel of a system spans at most
+#: e^SCALING_MAX_RANGE (max - min of logK): the same iterates, two matrix-vector products per
+#: iteration instead of two log-sum-exps, and nothing can overflow; wider kernels use the log domain.
+SCALING_MAX_RANGE = 30.0
+
+
+def sinkhorn_potentials(
+    logK: np.ndarray,
+    logw: np.ndarray,
+    *,
+    eps: float,
+    max_iter: int,
+    tol: float,
+    g0: np.ndarray | None = None,
+    memory: int = SINKHORN_MEMORY,
+):
+    r"""Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`, in potentials.
+
+    Solves for potentials :math:`f, g` such that the plan
+    :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j + c_{ij})/\varepsilon)`, with
+    :math:`c_{ij} = \varepsilon\,\mathrm{logK}_{ij}` the (negative) cost, has both marginals
+    equal to :math:`w`. Iterates :math:`f \leftarrow -\varepsilon\,\mathrm{LSE}_j((g_j+c_{ij})/\varepsilon+\log w_j)`
+    and the same for :math:`g`, stopping when the column-marginal relative error is below ``tol``.
+
+    The last update is the row update, so rows of :math:`P=\pi/w_i` sum to one (to round-off) and the
+    column marginals are met to ``error``; one iteration from :math:`g=0` is exactly the
+    row-softmax of :math:`c/\varepsilon`. ``g0`` warm-starts the column potential.
+
+    The iteration is run in the log domain, or — when the kernel spans at most
+    :math:`e^{30}` (:data:`SCALING_MAX_RANGE`), so that nothing can overflow — as the same
+    iterates in the exponential domain, :math:`u=e^{f/\varepsilon}`, :math:`v=e^{g/\varepsilon}`
+    (matrix scaling: two matrix-vector products per iteration instead of two log-sum-exps).
+
+    ``logK`` may carry leading batch axes, (..., n, n), with ``logw`` of shape (n,) or (..., n): then
+    every system is solved at once and each stops at its own iteration (a converged system is left
+    as it is while the others go on), so a batch gives the potentials of a loop over it.
+
+    **Anderson acceleration** (``memory`` > 0; ``memory=0`` is plain Sinkhorn). The first
+    :data:`SINKHORN_PLAIN_ITERS` iterations are plain (batched, as above); a system not converged by
+    then goes on alone, accelerated, from where it is. The column update
+    is a fixed-point map :math:`g\mapsto G(g)`; from the second iteration on, the next :math:`g`
+    is the combination of the last ``memory + 1`` values of :math:`G` whose residuals
+    :math:`G(g)-g` have the least-squares smallest combination (Anderson mixing, D. G. Anderson,
+    J. ACM 12 (1965); for Sinkhorn e.g. Chizat 2020). Plain Sinkhorn stalls when the tokens form
+    tight clusters whose mutual kernel entries are tiny (a contraction factor
+    :math:`1-O(e^{-\Delta/\varepsilon})`, :math:`\Delta` the score gap): three clusters at
+    :math:`\pm6` with :math:`\varepsilon=0.5` were still at error 7e-8 after 20 000 plain
+    iterations, and reach 1e-12 in 14 accelerated ones. The fixed point is the same; a step that
+    raises the error tenfold above the best one so far is discarded (history cleared, plain step
+    from the best iterate), so the iteration never does worse than restarting plain Sinkhorn.
+
+    Parameters
+    ----------
+    logK : array (..., n, n)
+        :math:`c_{ij}/\varepsilon`, the scores divided by :math:`\varepsilon` (batch axes allowed).
+    logw : array (n,) or (..., n)
+        Logarithms of the masses :math:`w_j`.
+    eps : float
+        Entropic regularisation :math:`\varepsilon > 0`.
+    max_iter : int
+        Cap on the iterations.
+    tol : float
+        Stopping tolerance on :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
+    g0 : array (n,) or (..., n), optional
+        Warm start of the column potential (default zero).
+    memory : int
+        Anderson memory (0: plain Sinkhorn).
+
+    Returns
+    -------
+    f, g : array (..., n)
+        Row and column potentials.
+    iterations : int or array of int
+        Iterations used (per system for a batch).
+    error : float or array
+        Column-marginal relative error reached.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
+    G. Peyré, *Sinkformers: Transformers with Doubly Stochastic Attention*, AISTATS 2022; D. G. Anderson,
+    *Iterative procedures for nonlinear integral equations*, J. ACM 12 (1965), and Chizat (2020) for its use
+    with Sinkhorn. Book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
+    """
+    n = logK.shape[-1]
+    batch = logK.shape[:-2]
+    m = math.prod(batch)
+    K3 = logK.reshape(m, n, n)
+    lw = np.broadcast_to(logw, batch + (n,)).reshape(m, n)
+    g = np.zeros((m, n)) if g0 is None else np.array(np.broadcast_to(g0, batch + (n,)), dtype=float).reshape(m, n)
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
+    with np.errstate(invalid="ignore"):
+        spread = K3.max(axis=(1, 2)) - K3.min(axis=(1, 2))
+    scaling = spread <= SCALING_MAX_RANGE  # False for non-finite kernels
+    plain = max_iter if memory <= 0 else min(max_iter, SINKHORN_PLAIN_ITERS)
+    for idx, solver in ((np.nonzero(scaling)[0], _sinkhorn_scaling), (np.nonzero(~scaling)[0], _sinkhorn_log)):
+        if idx.size:
+            f[idx], g[idx], its[idx], err[idx] = solver(K3[idx], lw[idx], g[idx], eps, plain, tol)
+    if plain < max_iter:
+        for b in np.nonzero(~(err < tol) & np.all(np.isfinite(g), axis=1))[0]:
+            f[b], g[b], more, err[b] = _sinkhorn_anderson(K3[b], lw[b], g[b], eps, max_iter - plain, tol, memory)
+            its[b] += more
+    if not batch:
+        return f[0], g[0], int(its[0]), float(err[0])
+    return f.reshape(batch + (n,)), g.reshape(batch + (n,)), its.reshape(batch), err.reshape(batch)
+
+
+def _active_set_loop(m: int, n: int, max_iter: int, tol: float, state: np.ndarray, step):
+    """The iteration loop of both Sinkhorn domains on m systems; each stops at its own iteration.
+
+    ``step(active, every)`` does one iteration on the systems ``active`` (all m if ``every``) and
+    returns their potentials f, their column-marginal errors and a function ``update(sel)`` giving
+    the new ``state`` rows (g or v) of ``active[sel]``, the systems that go on; ``state`` is
+    updated in place. Returns f (m, n), the iterations and the errors.
+    """
+    f = np.zeros((m, n))
+    err = np.full(m, np.inf)
+    its = np.zeros(m, dtype=int)
+    active = np.arange(m)
+    for it in range(1, max_iter + 1):
+        fa, ea, update = step(active, active.size == m)
+        f[active], err[active], its[active] = fa, ea, it
+        go_on = ~(ea < tol) if it < max_iter else np.zeros(active.size, bool)
+        state[active[go_on]] = update(go_on)
+        active = active[go_on]
+        if active.size == 0:
+            break
+    return f, its, err
+
+
+def _sinkhorn_log(K3, lw, g, eps, max_iter, tol):
+    """Log-domain iterations on m systems (m, n, n); each stops at its own iteration."""
+    m, n, _ = K3.shape
+
+    def step(active, every):
+        Ka, ga, lwa = (K3, g, lw) if every else (K3[active], g[active], lw[active])
+        # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
+        fa = -eps * _lse(Ka + ga[:, None, :] / eps + lwa[:, None, :], axis=-1)
+        # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
+        lse_col = _lse(Ka + fa[:, :, None] / eps + lwa[:, :, None], axis=-2)
+        ea = np.max(np.abs(np.expm1(lse_col + ga / eps)), axis=-1)
+        return fa, ea, lambda sel: -eps * lse_col[sel]
+
+    f, its, err = _active_set_loop(m, n, max_iter, tol, g, step)
+    return f, g, its, err
+
+
+def _sinkhorn_scaling(K3, lw, g, eps, max_iter, tol):
+    """The same iterates in the exponential domain: u = exp(f/eps + c), v = exp(g/eps), with the
+    kernel exp(logK - c) in [e^-30, 1] (c the largest entry of each system)."""
+    m, n, _ = K3.shape
+    top = K3.max(axis=(1, 2))
+    Kt = np.exp(K3 - top[:, None, None])
+    w = np.exp(lw)
+    v = np.exp(g / eps)
+
+    def step(active, every):
+        Ka, va, wa = (Kt, v, w) if every else (Kt[active], v[active], w[active])
+        t = np.einsum("bij,bj->bi", Ka, va * wa)  # e^{-f_i/eps - c}
+        col = np.einsum("bij,bi->bj", Ka, wa / t)  # e^{lse_col}
+        ea = np.max(np.abs(col * va - 1.0), axis=-1)
+        return -eps * (np.log(t) + top[active, None]), ea, lambda sel: 1.0 / col[sel]
+
+    f, its, err = _active_set_loop(m, n, max_iter, tol, v, step)
+    return f, eps * np.log(v), its, err
+
+
+def _sinkhorn_anderson(logK, logw, g, eps, max_iter, tol, memory):
+    """Anderson-accelerated log-domain iterations on one system (n, n), from the column potential g."""
+    f = np.zeros_like(g)
+    err = np.inf
+    it = 0
+    best_err, best_G = np.inf, None
+    hist_G: list[np.ndarray] = []
+    hist_R: list[np.ndarray] = []
+    for it in range(1, max_iter + 1):
+        # rows: sum_j w_j exp((f_i + g_j)/eps + logK_ij) = 1 exactly after this update
+        f = -eps * _lse(logK + g[None, :] / eps + logw[None, :], axis=1)
+        # columns: sum_i w_i exp((f_i + g_j)/eps + logK_ij) should equal 1 as well
+        lse_col = _lse(logK + f[:, None] / eps + logw[:, None], axis=0)
+        err = float(np.max(np.abs(np.expm1(lse_col + g / eps))))
+        if err < tol or it == max_iter:
+            break
+        G = -eps * lse_col  # the plain Sinkhorn update of g
+        if memory <= 0:
+            g = G
+            continue
+        if not err <= 10.0 * best_err:  # the extrapolation went astray (or overflowed): restart plainly
+            hist_G.clear()
+            hist_R.clear()
+            g = best_G
+            continue
+        if err < best_err:
+            best_err, best_G = err, G
+        hist_G.append(G)
+        hist_R.append(G - g)
+        if len(hist_G) > memory + 1:
+            del hist_G[0], hist_R[0]
+        g = G
+        if len(hist_G) >= 2:
+            dR = np.diff(np.array(hist_R), axis=0).T  # (n, k)
+            dG = np.diff(np.array(hist_G), axis=0).T
+            gamma = np.linalg.lstsq(dR, hist_R[-1], rcond=None)[0]
+            mixed = G - dG @ gamma
+            if np.all(np.isfinite(mixed)):
+                g = mixed
+    return f, g, it, err
+
+
+def _sym(S):
+    return 0.5 * (S + np.swapaxes(S, -1, -2))
+
+
+def sinkhorn_spectrum(root, cov, B):
+    r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}`
+    (batched).
+
+    With ``root`` :math:`=\Sigma^{1/2}` and :math:`H=\Sigma^{1/2}B^\top\Sigma
+    B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`,
+    returns :math:`(\sqrt{1+4h},W)`. The plan's cross-covariance is
+    :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}` with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`
+    (chapter 2 of the book, :math:`B=A_1/\varepsilon`), and the Sinkhorn energy of
+    :mod:`tokendynamics.gradient_flow` is a sum over the same :math:`\sqrt{1+4h}`.
+
+    Parameters
+    ----------
+    root : array (..., d, d)
+        The symmetric square root :math:`\Sigma^{1/2}` of ``cov`` (e.g. from
+        :func:`~tokendynamics.transport.psd_sqrt`); not checked against ``cov``.
+    cov : array (..., d, d)
+        The covariance :math:`\Sigma`, symmetric positive semi-definite.
+    B : array (d, d) or (..., d, d)
+        Matrix of the kernel :math:`e^{\langle Bx,y\rangle}`; the Sinkhorn field of a head uses
+        :math:`B=(\beta/\varepsilon)A^\top`.
+
+    Returns
+    -------
+    sq : array (..., d)
+        :math:`\sqrt{1+4h_i}` for the eigenvalues :math:`h_i` of :math:`H` in increasing order
+        (round-off negatives clipped to 0), so every entry is at least 1.
+    W : array (..., d, d)
+        Orthonormal eigenvectors of :math:`H`, in the columns, in the same order.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention on Gaussian data; book:
+    ``chapters/02_gaussian_preservation.md``.
+    The same square roots make the closed-form Sinkhorn energy of ``chapters/03_gradient_flow.md``,
+    equation (eq-gf-sinkhorn-energy).
+    """
+    lam, W = np.linalg.eigh(_sym(root @ np.swapaxes(B, -1, -2) @ cov @ B @ root))
+    return np.sqrt(1.0 + 4.0 * np.clip(lam, 0.0, None)), W

@@ -118,11 +118,10 @@ def real_array(x, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} must be real, got a complex array")
-    if arr.dtype.kind in "USV":
-        raise ValueError(
-            f"{name} must be an array of real numbers, got {arr.dtype.kind == 'V' and 'raw bytes' or 'strings'}"
-        )
-    if arr.dtype.kind not in "biuf":
+    code = arr.dtype.kind  # numpy's type code
+    if code in "USV":
+        raise ValueError(f"{name} must be an array of real numbers, got {code == 'V' and 'raw bytes' or 'strings'}")
+    if code not in "biuf":
         try:
             arr = arr.astype(float)
         except (TypeError, ValueError):
@@ -439,7 +438,12 @@ def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
 
 def _scalar(x, name: str) -> float:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
-        if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf":
+        if (
+            isinstance(x, np.ndarray)
+            and x.ndim == 0
+            and np.issubdtype(x.dtype, np.number)
+            and not np.issubdtype(x.dtype, np.complexfloating)
+        ):
             return float(x)
         raise ValueError(f"{name} must be a real number, got {x!r} ({type(x).__name__})")
     return float(x)
@@ -722,7 +726,7 @@ def validate_complex(z, name: str) -> np.ndarray:
     %(raises)s
     """
     arr = np.asarray(z)
-    if arr.dtype.kind not in "biufc":
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise ValueError(f"{name} must be a complex number or an array of them, got {z!r:.60}")
     arr = arr.astype(complex)
     return _all_finite(arr, name)

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import KINDS, Attention
+from .attention import Attention
 from .docstrings import fill_doc
+from .kinds import KINDS, get_kind
 from .masked import SinkSystem, with_sink
 from .particles import Trajectory, simulate
 from .validation import (
@@ -116,7 +117,7 @@ def multihead_from_rows(
     V = validate_square(V, "V")
     d = V.shape[0]
     H = validate_count(n_heads, "n_heads")
-    validate_choice(kind, "kind", KINDS)
+    factored = get_kind(kind).factored
     if d % H:
         raise ValueError(f"n_heads = {H} must divide d = {d} (head size k = d / n_heads)")
     if Q.shape != K.shape or Q.ndim != 2 or Q.shape[1] != d:
@@ -128,12 +129,12 @@ def multihead_from_rows(
     scale = validate_positive(scale, "scale")
     blocks = [slice(h * k, (h + 1) * k) for h in range(H)]
     C = np.stack([W[b].T @ V[b] for b in blocks])
-    if kind == "l2":
+    if factored:  # the scores need Q and K themselves (L2)
         if Q.shape[0] < H * k:
-            raise ValueError("l2 multi-head attention needs k rows of Q and K for every head")
+            raise ValueError(f"{kind} multi-head attention needs k rows of Q and K for every head")
         Qs = np.stack([math.sqrt(scale) * Q[b] for b in blocks])
         Ks = np.stack([math.sqrt(scale) * K[b] for b in blocks])
-        return Attention("l2", Q=Qs, K=Ks, V=C, beta=beta, **layer_kwargs)
+        return Attention(kind, Q=Qs, K=Ks, V=C, beta=beta, **layer_kwargs)
     A = np.stack([scale * (Q[b].T @ K[b]) if Q[b].shape[0] else np.zeros((d, d)) for b in blocks])
     return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)
 
@@ -339,7 +340,9 @@ def paper1_variants(
     sink_token : array_like (d,) or (k, d), optional
         Sink token(s) of the masked variant (:func:`~tokendynamics.masked.with_sink`); None: the origin.
     names : sequence of str
-        Which variants to build, among ``VARIANT_NAMES`` (default: all eight).
+        Which variants to build: among ``VARIANT_NAMES`` (default: all eight), or the name of any other
+        registered attention kind (:data:`~tokendynamics.kinds.KINDS`, e.g. ``"relu"``, ``"hardmax"``), built as
+        ``Attention(name, A=A, V=V, beta=beta)``.
 
     Returns
     -------
@@ -355,9 +358,9 @@ def paper1_variants(
     d = A.shape[0]
     if isinstance(names, str):
         raise ValueError(f"names must be a list of variant names, got the string {names!r}")
-    unknown = set(names) - set(VARIANT_NAMES)
+    unknown = set(names) - set(VARIANT_NAMES) - set(KINDS)
     if unknown:
-        raise ValueError(f"names lists unknown variant(s) {sorted(unknown)}; known: {VARIANT_NAMES}")
+        raise ValueError(f"names lists unknown variant(s) {sorted(unknown)}; known: {VARIANT_NAMES + tuple(KINDS)}")
     H = d if n_heads is None else validate_count(n_heads, "n_heads")
     sink_mass = validate_finite(sink_mass, "sink_mass")
     if not 0 <= sink_mass < 1:
@@ -379,4 +382,6 @@ def paper1_variants(
             sink_token=None if sink_token is None else np.asarray(sink_token, float),
         ),
     }
-    return {name: build[name]() for name in names}
+    # any other registered kind (e.g. relu, hardmax): one head with (A, V), as built by its name alone
+    generic = lambda name: Variant(name, Attention(name, A=A, V=V, beta=beta))  # noqa: E731
+    return {name: build[name]() if name in build else generic(name) for name in names}

@@ -115,14 +115,14 @@ def test_unknown_control_is_a_status_not_an_exception():
 
 
 def test_sinkhorn_non_convergence_is_reported_cached_and_the_explorer_recovers(monkeypatch):
-    from tokendynamics import attention
+    from tokendynamics import kinds
 
-    plain = attention.sinkhorn_potentials
+    plain = kinds.sinkhorn_potentials
 
     def capped(*args, **kw):  # (accelerated Sinkhorn converges at these scores): three plain iterations
         return plain(*args, **{**kw, "max_iter": 3, "memory": 0})
 
-    monkeypatch.setattr(attention, "sinkhorn_potentials", capped)
+    monkeypatch.setattr(kinds, "sinkhorn_potentials", capped)
     ex = E.VariantsExplorer()
     ex.X0 = ex.X0[:12]
     assert ex.update().startswith("softmax")

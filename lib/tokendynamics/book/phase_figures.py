@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import attention, ensembles, metrics, phase
 from ..docstrings import fill_doc
+from ..kinds import KINDS
 from ..sweeps import sweep
 from .cache import cached
 
@@ -34,14 +35,8 @@ __all__ = [
     "draw_probability_curve",
 ]
 
-KIND_LABELS = {
-    "softmax": "softmax",
-    "l2": "L2",
-    "sigmoid": "sigmoid",
-    "unnormalized_softmax": "unnormalised softmax",
-    "sinkhorn": "Sinkhorn",
-    "linear": "linear",
-}
+#: one name per variant: the kinds' own labels (a kind added to the registry brings its own)
+KIND_LABELS = {name: kind.label for name, kind in KINDS.items()}
 KIND_COLORS = {
     "softmax": "#1f5fa8",
     "l2": "#6a3d9a",
@@ -49,6 +44,8 @@ KIND_COLORS = {
     "unnormalized_softmax": "#d95f02",
     "sinkhorn": "#a6761d",
     "linear": "#c51b7d",
+    "relu": "#e7298a",
+    "hardmax": "#444444",
 }
 RECIPE_LABELS = {
     "identity": "Q = K = V = I",

@@ -247,6 +247,14 @@ def test_claims_page_measured_cells_are_never_empty_and_show_the_glued_values():
         assert all(t.removeprefix("tests/") in cells[5].get_text() for t in claim.tests), claim.key
 
 
+def test_claims_page_shows_its_overview_figure_unnumbered_on_an_unnumbered_page():
+    soup = BeautifulSoup(CLAIMS_PAGE.read_text(), "html.parser")
+    figures = soup.select("figure")
+    assert len(figures) == 1 and figures[0].find("img"), "the claims page shows one figure"
+    assert "chapter by chapter" in figures[0].get_text(" ", strip=True)  # its caption
+    assert not soup.select(".caption-number"), "a figure of the unnumbered claims page carries a number"
+
+
 def _book_numbers():
     import importlib.util
 

@@ -247,6 +247,15 @@ def test_claims_page_measured_cells_are_never_empty_and_show_the_glued_values():
         assert all(t.removeprefix("tests/") in cells[5].get_text() for t in claim.tests), claim.key
 
 
+def test_claims_page_shows_its_overview_figure_unnumbered_on_an_unnumbered_page():
+    """The page is not numbered, so its figure carries no "Fig. N" (Sphinx numbers every captioned figure)."""
+    soup = BeautifulSoup(CLAIMS_PAGE.read_text(), "html.parser")
+    assert not soup.select(".caption-number"), "a figure of the unnumbered claims page carries a number"
+    images = [img for img in soup.select("div.cell_output img") if img.get("src", "").endswith(".png")]
+    assert len(images) == 1, "the claims page shows its overview figure"
+    assert "The figure counts the registered claims chapter by chapter" in soup.get_text(" ", strip=True)
+
+
 def _book_numbers():
     import importlib.util
 

@@ -34,3 +34,26 @@ def test_live_widgets_are_built_live_but_not_in_the_headless_build(monkeypatch):
     from tokendynamics.book.explorers import cone_explorer
 
     assert cone_explorer() is None  # builds nothing headless
+
+
+def test_plot_claims_overview_draws_one_row_per_chapter_with_claims_labelled_by_its_title():
+    """The claims page's figure: one row per chapter that shows claims, in book order, labelled by the
+    chapter's title (a file prefix named the wrong chapter and drew two chapters on one row), and each
+    row's bars count exactly that chapter's claims, by tag and measured."""
+    from tokendynamics.book.claims import CHAPTERS, TAGS, claims_for
+
+    fig, ax = plt.subplots()
+    plotting.plot_claims_overview(ax)
+    stems = [s for s in CHAPTERS if claims_for(s)]
+    labels = [" ".join(t.get_text().split()) for t in ax.get_yticklabels()]
+    assert labels == [CHAPTERS[s] for s in stems] and len(set(labels)) == len(stems) >= 7
+    rows = list(ax.get_yticks())
+    assert len(set(rows)) == len(stems)
+    *by_tag, measured = ax.containers
+    assert len(by_tag) == len(TAGS)
+    for row, stem in zip(rows, stems):
+        bars = [b for container in by_tag for b in container if b.get_y() + b.get_height() / 2 == row]
+        assert sum(b.get_width() for b in bars) == len(claims_for(stem)), stem
+        (hatched,) = [b for b in measured if b.get_y() + b.get_height() / 2 == row]
+        assert hatched.get_width() == sum(c.measured is not None for c in claims_for(stem)), stem
+    plt.close(fig)

@@ -6,12 +6,12 @@ arrays with the parameters and the fingerprint, and returns them. A reader can a
 produced a cached file (:func:`describe`).
 
 * **What invalidates a result.** The fingerprint (:func:`fingerprint`) is a hash of the source of
-  the *whole* ``tokendynamics`` package (every ``.py`` file and the parameter table
-  ``experiments.toml``, sorted by path, with its path), plus the source of any extra objects passed
-  as ``code`` (e.g. a function defined outside the package). Listing by hand the functions a result
-  depends on missed some (a change of ``gaussian.covariance_eigenvalues`` left the rank histograms
-  stale); hashing the package cannot miss one, at the price of recomputing after any change of the
-  library.
+  the *whole* ``tokendynamics`` package (every ``.py`` file and every ``.toml`` file, the parameter
+  table ``experiments.toml`` and the claims registry ``claims.toml``, sorted by path, with its
+  path), plus the source of any extra objects passed as ``code`` (e.g. a function defined outside
+  the package). Listing by hand the functions a result depends on missed some (a change of
+  ``gaussian.covariance_eigenvalues`` left the rank histograms stale); hashing the package cannot
+  miss one, at the price of recomputing after any change of the library.
 * **Integrity.** The metadata stores a SHA-256 of the arrays (names, dtypes, shapes and bytes),
   checked on every load. A truncated, empty, garbage or tampered file is recomputed and replaced,
   with a :class:`CacheWarning` naming the file.

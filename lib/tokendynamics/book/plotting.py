@@ -11,6 +11,7 @@ import base64
 import io
 import os
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from ..docstrings import fill_doc
 from ..particles import angles
+from .claims import CHAPTERS, TAGS, claims_for
 
 __all__ = [
     "BOOK_STYLE",
@@ -36,6 +38,7 @@ __all__ = [
     "plot_token_paths",
     "animate_token_panels",
     "animation_html",
+    "plot_claims_overview",
     "smallest_text",
     "COLUMN_PX",
     "live_widgets",
@@ -609,6 +612,46 @@ def animation_html(
         html = anim.to_jshtml(default_mode=default_mode)
     check("last frame")
     return palette_frames(html)
+
+
+#: colour of each provenance tag in the claims overview (S, R, D, I as on the claims page)
+_TAG_COLOURS = {"S": "C0", "R": "C2", "D": "C1", "I": "C3"}
+
+
+def plot_claims_overview(ax, *, wrap: int = 34):
+    """The registered claims as stacked bars: one row per chapter with claims, labelled by its title.
+
+    Each row stacks the chapter's claims by provenance tag (S, R, D, I; the legend gives the totals),
+    and a hatched bar over it counts the claims whose value the chapter measures and glues. Rows are
+    the chapters of ``CHAPTERS`` that show at least one claim, in book order, each at its own
+    position (two chapters never share a row), labelled by the chapter's title.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    wrap : int
+        Width (characters) at which the titles are wrapped onto several lines.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    stems = [s for s in CHAPTERS if claims_for(s)]
+    rows = np.arange(len(stems))
+    left = np.zeros(len(stems))
+    for tag in TAGS:
+        counts = np.array([sum(c.tag == tag for c in claims_for(s)) for s in stems])
+        ax.barh(rows, counts, left=left, color=_TAG_COLOURS.get(tag), label=f"{tag} ({counts.sum()})")
+        left += counts
+    measured = np.array([sum(c.measured is not None for c in claims_for(s)) for s in stems])
+    ax.barh(rows, measured, fill=False, hatch="//", edgecolor="0.25", lw=0, label=f"measured ({measured.sum()})")
+    ax.set_yticks(rows, [textwrap.fill(CHAPTERS[s], wrap) for s in stems])
+    ax.set_ylim(len(stems) - 0.5, -0.5)  # book order from the top
+    ax.set_xlabel("claims")
+    ax.grid(False, axis="y")
+    ax.legend(ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return ax
 
 
 def live_widgets() -> bool:

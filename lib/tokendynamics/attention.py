@@ -186,6 +186,7 @@ class Attention:
     sinkhorn_iters: int = SINKHORN_ITERS
     sinkhorn_tol: float = SINKHORN_TOL
     _d: int = field(init=False, repr=False, default=0)
+    _B: Any = field(init=False, repr=False, default=None)
 
     def __post_init__(self):
         kind = get_kind(self.kind)
@@ -243,6 +244,7 @@ class Attention:
         set_("sinkhorn_iters", validate_count(self.sinkhorn_iters, "sinkhorn_iters"))
         set_("sinkhorn_tol", validate_positive(self.sinkhorn_tol, "sinkhorn_tol"))
         set_("_d", d)
+        set_("_B", B)
 
     # -- shape -----------------------------------------------------------------------------
     @property
@@ -258,7 +260,7 @@ class Attention:
     @property
     def batch_size(self) -> int | None:
         """Number B of layers of a batch (None for one layer)."""
-        return None if np.ndim(self.beta) == 0 else int(self.beta.shape[0])
+        return self._B
 
     def __len__(self) -> int:
         if self.batch_size is None:

@@ -6,9 +6,9 @@ temperatures :math:`\beta` or random layers, all of the same kind and shape. :fu
 stores them as one array (B, n, d) and makes one call of
 :func:`~tokendynamics.attention.velocity_batch` per stage for the whole batch, instead of a
 Python loop over :func:`~tokendynamics.particles.simulate`. The formulas are those of
-:func:`~tokendynamics.attention.velocity` (the same code, with the batch as leading axes), the steps
-those of :func:`~tokendynamics.particles.rk4_step` and :func:`~tokendynamics.particles.euler_step`
-followed by the retraction :math:`x\mapsto x/|x|` on the sphere, so system b of a batch equals
+:func:`~tokendynamics.attention.velocity` (the same code, with the batch as leading axes), and the
+stepping is the one of :func:`~tokendynamics.particles.simulate`: both run on
+:func:`~tokendynamics.odes.fixed_step` (a single system is a batch of one), so system b of a batch equals
 ``simulate(X0[b], layer_b, ...)`` to round-off (tested for every kind).
 
 A system whose field overflows, whose Sinkhorn solve misses its tolerance, or whose tokens leave
@@ -16,9 +16,7 @@ the ball of radius ``blowup_threshold`` is flagged with the time and the reason 
 last good state; the others go on (:class:`BatchTrajectory`).
 
 Why a module of its own: the batch has its own trajectory object (per-system blow-up times),
-per-system freezing, layer stacks and the random weight recipes of the phase diagrams
-(:data:`RECIPES`), while :func:`~tokendynamics.particles.simulate` stays the reference integrator
-that the batch is tested against.
+depth schedules of layers and the random weight recipes of the phase diagrams (:data:`RECIPES`).
 
 The recipes draw the matrices of random layers: ``identity`` (:math:`Q=K=V=I`, the model of
 Geshkovski, Letrouit, Polyanskiy and Rigollet, arXiv:2312.10794), ``gaussian`` (:math:`Q, K` with
@@ -42,10 +40,21 @@ from typing import Any
 
 import numpy as np
 
-from .attention import FIELD_NONFINITE, FIELD_OK, Attention, require_batch_layer, velocity_batch_unchecked
+from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
-from .particles import Frames, Trajectory, euler_step, normalize_rows, project_tangent, rk4_step
-from .validation import PARAMETER_DOCS, parse_span, real_array, validate_count, validate_weights
+from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, fixed_step, step_count
+from .particles import Frames, Trajectory, normalize_rows
+from .validation import (
+    PARAMETER_DOCS,
+    parse_span,
+    real_array,
+    validate_choice,
+    validate_count,
+    validate_flag,
+    validate_positive,
+    validate_unit_rows,
+    validate_weights,
+)
 
 __all__ = [
     "BatchTrajectory",
@@ -398,12 +407,6 @@ class BatchTrajectory(Frames):
         )
 
 
-def _unit(Y: np.ndarray) -> np.ndarray:
-    """Rows divided by their norms (a zero row stays zero: it is flagged by the caller, never silent)."""
-    r = np.linalg.norm(Y, axis=-1, keepdims=True)
-    return Y / np.where(r == 0, 1.0, r)
-
-
 def _as_batch_layer(layers, B: int, d: int):
     """An Attention (shared, or a batch of B), a Schedule or a callable; a sequence is stacked."""
     if isinstance(layers, (Attention, Schedule)) or callable(layers):
@@ -434,8 +437,7 @@ def simulate_batch(
     weights=None,
     save_every: int = 1,
     save_at=None,
-    blowup_threshold: float = 1e8,
-    seeds=None,
+    **options,
 ) -> BatchTrajectory:
     r"""Integrate B independent particle systems at once: one batched field evaluation per stage.
 
@@ -463,10 +465,11 @@ def simulate_batch(
         Store every k-th step (the last one always).
     save_at : array, optional
         Store exactly these times instead (each must be a step time, to 1e-9 relative).
-    blowup_threshold : float
-        A system whose tokens become non-finite or exceed this norm is flagged and frozen.
-    seeds : array (B,), optional
-        Seeds of the initial clouds, recorded for reproducibility.
+    **options
+        ``blowup_threshold`` (float, default 1e8): a system whose tokens become non-finite or exceed this
+        size is flagged and frozen; ``seeds`` (array (B,)): seeds of the initial clouds, recorded for
+        reproducibility; ``max_steps`` (default :data:`~tokendynamics.odes.MAX_STEPS`): the budget of steps,
+        checked before the run starts.
 
     Returns
     -------
@@ -479,10 +482,14 @@ def simulate_batch(
     ``chapters/01_well_posedness.md``, equation (eq-p1-ips), and ``chapters/07_phase_diagrams.md``,
     equation (eq-phase-model).
     """
-    if method not in ("rk4", "euler"):
-        raise ValueError(f"method must be 'rk4' or 'euler' (the fixed-step methods), got {method!r}")
-    if not (blowup_threshold > 0):
-        raise ValueError("blowup_threshold must be positive")
+    unknown = sorted(set(options) - {"blowup_threshold", "seeds", "max_steps"})
+    if unknown:
+        raise TypeError(
+            f"simulate_batch() got unknown option(s) {unknown}; its options are blowup_threshold, seeds, max_steps"
+        )
+    method = validate_choice(method, "method", ("rk4", "euler"))
+    threshold = validate_positive(options.get("blowup_threshold", 1e8), "blowup_threshold", allow_inf=True)
+    sphere = validate_flag(sphere, "sphere")
     X0 = real_array(X0, "X0")
     if X0.ndim != 3 or 0 in X0.shape:
         raise ValueError(f"X0 must be a batch of token clouds (B, n, d), got shape {X0.shape}")
@@ -490,22 +497,18 @@ def simulate_batch(
         raise ValueError("X0 contains non-finite values (inf or NaN)")
     B, n, d = X0.shape
     t0, T = parse_span(t_span)
-    if dt is None or not (dt > 0 and math.isfinite(dt)):
-        raise ValueError(f"simulate_batch needs a positive step dt, got {dt!r}")
-    if int(save_every) != save_every or save_every < 1:
-        raise ValueError("save_every must be a positive integer")
+    if dt is None:
+        raise ValueError("simulate_batch needs a positive step dt, got None")
+    steps, h = step_count(t0, T, dt, options.get("max_steps", MAX_STEPS))
+    save_every = validate_count(save_every, "save_every")
     w = validate_weights(weights, n)
+    seeds = options.get("seeds")
     lay0 = _as_batch_layer(layers, B, d)
     piecewise = isinstance(lay0, Schedule)
     fixed = isinstance(lay0, Attention)
     _check_layer(lay0 if fixed else lay0(t0), B, d, t0)
     if sphere:
-        norms = np.linalg.norm(X0, axis=-1)
-        if np.max(np.abs(norms - 1)) > 1e-6:
-            raise ValueError("sphere=True needs unit-norm tokens in X0 (use normalize_rows)")
-        X0 = X0 / norms[..., None]
-    steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
-    h = (T - t0) / steps
+        X0 = validate_unit_rows(X0)
     if piecewise:
         ratio = lay0.every / h
         if abs(ratio - round(ratio)) > 1e-6 * max(1.0, ratio):
@@ -516,95 +519,57 @@ def simulate_batch(
         if np.any(np.abs(t0 + k_at * h - save_at) > 1e-9 * max(1.0, abs(T))) or np.any((k_at < 0) | (k_at > steps)):
             raise ValueError(f"save_at must hold step times t0 + k h (h = {h:g}) inside t_span")
         save_steps = set(k_at.tolist())
+        saved = save_steps.__contains__
     else:
         save_steps = None
+        saved = lambda k: k % save_every == 0 or k == steps  # noqa: E731
     n_saved = len(save_steps) if save_steps is not None else steps // save_every + 2
     if n_saved * B * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {B} x {n} x {d} tokens is too much: raise save_every")
 
-    step = rk4_step if method == "rk4" else euler_step
-    X = X0.copy()
-    active = np.arange(B)
-    blowup_time = np.full(B, np.nan)
-    reasons: list = [None] * B
     state: dict = {}  # Sinkhorn warm start of the active systems
-    sub_cache: dict = {}
+    cache: dict = {}  # the layers of the active systems, and which systems the state holds
 
-    def layer_for(t_eval, t_step):
-        lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t_eval))
+    def field(t, Y, active, t_step):
+        lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t))
         if not fixed:
-            _check_layer(lay, B, d, t_eval)
-        if lay.batch_size is not None and len(active) < B:
-            key = (id(lay), len(active))
-            if key not in sub_cache:
-                sub_cache.clear()
-                sub_cache[key] = (lay, lay.take(active))
-            return sub_cache[key][1]
-        return lay
+            _check_layer(lay, B, d, t)
+        held = cache.get("held")
+        if held is not None and held.size != active.size:  # systems were frozen: drop their warm starts
+            keep = np.isin(held, active)
+            for sub in state.values():
+                sub.update({key: value[keep] for key, value in sub.items()})
+        cache["held"] = active
+        if lay.batch_size is not None and active.size < B:
+            key = (id(lay), active.size)
+            if cache.get("key") != key:
+                cache["key"], cache["sub"] = key, lay.take(active)
+            lay = cache["sub"]
+        return velocity_batch_unchecked(Y, lay, w, state)
 
-    def stored(k):
-        return k % save_every == 0 or k == steps if save_steps is None else k in save_steps
-
-    ts, Xs = [], []
-    if save_steps is None or 0 in save_steps:
-        ts.append(t0)
-        Xs.append(X.copy())
-    nfev = 0
-    for k in range(1, steps + 1):
-        if active.size:
-            t = t0 + (k - 1) * h
-            failed = np.zeros(active.size, dtype=int)
-
-            def rhs(te, Y, _t=t, _failed=failed):
-                bad_in = ~np.all(np.isfinite(Y), axis=(1, 2))
-                if bad_in.any():  # a stage left the finite numbers: flag the system, evaluate it at 0
-                    _failed[bad_in & (_failed == FIELD_OK)] = FIELD_NONFINITE
-                    Y = np.where(bad_in[:, None, None], 0.0, Y)
-                Yn = _unit(Y) if sphere else Y
-                U, status = velocity_batch_unchecked(Yn, layer_for(te, _t), w, state)
-                new = (status != FIELD_OK) & (_failed == FIELD_OK)
-                _failed[new] = status[new]
-                return project_tangent(Yn, U) if sphere else U
-
-            with np.errstate(over="ignore", invalid="ignore"):
-                Xn, ne = step(rhs, t, X[active], h)
-                nfev += ne
-                if sphere:
-                    Xn = _unit(Xn)
-                finite = np.all(np.isfinite(Xn), axis=(1, 2))
-                big = np.max(np.abs(np.where(np.isfinite(Xn), Xn, 0.0)), axis=(1, 2))
-            new_bad = (failed != FIELD_OK) | ~finite | (big > blowup_threshold)
-            for j in np.nonzero(new_bad)[0]:
-                b = int(active[j])
-                blowup_time[b] = t + h
-                if failed[j] == FIELD_NONFINITE:
-                    reasons[b] = "the field became non-finite (overflow)"
-                elif failed[j] != FIELD_OK:
-                    reasons[b] = "Sinkhorn did not reach its tolerance"
-                elif not finite[j]:
-                    reasons[b] = "the tokens became non-finite"
-                else:
-                    reasons[b] = f"max |x_i| = {big[j]:.3g} exceeded blowup_threshold = {blowup_threshold:.3g}"
-            good = ~new_bad
-            X[active[good]] = Xn[good]
-            if new_bad.any():  # frozen at the last good state; the others go on
-                active = active[good]
-                for sub in state.values():
-                    sub.update({key: value[good] for key, value in sub.items()})
-        if stored(k):
-            ts.append(t0 + k * h)
-            Xs.append(X.copy())
-    info = {"steps": steps, "nfev": nfev, "save_every": int(save_every), "blowup_threshold": blowup_threshold}
+    run = fixed_step(
+        field,
+        X0,
+        t0,
+        steps,
+        h,
+        scheme=method,
+        geometry=SPHERE if sphere else EUCLIDEAN,
+        saved=saved,
+        threshold=threshold,
+    )
+    stopped = run.status != "completed"
+    info = {"steps": steps, "nfev": run.nfev, "save_every": int(save_every), "blowup_threshold": threshold}
     return BatchTrajectory(
-        t=np.array(ts),
-        X=np.array(Xs),
+        t=run.t,
+        X=run.y,
         layer=lay0,
         method=method,
         dt=h,
         sphere=sphere,
         weights=w,
-        blowup_time=blowup_time,
-        reasons=tuple(reasons),
+        blowup_time=np.where(stopped, run.time, np.nan),
+        reasons=tuple(r if stop else None for r, stop in zip(run.reason, stopped)),
         seeds=None if seeds is None else np.asarray(seeds),
         info=info,
     )

@@ -58,7 +58,7 @@ from .attention import Attention, LayerLike, layer_at
 from .docstrings import fill_doc
 from .errors import BlowUpError, CapabilityError, NonFiniteError
 from .kinds import KINDS
-from .odes import adaptive_solve, solve_ode
+from .odes import adaptive_solve, dormand_prince_batch, solve_ode
 from .particles import sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
 from .validation import (
@@ -414,6 +414,13 @@ def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     return lay
 
 
+#: The options of :func:`solve_gaussian` in each mode, with their defaults.
+_SOLVE_OPTIONS = {
+    "accurate": {"method": "DOP853", "rtol": 1e-10, "atol": 1e-12, "blowup_trace": 1e8},
+    "faithful": {"step": None, "tol_low": 1e-5, "tol_high": 1e3, "max_iter": 50_000, "save": "all"},
+}
+
+
 @fill_doc(_DOC)
 def solve_gaussian(
     mean0,
@@ -423,16 +430,8 @@ def solve_gaussian(
     *,
     mode: str = "accurate",
     t_eval=None,
-    method: str = "DOP853",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    blowup_trace: float = 1e8,
     on_blowup: str = "stop",
-    step: float | None = None,
-    tol_low: float = 1e-5,
-    tol_high: float = 1e3,
-    max_iter: int = 50_000,
-    save="all",
+    **options,
 ) -> GaussianTrajectory:
     r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (Castin et
     al., arXiv:2501.18322, Gaussian initial data).
@@ -460,6 +459,10 @@ def solve_gaussian(
     t_eval : array, optional
         Accurate mode: output times (default: every accepted solver step). The blow-up time is
         appended when the run stops at a blow-up.
+    **options
+        The options of the mode (the two sets do not overlap; an option of the other mode is refused):
+        accurate ``method``, ``rtol``, ``atol``, ``blowup_trace``; faithful ``step``, ``tol_low``,
+        ``tol_high``, ``max_iter``, ``save``. Each is described below.
     method : str
         Accurate mode: the ``scipy.integrate`` solver, one of ``"RK45", "RK23", "DOP853", "Radau",
         "BDF", "LSODA"`` (default ``"DOP853"``).
@@ -496,13 +499,26 @@ def solve_gaussian(
     """
     mode = validate_choice(mode, "mode", ("accurate", "faithful"))
     on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
+    allowed = _SOLVE_OPTIONS[mode]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        other = "faithful" if mode == "accurate" else "accurate"
+        hint = f" ({', '.join(k for k in unknown if k in _SOLVE_OPTIONS[other])} belong to mode={other!r})"
+        raise ValueError(
+            f"solve_gaussian(mode={mode!r}) got unknown option(s) {unknown}"
+            + (hint if any(k in _SOLVE_OPTIONS[other] for k in unknown) else "")
+            + f"; its options are {sorted(allowed)}"
+        )
+    o = {**allowed, **options}
+
     if mode == "faithful":
         if not isinstance(layer, Attention):
             raise TypeError("layer must be a constant Attention in faithful mode (the official scheme)")
         mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
-        if step is None:
+        if o["step"] is None:
             raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
-        step = validate_positive(step, "step")
+        step = validate_positive(o["step"], "step")
+        tol_low, tol_high, max_iter = o["tol_low"], o["tol_high"], o["max_iter"]
         if t_eval is not None:
             raise ValueError("t_eval is used by the accurate mode; faithful mode stores its iterates (see save)")
         t_max = None
@@ -519,7 +535,7 @@ def solve_gaussian(
             tol_low=tol_low,
             tol_high=tol_high,
             max_iter=max_iter,
-            save=save,
+            save=o["save"],
             t_max=t_max,
         )
         it, covs, means = runs.trajectory(0)
@@ -551,12 +567,10 @@ def solve_gaussian(
 
     if t_span is None:
         raise ValueError("accurate mode needs t_span (T or (t0, T))")
-    if step is not None:
-        raise ValueError("step is the Euler step of mode='faithful'; the accurate mode would ignore it")
     t0, T = parse_span(t_span)
-    blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
-    method = validate_solver(method, "method")
-    rtol, atol = validate_tolerances(rtol, atol)
+    blowup_trace = validate_positive(o["blowup_trace"], "blowup_trace", allow_inf=True)
+    method = validate_solver(o["method"], "method")
+    rtol, atol = validate_tolerances(o["rtol"], o["atol"])
     if t_eval is not None:
         _, _, t_eval = time_grid((t0, T), t_eval)
     first = _layer_at(layer, t0, np.atleast_1d(real_array(mean0, "mean0")).shape[0])
@@ -632,20 +646,6 @@ def solve_gaussian(
 # ---------------------------------------------------------------------------------------------
 # the accurate solver for a batch of covariance equations (one layer per member)
 # ---------------------------------------------------------------------------------------------
-
-# Dormand-Prince 5(4) tableau (the method of scipy's RK45): nodes, stages, 5th-order weights and
-# the error weights (5th minus embedded 4th order)
-_DP_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
-_DP_A = (
-    (),
-    (1 / 5,),
-    (3 / 40, 9 / 40),
-    (44 / 45, -56 / 15, 32 / 9),
-    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
-    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
-)
-_DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
-_DP_E = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])
 
 #: Built-in kinds whose covariance equation does not involve the mean (the ``covariance`` capability:
 #: :math:`M=\sum_hV_h(I+\Sigma G_h)^{-1}\Sigma C_h`, no pseudo-inverse).
@@ -815,132 +815,76 @@ def solve_covariance_batch(
     def covs(Phi, idx):
         return _sym(Phi @ C0[idx] @ np.swapaxes(Phi, -1, -2))
 
-    def rhs(Phi, idx):
-        return _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi
-
-    status = np.full(B, "completed", dtype=object)
     blowup_time = np.full(B, np.nan)
     pole_time = np.full(B, np.nan)
     crossing = np.full((B, len(levels)), np.nan)
-    stored = np.full((B, t_eval.size, d, d), np.nan)
-    steps = np.zeros(B, dtype=int)
-    t = np.zeros(B)
-    Phi = np.broadcast_to(np.eye(d), (B, d, d)).copy()
-    cov_last = C0.copy()
-    t_end = np.zeros(B)
-    next_out = np.zeros(B, dtype=int)
     for k, lev in enumerate(levels):
         crossing[tr0 >= lev, k] = 0.0
-    at0 = t_eval.size and t_eval[0] == 0.0
-    if at0:
-        stored[:, 0] = C0
-        next_out[:] = 1
-    idx = np.arange(B)
-    K1 = rhs(Phi, idx)
-    if first_step is None:
-        dS0 = np.linalg.norm(2 * _sym(K1 @ C0), axis=(1, 2))
-        h = np.minimum(1e-2 / (1.0 + dS0), T / 10)
-    else:
-        h = np.full(B, float(first_step))
-    active = np.ones(B, dtype=bool)
     tr_prev = tr0.copy()
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        while np.any(active):
-            idx = np.flatnonzero(active)
-            ti, Yi, hi, K0 = t[idx], Phi[idx], h[idx].copy(), K1[idx]
-            # land on the next output time and on T
-            if t_eval.size:
-                target = np.where(next_out[idx] < t_eval.size, t_eval[np.minimum(next_out[idx], t_eval.size - 1)], T)
-            else:
-                target = np.full(idx.size, T)
-            h_free = hi.copy()
-            hi = np.minimum(hi, target - ti)
-            clipped = hi < h_free
-            hb = hi[:, None, None]
-            ks = [K0]
-            for s in range(1, 6):
-                Ys = Yi + hb * sum(a * k for a, k in zip(_DP_A[s], ks))
-                ks.append(rhs(Ys, idx))
-            Ynew = Yi + hb * sum(b * k for b, k in zip(_DP_B, ks))
-            Knew = rhs(Ynew, idx)
-            ks.append(Knew)
-            err = hb * sum(e * k for e, k in zip(_DP_E, ks))
-            scale = atol + rtol * np.maximum(np.abs(Yi), np.abs(Ynew))
-            enorm = np.sqrt(np.mean((err / scale) ** 2, axis=(1, 2)))
-            finite = np.isfinite(enorm) & np.all(np.isfinite(Ynew), axis=(1, 2))
-            ok = finite & (enorm <= 1.0)
-            factor = np.where(
-                finite,
-                np.clip(0.9 * np.where(enorm > 0, enorm, 1e-10) ** -0.2, 0.2, 10.0),
-                0.1,
-            )
-            factor = np.where(ok, factor, np.minimum(factor, 1.0))
-            # accepted members move on
-            acc = idx[ok]
-            if acc.size:
-                t_new = ti[ok] + hi[ok]
-                S_new = covs(Ynew[ok], acc)
-                tr_new = np.trace(S_new, axis1=1, axis2=2)
-                for k, lev in enumerate(levels):
-                    hit = np.isnan(crossing[acc, k]) & (tr_new >= lev)
-                    if np.any(hit):
-                        a = acc[hit]
-                        frac = np.log(lev / tr_prev[a]) / np.log(tr_new[hit] / tr_prev[a])
-                        crossing[a, k] = t[a] + frac * hi[ok][hit]
-                blow = tr_new >= blowup_trace
-                if np.any(blow):
-                    a = acc[blow]
-                    frac = np.log(blowup_trace / tr_prev[a]) / np.log(tr_new[blow] / tr_prev[a])
-                    blowup_time[a] = t[a] + frac * hi[ok][blow]
-                    Mb = _field_matrix_batch(S_new[blow], stack, a)
-                    dtr = 2.0 * np.einsum("bij,bji->b", Mb, S_new[blow])
-                    pole_time[a] = t_new[blow] + tr_new[blow] / dtr
-                    status[a] = "blowup"
-                    active[a] = False
-                    cov_last[a], t_end[a] = S_new[blow], t_new[blow]
-                t[acc], Phi[acc], K1[acc], tr_prev[acc] = t_new, Ynew[ok], Knew[ok], tr_new
-                steps[acc] += 1
-                # outputs
-                out = np.isclose(t_new, target[ok], rtol=0, atol=1e-12 * max(T, 1.0)) & (next_out[acc] < t_eval.size)
-                out &= ~blow
-                if np.any(out):
-                    a = acc[out]
-                    stored[a, next_out[a]] = S_new[out]
-                    next_out[a] += 1
-                done = ~blow & (t_new >= T * (1 - 1e-15))
-                if np.any(done):
-                    a = acc[done]
-                    active[a] = False
-                    cov_last[a], t_end[a] = S_new[done], t_new[done]
-            h[idx] = np.where(clipped & ok, np.maximum(hi * factor, h_free), hi * factor)
-            stiff = active & ((h < 1e-12 * np.maximum(1.0, t)) | (steps >= max_steps))
-            for b in np.flatnonzero(stiff):
-                # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
-                active[b] = False
-                S_b = covs(Phi[b : b + 1], [b])[0]
-                lay = stack.member(int(b))
-                kw: dict[str, Any] = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
-                run = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), **kw)
-                steps[b] += len(run.t)
-                trs = np.concatenate([[tr_prev[b]], run.trace()[1:]])
-                tts = np.concatenate([[t[b]], run.t[1:]])
-                for k, lev in enumerate(levels):
-                    if np.isnan(crossing[b, k]) and np.any(trs >= lev):
-                        j = int(np.argmax(trs >= lev))
-                        frac = np.log(lev / trs[j - 1]) / np.log(trs[j] / trs[j - 1])
-                        crossing[b, k] = tts[j - 1] + frac * (tts[j] - tts[j - 1])
-                rest = t_eval[next_out[b] :]
-                rest = rest[rest > t[b]]
-                if rest.size:
-                    dense = solve_gaussian(np.zeros(d), S_b, lay, (t[b], T), t_eval=rest, **kw)
-                    outs = dense.cov[:-1] if dense.status == "blowup" else dense.cov
-                    first = t_eval.size - rest.size
-                    stored[b, first : first + len(outs)] = outs
-                cov_last[b], t_end[b] = run.cov[-1], run.t[-1]
-                if run.status == "blowup":
-                    status[b] = "blowup"
-                    blowup_time[b] = run.exit_time
-                    pole_time[b] = run.info.get("blowup_time_extrapolated", np.nan)
+
+    def on_step(acc, t_old, t_new, Phi_new):
+        """Trace crossings (interpolated in log trace within the step) and blow-ups of the accepted systems."""
+        S_new = covs(Phi_new, acc)
+        tr_new = np.trace(S_new, axis1=1, axis2=2)
+        for k, lev in enumerate(levels):
+            hit = np.isnan(crossing[acc, k]) & (tr_new >= lev)
+            a = acc[hit]
+            frac = np.log(lev / tr_prev[a]) / np.log(tr_new[hit] / tr_prev[a])
+            crossing[a, k] = t_old[hit] + frac * (t_new[hit] - t_old[hit])
+        blow = tr_new >= blowup_trace
+        if np.any(blow):
+            a = acc[blow]
+            frac = np.log(blowup_trace / tr_prev[a]) / np.log(tr_new[blow] / tr_prev[a])
+            blowup_time[a] = t_old[blow] + frac * (t_new[blow] - t_old[blow])
+            dtr = 2.0 * np.einsum("bij,bji->b", _field_matrix_batch(S_new[blow], stack, a), S_new[blow])
+            pole_time[a] = t_new[blow] + tr_new[blow] / dtr
+        tr_prev[acc] = tr_new
+        return blow
+
+    run = dormand_prince_batch(
+        lambda Phi, idx: _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi,
+        np.broadcast_to(np.eye(d), (B, d, d)),
+        T,
+        rtol=rtol,
+        atol=atol,
+        t_eval=t_eval,
+        first_step=first_step,
+        max_steps=max_steps,
+        on_step=on_step,
+    )
+    status = np.where(run.status == "stopped", "blowup", "completed").astype(object)
+    steps = np.array(run.reason, dtype=int)
+    t_end, cov_last = run.time.copy(), covs(run.y_stop, np.arange(B))
+    stored = np.full((B, t_eval.size, d, d), np.nan)
+    Phis = np.swapaxes(run.y, 0, 1)  # (B, m, d, d)
+    ok = np.isfinite(Phis[..., 0, 0])  # the stored states (NaN after a member stopped)
+    stored[ok] = covs(Phis[ok], np.nonzero(ok)[0])
+    for b in np.flatnonzero(run.status == "stiff"):
+        # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
+        S_b = cov_last[b]
+        lay = stack.member(int(b))
+        kw: dict[str, Any] = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+        tb = float(run.time[b])
+        sol = solve_gaussian(np.zeros(d), S_b, lay, (tb, T), **kw)
+        steps[b] += len(sol.t)
+        trs = np.concatenate([[tr_prev[b]], sol.trace()[1:]])
+        tts = np.concatenate([[tb], sol.t[1:]])
+        for k, lev in enumerate(levels):
+            if np.isnan(crossing[b, k]) and np.any(trs >= lev):
+                j = int(np.argmax(trs >= lev))
+                frac = np.log(lev / trs[j - 1]) / np.log(trs[j] / trs[j - 1])
+                crossing[b, k] = tts[j - 1] + frac * (tts[j] - tts[j - 1])
+        rest = t_eval[t_eval > tb]
+        if rest.size:
+            dense = solve_gaussian(np.zeros(d), S_b, lay, (tb, T), t_eval=rest, **kw)
+            outs = dense.cov[:-1] if dense.status == "blowup" else dense.cov
+            first = t_eval.size - rest.size
+            stored[b, first : first + len(outs)] = outs
+        cov_last[b], t_end[b] = sol.cov[-1], sol.t[-1]
+        if sol.status == "blowup":
+            status[b] = "blowup"
+            blowup_time[b] = sol.exit_time
+            pole_time[b] = sol.info.get("blowup_time_extrapolated", np.nan)
     return CovarianceBatch(
         status=status.astype(str),
         blowup_time=blowup_time,

@@ -12,8 +12,12 @@ When the time of a blow-up matters (the covariance ODEs of chapter 2, the partic
 scipy solver by hand instead: it knows the time the solver reached, locates a threshold crossing or
 an event on the dense output of the step, and reports how the run ended rather than raising.
 
-The fixed-step integrators of the particle systems are in :mod:`tokendynamics.particles`
-(:func:`~tokendynamics.particles.rk4_step`) and :mod:`tokendynamics.ensembles`.
+The fixed-step schemes live here too (:func:`euler_step`, :func:`rk4_step`), with the geometry of
+the state passed in as a projection/retraction pair (:class:`Geometry`: Euclidean space, the unit
+sphere, the cone of covariances): :func:`fixed_step` steps B systems together, freezing each one
+that blows up at its last good state, and carries :func:`~tokendynamics.particles.simulate`
+(B = 1), :func:`~tokendynamics.ensembles.simulate_batch` and the fixed-step reductions. Every
+integrator returns a :class:`Run` and refuses, before it starts, work beyond a budget (:data:`MAX_STEPS`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import integrate
@@ -28,10 +33,37 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 from .docstrings import fill_doc
-from .errors import BlowUpError, NonFiniteError
-from .validation import PARAMETER_DOCS, SOLVERS, parse_span, time_grid, validate_positive, validate_solver
+from .errors import BlowUpError, ConvergenceError, NonFiniteError
+from .validation import (
+    PARAMETER_DOCS,
+    SOLVERS,
+    parse_span,
+    time_grid,
+    validate_count,
+    validate_positive,
+    validate_solver,
+)
 
-__all__ = ["solve_ode", "adaptive_solve", "AdaptiveRun"]
+__all__ = [
+    "solve_ode",
+    "adaptive_solve",
+    "Run",
+    "Geometry",
+    "EUCLIDEAN",
+    "SPHERE",
+    "SCHEMES",
+    "euler_step",
+    "rk4_step",
+    "step_count",
+    "fixed_step",
+    "dormand_prince_batch",
+    "MAX_STEPS",
+    "FIELD_REASONS",
+]
+
+#: Budget of one integration: the most steps a fixed-step run takes, or an adaptive solver accepts, before it
+#: refuses (fixed step: up front, naming T, dt and the count) or stops with an error. Override per call.
+MAX_STEPS = 10_000_000
 
 
 def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowup: bool = False, **options):
@@ -102,29 +134,36 @@ _SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
 
 
 @dataclass(frozen=True, eq=False)
-class AdaptiveRun:
-    """Result of :func:`adaptive_solve`.
+class Run:
+    """What every integrator of the library returns: times, states, how the run ended and when.
+
+    For one system (:func:`adaptive_solve`) the status fields are scalars; for B systems stepped
+    together (:func:`fixed_step`) they are arrays over the systems and ``y`` has the systems on its
+    second axis.
 
     Attributes
     ----------
     t : array (m,)
-        Output times reached (those of ``t_eval`` up to the stop, or every accepted step).
-    y : array (m, k)
-        States at the output times.
-    status : str
-        ``"completed"`` (reached T), ``"threshold"`` (``size`` crossed ``threshold``), ``"event"``
-        (the ``event`` function crossed zero upwards) or ``"failed"`` (the solver could not continue).
-    time : float
-        Threshold or event: the crossing time (a root on the dense output of the step); failed: the
-        time of the last accepted step; completed: T.
-    last_good : float
-        Start of the step in which the threshold was crossed, or the last accepted time.
-    y_stop : array (k,)
-        The state at ``time``.
-    reason : str
+        Output times.
+    y : array (m, ...) or (m, B, ...)
+        States at the output times (a stopped system keeps its last good state).
+    status : str or array of str (B,)
+        ``"completed"`` (reached T), ``"threshold"`` (the size crossed the threshold, or a step grew it too
+        much), ``"event"`` (the event function crossed zero upwards), ``"flagged"`` (the field reported a
+        failure) or ``"failed"`` (the solver could not continue, or a non-finite state).
+    time : float or array (B,)
+        When the run stopped (threshold or event: the crossing; fixed step: the end of the offending step);
+        T if completed.
+    last_good : float or array (B,)
+        Start of the step in which it stopped (the last accepted time).
+    y_stop : array
+        The state at ``time`` (fixed step: the rejected state of the offending step).
+    reason : str or tuple of str
         What stopped the run (empty if completed).
     nfev : int
-        Number of evaluations of the right-hand side.
+        Evaluations of the right-hand side (a batch: batched evaluations).
+    steps : int
+        Steps taken.
 
     References
     ----------
@@ -133,12 +172,13 @@ class AdaptiveRun:
 
     t: np.ndarray
     y: np.ndarray
-    status: str
-    time: float
-    last_good: float
+    status: Any
+    time: Any
+    last_good: Any
     y_stop: np.ndarray
-    reason: str
+    reason: Any
     nfev: int
+    steps: int = 0
 
 
 @fill_doc(PARAMETER_DOCS)
@@ -154,7 +194,8 @@ def adaptive_solve(
     size=None,
     threshold: float = math.inf,
     event=None,
-) -> AdaptiveRun:
+    max_steps: int = MAX_STEPS,
+) -> Run:
     r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where it blows up.
 
     Unlike ``solve_ivp(t_eval=...)``, which only reports output times, this knows the time the
@@ -185,10 +226,13 @@ def adaptive_solve(
     event : callable, optional
         Maps a state to a number: the run stops (status ``"event"``) at the first time it crosses zero
         upwards, located on the dense output like the threshold.
+    max_steps : int
+        Cap on the accepted steps (default :data:`MAX_STEPS`); beyond it a ConvergenceError names the time
+        reached.
 
     Returns
     -------
-    AdaptiveRun
+    Run
         Output times and states, how the run ended and when.
 
     References
@@ -228,7 +272,7 @@ def adaptive_solve(
     status, time, last_good, y_stop, reason = "completed", T, T, None, ""
     event_before = -1.0 if event is None else event(y0)
     if event is not None and not event_before < 0:  # reached at the start
-        return AdaptiveRun(
+        return Run(
             np.array(out_t),
             np.array(out_y).reshape(len(out_t), y0.size),
             "event",
@@ -238,7 +282,15 @@ def adaptive_solve(
             "the event function is not negative at the start",
             0,
         )
+    max_steps = validate_count(max_steps, "max_steps")
+    steps = 0
     while ode.status == "running":
+        steps += 1
+        if steps > max_steps:
+            raise ConvergenceError(
+                f"the adaptive solver took max_steps = {max_steps} steps and reached only t = {ode.t:.6g} of "
+                f"T = {T:.6g} (the step fell to {ode.step_size:.3g}): raise max_steps, loosen rtol/atol or shorten T"
+            )
         message = ode.step()
         if ode.status == "failed":
             status, time, last_good, y_stop = "failed", float(ode.t), float(ode.t), ode.y.copy()
@@ -294,7 +346,7 @@ def adaptive_solve(
             break
     if y_stop is None:
         y_stop = ode.y.copy()
-    return AdaptiveRun(
+    return Run(
         t=np.array(out_t),
         y=np.array(out_y).reshape(len(out_t), y0.size),
         status=status,
@@ -303,4 +355,450 @@ def adaptive_solve(
         y_stop=y_stop,
         reason=reason,
         nfev=int(ode.nfev),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# fixed-step schemes over a geometry
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Geometry:
+    r"""Where a state lives: a projection of vectors onto the tangent space, and a retraction onto the set.
+
+    A fixed-step scheme on the set evaluates the field at the retracted stage states, projects it,
+    and retracts each new state (:func:`fixed_step`). On the sphere the retraction :math:`x\mapsto x/|x|`
+    does not lower the order of the step, since the exact flow stays on the sphere.
+
+    Parameters
+    ----------
+    name : str
+        The geometry's name.
+    project : callable ``(y, v) -> v``
+        Tangent projection of a vector ``v`` at ``y``.
+    retract : callable ``y -> y``
+        Retraction onto the set (rows along the last axis for the sphere).
+
+    References
+    ----------
+    P.-A. Absil, R. Mahony, R. Sepulchre, *Optimization Algorithms on Matrix Manifolds*, Princeton (2008),
+    chapter 4 (retractions); paper 2 (Li et al., 2026), tokens on the sphere.
+    """
+
+    name: str
+    project: Callable
+    retract: Callable
+
+
+def _unit(Y):
+    # a zero row becomes NaN: the integrator flags that system, never silently
+    return Y / np.sqrt(np.einsum("...i,...i->...", Y, Y))[..., None]
+
+
+def _tangent(y, v):
+    return v - np.einsum("...i,...i->...", v, y)[..., None] * y
+
+
+#: The Euclidean space (no projection, no retraction).
+EUCLIDEAN = Geometry("euclidean", lambda y, v: v, lambda y: y)
+#: The unit sphere, rows along the last axis: :math:`P^\perp_x v=v-\langle x,v\rangle x`, :math:`x\mapsto x/|x|`.
+SPHERE = Geometry("sphere", _tangent, _unit)
+
+
+def euler_step(f, t, y, h):
+    r"""One explicit Euler step :math:`y + h\,f(t, y)` (a residual layer of step ``h``).
+
+    Parameters
+    ----------
+    f : callable ``(t, y) -> array``
+        The right-hand side.
+    t : float
+        Current time.
+    y : array
+        Current state.
+    h : float
+        Step.
+
+    Returns
+    -------
+    (array, int)
+        The new state and the number of evaluations of ``f`` (1).
+
+    References
+    ----------
+    A residual layer :math:`x+h\,\Gamma(x)` is an explicit Euler step: paper 1 (Castin et al.,
+    arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
+    """
+    return y + h * f(t, y), 1
+
+
+def rk4_step(f, t, y, h):
+    r"""One step of the classical fourth-order Runge–Kutta method.
+
+    .. math:: y_{k+1}=y_k+\tfrac h6(k_1+2k_2+2k_3+k_4),\quad k_1=f(t,y_k),\ k_2=f(t+\tfrac h2,y_k+\tfrac h2k_1),
+              \ k_3=f(t+\tfrac h2,y_k+\tfrac h2k_2),\ k_4=f(t+h,y_k+hk_3).
+
+    Parameters
+    ----------
+    f : callable ``(t, y) -> array``
+        The right-hand side.
+    t : float
+        Current time.
+    y : array
+        Current state (or a Python complex number).
+    h : float
+        Step.
+
+    Returns
+    -------
+    (array, int)
+        The new state and the number of evaluations of ``f`` (4).
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), Section II.1.
+    """
+    k1 = f(t, y)
+    k2 = f(t + h / 2, y + (h / 2) * k1)
+    k3 = f(t + h / 2, y + (h / 2) * k2)
+    k4 = f(t + h, y + h * k3)
+    return y + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4), 4
+
+
+#: The fixed-step schemes, by name.
+SCHEMES = {"euler": euler_step, "rk4": rk4_step}
+
+
+def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tuple[int, float]:
+    """Number of steps and the step of a fixed-step run on ``[t0, T]``, refused beyond the budget.
+
+    The step is adjusted down so that an integer number of steps reaches T exactly.
+
+    Parameters
+    ----------
+    t0, T : float
+        The span (validated by the caller).
+    dt : float
+        The requested step (positive, finite).
+    max_steps : int
+        Budget (default :data:`MAX_STEPS`).
+
+    Returns
+    -------
+    (int, float)
+        ``steps`` and ``h = (T - t0) / steps``.
+
+    Raises
+    ------
+    ValueError
+        A step that is not a positive finite number, or more steps than ``max_steps``.
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
+    """
+    dt = validate_positive(dt, "dt")
+    max_steps = validate_count(max_steps, "max_steps")
+    estimate = (T - t0) / dt
+    if not estimate <= max_steps:
+        raise ValueError(
+            f"T - t0 = {T - t0:.6g} with dt = {dt:.3g} needs {estimate:.3g} steps, more than max_steps = "
+            f"{max_steps}: raise dt, shorten T, or pass a larger max_steps"
+        )
+    steps = max(1, int(math.ceil(estimate - 1e-9)))
+    return steps, (T - t0) / steps
+
+
+#: Reasons of the codes a field of :func:`fixed_step` may report for a system.
+FIELD_REASONS = {
+    1: "non-finite velocity (overflow): the scores beta <x, A y> are too large for this variant at these tokens",
+    2: "Sinkhorn did not reach its tolerance",
+}
+
+
+def fixed_step(
+    field,
+    y0,
+    t0: float,
+    steps: int,
+    h: float,
+    *,
+    scheme: str = "rk4",
+    geometry: Geometry = EUCLIDEAN,
+    saved=None,
+    threshold: float = math.inf,
+    max_growth: float | None = None,
+    fill: bool = True,
+):
+    r"""Step B systems :math:`\dot y_b=f_b(t,y_b)` together with a fixed-step scheme on a geometry.
+
+    ``field(t, Y, active, t_step)`` returns ``(U, codes)`` for the states ``Y`` of the systems
+    ``active`` (indices into the batch) at the stage time ``t`` of the step that starts at ``t_step``;
+    ``codes`` (or None: all fine) is 0 where the field is fine and a code of :data:`FIELD_REASONS` for a
+    system whose field failed. The field is evaluated at the retracted stage states and projected
+    (:class:`Geometry`); each new state is retracted. A system stops — frozen at its last good state, the
+    others go on — when its field fails, its state becomes non-finite, its size
+    :math:`\max|y|` exceeds ``threshold``, or a step multiplies its size by more than ``max_growth``.
+
+    Parameters
+    ----------
+    field : callable
+        As above.
+    y0 : array (B, ...)
+        Initial states.
+    t0 : float
+        Initial time.
+    steps : int
+        Number of steps (:func:`step_count`).
+    h : float
+        Step.
+    scheme : {"euler", "rk4"}
+        :data:`SCHEMES`.
+    geometry : Geometry
+        Projection and retraction.
+    saved : callable ``k -> bool``, optional
+        Whether the state after step k (0: the initial state) is stored; default every step.
+    threshold : float
+        Size above which a system counts as blown up.
+    max_growth : float, optional
+        A step that multiplies the size of a system by more than this factor counts as a blow-up.
+    fill : bool
+        Once every system has stopped, store their frozen states at the remaining output steps (True), or
+        end the output there (False).
+
+    Returns
+    -------
+    Run
+        Stored times and states (B on the second axis), and per system the status (``"completed"``,
+        ``"threshold"``, ``"flagged"`` or ``"failed"``), stop time (``nan`` if completed), last good time
+        and reason; ``y_stop`` the rejected states.
+
+    References
+    ----------
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993);
+    paper 1 (Castin et al., arXiv:2501.18322), the particle systems; book: ``chapters/07_phase_diagrams.md``.
+    """
+    step = SCHEMES[scheme]
+    Y = np.array(y0, dtype=float, copy=True)
+    B = Y.shape[0]
+    axes = tuple(range(1, Y.ndim))
+    status = np.full(B, "completed", dtype=object)
+    time, last = np.full(B, np.nan), np.full(B, np.nan)
+    reason: list = [""] * B
+    y_stop = Y.copy()
+    size = np.max(np.abs(Y), axis=axes) if Y.size else np.zeros(B)
+    active = np.arange(B)
+    saved = saved or (lambda k: True)
+    ts, Ys = ([t0], [Y.copy()]) if saved(0) else ([], [])
+    nfev = 0
+    for k in range(1, steps + 1):
+        t = t0 + (k - 1) * h
+        if not active.size and not fill:
+            break
+        if active.size:
+            failed = np.zeros(active.size, dtype=int)
+
+            def f(te, Z, _t=t, _failed=failed, _active=active):
+                if not np.isfinite(Z).all():  # a stage left the finite numbers: flag the system, evaluate it at 0
+                    bad_in = ~np.all(np.isfinite(Z), axis=axes)
+                    _failed[bad_in & (_failed == 0)] = 1
+                    Z = np.where(np.expand_dims(bad_in, axes), 0.0, Z)
+                Zr = geometry.retract(Z)
+                U, codes = field(te, Zr, _active, _t)
+                if codes is not None and codes.any():
+                    new = (codes != 0) & (_failed == 0)
+                    _failed[new] = codes[new]
+                return geometry.project(Zr, U)
+
+            with np.errstate(over="ignore", invalid="ignore"):
+                Zn, ne = step(f, t, Y if active.size == B else Y[active], h)
+                nfev += ne
+                Zn = geometry.retract(Zn)
+                finite = np.all(np.isfinite(Zn), axis=axes)
+                big = np.max(np.abs(Zn if finite.all() else np.where(np.isfinite(Zn), Zn, 0.0)), axis=axes)
+            prev = size if active.size == B else size[active]
+            bad = (failed != 0) | ~finite | (big > threshold)
+            if max_growth is not None:
+                bad |= (prev > 0) & (big > max_growth * prev)
+            for j in np.flatnonzero(bad):
+                b = int(active[j])
+                time[b], last[b], y_stop[b] = t + h, t, Zn[j]
+                if failed[j]:
+                    status[b], reason[b] = "flagged", FIELD_REASONS.get(int(failed[j]), "the field failed")
+                elif not finite[j]:
+                    status[b], reason[b] = "failed", "the state became non-finite"
+                elif big[j] > threshold:
+                    status[b] = "threshold"
+                    reason[b] = f"max |x_i| = {big[j]:.3g} exceeded blowup_threshold = {threshold:.3g}"
+                else:
+                    status[b] = "threshold"
+                    reason[b] = (
+                        f"max |x_i| grew by a factor {big[j] / size[b]:.3g} in one step of {h:.3g} (from "
+                        f"{size[b]:.3g} to {big[j]:.3g}), more than max_step_growth = {max_growth:g}: the solution "
+                        "blows up within the step or the step is too large for the scheme to follow the flow (lower dt)"
+                    )
+            if active.size == B and not bad.any():
+                Y, size = Zn, big
+            else:
+                good = ~bad
+                Y[active[good]] = Zn[good]
+                size[active[good]] = big[good]
+                active = active[good]
+        if saved(k):
+            ts.append(t0 + k * h)
+            Ys.append(Y.copy() if active.size else Y)
+    return Run(
+        t=np.array(ts),
+        y=np.array(Ys),
+        status=status.astype(str),
+        time=time,
+        last_good=last,
+        y_stop=y_stop,
+        reason=tuple(reason),
+        nfev=nfev,
+        steps=steps,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# an adaptive scheme for B systems at once, each with its own step
+# ---------------------------------------------------------------------------------------------
+
+# Dormand-Prince 5(4) tableau (the method of scipy's RK45): nodes, stages, 5th-order weights and
+# the error weights (5th minus embedded 4th order)
+_DP_A = (
+    (),
+    (1 / 5,),
+    (3 / 40, 9 / 40),
+    (44 / 45, -56 / 15, 32 / 9),
+    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
+)
+_DP_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+_DP_E = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])
+
+
+def dormand_prince_batch(
+    f,
+    y0,
+    T: float,
+    *,
+    rtol: float,
+    atol: float,
+    t_eval=None,
+    first_step=None,
+    max_steps: int = 3000,
+    on_step=None,
+) -> Run:
+    r"""Dormand–Prince 5(4) on B systems :math:`\dot y_b=f(y_b)` at once, each with its own step size.
+
+    The pair, error norm (root mean square of the error over :math:`(\texttt{atol}+\texttt{rtol}\,|y|)`-scaled
+    entries) and step control are those of ``scipy.integrate.RK45``; one evaluation ``f(Y, idx)`` per
+    stage serves every active system (``idx``: their indices). Steps land on the output times and on T.
+    After each accepted step ``on_step(idx, t_old, t_new, y_new)`` may stop systems (it returns a boolean
+    mask over ``idx``, or None); a system whose step falls below :math:`10^{-12}t` or that took
+    ``max_steps`` steps stops as ``"stiff"`` (the caller may finish it with an implicit solver).
+
+    Parameters
+    ----------
+    f : callable ``(Y, idx) -> array``
+        Autonomous right-hand side of the systems ``idx``, ``Y`` of shape (len(idx), ...).
+    y0 : array (B, ...)
+        Initial states at t = 0.
+    T : float
+        Final time.
+    rtol, atol : float
+        Tolerances.
+    t_eval : array (m,), optional
+        Increasing times in [0, T] at which states are stored (NaN after a system stopped).
+    first_step : array (B,) or float, optional
+        Initial steps (default :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10).
+    max_steps : int
+        Steps after which a system counts as stiff.
+    on_step : callable, optional
+        As above.
+
+    Returns
+    -------
+    Run
+        ``y`` the states at ``t_eval`` (B on the second axis), ``y_stop`` the last states, ``time`` the
+        times they were reached, ``status`` per system (``"completed"``, ``"stopped"`` or ``"stiff"``),
+        ``steps`` the most steps taken by a system; ``reason`` holds the steps of each system.
+
+    References
+    ----------
+    J. R. Dormand, P. J. Prince, *A family of embedded Runge–Kutta formulae*, J. Comput. Appl. Math. 6
+    (1980); E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer
+    (1993), chapter II.
+    """
+    Y = np.array(y0, dtype=float, copy=True)
+    B = Y.shape[0]
+    bc = (slice(None),) + (None,) * (Y.ndim - 1)  # broadcast a per-system number over a state
+    axes = tuple(range(1, Y.ndim))
+    t_eval = np.zeros(0) if t_eval is None else np.asarray(t_eval, dtype=float)
+    stored = np.full((t_eval.size,) + Y.shape, np.nan)
+    status = np.full(B, "completed", dtype=object)
+    steps = np.zeros(B, dtype=int)
+    t = np.zeros(B)
+    next_out = np.zeros(B, dtype=int)
+    if t_eval.size and t_eval[0] == 0.0:
+        stored[0] = Y
+        next_out[:] = 1
+    K1 = f(Y, np.arange(B))
+    if first_step is None:
+        h = np.minimum(1e-2 / (1.0 + np.sqrt(np.sum(K1**2, axis=axes))), T / 10)
+    else:
+        h = np.broadcast_to(np.asarray(first_step, dtype=float), (B,)).copy()
+    active = np.ones(B, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        while np.any(active):
+            idx = np.flatnonzero(active)
+            ti, Yi, K0 = t[idx], Y[idx], K1[idx]
+            target = np.full(idx.size, float(T))
+            if t_eval.size:  # land on the next output time, then on T
+                target = np.where(next_out[idx] < t_eval.size, t_eval[np.minimum(next_out[idx], t_eval.size - 1)], T)
+            h_free = h[idx]
+            hi = np.minimum(h_free, target - ti)
+            clipped = hi < h_free
+            hb = hi[bc]
+            ks = [K0]
+            for s in range(1, 6):
+                ks.append(f(Yi + hb * sum(a * k for a, k in zip(_DP_A[s], ks)), idx))
+            Ynew = Yi + hb * sum(b * k for b, k in zip(_DP_B, ks))
+            ks.append(f(Ynew, idx))
+            err = hb * sum(e * k for e, k in zip(_DP_E, ks))
+            scale = atol + rtol * np.maximum(np.abs(Yi), np.abs(Ynew))
+            enorm = np.sqrt(np.mean((err / scale) ** 2, axis=axes))
+            finite = np.isfinite(enorm) & np.all(np.isfinite(Ynew), axis=axes)
+            ok = finite & (enorm <= 1.0)
+            factor = np.where(finite, np.clip(0.9 * np.where(enorm > 0, enorm, 1e-10) ** -0.2, 0.2, 10.0), 0.1)
+            factor = np.where(ok, factor, np.minimum(factor, 1.0))
+            acc = idx[ok]
+            if acc.size:
+                t_new = ti[ok] + hi[ok]
+                stop = on_step(acc, t[acc], t_new, Ynew[ok]) if on_step is not None else None
+                stop = np.zeros(acc.size, bool) if stop is None else np.asarray(stop, bool)
+                t[acc], Y[acc], K1[acc] = t_new, Ynew[ok], ks[-1][ok]
+                steps[acc] += 1
+                landed = np.isclose(t_new, target[ok], rtol=0, atol=1e-12 * max(T, 1.0))
+                out = landed & (next_out[acc] < t_eval.size) & ~stop
+                stored[next_out[acc[out]], acc[out]] = Ynew[ok][out]
+                next_out[acc[out]] += 1
+                status[acc[stop]] = "stopped"
+                active[acc[stop | (t_new >= T * (1 - 1e-15))]] = False
+            h[idx] = np.where(clipped & ok, np.maximum(hi * factor, h_free), hi * factor)
+            stiff = active & ((h < 1e-12 * np.maximum(1.0, t)) | (steps >= max_steps))
+            status[stiff] = "stiff"
+            active[stiff] = False
+    return Run(
+        t=t_eval,
+        y=stored,
+        status=status.astype(str),
+        time=t,
+        last_good=t,
+        y_stop=Y,
+        reason=tuple(int(s) for s in steps),
+        nfev=0,
+        steps=int(steps.max()) if B else 0,
     )

@@ -8,11 +8,10 @@ The particle system of a (continuous-depth) attention-only transformer is
 (eq-p1-ips)); on the sphere the field is projected on the tangent space,
 :math:`\dot x_i = P^\perp_{x_i}\Gamma_{\mu_t}(x_i)` with :math:`P^\perp_x y = y - \langle x,y\rangle x`
 (paper 2, Li et al. 2026; book: ``chapters/index.md``, equation (eq-intro-sa)). A residual network
-with L layers of step T/L is the explicit Euler scheme of this ODE. The integrators below are
-generic over the velocity: fixed-step Euler and RK4 and an adaptive path through
-``scipy.integrate.solve_ivp``. On the sphere each step is followed by the
-retraction :math:`x\mapsto x/|x|`; since the exact flow stays on the sphere, the retraction does
-not lower the order of the step (Euler stays order 1, RK4 order 4; tested).
+with L layers of step T/L is the explicit Euler scheme of this ODE. :func:`simulate` integrates
+it with the library's one stepping layer (:mod:`tokendynamics.odes`): fixed-step Euler and RK4 on
+a geometry (Euclidean, or the sphere with the retraction :math:`x\mapsto x/|x|` after each step,
+which does not lower the order: tested), or an adaptive scipy solver.
 """
 
 from __future__ import annotations
@@ -23,12 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .attention import BACKENDS, Attention, LayerLike, layer_at, velocity, velocity_unchecked
-from .docstrings import fill_doc
 from .errors import BlowUpError, NonFiniteError
-from .odes import adaptive_solve
+from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, adaptive_solve, fixed_step, step_count
 from .transport import psd_sqrt
 from .validation import (
-    PARAMETER_DOCS,
     parse_span,
     time_grid,
     validate_choice,
@@ -41,6 +38,7 @@ from .validation import (
     validate_positive,
     validate_solver,
     validate_tokens,
+    validate_unit_rows,
     validate_weights,
 )
 
@@ -56,31 +54,7 @@ __all__ = [
     "circle_tokens",
     "angles",
     "rotation_matrix",
-    "rk4_step",
-    "euler_step",
 ]
-
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
-_DOC = {
-    **PARAMETER_DOCS,
-    # the Parameters and Returns sections of the one-step methods
-    "step_params": """
-        Parameters
-        ----------
-        rhs : callable ``(t, X) -> array``
-            The right-hand side :math:`f`.
-        t : float
-            Current time.
-        X : array
-            Current state.
-        h : float
-            Step.
-
-        Returns
-        -------
-        (array, int)
-    """,
-}
 
 METHODS = ("rk4", "euler", "adaptive")
 MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every
@@ -488,16 +462,7 @@ def simulate(
     weights=None,
     positions=None,
     save_every: int = 1,
-    t_eval=None,
-    solver: str = "DOP853",
-    rtol: float = 1e-9,
-    atol: float = 1e-11,
-    blowup_threshold: float = 1e8,
-    max_step_growth: float = 10.0,
-    on_blowup: str = "raise",
-    seed: int | None = None,
-    backend: str = "auto",
-    stop_when=None,
+    **options,
 ) -> Trajectory:
     r"""Integrate the particle system :math:`\dot x_i = \Gamma_{\mu_t}(x_i)` (projected on the sphere if asked).
 
@@ -523,6 +488,11 @@ def simulate(
         Token masses (uniform by default) and positions (causal layers only).
     save_every : int
         Store every k-th step of the fixed-step methods (the last step is always stored).
+    **options
+        The options of the integrator (POT-style: one ``method`` and its keyword options; an unknown
+        name is refused), described below: ``t_eval``, ``solver``, ``rtol``, ``atol``, ``stop_when``
+        (adaptive method only), ``blowup_threshold``, ``max_step_growth`` (fixed-step only),
+        ``on_blowup``, ``seed``, ``backend``, ``max_steps``.
     t_eval : array, optional
         Output times of the adaptive method (default: spacing ``dt`` or 201 points).
     solver : str
@@ -551,6 +521,9 @@ def simulate(
         ``info["event_time"]`` (``inf`` if never reached) and the output ends there, with the
         state at the event as last frame. It spares a run the steps after what it measures (the
         clustered state is mildly stiff for explicit solvers).
+    max_steps : int
+        Budget of the run (default :data:`~tokendynamics.odes.MAX_STEPS`): a fixed-step run needing more
+        steps is refused before it starts; an adaptive one stops with an error at that many accepted steps.
 
     Returns
     -------
@@ -588,13 +561,8 @@ def simulate(
     Differential Equations I*, Springer (1993), for the Runge–Kutta methods.
     """
     method = validate_choice(method, "method", METHODS)
-    on_blowup = validate_choice(on_blowup, "on_blowup", ("raise", "stop"))
-    blowup_threshold = validate_positive(blowup_threshold, "blowup_threshold", allow_inf=True)
-    max_step_growth = validate_positive(max_step_growth, "max_step_growth")
-    if max_step_growth <= 1:
-        raise ValueError(f"max_step_growth must be a factor > 1, got {max_step_growth!r}")
+    opt = _options(options, method)
     sphere = validate_flag(sphere, "sphere")
-    validate_choice(backend, "backend", BACKENDS)
     X0 = validate_tokens(X0, name="X0")
     n, d = X0.shape
     t0, T = parse_span(t_span)
@@ -609,154 +577,112 @@ def simulate(
                 "drop positions or build the layer with causal=True"
             )
         positions = validate_positions(positions, n)
-    if seed is not None:
-        seed = validate_count(seed, "seed", minimum=0)
     if sphere:
-        norms = np.linalg.norm(X0, axis=1)
-        if np.max(np.abs(norms - 1)) > 1e-6:
-            raise ValueError("sphere=True needs unit-norm tokens in X0 (use normalize_rows)")
-        X0 = X0 / norms[:, None]
+        X0 = validate_unit_rows(X0)
     state: dict = {}  # Sinkhorn warm start along the trajectory
     s = np.arange(n, dtype=float) if positions is None else positions
     constant = first if isinstance(layer, Attention) else None
+    backend = opt["backend"]
 
-    def rhs(t, X):
+    def field(t, X):
         # validated once above: the per-step field skips input checks (its output is still checked)
         lay = constant if constant is not None else layer_at(layer, t, d)
-        if sphere:
-            X = X / np.linalg.norm(X, axis=1, keepdims=True)
-        U = velocity_unchecked(X, lay, w, s, backend=backend, sinkhorn_state=state)
-        return U - np.sum(U * X, axis=1, keepdims=True) * X if sphere else U
+        return velocity_unchecked(X, lay, w, s, backend=backend, sinkhorn_state=state)
 
-    common = dict(
-        layer=layer,
-        sphere=sphere,
-        weights=w,
-        positions=positions,
-        seed=seed,
-    )
-    if stop_when is not None and method != "adaptive":
-        raise ValueError("stop_when needs method='adaptive' (the solver locates the event)")
-    if stop_when is not None and not callable(stop_when):
-        raise ValueError("stop_when must be a function of the tokens X (n, d)")
+    common = dict(layer=layer, sphere=sphere, weights=w, positions=positions, seed=opt["seed"])
     if method == "adaptive":
-        solver = validate_solver(solver, "solver")
-        rtol = validate_positive(rtol, "rtol")
-        atol = validate_positive(atol, "atol")
-        if dt is not None:
-            dt = validate_positive(dt, "dt")
-        if t_eval is None:
-            count = 201 if dt is None else int(round((T - t0) / dt)) + 1
-            if count * n * d > MAX_STORED_FLOATS:
-                raise ValueError(f"storing {count} frames of {n} x {d} tokens is too much: raise dt or give t_eval")
-            t_eval = np.linspace(t0, T, max(2, count))
-        _, _, t_eval = time_grid((t0, T), t_eval)
-        return _adaptive(
-            rhs, X0, t0, T, t_eval, solver, rtol, atol, blowup_threshold, on_blowup, sphere, common, stop_when
-        )
-    if t_eval is not None:
-        raise ValueError(
-            f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
-            "(it stores every save_every-th step)"
-        )
+        return _adaptive(field, X0, t0, T, dt, opt, sphere, common)
     if dt is None:
         raise ValueError(f"method={method!r} needs a positive step dt, got None")
-    dt = validate_positive(dt, "dt")
     save_every = validate_count(save_every, "save_every")
-    steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
-    h = (T - t0) / steps
+    steps, h = step_count(t0, T, dt, opt["max_steps"])
     n_saved = min(steps + 1, steps // save_every + 2)
     if n_saved * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {n} x {d} tokens is too much: raise save_every")
-    step = rk4_step if method == "rk4" else euler_step
-    ts, Xs = [t0], [X0.copy()]
-    X = X0.copy()
-    size = _size(X)
-    nfev = 0
-    blowup = None
-    for k in range(1, steps + 1):
-        t = t0 + (k - 1) * h
+
+    def batch_field(t, Y, active, t_step):
         try:
-            Xn, ne = step(rhs, t, X, h)
-            nfev += ne
-        except NonFiniteError as exc:
-            blowup = (t + h, t, str(exc))
-            break
-        if sphere:
-            Xn = normalize_rows(Xn) if np.all(np.isfinite(Xn)) else Xn
-        bad = _blowup_reason(Xn, blowup_threshold)
-        new_size = _size(Xn) if bad is None else math.inf
-        if bad is None and size > 0 and new_size > max_step_growth * size:
-            bad = (
-                f"max |x_i| grew by a factor {new_size / size:.3g} in one step of {h:.3g} (from {size:.3g} to "
-                f"{new_size:.3g}), more than max_step_growth = {max_step_growth:g}: the solution blows up "
-                "within the step or the step is too large for the scheme to follow the flow (lower dt)"
-            )
-        if bad:
-            blowup = (t + h, t, bad)
-            break
-        X, size = Xn, new_size
-        if k % save_every == 0 or k == steps:
-            ts.append(t0 + k * h)
-            Xs.append(X.copy())
+            return field(t, Y[0])[None], None
+        except NonFiniteError:
+            return np.zeros_like(Y), np.ones(1, dtype=int)
+
+    run = fixed_step(
+        batch_field,
+        X0[None],
+        t0,
+        steps,
+        h,
+        scheme=method,
+        geometry=SPHERE if sphere else EUCLIDEAN,
+        saved=lambda k: k % save_every == 0 or k == steps,
+        threshold=opt["blowup_threshold"],
+        max_growth=opt["max_step_growth"],
+        fill=False,
+    )
     info = {
-        "nfev": nfev,
+        "nfev": run.nfev,
         "steps": steps,
         "save_every": int(save_every),
-        "blowup_threshold": blowup_threshold,
-        "max_step_growth": max_step_growth,
+        "blowup_threshold": opt["blowup_threshold"],
+        "max_step_growth": opt["max_step_growth"],
     }
-    return _finish(np.array(ts), np.array(Xs), method, h, blowup, on_blowup, info, common)
+    stopped = run.status[0] != "completed"
+    blowup = (float(run.time[0]), float(run.last_good[0]), run.reason[0]) if stopped else None
+    keep = run.t < run.time[0] - 0.5 * h if stopped else slice(None)
+    return _finish(run.t[keep], run.y[keep, 0], method, h, blowup, opt["on_blowup"], info, common)
 
 
-@fill_doc(_DOC)
-def euler_step(rhs, t, X, h):
-    r"""One explicit Euler step :math:`X + h\,f(t, X)` (a residual layer of step ``h``).
+#: The options of :func:`simulate` and their defaults.
+_OPTIONS = {
+    "t_eval": None,
+    "solver": "DOP853",
+    "rtol": 1e-9,
+    "atol": 1e-11,
+    "stop_when": None,
+    "blowup_threshold": 1e8,
+    "max_step_growth": 10.0,
+    "on_blowup": "raise",
+    "seed": None,
+    "backend": "auto",
+    "max_steps": MAX_STEPS,
+}
 
-    %(step_params)s
-        The new state and the number of evaluations of ``rhs`` (1).
 
-    References
-    ----------
-    A residual layer :math:`x+h\,\Gamma(x)` is an explicit Euler step: paper 1 (Castin et al.,
-    arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
-    """
-    return X + h * rhs(t, X), 1
-
-
-@fill_doc(_DOC)
-def rk4_step(rhs, t, X, h):
-    r"""One step of the classical fourth-order Runge–Kutta method.
-
-    .. math:: X_{k+1}=X_k+\tfrac h6(k_1+2k_2+2k_3+k_4),\quad k_1=f(t,X_k),\ k_2=f(t+\tfrac h2,X_k+\tfrac h2k_1),
-              \ k_3=f(t+\tfrac h2,X_k+\tfrac h2k_2),\ k_4=f(t+h,X_k+hk_3).
-
-    %(step_params)s
-        The new state and the number of evaluations of ``rhs`` (4).
-
-    References
-    ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), Section II.1.
-    """
-    k1 = rhs(t, X)
-    k2 = rhs(t + h / 2, X + (h / 2) * k1)
-    k3 = rhs(t + h / 2, X + (h / 2) * k2)
-    k4 = rhs(t + h, X + h * k3)
-    return X + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4), 4
+def _options(options: dict, method: str) -> dict:
+    """The options of :func:`simulate`, checked once: unknown names refused, values validated."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"simulate() got unknown option(s) {unknown}; its options are {sorted(_OPTIONS)}")
+    opt = {**_OPTIONS, **options}
+    if method != "adaptive":
+        if opt["t_eval"] is not None:
+            raise ValueError(
+                f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
+                "(it stores every save_every-th step)"
+            )
+        if opt["stop_when"] is not None:
+            raise ValueError("stop_when needs method='adaptive' (the solver locates the event)")
+    opt["on_blowup"] = validate_choice(opt["on_blowup"], "on_blowup", ("raise", "stop"))
+    opt["blowup_threshold"] = validate_positive(opt["blowup_threshold"], "blowup_threshold", allow_inf=True)
+    opt["max_step_growth"] = validate_positive(opt["max_step_growth"], "max_step_growth")
+    if opt["max_step_growth"] <= 1:
+        raise ValueError(f"max_step_growth must be a factor > 1, got {opt['max_step_growth']!r}")
+    validate_choice(opt["backend"], "backend", BACKENDS)
+    if opt["seed"] is not None:
+        opt["seed"] = validate_count(opt["seed"], "seed", minimum=0)
+    opt["max_steps"] = validate_count(opt["max_steps"], "max_steps")
+    if opt["stop_when"] is not None and not callable(opt["stop_when"]):
+        raise ValueError("stop_when must be a function of the tokens X (n, d)")
+    if method == "adaptive":
+        opt["solver"] = validate_solver(opt["solver"], "solver")
+        opt["rtol"] = validate_positive(opt["rtol"], "rtol")
+        opt["atol"] = validate_positive(opt["atol"], "atol")
+    return opt
 
 
 def _size(X) -> float:
     """Size of a state: its largest coordinate in absolute value (what ``blowup_threshold`` bounds)."""
     return float(np.max(np.abs(X)))
-
-
-def _blowup_reason(X, threshold) -> str | None:
-    if not np.all(np.isfinite(X)):
-        return "the tokens became non-finite"
-    m = _size(X)
-    if m > threshold:
-        return f"max |x_i| = {m:.3g} exceeded blowup_threshold = {threshold:.3g}"
-    return None
 
 
 def _finish(t, X, method, dt, blowup, on_blowup, info, common) -> Trajectory:
@@ -779,19 +705,38 @@ def _on_tokens(stop_when, n, d, sphere):
     return event
 
 
-def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, sphere, common, stop_when=None):
+def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
+    """The adaptive method: ``adaptive_solve`` on the flattened tokens, blow-up times located by the solver."""
     n, d = X0.shape
+    solver, threshold, stop_when, t_eval = opt["solver"], opt["blowup_threshold"], opt["stop_when"], opt["t_eval"]
+    if dt is not None:
+        dt = validate_positive(dt, "dt")
+    if t_eval is None:
+        count = 201 if dt is None else int(round((T - t0) / dt)) + 1
+        if count * n * d > MAX_STORED_FLOATS:
+            raise ValueError(f"storing {count} frames of {n} x {d} tokens is too much: raise dt or give t_eval")
+        t_eval = np.linspace(t0, T, max(2, count))
+    _, _, t_eval = time_grid((t0, T), t_eval)
+
+    def rhs(t, y):
+        X = y.reshape(n, d)
+        if not sphere:
+            return field(t, X).ravel()
+        X = X / np.linalg.norm(X, axis=1, keepdims=True)
+        return SPHERE.project(X, field(t, X)).ravel()
+
     run = adaptive_solve(
-        lambda t, y: rhs(t, y.reshape(n, d)).ravel(),
+        rhs,
         (t0, T),
         X0.ravel(),
         t_eval,
         solver=solver,
-        rtol=rtol,
-        atol=atol,
+        rtol=opt["rtol"],
+        atol=opt["atol"],
         size=_size,
         threshold=threshold,
         event=None if stop_when is None else _on_tokens(stop_when, n, d, sphere),
+        max_steps=opt["max_steps"],
     )
     t_out, Y = run.t, run.y.reshape(-1, n, d)
     if run.status == "event" and (t_out.size == 0 or run.time > t_out[-1]):  # the output ends at the event
@@ -803,8 +748,8 @@ def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, 
     info = {
         "nfev": run.nfev,
         "solver": solver,
-        "rtol": rtol,
-        "atol": atol,
+        "rtol": opt["rtol"],
+        "atol": opt["atol"],
         "blowup_threshold": threshold,
         "t_reached": run.time,
     }
@@ -815,4 +760,4 @@ def _adaptive(rhs, X0, t0, T, t_eval, solver, rtol, atol, threshold, on_blowup, 
         blowup = (run.time, run.last_good, f"max |x_i| reached blowup_threshold = {threshold:.3g}")
     elif run.status == "failed":
         blowup = (run.time, run.last_good, run.reason)
-    return _finish(t_out, Y, "adaptive", None, blowup, on_blowup, info, common)
+    return _finish(t_out, Y, "adaptive", None, blowup, opt["on_blowup"], info, common)

@@ -39,7 +39,7 @@ import numpy as np
 
 from .attention import Attention, LayerLike, require_layer
 from .docstrings import fill_doc
-from .particles import rk4_step
+from .odes import rk4_step
 from .transport import conditional_wasserstein, wasserstein
 from .validation import (
     validate_count,
@@ -259,7 +259,7 @@ def log_stability_bound(
             if not np.all(np.isfinite(y)):
                 break
             with np.errstate(over="ignore", invalid="ignore"):
-                y, _ = rk4_step(rhs, s, y, h)  # the particle core's RK4 step
+                y, _ = rk4_step(rhs, s, y, h)  # the RK4 step of the stepping layer
             if not np.all(np.isfinite(y)):
                 y = np.array([math.inf, math.inf])
             s += h

@@ -45,6 +45,7 @@ __all__ = [
     "time_grid",
     "SOLVERS",
     "PARAMETER_DOCS",
+    "validate_unit_rows",
 ]
 
 #: The ``scipy.integrate.solve_ivp`` methods the library's adaptive integrators accept.
@@ -789,3 +790,31 @@ def time_grid(t_span, t_eval, default: int = 401):
     if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < t0 or t_eval[-1] > T or np.any(np.diff(t_eval) <= 0):
         raise ValueError("t_eval must be increasing and inside t_span")
     return t0, T, t_eval
+
+
+def validate_unit_rows(X: np.ndarray, name: str = "X0", tol: float = 1e-6) -> np.ndarray:
+    """Rows of ``X`` (finite, checked by the caller) that lie on the unit sphere, renormalised to round-off.
+
+    Parameters
+    ----------
+    X : array (..., d)
+        Tokens.
+    name : str
+        Name in error messages.
+    tol : float
+        Largest accepted deviation of a norm from 1.
+
+    Returns
+    -------
+    array (..., d)
+        ``X`` with every row divided by its norm.
+
+    Raises
+    ------
+    ValueError
+        A row whose norm is not 1 within ``tol``.
+    """
+    norms = np.linalg.norm(X, axis=-1)
+    if not np.max(np.abs(norms - 1)) <= tol:
+        raise ValueError(f"sphere=True needs unit-norm tokens in {name} (use normalize_rows)")
+    return X / norms[..., None]

@@ -34,7 +34,7 @@ B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspect
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -519,7 +519,7 @@ def simulate_batch(
         if np.any(np.abs(t0 + k_at * h - save_at) > 1e-9 * max(1.0, abs(T))) or np.any((k_at < 0) | (k_at > steps)):
             raise ValueError(f"save_at must hold step times t0 + k h (h = {h:g}) inside t_span")
         save_steps = set(k_at.tolist())
-        saved = save_steps.__contains__
+        saved: Callable[[int], bool] = save_steps.__contains__
     else:
         save_steps = None
         saved = lambda k: k % save_every == 0 or k == steps  # noqa: E731

@@ -415,7 +415,7 @@ def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
 
 
 #: The options of :func:`solve_gaussian` in each mode, with their defaults.
-_SOLVE_OPTIONS = {
+_SOLVE_OPTIONS: dict[str, dict[str, Any]] = {
     "accurate": {"method": "DOP853", "rtol": 1e-10, "atol": 1e-12, "blowup_trace": 1e8},
     "faithful": {"step": None, "tol_low": 1e-5, "tol_high": 1e3, "max_iter": 50_000, "save": "all"},
 }

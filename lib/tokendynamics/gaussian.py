@@ -58,7 +58,7 @@ from .attention import Attention, LayerLike, layer_at
 from .docstrings import fill_doc
 from .errors import BlowUpError, CapabilityError, NonFiniteError
 from .kinds import KINDS
-from .odes import adaptive_solve, dormand_prince_batch, solve_ode
+from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step, solve_ode
 from .particles import sample_gaussian, simulate
 from .transport import bures_wasserstein, psd_sqrt
 from .validation import (
@@ -1365,70 +1365,70 @@ def projected_euler(
 
 
 def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor):
-    B, d = C.shape[0], C.shape[1]
-    if mean0 is None:
-        m = np.zeros((B, d))
-    else:
-        m = np.array(np.broadcast_to(np.asarray(mean0, dtype=float), (B, d)))
-        if not np.all(np.isfinite(m)):
-            raise ValueError("mean0 contains non-finite values")
-    status = np.full(B, "max_iter", dtype=object)
-    iterations = np.full(B, max_iter, dtype=int)
-    cov_last = C.copy()
-    cov_after = C.copy()
-    mean_last = m.copy()
-    rhs_norm = np.full(B, np.nan)
-    saved_it = [[] for _ in range(B)]
-    saved_S = [[] for _ in range(B)]
-    saved_m = [[] for _ in range(B)]
-    active = np.arange(B)
-    S, mu = C, m
+    r"""The official scheme on the stepping layer: Euler on (mean, Sigma) with the PSD projection as retraction.
 
-    def store(j, k, i):
-        saved_it[k].append(i)
-        saved_S[k].append(S[j].copy())
-        saved_m[k].append(mu[j].copy())
+    The state of a member is (d + 1, d): the mean in row 0, the covariance below. Step k goes from
+    iterate k to k + 1; a member stops as converged when the field reports :math:`\|\dot\Sigma\|_F<` tol_low
+    at its iterate (code 3), as a blow-up when the trace of the next iterate exceeds tol_high (or is not finite).
+    """
+    B, d = C.shape[0], C.shape[1]
+    m = np.zeros((B, d)) if mean0 is None else np.array(np.broadcast_to(np.asarray(mean0, dtype=float), (B, d)))
+    if not np.all(np.isfinite(m)):
+        raise ValueError("mean0 contains non-finite values")
+    rhs_norm = np.full(B, np.nan)
+
+    def field(t, Y, active, t_step):
+        dm, R = _rhs(Y[:, 0], Y[:, 1:], layer)
+        nrm = np.sqrt(np.einsum("bij,bij->b", R, R))
+        if not np.all(np.isfinite(nrm)):
+            bad = active[~np.isfinite(nrm)]
+            raise NonFiniteError(
+                f"projected Euler: non-finite right-hand side at iteration {round(t / step)} for member(s) "
+                f"{bad.tolist()[:5]}"
+            )
+        rhs_norm[active] = nrm
+        return np.concatenate([dm[:, None], R], axis=1), np.where(nrm < tol_low, 3, 0)
+
+    def psd(Y):
+        return np.concatenate([Y[:, :1], _project_psd(Y[:, 1:], psd_floor)], axis=1)
 
     with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(last_allowed):
-            if mask[i]:
-                for j, k in enumerate(active):
-                    store(j, k, i)
-            dm, R = _rhs(mu, S, layer)
-            nrm = np.sqrt(np.einsum("bij,bij->b", R, R))
-            if not np.all(np.isfinite(nrm)):
-                bad = active[~np.isfinite(nrm)]
-                raise NonFiniteError(
-                    f"projected Euler: non-finite right-hand side at iteration {i} for member(s) {bad.tolist()[:5]}"
-                )
-            S_new = _project_psd(S + step * R, psd_floor)
-            mu_new = mu + step * dm
-            tr = np.trace(S_new, axis1=1, axis2=2)
-            conv = nrm < tol_low
-            blow = ~conv & ~(tr <= tol_high)
-            stop = conv | blow
-            if i == last_allowed - 1:
-                stop = np.ones_like(stop)
-            if np.any(stop):
-                for j in np.flatnonzero(stop):
-                    k = active[j]
-                    if conv[j]:
-                        status[k] = "converged"
-                    elif blow[j]:
-                        status[k] = "blowup"
-                    elif limited:
-                        status[k] = "completed"
-                    iterations[k] = i if (conv[j] or blow[j] or limited) else max_iter
-                    cov_last[k], cov_after[k] = S[j], S_new[j]
-                    mean_last[k], rhs_norm[k] = mu[j], nrm[j]
-                    if not mask[i]:
-                        store(j, k, i)
-                go = ~stop
-                active, S, mu = active[go], S_new[go], mu_new[go]
-                if active.size == 0:
-                    break
-            else:
-                S, mu = S_new, mu_new
+        run = fixed_step(
+            field,
+            np.concatenate([m[:, None], C], axis=1),
+            0.0,
+            last_allowed,
+            step,
+            scheme="euler",
+            geometry=Geometry("psd", lambda y, v: v, psd, stages=False),
+            saved=lambda k: k >= last_allowed - 1 or bool(mask[k]),
+            threshold=tol_high,
+            size=lambda Y: np.trace(Y[:, 1:], axis1=1, axis2=2),
+        )
+    stopped = run.status != "completed"
+    # the official loop index of the stop: the step that stopped starts at iterate i; the others ran to the end
+    iterations = np.where(stopped, np.rint(np.nan_to_num(run.last_good) / step).astype(int), last_allowed - 1)
+    status = np.where(run.status == "flagged", "converged", "blowup").astype(object)
+    status[~stopped] = "completed" if limited else "max_iter"
+    frames = np.swapaxes(run.y, 0, 1)  # (B, saved, d + 1, d)
+    saved_k = np.rint(run.t / step).astype(int)
+    cov_last, mean_last, saved_it, saved_S, saved_m = np.empty_like(C), np.empty((B, d)), [], [], []
+    for k in range(B):
+        i = int(iterations[k])
+        keep = (
+            saved_k <= i
+            if stopped[k]
+            else (saved_k < last_allowed) & ((saved_k == i) | mask[np.minimum(saved_k, max_iter - 1)])
+        )
+        its, states = saved_k[keep], frames[k, keep]
+        if not (its.size and its[-1] == i):  # the stop iterate is always stored (frozen at it)
+            its, states = np.append(its, i), np.concatenate([states, frames[k, -1:]])
+        saved_it.append(its)
+        saved_S.append(states[:, 1:])
+        saved_m.append(states[:, 0])
+        cov_last[k], mean_last[k] = states[-1, 1:], states[-1, 0]
+    cov_after = np.where(stopped[:, None, None], run.y_stop[:, 1:], frames[:, -1, 1:])
+    iterations = np.where(stopped | limited, iterations, max_iter)
     return EulerRuns(
         status=status.astype(str),
         iterations=iterations,
@@ -1437,9 +1437,9 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
         cov_after=cov_after,
         mean_last=mean_last,
         rhs_norm=rhs_norm,
-        saved_iterations=[np.array(s, dtype=int) for s in saved_it],
-        saved_cov=[np.array(s).reshape(-1, d, d) for s in saved_S],
-        saved_mean=[np.array(s).reshape(-1, d) for s in saved_m],
+        saved_iterations=saved_it,
+        saved_cov=saved_S,
+        saved_mean=saved_m,
         step=float(step),
     )
 

@@ -379,6 +379,10 @@ class Geometry:
         Tangent projection of a vector ``v`` at ``y``.
     retract : callable ``y -> y``
         Retraction onto the set (rows along the last axis for the sphere).
+    stages : bool
+        Also retract the stage states before the field is evaluated (the sphere: the field is defined on
+        it); False where the retraction only corrects the new state (the official projected Euler of
+        covariances, whose stage is the current iterate).
 
     References
     ----------
@@ -389,6 +393,7 @@ class Geometry:
     name: str
     project: Callable
     retract: Callable
+    stages: bool = True
 
 
 def _unit(Y):
@@ -514,6 +519,7 @@ def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tu
 FIELD_REASONS = {
     1: "non-finite velocity (overflow): the scores beta <x, A y> are too large for this variant at these tokens",
     2: "Sinkhorn did not reach its tolerance",
+    3: "converged: the right-hand side fell below its tolerance",
 }
 
 
@@ -530,6 +536,7 @@ def fixed_step(
     threshold: float = math.inf,
     max_growth: float | None = None,
     fill: bool = True,
+    size=None,
 ):
     r"""Step B systems :math:`\dot y_b=f_b(t,y_b)` together with a fixed-step scheme on a geometry.
 
@@ -566,6 +573,8 @@ def fixed_step(
     fill : bool
         Once every system has stopped, store their frozen states at the remaining output steps (True), or
         end the output there (False).
+    size : callable ``Y -> array (b,)``, optional
+        The size of each system compared with ``threshold`` (default: its largest entry in absolute value).
 
     Returns
     -------
@@ -587,7 +596,8 @@ def fixed_step(
     time, last = np.full(B, np.nan), np.full(B, np.nan)
     reason: list = [""] * B
     y_stop = Y.copy()
-    size = np.max(np.abs(Y), axis=axes) if Y.size else np.zeros(B)
+    measure = size or (lambda Z: np.max(np.abs(Z), axis=axes))
+    size = measure(Y) if Y.size else np.zeros(B)
     active = np.arange(B)
     saved = saved or (lambda k: True)
     ts, Ys = ([t0], [Y.copy()]) if saved(0) else ([], [])
@@ -604,7 +614,7 @@ def fixed_step(
                     bad_in = ~np.all(np.isfinite(Z), axis=axes)
                     _failed[bad_in & (_failed == 0)] = 1
                     Z = np.where(np.expand_dims(bad_in, axes), 0.0, Z)
-                Zr = geometry.retract(Z)
+                Zr = geometry.retract(Z) if geometry.stages else Z
                 U, codes = field(te, Zr, _active, _t)
                 if codes is not None and codes.any():
                     new = (codes != 0) & (_failed == 0)
@@ -616,7 +626,7 @@ def fixed_step(
                 nfev += ne
                 Zn = geometry.retract(Zn)
                 finite = np.all(np.isfinite(Zn), axis=axes)
-                big = np.max(np.abs(Zn if finite.all() else np.where(np.isfinite(Zn), Zn, 0.0)), axis=axes)
+                big = measure(Zn if finite.all() else np.where(np.isfinite(Zn), Zn, 0.0))
             prev = size if active.size == B else size[active]
             bad = (failed != 0) | ~finite | (big > threshold)
             if max_growth is not None:

@@ -224,3 +224,16 @@ def test_new_kinds_have_no_gaussian_closure_and_hardmax_no_lipschitz_constant(ma
     with pytest.raises(CapabilityError, match="'hardmax' attention does not have"):
         lipschitz_constants(Attention("hardmax", A=A, V=V), 1.0)
     assert support_speed(Attention("hardmax", A=A, V=V), 2.0) == pytest.approx(2.0 * np.linalg.norm(V, 2))
+
+
+def test_the_contributing_guide_example_of_a_new_kind_runs():
+    """CONTRIBUTING, "Add an attention variant": the example in the reader's own code runs as written."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text.split("## Add an attention variant", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    scope = {"X0": sample_sphere(8, 2, rng=0)}
+    exec(code, scope)
+    assert scope["traj"].X.shape == (501, 8, 2) and scope["layer"].kind.name == "cubic"

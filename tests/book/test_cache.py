@@ -64,7 +64,7 @@ def test_the_checksum_of_the_arrays_is_verified_on_load(store):
     folder, compute, calls = store
     cache.cached("demo", {"n": 1}, compute)
     path = folder / "demo.npz"
-    meta = cache.describe("demo")
+    meta, _ = cache._read(path)  # the stored metadata itself
     expected = {"x": np.arange(4.0), "k": np.array([3, 1], dtype=np.int64)}
     assert len(meta["sha256"]) == 64 and meta["sha256"] == cache.arrays_digest(expected)
     # same metadata, altered array: a stale or tampered file that still parses
@@ -177,7 +177,7 @@ def test_committed_caches_are_readable_checksummed_and_made_with_the_current_set
     assert meta["sha256"] == cache.arrays_digest(arrays)
     p = settings("gaussian_F6")
     expected = {k: v for k, v in p.items() if k != "rows"} | {"row": p["rows"][row]}
-    assert meta["params"] == cache._jsonable(expected)
+    assert meta["params"] == cache._plain(cache._canonical(expected))
     assert settings("gaussian_F6", "full") == p  # one cache serves both settings
     assert row in (ROOT / "data" / "README.md").read_text()
 
@@ -204,3 +204,55 @@ def test_cached_recomputes_when_parameters_or_code_change(tmp_path, monkeypatch)
     assert len(calls) == 3
     with pytest.raises(TypeError, match="plain data"):
         cache.cached("demo", {"f": object()}, compute)
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ({1: "a"}, {"1": "a"}),
+        ({"x": True}, {"x": 1}),
+        ({"x": 1}, {"x": 1.0}),
+        ({"x": None}, {"x": "None"}),
+        ({"x": [1, 2]}, {"x": np.array([1, 2], dtype=np.int32)}),
+        ({"x": 0.1 + 0.2}, {"x": 0.3}),
+    ],
+)
+def test_cache_keys_of_different_parameters_never_collide(first, second, tmp_path, monkeypatch):
+    """Parameters are compared by value and type: each pair is two results, never one served for the other."""
+    monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
+    a = cache.cached("key", first, lambda: {"x": np.array([1.0])})
+    b = cache.cached("key", second, lambda: {"x": np.array([2.0])})
+    assert a["x"][0] == 1.0 and b["x"][0] == 2.0
+
+
+def test_a_nan_parameter_hits_its_own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.zeros(1)}
+
+    for _ in range(2):
+        cache.cached("nan", {"eps": float("nan"), "n": (1, 2)}, compute)
+    assert len(calls) == 1
+    assert np.isnan(cache.describe("nan")["params"]["eps"])
+
+
+def test_cache_refuses_what_it_could_not_read_back_and_a_non_bool_refresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
+    with pytest.raises(TypeError, match="dtype object"):
+        cache.cached("bad", {}, lambda: {"x": np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(ValueError, match="__meta__"):
+        cache.cached("bad", {}, lambda: {"__meta__": np.zeros(1)})
+    with pytest.raises(TypeError, match="refresh must be True or False"):
+        cache.cached("bad", {}, lambda: {"x": np.zeros(1)}, refresh="yes")
+    assert not list(tmp_path.glob("bad*"))
+
+
+def test_temporary_files_of_a_killed_writer_are_removed_at_the_next_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENDYNAMICS_DATA", str(tmp_path))
+    stale = tmp_path / ".demo.999999999.abc.tmp"  # no such process
+    stale.write_bytes(b"half a file")
+    cache.cached("demo", {"n": 1}, lambda: {"x": np.zeros(1)})
+    assert not stale.exists() and (tmp_path / "demo.npz").exists()

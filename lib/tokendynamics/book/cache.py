@@ -6,9 +6,9 @@ arrays with the parameters and the fingerprint, and returns them. A reader can a
 produced a cached file (:func:`describe`).
 
 * **What invalidates a result.** The fingerprint (:func:`fingerprint`) is a hash of the source of
-  the *whole* ``tokendynamics`` package (every ``.py`` file and every ``.toml`` file, the parameter
-  table ``experiments.toml`` and the claims registry ``claims.toml``, sorted by path, with its
-  path), plus the source of any extra objects passed as ``code`` (e.g. a function defined outside
+  the *whole* ``tokendynamics`` package (every ``.py`` file and the parameter table
+  ``experiments.toml``, sorted by path, with its path; not the claims registry, which computes
+  nothing), plus the source of any extra objects passed as ``code`` (e.g. a function defined outside
   the package). Listing by hand the functions a result depends on missed some (a change of
   ``gaussian.covariance_eigenvalues`` left the rank histograms stale); hashing the package cannot
   miss one, at the price of recomputing after any change of the library.
@@ -82,22 +82,56 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "data"
 
 
-def _jsonable(obj: Any):
+def _canonical(obj: Any):
+    """A type-aware, JSON-able encoding of plain data: equal exactly when the values and their types are.
+
+    ``{1: 'a'}`` and ``{'1': 'a'}``, ``True`` and ``1``, ``1`` and ``1.0`` encode differently; floats are
+    stored exactly (``float.hex``), so a NaN parameter matches itself; numpy scalars encode as the Python
+    number of their kind and arrays with their dtype and shape; tuples and lists are both sequences.
+    """
+    if isinstance(obj, (bool, np.bool_)):
+        return ["bool", bool(obj)]
+    if isinstance(obj, (int, np.integer)):
+        return ["int", int(obj)]
+    if isinstance(obj, (float, np.floating)):
+        return ["float", float(obj).hex()]
+    if isinstance(obj, str):
+        return ["str", obj]
+    if obj is None:
+        return ["none"]
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+        items = [[_canonical(k), _canonical(v)] for k, v in obj.items()]
+        return ["dict", sorted(items, key=lambda kv: json.dumps(kv[0]))]
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (np.floating, np.integer, np.bool_)):
-        return obj.item()
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    raise TypeError(f"cache parameters must be plain data (numbers, strings, lists, arrays), got {type(obj).__name__}")
+        return ["seq", [_canonical(v) for v in obj]]
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "biuf":
+        return ["array", obj.dtype.str, list(obj.shape), [_canonical(v) for v in obj.ravel().tolist()]]
+    raise TypeError(
+        f"cache parameters must be plain data (numbers, strings, None, lists, dicts, numeric arrays), "
+        f"got {type(obj).__name__}"
+    )
+
+
+def _plain(code):
+    """The plain value of a :func:`_canonical` encoding (for :func:`describe`)."""
+    if not (isinstance(code, list) and code and isinstance(code[0], str)):
+        return code  # a file written before the encoding was type-aware
+    tag = code[0]
+    if tag == "float":
+        return float.fromhex(code[1])
+    if tag == "none":
+        return None
+    if tag == "dict":
+        return {repr(_plain(k)) if k[0] != "str" else k[1]: _plain(v) for k, v in code[1]}
+    if tag == "seq":
+        return [_plain(v) for v in code[1]]
+    if tag == "array":
+        return np.array([_plain(v) for v in code[3]], dtype=code[1]).reshape(code[2])
+    return code[1]
 
 
 def package_sources(root: Path | None = None) -> list[Path]:
-    """Every ``.py`` file of the package and its ``.toml`` parameter table, sorted by relative path.
+    """Every ``.py`` file of the package and its ``.toml`` parameter table (not the claims registry), sorted by path.
 
     Parameters
     ----------
@@ -109,8 +143,17 @@ def package_sources(root: Path | None = None) -> list[Path]:
     list of pathlib.Path
     """
     root = PACKAGE_ROOT if root is None else Path(root)
-    files = [p for pattern in ("*.py", "*.toml") for p in root.rglob(pattern) if "__pycache__" not in p.parts]
+    files = [
+        p
+        for pattern in ("*.py", "*.toml")
+        for p in root.rglob(pattern)
+        if "__pycache__" not in p.parts and p.relative_to(root).as_posix() not in _NOT_CODE
+    ]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+#: Package files that are data about the book, not code that computes (the claims registry).
+_NOT_CODE = ("book/claims.toml",)
 
 
 def fingerprint(code: Iterable[Any] = (), *, root: Path | None = None) -> str:
@@ -180,7 +223,11 @@ def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 def _write_atomic(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    for old in path.parent.glob(f".{path.stem}.*.tmp"):  # left by a writer that was killed
+        pid = old.name[len(path.stem) + 2 :].split(".", 1)[0]
+        if not (pid.isdigit() and _alive(int(pid))):
+            old.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             payload: dict[str, Any] = {"__meta__": np.array(json.dumps(meta, sort_keys=True)), **arrays}
@@ -194,6 +241,16 @@ def _write_atomic(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def cached(
@@ -216,13 +273,14 @@ def cached(
     name : str
         File stem under the data folder.
     params : dict
-        The parameters (JSON-able) that made the result.
+        The parameters (plain data) that made the result, compared by value and type
+        (``True`` is not ``1``, ``{1: x}`` is not ``{"1": x}``; a NaN matches a NaN).
     compute : callable
         ``compute() -> dict of arrays``.
     code : iterable of objects
         Extra code whose source enters the fingerprint.
     refresh : bool
-        Recompute even if the file is valid.
+        Recompute even if the file is valid (``True`` or ``False`` only).
 
     Returns
     -------
@@ -230,7 +288,11 @@ def cached(
     """
     if not isinstance(name, str) or not name.replace("-", "_").replace(".", "_").isidentifier():
         raise ValueError(f"cache name must be a simple identifier-like stem, got {name!r}")
-    wanted = {"params": _jsonable(params), "code": fingerprint(code)}
+    if not isinstance(refresh, bool):
+        raise TypeError(f"refresh must be True or False, got {refresh!r}")
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of plain data, got {type(params).__name__}")
+    wanted = {"params": _canonical(params), "code": fingerprint(code)}
     path = data_dir() / f"{name}.npz"
     if path.exists() and not refresh:
         try:
@@ -257,6 +319,11 @@ def cached(
     if not isinstance(result, dict) or not result:
         raise TypeError("compute() must return a non-empty dict of arrays")
     arrays = {k: np.asarray(v) for k, v in result.items()}
+    for key, arr in arrays.items():  # what np.load(allow_pickle=False) could not read back is refused now
+        if not isinstance(key, str) or key == "__meta__" or not key:
+            raise ValueError(f"compute() returned the array name {key!r}: names are non-empty strings, not '__meta__'")
+        if arr.dtype.kind not in "biufcUS":
+            raise TypeError(f"compute() returned {key!r} of dtype {arr.dtype}: a cache stores numeric or string arrays")
     meta = {**wanted, "sha256": arrays_digest(arrays)}
     try:
         _write_atomic(path, meta, arrays)
@@ -276,7 +343,7 @@ def describe(name: str) -> dict:
     Returns
     -------
     dict
-        ``params``, ``code`` and ``sha256``.
+        ``params`` (as plain Python values), ``code`` and ``sha256``.
     """
     meta, _ = _read(data_dir() / f"{name}.npz")
-    return meta
+    return {**meta, "params": _plain(meta["params"])}

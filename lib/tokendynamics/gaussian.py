@@ -792,12 +792,13 @@ def solve_covariance_batch(
     """
     stack = _as_stack(layers)
     B, d = len(stack), stack.d
-    T = float(T)
-    if not (T > 0 and math.isfinite(T)):
-        raise ValueError(f"T must be a positive number, got {T!r}")
-    if not (rtol > 0 and atol > 0 and blowup_trace > 0):
-        raise ValueError("rtol, atol and blowup_trace must be positive")
-    C0 = np.array(cov0, dtype=float, copy=True)
+    T = validate_positive(T, "T")
+    rtol, atol = validate_tolerances(rtol, atol)
+    blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
+    max_steps = validate_count(max_steps, "max_steps")
+    if first_step is not None:
+        first_step = validate_positive(first_step, "first_step")
+    C0 = np.array(real_array(cov0, "cov0"), dtype=float, copy=True)
     if C0.shape == (d, d):
         C0 = np.broadcast_to(C0, (B, d, d)).copy()
     if C0.shape != (B, d, d):
@@ -807,10 +808,10 @@ def solve_covariance_batch(
     tr0 = np.trace(C0, axis1=1, axis2=2)
     if np.any(tr0 >= blowup_trace):
         raise ValueError("some initial trace is already above blowup_trace")
-    levels = tuple(float(x) for x in trace_levels)
-    t_eval = np.zeros(0) if t_eval is None else np.asarray(t_eval, dtype=float)
-    if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (t_eval.size and (t_eval[0] < 0 or t_eval[-1] > T)):
-        raise ValueError("t_eval must be increasing and inside [0, T]")
+    levels = tuple(
+        validate_positive(x, "trace_levels") for x in np.atleast_1d(real_array(trace_levels, "trace_levels"))
+    )
+    t_eval = np.zeros(0) if t_eval is None else time_grid((0.0, T), t_eval)[2]
 
     def covs(Phi, idx):
         return _sym(Phi @ C0[idx] @ np.swapaxes(Phi, -1, -2))

@@ -270,7 +270,16 @@ def adaptive_solve(
             out_y.append(y0.copy())
             k += 1
     status, time, last_good, y_stop, reason = "completed", T, T, None, ""
-    event_before = -1.0 if event is None else event(y0)
+
+    def event_value(t, y):
+        value = float(event(y))
+        if not math.isfinite(value):
+            raise ValueError(
+                f"the event function (stop_when) returned {value} at t = {t:.6g}: it must return a finite number"
+            )
+        return value
+
+    event_before = -1.0 if event is None else event_value(t0, y0)
     if event is not None and not event_before < 0:  # reached at the start
         return Run(
             np.array(out_t),
@@ -311,15 +320,15 @@ def adaptive_solve(
             else:
                 crossing = brentq(excess, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
         hit = None
-        if event is not None and crossing is None and not event(ode.y) < 0 and event_before < 0:
+        if event is not None and crossing is None and not event_value(t_new, ode.y) < 0 and event_before < 0:
             dense = dense or ode.dense_output()
 
             def rise(t, dense=dense):
-                return event(dense(t))
+                return event_value(t, dense(t))
 
             hit = brentq(rise, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
         if event is not None:
-            event_before = event(ode.y)
+            event_before = event_value(t_new, ode.y)
         stop = t_new if crossing is None and hit is None else (crossing if hit is None else hit)
         if t_eval is None:
             if crossing is None and hit is None:

@@ -787,8 +787,13 @@ def time_grid(t_span, t_eval, default: int = 401):
     if t_eval is None:
         t_eval = np.linspace(t0, T, default)
     t_eval = real_array(t_eval, "t_eval")
-    if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < t0 or t_eval[-1] > T or np.any(np.diff(t_eval) <= 0):
-        raise ValueError("t_eval must be increasing and inside t_span")
+    if t_eval.ndim != 1 or t_eval.size == 0 or not np.all(np.isfinite(t_eval)):
+        raise ValueError(
+            f"t_eval must be a non-empty 1-D array of finite times, got {np.shape(t_eval)} with NaN or inf"
+        )
+    # written so that a NaN can never pass: every comparison must hold
+    if not (t_eval[0] >= t0 and t_eval[-1] <= T and np.all(np.diff(t_eval) > 0)):
+        raise ValueError(f"t_eval must be increasing and inside t_span = ({t0:g}, {T:g})")
     return t0, T, t_eval
 
 

@@ -67,6 +67,7 @@ CHAPTERS = {
     "04_kuramoto_reduction": "Linear attention on the circle: a Kuramoto model",
     "05_kuramoto_regimes": "Linear attention on the circle: the regimes",
     "06_high_dimensional": "High dimension: do the planar regimes persist?",
+    "08_transformer": "From the ODE to a transformer",
 }
 
 
@@ -1481,6 +1482,140 @@ CLAIMS: tuple[Claim, ...] = (
         [T + "test_highdim.py::test_case4_r2_oscillation_persists_with_data_near_a_plane_and_in_a_dominant_plane"],
         "late range at least 0.7 times the early range ($d=30$)",
         ("hd_osc_near_ratio", ".2f"),
+    ),
+    # ------------------------------------------------------------------ beyond the papers, chapter 08
+    _c(
+        "residual-blocks-are-euler-steps",
+        1,
+        "D",
+        "08_transformer",
+        r"Without normalisation or MLP, $L$ residual blocks of step $T/L$ are the explicit Euler scheme of the "
+        r"particle system: the same numbers as the library's Euler integrator (largest difference shown).",
+        [
+            T + "test_transformer.py::test_forward_without_norm_is_the_euler_scheme_of_simulate",
+            T + "test_transformer.py::test_forward_equals_a_plain_residual_loop_for_every_norm",
+        ],
+        r"round-off ($10^{-13}$); a plain residual loop to $10^{-12}$",
+        ("tf_euler_gap", ".1g"),
+    ),
+    _c(
+        "depth-error-falls-like-one-over-l",
+        1,
+        "D",
+        "08_transformer",
+        r"The network approaches the ODE at depth $T$ like $1/L$, without normalisation and with the sphere "
+        r"retraction (fitted slope of the distance against $L$ shown, sphere retraction).",
+        [T + "test_transformer.py::test_forward_error_against_a_fine_ode_solution_falls_like_one_over_L"],
+        r"slope $-1\pm0.2$ against a fine Runge–Kutta solution",
+        ("tf_slope_sphere", ".2f"),
+    ),
+    _c(
+        "sphere-blocks-cluster-later",
+        2,
+        "D",
+        "08_transformer",
+        r"A block that normalises $x+h\Gamma(x)$ is the sphere model's retraction step with the shorter step "
+        r"$h/(1+h\langle x,\Gamma(x)\rangle)$: at the depths of real networks the tokens reach one cluster later "
+        r"than the ODE (median depth of one cluster at $L=12$, step 1, shown).",
+        [
+            T
+            + "test_transformer.py::test_sphere_blocks_are_the_tangent_retraction_with_a_shorter_step_and_converge_with_simulate",
+            T + "test_transformer.py::test_sphere_blocks_at_a_large_step_reach_one_cluster_later_than_the_ode",
+        ],
+        r"exact identity to $10^{-15}$; at step 1 at least 2 units of depth later than the ODE",
+        ("tf_t1_L12", ".2f"),
+    ),
+    _c(
+        "post-layer-norm-is-the-sphere-model",
+        2,
+        "D",
+        "08_transformer",
+        r"Post-LN on centred tokens, with $Q$ and $K$ scaled by $1/\sqrt d$, is the sphere model on the unit sphere "
+        r"of $\mathbf 1^\perp$ with $V$ compressed to $PVP$ (nothing changes for $V=I$): its directions are the "
+        r"sphere blocks' up to LayerNorm's $\epsilon$ (largest difference shown).",
+        [T + "test_transformer.py::test_post_layer_norm_is_the_sphere_retraction_on_the_centred_sphere"],
+        r"$10^{-4}$ ($\epsilon=10^{-5}$)",
+        ("tf_post_gap", ".1e"),
+    ),
+    _c(
+        "pre-layer-norm-runs-on-a-slower-clock",
+        2,
+        "D",
+        "08_transformer",
+        r"Pre-LN lets the residual stream grow, at most like $r\le1+t$, and its directions follow the sphere model "
+        r"on the slower clock $\tau=\int dt/r\ge\log(1+T)$ (clock at depth $T$ shown).",
+        [
+            T
+            + "test_transformer.py::test_pre_layer_norm_stream_grows_at_most_linearly_and_follows_the_sphere_model_on_its_clock"
+        ],
+        r"radius bound to round-off; on its clock the order parameter at least twice as close to the ODE's",
+        ("tf_tau", ".2f"),
+    ),
+    _c(
+        "relu-mlp-speeds-up-clustering",
+        1,
+        "D",
+        "08_transformer",
+        r"A random ReLU MLP at initialisation (tied weights) leaves the clustering in place and brings the single "
+        r"cluster sooner (median depth of one cluster at the largest strength shown).",
+        [T + "test_transformer.py::test_a_relu_mlp_keeps_one_cluster_sooner_and_a_tanh_mlp_leaves_several"],
+        r"one cluster in every cloud; median depth below 0.8 times the attention's alone (strength 4)",
+        ("tf_relu_t1_strong", ".2f"),
+    ),
+    _c(
+        "tanh-mlp-splits-the-cluster",
+        1,
+        "D",
+        "08_transformer",
+        r"A random tanh MLP (an odd map) of strength 2 or more leaves several clusters, often two antipodal ones "
+        r"(mean number of clusters at the largest strength shown).",
+        [T + "test_transformer.py::test_a_relu_mlp_keeps_one_cluster_sooner_and_a_tanh_mlp_leaves_several"],
+        r"more than one cluster in at least 5 of 8 clouds (strength 4)",
+        ("tf_tanh_clusters", ".2f"),
+    ),
+    _c(
+        "fresh-weights-converge-like-one-over-root-l",
+        1,
+        "D",
+        "08_transformer",
+        r"With weights drawn afresh in every block the network still has a limit as $L$ grows, the ODE of the mean "
+        r"layer rather than of any one layer: two draws differ like $L^{-1/2}$ (fitted slope shown).",
+        [T + "test_transformer.py::test_two_draws_of_fresh_weights_differ_like_one_over_root_L"],
+        r"slope $-0.5\pm0.15$; two tied draws stay apart",
+        ("tf_spread_slope", ".2f"),
+    ),
+    _c(
+        "fresh-weights-merge-clusters",
+        1,
+        "D",
+        "08_transformer",
+        r"Fresh weights per block end in one cluster more often than tied weights (Gaussian recipe, $\beta=4$, "
+        r"depth 24; probability with fresh weights shown).",
+        [T + "test_transformer.py::test_fresh_weights_raise_the_probability_of_one_cluster"],
+        r"at least 20 of 24 clouds, and 6 more than tied",
+        ("tf_single_fresh", ".2f"),
+    ),
+    _c(
+        "tied-weights-keep-the-gaussian-rank",
+        1,
+        "D",
+        "08_transformer",
+        r"Tied clustering weights $A=-P$ ($V=I$): the tokens' covariance follows the Gaussian ODE and keeps rank "
+        r"$\dim\ker(A+A^\top)$ (numerical rank at depth $T$ shown).",
+        [T + "test_transformer.py::test_tied_clustering_weights_keep_the_rank_of_the_gaussian_limit"],
+        r"eigenvalues within 25 % of the closed form; rank counted above 0.1",
+        ("tf_rank_tied", ""),
+    ),
+    _c(
+        "fresh-weights-collapse-the-rank",
+        1,
+        "D",
+        "08_transformer",
+        r"Fresh clustering weights: the covariance follows the Gaussian ODE of the mean layer $-(r/d)I$ and "
+        r"collapses in every direction like $1/t$ (numerical rank at depth $T$ shown).",
+        [T + "test_transformer.py::test_fresh_clustering_weights_collapse_the_rank_like_the_mean_layer"],
+        r"eigenvalues within 30 % of the closed form; rank counted above 0.1",
+        ("tf_rank_fresh", ""),
     ),
 )
 

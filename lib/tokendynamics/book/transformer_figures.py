@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import metrics
 from ..attention import Attention
+from ..docstrings import fill_doc
 from ..ensembles import recipe_matrices
 from ..gaussian import covariance_eigenvalues, empirical_moments, isotropic_covariance
 from ..particles import normalize_rows, sample_gaussian, sample_sphere, simulate
@@ -43,6 +44,9 @@ __all__ = [
     "weights_study",
     "rank_study",
 ]
+
+#: The parameter every study takes (:func:`~tokendynamics.docstrings.fill_doc`).
+_DOC = {"setting": 'p : dict\n    One setting, ``settings("transformer", mode)``.'}
 
 NORM_LABELS = {"none": "no norm", "pre": "pre-LN", "post": "post-LN", "sphere": "sphere retraction"}
 NORM_COLORS = {"none": "#7a7a7a", "pre": "#d95f02", "post": "#1b9e77", "sphere": "#1f5fa8", "ode": "black"}
@@ -232,19 +236,20 @@ def _distance(X, Y) -> float:
     return float(np.max(np.linalg.norm(X - Y, axis=-1)))
 
 
+@fill_doc(_DOC)
 def depth_study(p: dict) -> dict[str, Any]:
     """Section 1: L blocks against the ODE at depth T, on the sphere and in the Euclidean setting.
 
     Parameters
     ----------
-    p : dict
-        ``settings("transformer", mode)``.
+    %(setting)s
 
     Returns
     -------
     dict
         ``Ls``; ``sphere`` and ``euclid`` distances at depth T per L; ``euler_gap`` (the network
-        without norm against :func:`simulate`'s Euler); the order parameter curves ``R1`` per L in
+        without norm against the Euler scheme of :func:`~tokendynamics.particles.simulate`); the
+        order parameter curves ``R1`` per L in
         ``p["depths"]`` and ``R1_ode``; clustering depths per cloud (``t_single`` per L, ``t_single_ode``).
     """
     T, dt = p["T"], p["ode_dt"]
@@ -299,13 +304,13 @@ def antithetic_gaussian(n: int, d: int, seed: int) -> np.ndarray:
     return np.vstack([Z, -Z])
 
 
+@fill_doc(_DOC)
 def norm_study(p: dict) -> dict[str, Any]:
     r"""Section 2: pre-LN, post-LN and the sphere retraction against the sphere ODE.
 
     Parameters
     ----------
-    p : dict
-        ``settings("transformer", mode)``.
+    %(setting)s
 
     Returns
     -------
@@ -342,13 +347,13 @@ def norm_study(p: dict) -> dict[str, Any]:
     return out
 
 
+@fill_doc(_DOC)
 def mlp_study(p: dict) -> dict[str, Any]:
     """Section 3: post-LN networks with a random MLP of growing strength (tied weights), over clouds.
 
     Parameters
     ----------
-    p : dict
-        ``settings("transformer", mode)``.
+    %(setting)s
 
     Returns
     -------
@@ -373,13 +378,13 @@ def mlp_study(p: dict) -> dict[str, Any]:
     return out
 
 
+@fill_doc(_DOC)
 def weights_study(p: dict) -> dict[str, Any]:
     """Section 4 (sphere): tied against fresh Gaussian weights over clouds, and how two fresh draws differ.
 
     Parameters
     ----------
-    p : dict
-        ``settings("transformer", mode)``.
+    %(setting)s
 
     Returns
     -------
@@ -418,13 +423,13 @@ def weights_study(p: dict) -> dict[str, Any]:
     }
 
 
+@fill_doc(_DOC)
 def rank_study(p: dict) -> dict[str, Any]:
     r"""Section 4 (Euclidean): the covariance spectrum of Gaussian tokens through tied and fresh blocks.
 
     Parameters
     ----------
-    p : dict
-        ``settings("transformer", mode)``.
+    %(setting)s
 
     Returns
     -------

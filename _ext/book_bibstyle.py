@@ -12,9 +12,11 @@ from pybtex.style.labels import BaseLabelStyle
 
 
 class AuthorYearLabels(BaseLabelStyle):
-    """Labels "First et al., year" (three or more authors), "A and B, year", "A, year"."""
+    """Labels "First et al., year" (three or more authors), "A and B, year", "A, year"; labels that
+    would coincide get a letter in the order of the reference list ("Sander et al., 2022a", "2022b")."""
 
     def format_labels(self, sorted_entries):
+        labels = []
         for entry in sorted_entries:
             people = entry.persons.get("author") or entry.persons.get("editor") or []
             names = [" ".join(p.last_names) for p in people]
@@ -25,7 +27,13 @@ class AuthorYearLabels(BaseLabelStyle):
                 who = f"{names[0]} and {names[1]}"
             else:
                 who = names[0] if names else entry.key
-            yield f"{who}, {entry.fields.get('year', 'n.d.')}"
+            labels.append(f"{who}, {entry.fields.get('year', 'n.d.')}")
+        seen: dict[str, int] = {}
+        for label in labels:
+            if labels.count(label) > 1:
+                seen[label] = seen.get(label, 0) + 1
+                label += "abcdefghijklmnopqrstuvwxyz"[seen[label] - 1]
+            yield label
 
 
 class AuthorYearStyle(PlainStyle):

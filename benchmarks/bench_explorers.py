@@ -107,6 +107,16 @@ MOVES = {
         {"case": "case4", "a": 1.5},
         {"beta": 2.0},
     ],
+    "08_transformer": [
+        *({"norm": v} for v in ("pre", "sphere", "none", "post")),  # the last: back to the start, from the cache
+        {"L": 48},
+        {"L": 6},
+        {"strength": 1.0},
+        {"activation": "tanh"},
+        {"strength": 3.0},
+        {"beta": 4.0},
+        {"L": 24},
+    ],
 }
 
 

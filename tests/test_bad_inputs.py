@@ -31,6 +31,7 @@ from tokendynamics import projective as pr
 from tokendynamics import regimes as rg
 from tokendynamics import stability as st
 from tokendynamics import sweeps as sw
+from tokendynamics import transformer as tf
 from tokendynamics import transport as tr
 from tokendynamics import variants as va
 from tokendynamics import watanabe_strogatz as ws
@@ -457,6 +458,26 @@ case(mf.fit_power_law, [10], [1.0], words="ns")
 case(mf.fit_power_law, [10, 20], [1.0, -1.0], words="errors")
 case(mf.fit_power_law, [10, 20], [1.0, 0.5], bootstrap=-1, words="bootstrap")
 
+# -- transformer ------------------------------------------------------------------------------
+case(tf.forward, XNAN, SOFTMAX, 1.0, 4, words="X0")
+case(tf.forward, X, SOFTMAX, 0.0, 4, words="T")
+case(tf.forward, X, SOFTMAX, 1.0, 0, words="L")
+case(tf.forward, X, SOFTMAX, 1.0, 2.5, words="L")
+case(tf.forward, X, SOFTMAX, 1.0, 4, norm="layer", words="norm")
+case(tf.forward, X, SOFTMAX, 1.0, 4, norm="sphere", words="X0")  # not unit tokens
+case(tf.forward, X, "softmax", 1.0, 4, exc=TypeError, words="layer")
+case(tf.forward, X, [SOFTMAX] * 3, 1.0, 4, words="L = 4")
+case(tf.forward, X, [SOFTMAX, "x"], 1.0, 2, exc=TypeError, words="layer[1]")
+case(tf.forward, X3, SOFTMAX, 1.0, 4, words="layer[0]")
+case(tf.forward, X, SOFTMAX, 1.0, 4, mlp="relu", exc=TypeError, words="mlp")
+case(tf.forward, X, SOFTMAX, 1.0, 4, rng=0, words="rng")
+case(tf.forward, X[:, :1], LAYER_1D, 1.0, 4, norm="pre", words="d >= 2")
+case(tf.MLP, 0, 1.0, words="width")
+case(tf.MLP, 4, -1.0, words="strength")
+case(tf.MLP, 4, 1.0, "gelu", words="activation")
+case(tf.layer_norm, X, eps=0, words="eps")
+case(tf.layer_norm, XNAN, words="X")
+
 # -- sweeps -----------------------------------------------------------------------------------
 case(sw.grid, beta=5, words="axis 'beta'")
 case(sw.grid, beta=[], words="axis 'beta'")
@@ -513,6 +534,7 @@ def test_the_table_covers_every_module_and_is_large_enough():
         "stability",
         "meanfield",
         "sweeps",
+        "transformer",
     }
 
 

@@ -70,6 +70,7 @@ MOVES = {
     "03_gradient_flow": [("drag", "a2"), ("key", "theta")],
     "04_kuramoto_reduction": [("drag", "v11"), ("key", "beta")],
     "06_high_dimensional": [("dropdown", "case", "case2"), ("drag", "top"), ("key", "beta")],
+    "08_transformer": [("dropdown", "norm", "pre"), ("drag", "blocks L"), ("key", "β")],
 }
 CHAPTERS = [p.stem for p in ec.explorer_chapters()]
 

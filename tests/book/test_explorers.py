@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from tests.helpers import linear_reference  # noqa: E402
-from tokendynamics import circle_tokens  # noqa: E402
+from tokendynamics import circle_tokens, metrics  # noqa: E402
 from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics.book import explorers as E  # noqa: E402
 from tokendynamics.book import highdim_plots  # noqa: E402
@@ -43,7 +43,14 @@ from tokendynamics.regimes import (
     Portrait,  # noqa: E402
 )
 
-EXPLORERS = [E.VariantsExplorer, E.ConeExplorer, E.EnergyExplorer, E.RegimesExplorer, E.HighdimExplorer]
+EXPLORERS = [
+    E.VariantsExplorer,
+    E.ConeExplorer,
+    E.EnergyExplorer,
+    E.RegimesExplorer,
+    E.HighdimExplorer,
+    E.TransformerExplorer,
+]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -229,6 +236,7 @@ def test_every_explorer_is_built_only_in_a_live_session(monkeypatch):
         E.energy_explorer: (),
         E.regimes_explorer: ("fast", 0),
         E.highdim_explorer: (),
+        E.transformer_explorer: (),
     }
     monkeypatch.setenv("TOKENDYNAMICS_HEADLESS", "1")
     assert all(make(*args) is None for make, args in calls.items())
@@ -240,7 +248,15 @@ def test_every_explorer_function_takes_and_documents_the_arguments_of_its_class(
     import inspect
 
     for make, cls in zip(
-        (E.variants_explorer, E.cone_explorer, E.energy_explorer, E.regimes_explorer, E.highdim_explorer), EXPLORERS
+        (
+            E.variants_explorer,
+            E.cone_explorer,
+            E.energy_explorer,
+            E.regimes_explorer,
+            E.highdim_explorer,
+            E.transformer_explorer,
+        ),
+        EXPLORERS,
     ):
         assert make.__module__ == cls.__module__ and make.__name__.endswith("_explorer")
         assert list(inspect.signature(make).parameters) == list(inspect.signature(cls).parameters)
@@ -374,3 +390,31 @@ def test_highdim_update_runs_every_case_and_its_loose_tolerance_is_invisible():
     for kind in ("linear", "unnormalized_softmax"):
         loose = highdim_update("case4", a=0.5, b=1.0)[kind]
         assert np.max(np.abs(loose.R2 - tight[kind].R2)) < 1e-3
+
+
+def test_transformer_update_is_the_network_against_the_ode_and_the_explorer_keeps_the_ode_per_beta():
+    """Chapter 08's explorer: transformer_update runs the network of the chosen normalisation and MLP
+    against the sphere ODE; the ODE depends on beta only, so moving L, the norm or the MLP reuses it,
+    and the activation is a control only while the MLP is on."""
+    from tokendynamics.book import transformer_figures as tf
+    from tokendynamics.transformer import forward
+
+    kw = dict(n=12, d=4, T=6.0, seed=3, width=8, ode_dt=0.1)
+    out = E.transformer_update(6, "sphere", 0.0, 2.0, **kw)
+    U0 = tf.centred_sphere(12, 4, 3)
+    Y = forward(U0, tf.identity_layer(4, 2.0), 6.0, 6, norm="sphere")
+    ode = tf.sphere_ode(U0, tf.identity_layer(4, 2.0), 6.0, 0.1)
+    np.testing.assert_allclose(out["R1"], metrics.order_parameters(Y)[0], atol=1e-12)
+    assert out["distance"] == pytest.approx(float(np.max(np.linalg.norm(Y[-1] - ode.final, axis=1))))
+    post = E.transformer_update(6, "post", 0.0, 2.0, **kw, ode=ode)
+    np.testing.assert_allclose(post["R1"], out["R1"], atol=1e-4)  # post-LN is the sphere model
+    ex = E.TransformerExplorer()
+    ex.update()
+    assert "activation" not in ex.uses(ex.state)
+    ode_runs = len(ex._memo["ode"].data)
+    for move in ({"L": 24}, {"norm": "pre"}, {"strength": 1.0}, {"activation": "tanh"}):
+        ex.update(**move)
+        assert ex.error is None and len(ex._memo["ode"].data) == ode_runs, move
+    assert "activation" in ex.uses(ex.state) and "tanh MLP 1" in ex.status
+    ex.update(beta=2.0)
+    assert len(ex._memo["ode"].data) == ode_runs + 1

@@ -147,6 +147,7 @@ PARAMETER_RULES: dict[str, dict[str, Any]] = {
     "seed": {"type": int, "min": 0},
     "beta": {"type": float, "min": 0.0, "strict": True},
     "T": {"type": float, "min": 0.0, "strict": True},
+    "clouds": {"type": int, "min": 1},
 }
 
 _TYPE_WORDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}

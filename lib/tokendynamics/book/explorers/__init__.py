@@ -9,7 +9,9 @@
 * chapter 04 (Kuramoto reduction): :func:`regimes_explorer`, update :func:`regimes_update`
   (``explorers.kuramoto_reduction``);
 * chapter 06 (high dimension): :func:`highdim_explorer`, update :func:`highdim_update`
-  (``explorers.high_dimensional``).
+  (``explorers.high_dimensional``);
+* chapter 08 (from the ODE to a transformer): :func:`transformer_explorer`, update
+  :func:`transformer_update` (``explorers.transformer``).
 
 A chapter's explorer cell is one call, e.g. ``variants_explorer(mode)``: in a live Jupyter session it
 returns the explorer, which Jupyter displays (controls, status line, figure); in the headless book
@@ -25,6 +27,7 @@ from .gaussian_preservation import ConeExplorer, cone_explorer, cone_update
 from .gradient_flow import EnergyExplorer, energy_explorer, energy_update
 from .high_dimensional import HighdimExplorer, highdim_explorer, highdim_update
 from .kuramoto_reduction import RegimesExplorer, regimes_explorer, regimes_update
+from .transformer import TransformerExplorer, transformer_explorer, transformer_update
 from .well_posedness import VariantsExplorer, variants_explorer, variants_update
 
 __all__ = [
@@ -43,4 +46,7 @@ __all__ = [
     "highdim_update",
     "HighdimExplorer",
     "highdim_explorer",
+    "transformer_update",
+    "TransformerExplorer",
+    "transformer_explorer",
 ]

@@ -59,6 +59,7 @@ RECIPE_COLORS = {"identity": "#1f5fa8", "gaussian": "#d95f02", "goe": "#1b9e77",
 # the reference every run of the chapter cites (tokendynamics.docstrings.fill_doc)
 _DOC = {"reference": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model)."}
 
+# relative cost of a step per kind (measured; a kind not listed counts as softmax), to start the heaviest runs first
 _COST = {"sinkhorn": 6.0, "unnormalized_softmax": 2.2, "l2": 1.2, "sigmoid": 1.1, "softmax": 1.0, "linear": 0.35}
 
 
@@ -149,7 +150,7 @@ def phase_points(p: dict) -> list[dict]:
         if q["task"] == "planar":
             return 0.1 * q["clouds"] * q["n"] * max(q["depths"]) / q["dt"]
         steps = max(q["depths"]) / q["dt"]
-        return _COST[q["kind"]] * len(q["betas"]) * q["clouds"] * q["n"] ** 2 * steps
+        return _COST.get(q["kind"], 1.0) * len(q["betas"]) * q["clouds"] * q["n"] ** 2 * steps
 
     return sorted(pts, key=cost, reverse=True)
 

@@ -72,7 +72,13 @@
     dialog.querySelector(".book-zoom-open").href = big.src;
     const figure = img.closest("figure");
     const caption = figure && figure.querySelector("figcaption");
-    dialog.querySelector(".book-zoom-caption").textContent = caption ? caption.innerText.trim() : "";
+    let words = "";
+    if (caption) {
+      const copy = caption.cloneNode(true);
+      copy.querySelectorAll(".headerlink").forEach((link) => link.remove());
+      words = copy.textContent.replace(/\s+/g, " ").trim();
+    }
+    dialog.querySelector(".book-zoom-caption").textContent = words;
     dialog.showModal();
   }
   function enlargeableFigures() {

@@ -699,8 +699,14 @@ def check_animations(a: Audit) -> list[str]:
     return out
 
 
+def _is_reference(rel: str) -> bool:
+    return "/api/" in f"/{rel}"
+
+
 def check_weight(a: Audit) -> list[str]:
-    """The page's HTML at most ``MAX_HTML_BYTES``, its first load at most ``MAX_FIRST_LOAD_BYTES``."""
+    """The page's HTML at most ``MAX_HTML_BYTES``; its first load at most ``MAX_FIRST_LOAD_BYTES``, except
+    on the API reference pages (their own HTML is up to 0.7 MB of entries: 2.1-2.2 MB in all, printed
+    by ``make bench``)."""
     w = a.data.get("weight")
     if not w:
         return ["page weight not measured"]
@@ -708,7 +714,7 @@ def check_weight(a: Audit) -> list[str]:
     heaviest = ", ".join(f"{path} {size / 1e6:.2f} MB" for size, path in w["files"][:3])
     if w["html"] > MAX_HTML_BYTES:
         out.append(f"HTML {w['html'] / 1e6:.2f} MB > {MAX_HTML_BYTES / 1e6:.1f} MB")
-    if w["first_load"] > MAX_FIRST_LOAD_BYTES:
+    if w["first_load"] > MAX_FIRST_LOAD_BYTES and not _is_reference(a.page):
         out.append(f"first load {w['first_load'] / 1e6:.2f} MB > {MAX_FIRST_LOAD_BYTES / 1e6:.1f} MB ({heaviest})")
     return out
 

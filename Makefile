@@ -21,11 +21,12 @@ LINT_STAMP := $(VENV)/.lint-installed
 BOOK_JOBS ?= 2
 export BOOK_JOBS
 
-.PHONY: setup lab-setup browser-setup lint-setup lint book lab test test-lib test-book test-lab test-browser screenshots chapter bench clean help
+.PHONY: setup lab-setup browser-setup lint-setup lint book pdf lab test test-lib test-book test-lab test-browser screenshots chapter bench clean help
 
 help:
 	@echo "make book     execute every chapter (fast setting) and build _build/html (zero warnings)"
 	@echo "make book REPO=owner/name   the same, with a repository link and Binder/Colab launch buttons"
+	@echo "make pdf      the whole book as one PDF, _build/pdf/book.pdf, printed by Chromium (after make book)"
 	@echo "make lab      JupyterLab on chapters/ (installs the lab extra; MyST chapters open as notebooks, live widgets)"
 	@echo "make test     lint and type checks, library tests, explorers in JupyterLab + Chromium, every chapter executed, checks on the HTML"
 	@echo "make lint     ruff (lint + format check) on the code and mypy on the library"
@@ -33,7 +34,7 @@ help:
 	@echo "make test-browser   only the checks of the built book in Chromium (after make book)"
 	@echo "make screenshots    the same checks, every page photographed whole in _build/screenshots/"
 	@echo "make chapter NAME=index PARAMS='-p mode full'   re-run one chapter with your parameters"
-	@echo "make bench    speed ratios of the core, the Gaussian solvers and the batched ensembles against their baselines"
+	@echo "make bench    speed ratios of the core, the Gaussian solvers and the batched ensembles against their baselines; each page's weight"
 	@echo "make clean    remove _build and _stage (keeps .venv)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -75,6 +76,11 @@ browser-setup: $(BROWSER_STAMP)
 book: setup
 	$(BIN)/python scripts/build_book.py all $(if $(REPO),--repo $(REPO)) $(if $(MODE),--mode $(MODE))
 
+# The whole book as one PDF (_build/pdf/book.pdf), printed by the Chromium the browser tests use,
+# from the built HTML (run `make book` first; `make test` builds both).
+pdf: browser-setup
+	$(BIN)/python scripts/book_pdf.py
+
 lab: lab-setup
 	$(BIN)/python scripts/lab.py --port $(LAB_PORT) $(LAB_ARGS)
 
@@ -105,6 +111,7 @@ test: setup browser-setup lint
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book" tests/test_lab.py
 	$(BIN)/python scripts/build_book.py all
 	$(BIN)/python -m pytest -m "book and not browser"
+	$(BIN)/python scripts/book_pdf.py --no-api
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
 
 chapter: setup
@@ -118,6 +125,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_highdim.py
 	$(BIN)/python benchmarks/bench_gaussian.py
 	$(BIN)/python benchmarks/bench_ensembles.py
+	@if [ -f _build/html/index.html ]; then $(BIN)/python benchmarks/bench_pages.py; else echo "bench_pages: no built book (make book): page weights skipped"; fi
 
 clean:
 	rm -rf _build _stage

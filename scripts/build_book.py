@@ -25,8 +25,9 @@ size of its texts and its dpi (PNG text chunk ``tokendynamics:text``; read by te
 
 Offline reading: MathJax 3 is shipped in ``_build/html/_static/mathjax`` (``scripts/vendor_assets.py``,
 staged as ``_stage/_vendor``, which ``_config.yml`` lists in ``html_static_path``). The animations'
-font-awesome CDN link is removed from the staged notebooks: the theme's own font-awesome script draws
-their button icons.
+font-awesome CDN link is removed from the staged notebooks: the theme's stylesheet draws their
+button icons from its font-awesome web font (``_ext/book_pages.py`` drops the theme's 1.5 MB icon
+script, moves the animations' frames to files and makes images lazy after the HTML is written).
 
 Launch buttons: ``--repo owner/name`` (``make book REPO=owner/name``; the Pages workflow passes its
 ``github.repository``) writes the GitHub repository into the staged ``_config.yml``: the pages get a
@@ -332,8 +333,8 @@ def execute(force: bool = False, jobs: int = 2, only: list[str] | None = None, m
 def drop_font_awesome_link(nb) -> int:
     """Remove the animations' font-awesome CDN link from a notebook's HTML outputs; returns the count.
 
-    Offline the link only fails: pydata-sphinx-theme's font-awesome 6 script (local, in _static)
-    replaces the buttons' ``<i class="fa fa-play">`` by inline SVG icons, which the browser checks
+    Offline the link only fails: pydata-sphinx-theme's stylesheet (local, in _static) draws the
+    buttons' ``<i class="fa fa-play">`` from its font-awesome 6 web font, which the browser checks
     verify (tests/test_browser.py, button icons)."""
     count = 0
     for cell in nb.cells:
@@ -343,7 +344,7 @@ def drop_font_awesome_link(nb) -> int:
             if html_out is None:
                 continue
             text = "".join(html_out) if isinstance(html_out, list) else html_out
-            text, n = FONT_AWESOME_LINK.subn("<!-- font-awesome: icons drawn by the theme's script -->", text)
+            text, n = FONT_AWESOME_LINK.subn("<!-- font-awesome: icons drawn by the theme's web font -->", text)
             if n:
                 count += n
                 data["text/html"] = text
@@ -416,11 +417,12 @@ def stage(repo: str | None = None, dest: Path = STAGE, only: list[str] | None = 
     vendor_assets.vendor(dest / VENDOR_DIR)
     if (ROOT / "_ext").is_dir():  # the book's own Sphinx extensions (sphinx.local_extensions in _config.yml)
         shutil.copytree(ROOT / "_ext", dest / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
-    # The book's own CSS (listed in html_css_files) and its icon (html.favicon) go with the offline
-    # assets (html_static_path).
+    # The book's own CSS and script (listed in html_css_files, html_js_files) and its icon
+    # (html.favicon) go with the offline assets (html_static_path).
     # Not as _stage/_static: when that folder exists, Jupyter Book adds every .css and .js file of
     # every html_static_path folder to every page (here: the whole MathJax distribution).
-    for asset in sorted((ROOT / "_static").glob("*.css")) + [ROOT / "_static" / "favicon.svg"]:
+    assets = sorted((ROOT / "_static").glob("*.css")) + sorted((ROOT / "_static").glob("*.js"))
+    for asset in [*assets, ROOT / "_static" / "favicon.svg"]:
         shutil.copy2(asset, dest / VENDOR_DIR / asset.name)
     for path in sorted(CHAPTERS.iterdir()):
         if path.name.startswith(".") or path.suffix == ".ipynb":

@@ -4,18 +4,21 @@
     python scripts/vendor_assets.py DEST     # fills DEST/mathjax
 
 MathJax 3 from the npm registry, pinned by version and by the SHA-256 of its tarball: TeX input,
-CommonHTML output, i.e. ``es5/tex-chtml.js`` (it contains the ams, newcommand, configmacros,
-noundefined, require and autoload extensions), the CHTML web fonts it loads
+CommonHTML output and the screen readers' MathML, as the components ``es5/startup.js``, ``core.js``,
+``input/tex.js`` (the ams, newcommand, configmacros, noundefined, require and autoload extensions),
+``output/chtml.js`` with its font data, ``a11y/assistive-mml.js``, the CHTML web fonts
 (``es5/output/chtml/fonts/woff-v2``) and the TeX extensions ``autoload`` may pull in
-(``es5/input/tex/extensions``), with its LICENSE. ``_config.yml`` points Sphinx's ``mathjax_path``
-at ``_static/mathjax/tex-chtml.js``; MathJax finds its fonts and extensions relative to that file.
+(``es5/input/tex/extensions``), with its LICENSE. That is ``es5/tex-chtml.js`` without its
+right-click menu (``ui/menu``: 0.43 MB of the 1.16 MB every page loaded). ``_config.yml`` points
+Sphinx's ``mathjax_path`` at ``_static/mathjax/startup.js`` and lists the components in
+``mathjax3_config.loader.load``; MathJax finds them, its fonts and extensions relative to that file.
 
 The tarball is fetched once with ``npm pack`` (the ordinary npm client) and cached in
 ``_build/vendor/`` (``make clean`` removes it); never from a CDN.
 
 (The other CDN link of the built pages, font-awesome 4.4 in matplotlib's ``to_jshtml`` animations,
-is not needed: the theme's own font-awesome 6 script, shipped in ``_static``, turns the buttons'
-``<i class="fa fa-play">`` into inline SVG icons. ``scripts/build_book.py`` removes that link.)
+is not needed: the theme's stylesheet, shipped in ``_static``, draws the buttons'
+``<i class="fa fa-play">`` from its font-awesome 6 web font. ``scripts/build_book.py`` removes that link.)
 """
 
 from __future__ import annotations
@@ -38,14 +41,21 @@ PACKAGES = {
 
 MATHJAX_KEEP = (
     "package/LICENSE",
-    "package/es5/tex-chtml.js",
+    "package/es5/startup.js",
+    "package/es5/core.js",
+    "package/es5/input/tex.js",
+    "package/es5/output/chtml.js",
+    "package/es5/output/chtml/fonts/tex.js",
+    "package/es5/a11y/assistive-mml.js",
     "package/es5/output/chtml/fonts/woff-v2/",
     "package/es5/input/tex/extensions/",
 )
 MATHJAX_SKIP = ("package/es5/input/tex/extensions/all-packages.js",)  # only for tex-full builds
 
 # What `mathjax_path` points at (relative to _static/).
-MATHJAX_JS = "mathjax/tex-chtml.js"
+MATHJAX_JS = "mathjax/startup.js"
+#: The components ``startup.js`` loads (``mathjax3_config.loader.load`` in ``_config.yml``)
+MATHJAX_COMPONENTS = ("core", "input/tex", "output/chtml", "a11y/assistive-mml")
 
 
 def _sha256(path: Path) -> str:
@@ -106,7 +116,8 @@ def vendor(dest: Path) -> dict[str, int]:
     if (dest / "mathjax").exists():
         shutil.rmtree(dest / "mathjax")
     counts = {"mathjax": _extract(tarball("mathjax"), MATHJAX_KEEP, MATHJAX_SKIP, dest / "mathjax", "package/es5/")}
-    for rel in (MATHJAX_JS, "mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"):
+    components = [f"mathjax/{c}.js" for c in MATHJAX_COMPONENTS] + ["mathjax/output/chtml/fonts/tex.js"]
+    for rel in (MATHJAX_JS, *components, "mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"):
         if not (dest / rel).is_file():
             raise SystemExit(f"vendored asset missing after extraction: {dest / rel}")
     return counts

@@ -7,9 +7,12 @@ Fixtures (seeded generators, random layers, unit tokens) are in ``tests/conftest
 
 from __future__ import annotations
 
+import functools
+import http.server
 import math
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +114,79 @@ def toc_files() -> list[str]:
     for part in toc.get("parts", []):
         walk(part.get("chapters"))
     return files
+
+
+class StaticServer:
+    """``http.server`` on 127.0.0.1 and a free port, in a thread stopped through its own handle."""
+
+    def __init__(self, root: Path):
+        handler = functools.partial(_QuietHandler, directory=str(root))
+        self.root = Path(root)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+#: Page weights (``benchmarks/bench_pages.py`` prints them, ``tests/test_browser.py`` bounds them).
+#: First load: the bytes a first visit downloads before the page is read, the document and
+#: everything requested until its load event and MathJax's typesetting (scripts, styles, fonts,
+#: the images the first screen shows). Lazy images further down and frames of an animation nobody
+#: played are not part of it. Counted from the files the requests name (a cached file still counts:
+#: a first visit has no cache).
+MAX_HTML_BYTES = 1_000_000
+MAX_FIRST_LOAD_BYTES = 2_000_000
+
+#: Run in the page (Playwright ``page.evaluate``) once it has loaded: waits for MathJax, then returns
+#: ``{"document": its address, "resources": [address of every resource requested so far]}``.
+#: Needs the resource timing buffer raised before the page's scripts run (:data:`RESOURCE_BUFFER_JS`,
+#: an init script), or entries past the 250th are dropped.
+PAGE_WEIGHT_JS = r"""
+async (waitMs) => {
+  const timeout = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await Promise.race([MathJax.startup.promise.catch(() => null), timeout(waitMs)]);
+  }
+  if (document.fonts) { await Promise.race([document.fonts.ready, timeout(waitMs)]); }
+  await timeout(200);  // requests started by the last scripts
+  return {document: location.href, resources: performance.getEntriesByType('resource').map((e) => e.name)};
+}
+"""
+RESOURCE_BUFFER_JS = "performance.setResourceTimingBufferSize(100000);"
+
+
+def page_weight(found: dict, root: Path, base_url: str) -> dict:
+    """HTML and first-load bytes of a page from what :data:`PAGE_WEIGHT_JS` found, read from the files
+    under ``root`` that ``base_url`` serves (other addresses weigh nothing: the book is read offline).
+
+    Returns ``{"html": bytes, "first_load": bytes, "files": [(bytes, path), ...] heaviest first}``.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    def file_of(url: str) -> Path | None:
+        if not url.startswith(base_url):
+            return None
+        path = root / unquote(urlsplit(url).path).lstrip("/")
+        return path if path.is_file() else None
+
+    document = file_of(found["document"])
+    files = {f for f in map(file_of, [found["document"], *found["resources"]]) if f is not None}
+    sizes = sorted(((f.stat().st_size, f.relative_to(root).as_posix()) for f in files), reverse=True)
+    return {
+        "html": document.stat().st_size if document else 0,
+        "first_load": sum(s for s, _ in sizes),
+        "files": sizes,
+    }

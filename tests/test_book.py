@@ -109,6 +109,17 @@ def test_chapter_html_shows_its_figures_and_no_tracebacks(stem):
     assert "Error" not in " ".join(s.get_text() for s in soup.select("div.output.stderr, div.output.traceback"))
 
 
+def _frame_files(page: Path) -> list[Path]:
+    """The frame files the page's animations name (``frames[k] = "../_images/frames/..."``); each exists."""
+    import re
+
+    names = re.findall(r'frames\[\d+\]\s*=\s*"([^"]+)"', page.read_text(encoding="utf-8"))
+    frames = [(page.parent / name).resolve() for name in names]
+    missing = [f.name for f in frames if not f.is_file() or f.stat().st_size < 1_000]
+    assert not missing, f"{page.name}: animation frames missing: {missing[:3]}"
+    return frames
+
+
 def test_intro_figure_is_numbered_captioned_and_saved():
     soup = BeautifulSoup((HTML / "chapters" / "index.html").read_text(), "html.parser")
     fig = soup.find(id="fig-intro-clustering")
@@ -117,8 +128,8 @@ def test_intro_figure_is_numbered_captioned_and_saved():
     caption = fig.get_text(" ", strip=True)
     assert "Fig. 1" in caption and "Softmax attention on the circle" in caption
     assert (FIGURES / "index" / "intro-clustering.png").exists()
-    # the animation is self-contained (works without a kernel)
-    assert "animation" in soup.decode() and "data:image/png;base64" in soup.decode()
+    # the animation plays without a kernel: its frames are files of the site
+    assert _frame_files(HTML / "chapters" / "index.html")
 
 
 def test_intro_numbers_are_computed_not_typed():
@@ -199,7 +210,7 @@ def test_kuramoto_chapters_show_the_claims_and_regime_tables_and_a_static_animat
     tables = [t.get_text(" ", strip=True) for t in reduction.find_all("table")]
     assert any("measured" in t and "Watanabe–Strogatz" in t for t in tables)
     html = KURAMOTO_PAGE.read_text()
-    assert "animation" in html and "data:image/png;base64" in html
+    assert "animation" in html and _frame_files(KURAMOTO_PAGE)
     assert "application/vnd.jupyter.widget-view" not in html  # the live widget is removed from the static page
     assert len(reduction.select("span.pasted-text")) >= 20  # numbers in the text are computed
     assert len(regimes.select("span.pasted-text")) >= 15
@@ -256,13 +267,18 @@ def test_claims_page_shows_its_overview_figure_unnumbered_on_an_unnumbered_page(
     assert "The figure counts the registered claims chapter by chapter" in soup.get_text(" ", strip=True)
 
 
-def _book_numbers():
+def _ext_module(name: str):
+    """The book's Sphinx extension ``_ext/<name>.py``, imported by path."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("book_numbers", ROOT / "_ext" / "book_numbers.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "_ext" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _book_numbers():
+    return _ext_module("book_numbers")
 
 
 def test_numbers_in_e_notation_are_written_for_prose():
@@ -285,3 +301,81 @@ def test_no_pasted_number_shows_e_notation(page):
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
     raw = [s.get_text() for s in soup.select("span.pasted-text") if _book_numbers().E_NOTATION.match(s.get_text())]
     assert not raw, f"{page}: pasted numbers in e-notation: {raw[:5]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# what a reader reads: no glue markup, figures described, light pages
+# ---------------------------------------------------------------------------------------------
+
+
+def _soup(page: str) -> BeautifulSoup:
+    path = HTML / f"{page}.html"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make book` first")
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_no_glue_placeholder_is_left_in_math_or_text(page):
+    """A ``{glue:text}`` written inside ``$...$`` is never filled in (MathJax prints the markup): none is
+    left in the page's prose or math. The build fails on one too (``_ext/book_pages.py``); this reads
+    the pages it wrote. Code (``pre``, ``code``) may show the syntax."""
+    soup = _soup(page)
+    for code in soup.select("pre, code, script, style"):
+        code.decompose()
+    pattern = _ext_module("book_pages").GLUE_PLACEHOLDER
+    text = " ".join(soup.get_text(" ").split())
+    left = [text[max(0, m.start() - 60) : m.end() + 60] for m in pattern.finditer(text)]
+    assert not left, f"{page}: unrendered glue: {left[:3]}"
+
+
+def _caption_words(figure) -> str:
+    """A figure's caption as words (no "Fig. 2.3", no math delimiters), on one line."""
+    caption = figure.find("figcaption")
+    for number in caption.select("span.caption-number, a.headerlink"):
+        number.decompose()
+    text = caption.get_text(" ")
+    for delimiter in ("\\(", "\\)", "\\[", "\\]", "$"):
+        text = text.replace(delimiter, "")
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_every_figure_has_its_caption_as_alt_text(page):
+    """Screen readers and text browsers read a figure's alt text: the caption's words, never the hashed
+    file name myst-nb gives a cell's image; an image without a caption gets words too."""
+    soup = _soup(page)
+    for img in soup.find_all("img"):
+        src, alt = img.get("src", ""), " ".join((img.get("alt") or "").split())
+        if "_images/" not in src or "frames/" in src:
+            continue
+        assert alt and Path(src).name not in alt and not alt.endswith(".png"), f"{page}: {src} has alt {alt!r}"
+        figure = img.find_parent("figure")
+        if figure is not None and figure.find("figcaption") is not None:
+            words = _caption_words(figure)
+            assert alt.replace(" ", "") == words.replace(" ", ""), f"{page}: {src}: alt {alt[:80]!r} is not its caption"
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_pages_are_light(page):
+    """Each page's HTML is at most 1 MB and holds no embedded animation frame (frames are files, fetched
+    when played); its images load lazily; no page but the search page loads the search index, and none
+    the 1.5 MB font-awesome script (the theme's stylesheet draws the icons from its web font). The first
+    load of each page (at most 2 MB) is measured in the browser (tests/test_browser.py)."""
+    from tests.helpers import MAX_HTML_BYTES
+
+    path = HTML / f"{page}.html"
+    html = path.read_text(encoding="utf-8")
+    assert path.stat().st_size <= MAX_HTML_BYTES, f"{page}: {path.stat().st_size / 1e6:.2f} MB of HTML"
+    assert "data:image/png;base64" not in html, f"{page}: animation frames embedded in the page"
+    assert "scripts/fontawesome.js" not in html, f"{page}: loads the font-awesome script"
+    assert "searchindex.js" not in html, f"{page}: loads the search index"
+    soup = BeautifulSoup(html, "html.parser")
+    eager = [img["src"] for img in soup.find_all("img", src=True) if img.get("loading") != "lazy"]
+    assert not eager, f"{page}: images not lazy: {eager[:3]}"
+    for frame in soup.find_all(string=lambda s: s and "frames[0]" in s):
+        assert "_images/frames/" in frame, f"{page}: an animation without frame files"
+
+
+def test_the_search_page_still_loads_the_search_index():
+    assert "searchindex.js" in (HTML / "search.html").read_text(encoding="utf-8")

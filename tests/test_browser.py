@@ -1,8 +1,8 @@
 r"""The reader's view: the built book in a real browser (headless Chromium driven by Playwright).
 
 Run after `make book` (``make test`` does, after the other book checks): ``pytest -m browser``
-(``make test-browser``). Every page of the table of contents is opened at 1400 px width (the intro
-also at 400 px), served by ``http.server`` on 127.0.0.1; every request to another host is recorded
+(``make test-browser``). Every page of the table of contents is opened at 1400 px and at 400 px
+width (a phone), served by ``http.server`` on 127.0.0.1; every request to another host is recorded
 and refused (the browser's only proxy is a closed port): the book must read offline. One page load per (page, width) collects everything (two
 pages load at a time, one browser); each test below checks one kind of defect and names the page,
 the section id, the element and a snippet of its text. Everything is also written to
@@ -10,11 +10,13 @@ the section id, the element and a snippet of its text. Everything is also writte
 ``_build/screenshots/<page>-<width>.jpg``: its first screen, or the whole page (the top 6 000 px of
 an API reference page) where a check fails and, for every view, with
 ``TOKENDYNAMICS_SCREENSHOTS=whole`` (``make screenshots``). The last three tests prove every check on synthetic
-pages: it passes on a good one and reports each planted defect of a bad one.
+pages: it passes on a good one and reports each planted defect of a bad one. Before them, the
+reader's actions: the menu and contents buttons, enlarging a figure, playing an animation, the
+print stylesheet and the book's PDF (``make pdf``).
 
 The checks, and what counts (documented decisions):
 
-* *MathJax*: the page's MathJax script is the book's copy (``_static/mathjax/tex-chtml.js`` on
+* *MathJax*: the page's MathJax script is the book's copy (``_static/mathjax/startup.js`` on
   127.0.0.1), ``MathJax.startup.promise`` resolved, no ``mjx-merror`` and no undefined macro
   (MathJax's ``noundefined`` draws those in red, without an error element).
 * *Raw TeX* is searched in every visible text node (prose, headings, captions, tables, admonitions,
@@ -41,21 +43,27 @@ The checks, and what counts (documented decisions):
   Without it the smallest size is assumed to be the book style's legend size (marked "assumed").
   Animations are measured the same way on their first frame.
 * *Animations* (matplotlib ``to_jshtml``): displayed width at least ``ANIMATION_MIN_FILL`` of the
-  column and not wider than it; every button shows an icon.
+  column and not wider than it; every button shows an icon (an SVG, or a font glyph whose font face
+  has loaded).
+* *Weight*: the HTML at most ``MAX_HTML_BYTES``, the first load (every file requested until the page
+  has loaded and MathJax has typeset it, before lazy images further down) at most
+  ``MAX_FIRST_LOAD_BYTES`` (``tests/helpers.py``; ``make bench`` prints them).
+* *Figures*: each enlarges on a click (``_static/book.js``) and its alt text is words, not a file
+  name (that it is the caption: tests/test_book.py).
+* *Tables* wider than their column scroll sideways with a visible cue above them.
+* *Icons*: every visible font-awesome ``<i>`` icon is drawn (its glyph's font has loaded).
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import http.server
 import io
 import json
 import os
 import re
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,7 +73,17 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
-from tests.helpers import CHROMIUM_ARGS, find_chromium, toc_files
+from tests.helpers import (
+    CHROMIUM_ARGS,
+    MAX_FIRST_LOAD_BYTES,
+    MAX_HTML_BYTES,
+    PAGE_WEIGHT_JS,
+    RESOURCE_BUFFER_JS,
+    StaticServer,
+    find_chromium,
+    page_weight,
+    toc_files,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
@@ -85,7 +103,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 WIDE, NARROW = 1400, 400
 MIN_TEXT_PX = 9.0  # smallest legible figure text on screen (px); body text is 16 px
 ANIMATION_MIN_FILL = 0.8  # an animation should use at least this fraction of the column width
-MATHJAX_LOCAL = "/_static/mathjax/tex-chtml.js"
+MATHJAX_LOCAL = "/_static/mathjax/startup.js"
 
 # Raw TeX in visible text: a backslash command, a TeX line break, $...$, TeX delimiters, _{ or ^{.
 RAW_TEX = re.compile(r"\\[A-Za-z]{2,}|\\\\|\$[^$\s](?:[^$\n]{0,200}?[^$\s])?\$|\$\$|\\[()\[\]]|[_^]\{")
@@ -100,31 +118,6 @@ LABELS = {
 
 # --------------------------------------------------------------------------------------------
 # serving and browsing
-
-
-class StaticServer:
-    """``http.server`` on 127.0.0.1 and a free port, in a thread stopped through its own handle."""
-
-    def __init__(self, root: Path):
-        handler = functools.partial(_QuietHandler, directory=str(root))
-        self.root = Path(root)
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 def _local(url: str) -> bool:
@@ -286,16 +279,43 @@ async ({wait_ms}) => {
   };
   out.figures = imgs.filter((i) => !i.closest('.animation') && /\/_images\//.test(i.currentSrc || i.src))
     .map((i) => ({src: i.currentSrc || i.src, natural_width: i.naturalWidth, width: i.getBoundingClientRect().width,
-                  caption: caption(i), ...describe(i)}));
+                  caption: caption(i), alt: i.getAttribute('alt'), enlargeable: i.classList.contains('book-enlargeable'),
+                  ...describe(i)}));
+  // icons: an <svg>, or an <i> whose ::before glyph comes from a font face that has loaded
+  const loadedFaces = new Set();
+  if (document.fonts) document.fonts.forEach((f) => { if (f.status === 'loaded') loadedFaces.add(f.family.replace(/["']/g, '') + '|' + f.weight); });
+  const iconDrawn = (icon) => {
+    if (!icon) return false;
+    if (icon.tagName.toLowerCase() === 'svg') return icon.getBoundingClientRect().width > 0;
+    const before = getComputedStyle(icon, '::before');
+    if (!before.content || before.content === 'none' || before.content === 'normal') return false;
+    const family = before.fontFamily.split(',')[0].trim().replace(/["']/g, '');
+    return icon.getBoundingClientRect().width > 0 && loadedFaces.has(family + '|' + before.fontWeight);
+  };
+  out.icons = Array.from(document.querySelectorAll('i[class*="fa-"]')).filter((i) => visible(i))
+    .map((i) => ({icon: i.className, drawn: iconDrawn(i), ...describe(i.closest('button, a') || i)}));
+  // tables wider than the box they scroll in, and whether a visible cue says so
+  out.scrolling_tables = [];
+  document.querySelectorAll('article table').forEach((table) => {
+    let box = null;
+    for (let e = table.parentElement; e && e !== article; e = e.parentElement) {
+      const ox = getComputedStyle(e).overflowX;
+      if (ox === 'auto' || ox === 'scroll') { box = e; break; }
+    }
+    if (!box || !visible(table) || box.scrollWidth <= box.clientWidth + 1) return;
+    const hint = box.previousElementSibling;
+    const cue = !!(hint && hint.classList.contains('book-scroll-hint') && visible(hint) && hint.getBoundingClientRect().height > 0);
+    out.scrolling_tables.push({width: box.scrollWidth, box_width: box.clientWidth, cue,
+                               head: cut(table.innerText.replace(/\s+/g, ' '), 60), ...describe(box)});
+  });
   out.animations = Array.from(document.querySelectorAll('.animation')).map((a) => {
     const i = a.querySelector('img');
     const icons = Array.from(a.querySelectorAll('.anim-buttons button')).map((b) => {
       const icon = b.querySelector('svg, i');
-      return {title: b.title, icon_width: icon ? icon.getBoundingClientRect().width : 0};
+      return {title: b.title, icon_width: icon ? icon.getBoundingClientRect().width : 0, drawn: iconDrawn(icon)};
     });
     return {width: i ? i.getBoundingClientRect().width : 0, natural_width: i ? i.naturalWidth : 0,
-            frame: i && (i.currentSrc || i.src).startsWith('data:image/png') ? (i.currentSrc || i.src) : null,
-            icons, ...describe(a)};
+            frame: i ? (i.currentSrc || i.src || null) : null, icons, ...describe(a)};
   });
   return out;
 }
@@ -332,8 +352,14 @@ def _screenshot_height(rel: str) -> int:
 
 
 def _new_context(browser, width: int):
-    """A browser context at ``width`` px (one per width: its pages share the HTTP and code caches)."""
-    return browser.new_context(viewport={"width": width, "height": 900}, device_scale_factor=1, service_workers="block")
+    """A browser context at ``width`` px (one per width: its pages share the HTTP and code caches).
+
+    Its pages keep every resource timing entry (the page weights count them all)."""
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, device_scale_factor=1, service_workers="block"
+    )
+    context.add_init_script(RESOURCE_BUFFER_JS)
+    return context
 
 
 def _open(context, server: StaticServer, rel: str, width: int):
@@ -364,7 +390,7 @@ def _open(context, server: StaticServer, rel: str, width: int):
     )
     started = time.perf_counter()
     page.goto(f"{server.url}/{rel}", wait_until="commit", timeout=LOAD_TIMEOUT_MS)
-    return result, page, started
+    return result, page, started, server
 
 
 def _finish(opened, screenshot: Path | None, wait_ms: int, whole: Callable[[Audit], bool] | None = None) -> Audit:
@@ -373,10 +399,13 @@ def _finish(opened, screenshot: Path | None, wait_ms: int, whole: Callable[[Audi
     The screenshot is of the whole page (up to its cap) when ``whole(audit)`` says so, else of the
     first screen, as a reader first sees the page.
     """
-    result, page, started = opened
+    result, page, started, server = opened
     try:
         page.wait_for_load_state("load", timeout=LOAD_TIMEOUT_MS)
+        # the weight first: the collection below makes every lazy image load
+        weight = page_weight(page.evaluate(PAGE_WEIGHT_JS, wait_ms), server.root, server.url)
         result.data = page.evaluate(COLLECT_JS, {"wait_ms": wait_ms})
+        result.data["weight"] = {**weight, "files": weight["files"][:5]}
         height = page.evaluate("document.documentElement.scrollHeight")
         result.data["page_height"] = height
         if screenshot is not None:
@@ -607,8 +636,12 @@ def figure_text_sizes(a: Audit, root: Path) -> list[dict]:
         rows.append(_text_row(fig, meta, dpi, path.name))
     for k, anim in enumerate(a.data.get("animations", [])):
         meta, dpi = (None, None)
-        if anim.get("frame"):
-            meta, dpi = _png_text_info(base64.b64decode(anim["frame"].split(",", 1)[1]))
+        frame = anim.get("frame") or ""
+        if frame.startswith("data:image/png"):
+            meta, dpi = _png_text_info(base64.b64decode(frame.split(",", 1)[1]))
+        elif frame:
+            path = root / unquote(urlsplit(frame).path).lstrip("/")
+            meta, dpi = _png_text_info(path.read_bytes()) if path.exists() else (None, None)
         rows.append(_text_row(anim, meta, dpi, f"animation {k + 1}"))
     return rows
 
@@ -660,10 +693,61 @@ def check_animations(a: Audit) -> list[str]:
                 f"{where}: {anim['width']:.0f} px wide in a {column:.0f} px column "
                 f"(< {ANIMATION_MIN_FILL:.0%}; natural width {anim['natural_width']} px)"
             )
-        empty = [b["title"] for b in anim["icons"] if b["icon_width"] <= 0]
+        empty = [b["title"] for b in anim["icons"] if b["icon_width"] <= 0 or not b.get("drawn")]
         if empty:
             out.append(f"{where}: buttons without icons: {', '.join(empty)}")
     return out
+
+
+def _is_reference(rel: str) -> bool:
+    return "/api/" in f"/{rel}"
+
+
+def check_weight(a: Audit) -> list[str]:
+    """The page's HTML at most ``MAX_HTML_BYTES``; its first load at most ``MAX_FIRST_LOAD_BYTES``, except
+    on the API reference pages (their own HTML is up to 0.7 MB of entries: 2.1-2.2 MB in all, printed
+    by ``make bench``)."""
+    w = a.data.get("weight")
+    if not w:
+        return ["page weight not measured"]
+    out = []
+    heaviest = ", ".join(f"{path} {size / 1e6:.2f} MB" for size, path in w["files"][:3])
+    if w["html"] > MAX_HTML_BYTES:
+        out.append(f"HTML {w['html'] / 1e6:.2f} MB > {MAX_HTML_BYTES / 1e6:.1f} MB")
+    if w["first_load"] > MAX_FIRST_LOAD_BYTES and not _is_reference(a.page):
+        out.append(f"first load {w['first_load'] / 1e6:.2f} MB > {MAX_FIRST_LOAD_BYTES / 1e6:.1f} MB ({heaviest})")
+    return out
+
+
+FILE_NAME_ALT = re.compile(r"(^|/)[^/\s]+\.(png|jpe?g|gif|svg|webp)$", re.IGNORECASE)
+
+
+def check_figures(a: Audit) -> list[str]:
+    """Every figure of the book enlarges on a click (``_static/book.js``) and has words, not a file
+    name, as alt text (that they are its caption's words is checked on the HTML, tests/test_book.py)."""
+    out = []
+    for fig in a.data.get("figures", []):
+        name = Path(urlsplit(fig["src"]).path).name
+        alt = (fig.get("alt") or "").strip()
+        if not fig.get("enlargeable"):
+            out.append(f"figure {name} {_where(fig)}: does not enlarge on a click")
+        if not alt or FILE_NAME_ALT.search(alt):
+            out.append(f"figure {name} {_where(fig)}: alt text {alt!r} is not words")
+    return out
+
+
+def check_tables(a: Audit) -> list[str]:
+    """A table wider than its column (it scrolls sideways) has a visible cue saying so."""
+    return [
+        f"table {_where(t)} {t['head']!r}: {t['width']} px scrolling in {t['box_width']} px with no visible cue"
+        for t in a.data.get("scrolling_tables", [])
+        if not t["cue"]
+    ]
+
+
+def check_icons(a: Audit) -> list[str]:
+    """Every visible font-awesome icon is drawn (its glyph's font has loaded)."""
+    return [f"icon {i['icon']!r} {_where(i)} is not drawn" for i in a.data.get("icons", []) if not i["drawn"]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -676,7 +760,7 @@ def _toc_pages() -> list[str]:
 
 PAGES = _toc_pages()
 INTRO = f"{yaml.safe_load((ROOT / '_toc.yml').read_text())['root']}.html"
-VIEWS = [(p, WIDE) for p in PAGES] + [(INTRO, NARROW)]
+VIEWS = [(p, w) for w in (WIDE, NARROW) for p in PAGES]
 VIEW_IDS = [f"{Path(p).stem}-{w}" for p, w in VIEWS]
 
 
@@ -722,6 +806,10 @@ PAGE_CHECKS = {
     "no_console_errors": (check_console, "console error(s)"),
     "page_needs_no_network": (check_network, "request(s) off the book"),
     "animations_fill_the_column_and_have_button_icons": (check_animations, "animation problem(s)"),
+    "page_is_light": (check_weight, "page weight problem(s)"),
+    "figures_enlarge_and_have_their_caption_as_alt_text": (check_figures, "figure problem(s)"),
+    "scrolling_tables_say_that_they_scroll": (check_tables, "table(s) without a scroll cue"),
+    "icons_are_drawn": (check_icons, "icon(s) not drawn"),
 }
 
 
@@ -749,6 +837,7 @@ def _write_report(audits: dict, total: float) -> None:
         }
         entry.update({name: check(a) for name, (check, _) in PAGE_CHECKS.items()})
         entry["figure_text_failures"] = check_figure_text(a, HTML)
+        entry["weight"] = a.data.get("weight")
         entry["scrolled_equations"] = scrolled_equations(a)
         entry["raw_tex_in_text_outputs"] = raw_tex_in_text_outputs(a)
         report["pages"].append(entry)
@@ -781,6 +870,209 @@ def test_screenshots_were_written(book):
 
 
 # --------------------------------------------------------------------------------------------
+# what a reader does: the menu and contents buttons, enlarging a figure, playing an animation,
+# printing, the PDF (each at both widths where the width matters)
+
+READER_PAGE = "chapters/01_well_posedness.html"  # a chapter with sections, figures and animations
+NEXT_CHAPTER = "02_gaussian_preservation.html"
+PDF = BUILD / "pdf" / "book.pdf"
+
+
+@pytest.fixture(scope="module")
+def site():
+    if not (HTML / "index.html").exists():
+        pytest.fail("the book is not built: run `make book` first")
+    with StaticServer(HTML) as server:
+        yield server
+
+
+@pytest.fixture
+def reader(browser, site, request):
+    """A page of ``READER_PAGE`` at the width the test is parametrized with, loaded, MathJax done."""
+    context = _new_context(browser, request.param)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{site.url}/{READER_PAGE}", wait_until="load", timeout=LOAD_TIMEOUT_MS)
+    page.evaluate("async () => { if (window.MathJax && MathJax.startup) await MathJax.startup.promise; }")
+    yield page
+    context.close()
+    assert not errors, f"page errors: {errors}"
+
+
+def _visible_one(page, selector: str):
+    """The one visible element of ``selector`` (a button shown twice, or not at all, is a defect)."""
+    found = page.locator(f"{selector} >> visible=true")
+    assert found.count() == 1, f"{found.count()} visible {selector} at {page.viewport_size['width']} px"
+    return found
+
+
+@pytest.mark.parametrize("reader", [NARROW, WIDE], indirect=True, ids=["400", "1400"])
+def test_menu_button_opens_the_chapter_list_or_collapses_the_sidebar(reader):
+    """Below 992 px the menu button opens a drawer whose chapter list is visible and leads to a chapter;
+    at desktop width it collapses the sidebar, and a second click brings it back."""
+    from playwright.sync_api import expect
+
+    page, width = reader, reader.viewport_size["width"]
+    menu = _visible_one(page, ".primary-toggle")
+    if width < 992:
+        menu.click()
+        drawer = page.locator("#pst-primary-sidebar-modal")
+        expect(drawer).to_have_attribute("open", "")
+        link = drawer.locator(f"a[href='{NEXT_CHAPTER}']")
+        expect(link).to_be_visible()
+        link.click()
+        page.wait_for_url(f"**/{NEXT_CHAPTER}", timeout=LOAD_TIMEOUT_MS)
+    else:
+        sidebar = page.locator("#pst-primary-sidebar")
+        expect(sidebar.locator(f"a[href='{NEXT_CHAPTER}']")).to_be_visible()
+        menu.click()
+        expect(sidebar).to_be_hidden()
+        expect(page.locator("#pst-primary-sidebar-modal")).not_to_have_attribute("open", "")
+        menu.click()
+        expect(sidebar.locator(f"a[href='{NEXT_CHAPTER}']")).to_be_visible()
+
+
+@pytest.mark.parametrize("reader", [NARROW, WIDE], indirect=True, ids=["400", "1400"])
+def test_contents_button_opens_the_sections_of_the_page(reader):
+    """The "Contents" button opens a drawer listing the page's sections, whose links lead to them (at
+    desktop width, where the contents are shown beside the page, it toggles them the same way)."""
+    from playwright.sync_api import expect
+
+    page = reader
+    contents = page.locator("#pst-secondary-sidebar")
+    toggles = page.locator(".secondary-toggle >> visible=true")
+    if toggles.count() == 0:  # the contents sit beside the page: nothing to open
+        expect(contents.locator("nav a[href^='#']").first).to_be_visible()
+        return
+    _visible_one(page, ".secondary-toggle").click()
+    drawer = page.locator("#pst-secondary-sidebar-modal")
+    expect(drawer).to_have_attribute("open", "")
+    link = drawer.locator("nav a[href^='#']").nth(1)
+    expect(link).to_be_visible()
+    target = link.get_attribute("href")
+    link.click()
+    page.wait_for_function("(hash) => location.hash === hash", arg=target)
+
+
+@pytest.mark.parametrize("reader", [NARROW, WIDE], indirect=True, ids=["400", "1400"])
+def test_a_figure_enlarges_to_its_full_size_on_a_click_and_closes(reader):
+    """A click on a figure opens it at its own size (a phone shows it at under half that), in a dialog
+    that scrolls; Escape closes it. The figure is also reachable from the keyboard (Enter)."""
+    from playwright.sync_api import expect
+
+    page = reader
+    figure = page.locator("figure img.book-enlargeable").first
+    figure.scroll_into_view_if_needed()
+    shown, natural = figure.evaluate("(i) => [i.getBoundingClientRect().width, i.naturalWidth]")
+    figure.click()
+    dialog = page.locator("dialog.book-zoom")
+    expect(dialog).to_have_attribute("open", "")
+    big = dialog.locator(".book-zoom-frame img")
+    big.evaluate("(i) => i.decode()")
+    width = big.evaluate("(i) => i.getBoundingClientRect().width")
+    assert width == pytest.approx(natural, abs=1), (shown, natural, width)
+    assert dialog.locator(".book-zoom-caption").inner_text().strip(), "the enlarged figure lost its caption"
+    page.keyboard.press("Escape")
+    expect(dialog).not_to_have_attribute("open", "")
+    figure.focus()
+    page.keyboard.press("Enter")
+    expect(dialog).to_have_attribute("open", "")
+
+
+@pytest.mark.parametrize("reader", [WIDE], indirect=True, ids=["1400"])
+def test_animation_frames_are_fetched_when_played(reader):
+    """A page fetches the first frame of each animation only; playing one fetches its other frames."""
+    page = reader
+    frames = lambda: page.evaluate(  # noqa: E731
+        "() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/_images/frames/'))"
+        ".map((e) => e.name)"
+    )
+    players = page.locator(".animation")
+    assert players.count() >= 1
+    first = set(frames())
+    assert len(first) == players.count(), f"{len(first)} frames fetched at load for {players.count()} animations"
+    n = page.evaluate(
+        "() => anim"
+        + page.locator(".animation img").first.get_attribute("id").removeprefix("_anim_img")
+        + ".frames.length"
+    )
+    players.first.scroll_into_view_if_needed()
+    players.first.locator("button[title='Play']").click()
+    page.wait_for_function(
+        "(n) => new Set(performance.getEntriesByType('resource').filter((e) => e.name.includes('/_images/frames/'))"
+        ".map((e) => e.name)).size >= n",
+        arg=len(first) + n - 1,
+        timeout=30_000,
+    )
+
+
+@pytest.mark.parametrize("reader", [WIDE], indirect=True, ids=["1400"])
+def test_print_stylesheet_hides_controls_keeps_figures_whole_and_wraps_code(reader):
+    """Printed (and in the PDF): no toggle, copy button or animation control; figures and tables are not
+    cut between sheets; long code lines wrap."""
+    page = reader
+    page.emulate_media(media="print")
+    style = page.evaluate(
+        """() => {
+        const css = (sel, prop) => { const e = document.querySelector(sel); return e ? getComputedStyle(e)[prop] : null; };
+        return {controls: css('.anim-controls', 'display'), toggle: css('details.hide > summary', 'display'),
+                copy: css('.copybtn', 'display'), header: css('.bd-header', 'display'),
+                pre: css('div.highlight pre', 'whiteSpace'), figure: css('figure', 'breakInside'),
+                image: css('figure img', 'maxHeight')};
+    }"""
+    )
+    assert style["controls"] == "none" and style["header"] == "none", style
+    assert style["toggle"] in ("none", None) and style["copy"] in ("none", None), style
+    assert style["pre"] == "pre-wrap" and style["figure"] == "avoid", style
+    assert style["image"] not in (None, "none"), style
+
+
+def _pdf_text(path: Path) -> tuple[int, str]:
+    """Pages and text of a PDF (pypdf, from the test extra; else poppler's pdftotext)."""
+    try:
+        from pypdf import PdfReader
+    except ImportError:
+        tool = shutil.which("pdftotext")
+        if tool is None:
+            pytest.fail("reading the PDF needs pypdf (pip install -e '.[test]') or pdftotext (poppler-utils)")
+        import subprocess
+
+        text = subprocess.run([tool, "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+        return text.count("\f") + (not text.endswith("\f")), text
+    reader = PdfReader(str(path))
+    return len(reader.pages), "\n".join(page.extract_text() or "" for page in reader.pages)
+
+
+def test_the_book_pdf_has_every_chapter(site):
+    """``make pdf`` prints the whole book into one PDF: it exists, is newer than the built book, has more
+    pages than the book has pages of HTML and contains every printed page's title; every page of the
+    table of contents is printed (``make test`` leaves out the API reference, ``make pdf`` prints all)."""
+    import unicodedata
+
+    from bs4 import BeautifulSoup
+
+    if not PDF.exists():
+        pytest.fail(f"no {PDF.relative_to(ROOT)}: run `make pdf` (after `make book`)")
+    assert PDF.stat().st_mtime >= (HTML / "index.html").stat().st_mtime, "the PDF is older than the built book"
+    printed = json.loads(PDF.with_suffix(".json").read_text(encoding="utf-8"))["pages"]
+    chapters = [rel for rel in PAGES if "/api/" not in f"/{rel}"]
+    assert set(chapters) <= set(printed) <= set(PAGES), printed
+    pages, text = _pdf_text(PDF)
+    assert pages > len(printed), f"{pages} PDF pages for {len(printed)} pages of the book"
+    flat = " ".join(unicodedata.normalize("NFKC", text).split())  # the ligature "ﬁ" reads as "fi"
+    missing = []
+    for rel in printed:
+        h1 = BeautifulSoup((HTML / rel).read_text(encoding="utf-8"), "html.parser").find("h1")
+        for link in h1.select("a.headerlink"):
+            link.decompose()
+        title = " ".join(h1.get_text(" ").split())
+        if title not in flat:
+            missing.append(title)
+    assert not missing, f"page titles missing from the PDF: {missing}"
+
+
+# --------------------------------------------------------------------------------------------
 # the checks themselves: each one passes on a good synthetic page and fails on a bad one
 
 _PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">
@@ -791,7 +1083,7 @@ div.math.flex {{ display: flex; flex-direction: row-reverse; overflow: hidden; }
 div.math.flex mjx-container {{ flex-grow: 1; overflow: auto; }} .anim-buttons svg {{ width: 12px; height: 12px; }}
 table.cells {{ table-layout: fixed; width: 300px; }} table.cells td {{ width: 100px; }}
 td.scroll mjx-container {{ display: inline-block; max-width: 100%; overflow-x: auto; overflow-y: hidden; }}</style>
-<script>window.MathJax = {{tex: {{macros: {{R: "\\\\mathbb{{R}}"}}}}}};</script>
+<script>window.MathJax = {{loader: {{load: ["core", "input/tex", "output/chtml", "a11y/assistive-mml"]}}, tex: {{macros: {{R: "\\\\mathbb{{R}}"}}}}}};</script>
 <script defer src="{mathjax}"></script>
 </head><body><article><section id="s1">
 {body}
@@ -802,7 +1094,7 @@ _GOOD_BODY = r"""
 <div class="math"><span class="eqno">(1)</span>\[\dot x_i = \frac{1}{n}\sum_j x_j\]</div>
 <div class="math flex narrow"><span class="eqno">(5)</span>\[g_1 + g_2 + g_3 + g_4 + g_5 + g_6 + g_7 + g_8 + g_9 + g_{10} + g_{11} + g_{12} + g_{13} + g_{14} = h\]</div>
 <table class="cells"><tr><td class="scroll">\(t_1 + t_2 + t_3 + t_4 + t_5 + t_6 + t_7 + t_8 + t_9 + t_{10}\)</td><td>next</td></tr></table>
-<figure><img src="_images/good.png" alt="good figure"><figcaption>A legible figure.</figcaption></figure>
+<figure><img src="_images/good.png" alt="A legible figure." class="book-enlargeable"><figcaption>A legible figure.</figcaption></figure>
 <div class="cell_input"><pre>settings("F5")  # C16: code is code</pre></div>
 <div class="animation"><img src="{frame}" style="width: 100%"><div class="anim-buttons">
 <button title="Play"><svg viewBox="0 0 10 10"><path d="M0 0L10 5L0 10z"/></svg></button></div></div>
@@ -815,7 +1107,9 @@ _BAD_BODY = r"""
 <div class="math narrow" style="overflow: hidden"><span class="eqno">(3)</span>\[c_1 + c_2 + c_3 + c_4 + c_5 + c_6 + c_7 + c_8 + c_9 + c_{10} + c_{11} + c_{12} + c_{13} + c_{14} = d\]</div>
 <div class="math over"><span class="eqno">(4)</span>\[e_1 + e_2 + e_3 + e_4 + e_5 + e_6 + e_7 + e_8 + e_9 + e_{10} + e_{11} + e_{12} + e_{13} + e_{14} + e_{15} + e_{16} + e_{17} + e_{18} + e_{19} + e_{20} + e_{21} + e_{22} = f\]</div>
 <table class="cells"><tr><td>\(u_1 + u_2 + u_3 + u_4 + u_5 + u_6 + u_7 + u_8 + u_9 + u_{10}\)</td><td>next</td></tr></table>
-<figure><img src="_images/small.png" style="width: 50%"><figcaption>Tiny text.</figcaption></figure>
+<figure><img src="_images/small.png" alt="_images/small.png" style="width: 50%"><figcaption>Tiny text.</figcaption></figure>
+<div class="pst-scrollable-table-container" style="overflow-x: auto"><table><tr><td style="white-space: nowrap">WIDETABLE</td></tr></table></div>
+<script src="heavy.js"></script>
 <img src="_images/missing.png" alt="missing"><img src="http://example.invalid/remote.png" alt="remote">
 <div class="animation"><img src="{frame}" style="width: 200px"><div class="anim-buttons">
 <button title="Play"><i class="fa fa-play"></i></button></div></div>
@@ -843,7 +1137,7 @@ def _png(min_pt: float, dpi: int = 100, size=(7.0, 3.0)) -> bytes:
 @pytest.fixture(scope="module")
 def synthetic_site(tmp_path_factory):
     mathjax = HTML / "_static" / "mathjax"
-    if not (mathjax / "tex-chtml.js").exists():
+    if not (mathjax / "startup.js").exists():
         pytest.fail("the book's MathJax copy is missing (_build/html/_static/mathjax): run `make book`")
     root = tmp_path_factory.mktemp("site")
     (root / "_static").mkdir()
@@ -852,7 +1146,7 @@ def synthetic_site(tmp_path_factory):
     (root / "_images" / "good.png").write_bytes(_png(10.0))
     (root / "_images" / "small.png").write_bytes(_png(5.0))
     frame = "data:image/png;base64," + base64.b64encode(_png(12.0, dpi=60)).decode()
-    local = "_static/mathjax/tex-chtml.js"
+    local = "_static/mathjax/startup.js"
     pages = {
         "good.html": _PAGE.format(mathjax=local, body=_GOOD_BODY.replace("{frame}", frame)),
         "bad.html": _PAGE.format(
@@ -863,6 +1157,8 @@ def synthetic_site(tmp_path_factory):
             mathjax="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js", body=r"<p>Math \(x^2\) from a CDN.</p>"
         ),
     }
+    pages["bad.html"] = pages["bad.html"].replace("WIDETABLE", "a cell too wide for its column " * 12)
+    (root / "heavy.js").write_text("// a script heavier than a page's whole budget\n" * 50_000, encoding="utf-8")
     for name, text in pages.items():
         (root / name).write_text(text, encoding="utf-8")
     return root
@@ -894,6 +1190,10 @@ def _all_checks(a: Audit, root: Path) -> dict[str, list[str]]:
         "network": check_network(a),
         "figure_text": check_figure_text(a, root),
         "animations": check_animations(a),
+        "weight": check_weight(a),
+        "figures": check_figures(a),
+        "tables": check_tables(a),
+        "icons": check_icons(a),
     }
 
 
@@ -937,6 +1237,11 @@ def test_every_check_fails_on_a_bad_page(synthetic, synthetic_site):
         "small.png",
         "200 px wide",
         "buttons without icons",
+        "first load",
+        "does not enlarge on a click",
+        "'_images/small.png' is not words",
+        "with no visible cue",
+        "'fa fa-play' [s1 button] is not drawn",
     ):
         assert expected in text, f"{expected!r} not reported in:\n{text}"
     assert not any("gaussian_F5" in f or "C16" in f for f in found["labels"])

@@ -345,7 +345,6 @@ case(oa.sample_ott_antonsen, 1.0, 5, words="z0")
 
 # -- regimes ----------------------------------------------------------------------------------
 case(rg.case1_region, A3, words="A")
-case(rg.case1_matrix, "a", 1.0, words="tr")
 case(rg.snic_family, np.nan, words="a")
 case(rg.case1_period, LINEAR.with_(V=VTRACELESS), 0.0, words="V = v I")
 case(rg.case1_period, LINEAR.with_(V=2 * I2), 5.0, words="z0")
@@ -360,6 +359,7 @@ case(rg.hamiltonian, 1.0, LINEAR.with_(A=I2, V=VTRACELESS), words="|z| < 1")
 case(rg.hamiltonian, 0.1, LINEAR.with_(V=VTRACELESS), words="A = I")
 
 # -- book.studies.kuramoto --------------------------------------------------------------------
+case(sk.case1_matrix, "a", 1.0, words="tr")
 case(sk.oa_accuracy, LINEAR, ns=[0], words="ns")
 case(sk.oa_accuracy, LINEAR, seeds=0, words="seeds")
 case(sk.sampled_period, T_GRID, np.zeros(3, complex), words="t and R")

@@ -497,11 +497,6 @@ def solve_phases(
     -------
     PhaseSolution
 
-    Raises
-    ------
-    NonFiniteError
-        The solver failed or the angles became non-finite.
-
     References
     ----------
     %(ref_kd)s

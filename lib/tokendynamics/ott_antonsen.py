@@ -60,15 +60,10 @@ _DOC = {
             Output times.
         method : str
             ``"rk4"`` or a ``solve_ivp`` method.
-        rtol, atol : float
-            Tolerances (adaptive methods).
-        dt : float
-            Step of ``"rk4"``.
+        rtol, atol, dt, max_step : float
+            Tolerances and largest step of the adaptive methods; the step of ``"rk4"``.
         events : callable or list of callables, optional
-            Functions ``g(t, z)`` of the complex state (adaptive methods; ``terminal`` and ``direction``
-            attributes as in ``solve_ivp``).
-        max_step : float
-            Largest step of the adaptive methods.
+            Functions ``g(t, z)`` of the complex state (adaptive methods, attributes as in ``solve_ivp``).
     """,
 }
 
@@ -317,11 +312,6 @@ def solve_ott_antonsen(
     Returns
     -------
     OASolution
-
-    Raises
-    ------
-    NonFiniteError
-        The integration failed.
 
     References
     ----------

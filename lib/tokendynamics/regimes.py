@@ -44,7 +44,7 @@ from .validation import (
 )
 
 __all__ = [
-    "REGIMES", "TYPES", "Prediction", "predict_regime", "case1_region", "case1_period", "case1_matrix", "snic_family",
+    "REGIMES", "TYPES", "Prediction", "predict_regime", "case1_region", "case1_period", "snic_family",
     "hamiltonian", "hamiltonian_centre", "classify_regime", "RegimeClassification", "rotation_period",
     "CLASSIFIER_TOLERANCES",
 ]  # fmt: skip
@@ -154,46 +154,6 @@ def case1_region(A) -> str:
     """
     ap, am = complex_parts(A, "A")
     return _region(ap, am, 1e-12 * _scale(np.asarray(A, dtype=float)))
-
-
-@fill_doc(_DOC)
-def case1_matrix(tr, det, skew=1.0):
-    r"""Matrices with a given trace, determinant and skew part (the Case 1 plane).
-
-    .. math:: A=\begin{pmatrix}\tfrac{t}{2}+p&-\omega\\ \omega&\tfrac{t}{2}-p\end{pmatrix},\qquad
-              p=\sqrt{t^2/4+\omega^2-\det},
-
-    which exists iff :math:`\det A\le t^2/4+\omega^2`; every real 2 x 2 matrix is a rotation conjugate of
-    one of these (which does not change the Case 1 regime).
-
-    Parameters
-    ----------
-    tr, det : float or array
-        Trace :math:`t` and determinant (broadcast together).
-    skew : float
-        :math:`\omega=(a_{21}-a_{12})/2`.
-
-    Returns
-    -------
-    A : array (..., 2, 2)
-        The matrices (identity where infeasible).
-    feasible : bool array (...)
-        Where the matrix exists.
-
-    References
-    ----------
-    %(ref)s
-    """
-    tr, det = np.broadcast_arrays(validate_finite_array(tr, "tr"), validate_finite_array(det, "det"))
-    skew = validate_finite(skew, "skew")
-    p2 = tr**2 / 4 + skew**2 - det
-    ok = p2 >= 0
-    p = np.sqrt(np.where(ok, p2, 0.0))
-    A = np.empty(tr.shape + (2, 2))
-    A[..., 0, 0], A[..., 1, 1] = tr / 2 + p, tr / 2 - p
-    A[..., 0, 1], A[..., 1, 0] = -skew, skew
-    A[~ok] = np.eye(2)
-    return A, ok
 
 
 @fill_doc(_DOC)
@@ -591,16 +551,7 @@ CLASSIFIER_TOLERANCES = {"boundary": 1e-3, "arg": 1e-3, "fixed": 1e-6}
 
 @fill_doc(_DOC)
 def classify_regime(
-    layer,
-    z0=0.3 + 0.2j,
-    T: float = 200.0,
-    *,
-    window: float = 0.2,
-    method: str = "DOP853",
-    dt: float = 0.01,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    details: bool = False,
+    layer, z0=0.3 + 0.2j, T=200.0, *, window=0.2, method="DOP853", dt=0.01, rtol=1e-10, atol=1e-12, details=False
 ):
     r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow.
 
@@ -685,16 +636,7 @@ def classify_regime(
 
 
 @fill_doc(_DOC)
-def rotation_period(
-    layer,
-    z0=0.3 + 0.2j,
-    T: float = 400.0,
-    *,
-    transient: float | None = None,
-    centre: complex = 0.0,
-    rtol: float = 1e-11,
-    atol: float = 1e-13,
-) -> float:
+def rotation_period(layer, z0=0.3 + 0.2j, T=400.0, *, transient=None, centre=0.0, rtol=1e-11, atol=1e-13) -> float:
     r"""Period of :math:`R_2` on the OA flow: the mean time between upward zero crossings of
     :math:`\operatorname{Im}(z-\text{centre})`.
 

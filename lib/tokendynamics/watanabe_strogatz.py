@@ -253,15 +253,7 @@ class WSSolution:
 
 @fill_doc(_DOC)
 def solve_watanabe_strogatz(
-    theta0,
-    layer,
-    t_span=10.0,
-    *,
-    t_eval=None,
-    alpha0=None,
-    method: str = "DOP853",
-    rtol: float = 1e-11,
-    atol: float = 1e-13,
+    theta0, layer, t_span=10.0, *, t_eval=None, alpha0=None, method="DOP853", rtol=1e-11, atol=1e-13
 ) -> WSSolution:
     r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate.
 

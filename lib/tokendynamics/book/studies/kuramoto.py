@@ -3,8 +3,9 @@ r"""Studies of the d = 2 chapters (``04_kuramoto_reduction``, ``05_kuramoto_regi
 The accuracy of the Ott–Antonsen reduction for finite n (:func:`oa_accuracy`), its structural stability over
 long times (:func:`oa_stability`, from perturbations of the uniform law, :func:`perturbed_uniform`), the table
 of example regimes (:data:`REGIME_TABLE`), the phase-portrait data of a panel or of the live explorer
-(:func:`regime_portrait`) and the period of a sampled signal (:func:`sampled_period`). The mathematics is that
-of :mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and :mod:`tokendynamics.regimes`.
+(:func:`regime_portrait`), the Case 1 plane of matrices (:func:`case1_matrix`) and the period of a sampled
+signal (:func:`sampled_period`). The mathematics is that of :mod:`tokendynamics.kuramoto`,
+:mod:`tokendynamics.ott_antonsen` and :mod:`tokendynamics.regimes`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ...transport import circle_wasserstein1
 from ...validation import validate_complex, validate_count, validate_finite, validate_finite_array, validate_positive
 
 __all__ = [
-    "OAAccuracy", "oa_accuracy", "perturbed_uniform", "OAStability", "oa_stability", "sampled_period", "RegimeExample",
-    "REGIME_TABLE", "Portrait", "regime_portrait",
+    "OAAccuracy", "oa_accuracy", "case1_matrix", "perturbed_uniform", "OAStability", "oa_stability", "sampled_period",
+    "RegimeExample", "REGIME_TABLE", "Portrait", "regime_portrait",
 ]  # fmt: skip
 
 _DOC = {**CIRCLE_DOCS, "tolerances": "rtol, atol : float\n    Tolerances of the particle integration (DOP853)."}
@@ -326,6 +327,42 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
         return math.inf
     times = t[up] - y[up] * (t[up + 1] - t[up]) / (y[up + 1] - y[up])
     return float(np.diff(times).mean())
+
+
+def case1_matrix(tr, det, skew=1.0):
+    r"""Matrices with a given trace, determinant and skew part (the Case 1 plane).
+
+    .. math:: A=\begin{pmatrix}\tfrac{t}{2}+p&-\omega\\ \omega&\tfrac{t}{2}-p\end{pmatrix},\qquad
+              p=\sqrt{t^2/4+\omega^2-\det},
+
+    which exists iff :math:`\det A\le t^2/4+\omega^2`; every real 2 x 2 matrix is a rotation conjugate of
+    one of these (which does not change the Case 1 regime).
+
+    Parameters
+    ----------
+    tr, det : float or array
+        Trace :math:`t` and determinant (broadcast together).
+    skew : float
+        :math:`\omega=(a_{21}-a_{12})/2`.
+
+    Returns
+    -------
+    A : array (..., 2, 2)
+        The matrices (identity where infeasible).
+    feasible : bool array (...)
+        Where the matrix exists.
+
+    """
+    tr, det = np.broadcast_arrays(validate_finite_array(tr, "tr"), validate_finite_array(det, "det"))
+    skew = validate_finite(skew, "skew")
+    p2 = tr**2 / 4 + skew**2 - det
+    ok = p2 >= 0
+    p = np.sqrt(np.where(ok, p2, 0.0))
+    A = np.empty(tr.shape + (2, 2))
+    A[..., 0, 0], A[..., 1, 1] = tr / 2 + p, tr / 2 - p
+    A[..., 0, 1], A[..., 1, 0] = -skew, skew
+    A[~ok] = np.eye(2)
+    return A, ok
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,17 +62,6 @@ def bc_from_w(A, V):
     }
 
 
-def linear_layer(A, V, beta=1.0) -> Attention:
-    """Linear attention with matrices ``A``, ``V``: one layer for 2-D matrices, else a batch over the leading axis
-    (``A``, ``V`` and ``beta`` broadcast against each other)."""
-    A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
-    if A.ndim == 2 and V.ndim == 2 and np.ndim(beta) == 0:
-        return Attention("linear", A=A, V=V, beta=beta)
-    B = np.broadcast_shapes(A.shape[:-2], V.shape[:-2], np.shape(beta))
-    pick = lambda M: np.broadcast_to(M, B + M.shape[-2:])  # noqa: E731
-    return Attention("linear", A=pick(A), V=pick(V), beta=np.broadcast_to(np.asarray(beta, dtype=float), B))
-
-
 def linear_reference(X0, A, V, T, t_eval, *, beta=1.0, rtol=1e-11, atol=1e-13) -> Trajectory:
     """The core's tightly integrated particle run of linear attention on the sphere (adaptive steps) from
     ``X0`` to ``T``, stored at ``t_eval``: the reference of the angle equations, Watanabe-Strogatz and the

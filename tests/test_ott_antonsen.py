@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from tests.helpers import I2, bc_from_w, linear_layer, random_layer
-from tokendynamics.kuramoto import coefficients, complex_parts, order_parameter
+from tests.helpers import I2, bc_from_w, random_layer
+from tokendynamics.kuramoto import coefficients, complex_parts, linear_layers, order_parameter
 from tokendynamics.ott_antonsen import (
     OAPolynomial,
     ott_antonsen_rhs,
@@ -47,7 +47,7 @@ def test_ott_antonsen_rhs_complex_bc_polynomial_and_polar_forms_agree():
         rho = np.sqrt(rng.uniform(0.01, 0.98, 50))
         phi = rng.uniform(-np.pi, np.pi, 50)
         z = rho * np.exp(1j * phi)
-        lib = ott_antonsen_rhs(z, linear_layer(A, V, beta))
+        lib = ott_antonsen_rhs(z, linear_layers(A, V, beta))
         ref = oa_reference(z, A, V, beta)
         k = bc_from_w(A, V)
         B = k["b1"] * z + k["b2"] * np.conj(z) + k["b3"]
@@ -78,12 +78,12 @@ def test_ott_antonsen_rhs_is_vectorised_over_centres_and_layers():
     As = rng.standard_normal((4, 2, 2))
     Vs = rng.standard_normal((4, 2, 2))
     z = 0.5 * np.exp(1j * rng.uniform(0, 6, (3, 4)))
-    out = ott_antonsen_rhs(z, linear_layer(As, Vs, 1.3))
+    out = ott_antonsen_rhs(z, linear_layers(As, Vs, 1.3))
     assert out.shape == (3, 4)
     for i in range(3):
         for j in range(4):
             assert abs(out[i, j] - oa_reference(z[i, j], As[j], Vs[j], 1.3)) < 1e-14
-    assert isinstance(ott_antonsen_rhs(0.2j, linear_layer(I2, I2)), complex)
+    assert isinstance(ott_antonsen_rhs(0.2j, linear_layers(I2, I2)), complex)
 
 
 @pytest.mark.claim("case1-closed-form")
@@ -96,7 +96,7 @@ def test_ott_antonsen_rhs_with_V_identity_is_the_case1_closed_form():
         z = np.sqrt(rng.uniform(0, 1, 40)) * np.exp(1j * rng.uniform(0, 7, 40))
         ap, am = complex_parts(A)
         closed = 0.5 * beta * (1 - np.abs(z) ** 2) * (np.conj(ap) * z + am)
-        assert np.max(np.abs(ott_antonsen_rhs(z, linear_layer(A, I2, beta)) - closed)) < 1e-13
+        assert np.max(np.abs(ott_antonsen_rhs(z, linear_layers(A, I2, beta)) - closed)) < 1e-13
 
 
 @pytest.mark.claim("ott-antonsen-invariance")
@@ -106,12 +106,12 @@ def test_solve_ott_antonsen_keeps_the_circle_and_the_disk():
     for _ in range(10):
         A, V, beta = random_layer(rng)
         phis = rng.uniform(0, 2 * np.pi, 5)
-        on = solve_ott_antonsen(np.exp(1j * phis), linear_layer(A, V, beta), 10.0, rtol=1e-12, atol=1e-14)
+        on = solve_ott_antonsen(np.exp(1j * phis), linear_layers(A, V, beta), 10.0, rtol=1e-12, atol=1e-14)
         assert np.max(np.abs(np.abs(on.z) - 1)) < 1e-10
-        inside = solve_ott_antonsen(0.9 * np.exp(1j * phis), linear_layer(A, V, beta), 10.0)
+        inside = solve_ott_antonsen(0.9 * np.exp(1j * phis), linear_layers(A, V, beta), 10.0)
         assert np.all(np.abs(inside.z) < 1 + 1e-12)  # data converge to the circle: up to round-off
     with pytest.raises(ValueError, match="disk"):
-        solve_ott_antonsen(1.5, linear_layer(I2, I2), 1.0)
+        solve_ott_antonsen(1.5, linear_layers(I2, I2), 1.0)
 
 
 @pytest.mark.claim("ott-antonsen-tracks-the-particles")
@@ -150,7 +150,7 @@ def test_solve_ott_antonsen_of_a_batch_of_layers_equals_one_run_per_layer():
     each member."""
     rng = np.random.default_rng(19)
     As, Vs = rng.standard_normal((3, 2, 2)), rng.standard_normal((3, 2, 2))
-    batch = linear_layer(As, Vs, np.array([0.5, 1.0, 1.5]))
+    batch = linear_layers(As, Vs, np.array([0.5, 1.0, 1.5]))
     z0 = np.array([0.2, 0.3j, -0.1 + 0.4j])
     t = np.linspace(0, 3, 7)
     for method in ("DOP853", "rk4"):

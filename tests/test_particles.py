@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from tests.helpers import linear_layer, linear_reference, random_layer
+from tests.helpers import linear_reference, random_layer
 from tokendynamics import (
     Attention,
     BlowUpError,
@@ -24,7 +24,7 @@ from tokendynamics import (
     velocity,
 )
 from tokendynamics import highdim as hd
-from tokendynamics.kuramoto import phase_velocity
+from tokendynamics.kuramoto import linear_layers, phase_velocity
 
 
 def fitted_order(dts, errors):
@@ -291,7 +291,7 @@ def test_simulate_linear_attention_flipping_one_token_flips_only_that_token():
     flipped = theta.copy()
     flipped[3] += np.pi
     A, V, beta = random_layer(rng)
-    layer = linear_layer(A, V, beta)
+    layer = linear_layers(A, V, beta)
     np.testing.assert_allclose(phase_velocity(theta, layer), phase_velocity(flipped, layer), atol=1e-13)
 
 

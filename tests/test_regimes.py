@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from tests.helpers import I2, linear_layer
-from tokendynamics.kuramoto import J, complex_parts
+from tests.helpers import I2
+from tokendynamics.kuramoto import J, complex_parts, linear_layers
 from tokendynamics.ott_antonsen import ott_antonsen_rhs, solve_ott_antonsen
 from tokendynamics.regimes import (
     REGIMES,
@@ -49,7 +49,7 @@ def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
     As = random_case1_matrices(200, 2024)
     z0s = np.array([0.0, 0.5j, -0.6 + 0.3j])
     # one batch of 200 x 3 systems (layer i, datum j), in the order of an (i, j) grid
-    layers = linear_layer(np.repeat(As, len(z0s), axis=0), I2)
+    layers = linear_layers(np.repeat(As, len(z0s), axis=0), I2)
     got = classify_regime(layers, np.tile(z0s, len(As)), T=3000.0, rtol=1e-9, atol=1e-11, details=True)
     regime, z_final = got.regime.reshape(len(As), len(z0s)), got.z_final.reshape(len(As), len(z0s))
     seen = set()
@@ -67,7 +67,7 @@ def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
             else:
                 assert region == "bistable"
                 assert (oa == "static_clusters") or (oa == "partial" and abs(zT - zstar) < 1e-6), (A, z0)
-            pred = predict_regime(linear_layer(A, I2), z0)
+            pred = predict_regime(linear_layers(A, I2), z0)
             assert pred.case == "case1" and pred.regime == oa, (A, z0, pred, oa)
             assert abs(zT - pred.limit) < 1e-5, (A, z0, zT, pred.limit)
     # the draw covered every region, and both outcomes of the bistable wedge
@@ -92,14 +92,14 @@ def test_case1_period_matches_the_measured_oscillation_period():
         ap, am = complex_parts(A)
         zstar = -am / np.conj(ap)
         z0 = zstar + dz
-        measured = rotation_period(linear_layer(A, I2, beta), z0, T=400.0, centre=zstar, transient=10.0)
-        assert abs(measured / case1_period(linear_layer(A, I2, beta), z0) - 1) < 1e-3
-    assert abs(case1_period(linear_layer([[0.2, 1.0], [-1.0, -0.2]], I2), 0j) - 13.711) < 1e-3  # the table of regimes
+        measured = rotation_period(linear_layers(A, I2, beta), z0, T=400.0, centre=zstar, transient=10.0)
+        assert abs(measured / case1_period(linear_layers(A, I2, beta), z0) - 1) < 1e-3
+    assert abs(case1_period(linear_layers([[0.2, 1.0], [-1.0, -0.2]], I2), 0j) - 13.711) < 1e-3  # the table of regimes
     # V = v I is Case 1 at beta |v| (A -> -A for v < 0)
     A = np.array([[0.2, 1.0], [-1.0, -0.2]])
-    assert case1_period(linear_layer(A, -2 * I2), 0j) == pytest.approx(case1_period(linear_layer(-A, I2, 2.0), 0j))
+    assert case1_period(linear_layers(A, -2 * I2), 0j) == pytest.approx(case1_period(linear_layers(-A, I2, 2.0), 0j))
     with pytest.raises(ValueError, match="V = v I"):
-        case1_period(linear_layer(A, J), 0j)
+        case1_period(linear_layers(A, J), 0j)
 
 
 @pytest.mark.claim("case2-clusters-iff-the-top-eigenvalue-is-nonnegative")
@@ -117,7 +117,7 @@ def test_predict_regime_case2_limit_on_197_random_symmetric_V():
         if abs(np.linalg.eigvalsh(V)[1]) >= 0.05:
             Vs.append(V)
     Vs = np.array(Vs)
-    sol = solve_ott_antonsen(0.3 + 0.2j, linear_layer(I2, Vs), (0.0, 400.0), t_eval=[400.0], rtol=1e-10, atol=1e-12)
+    sol = solve_ott_antonsen(0.3 + 0.2j, linear_layers(I2, Vs), (0.0, 400.0), t_eval=[400.0], rtol=1e-10, atol=1e-12)
     zT = sol.final
     mismatches = 0
     for V, z in zip(Vs, zT):
@@ -127,7 +127,7 @@ def test_predict_regime_case2_limit_on_197_random_symmetric_V():
         expected = np.exp(2j * theta1) if l1 >= 0 else (l1 - l2) / abs(l1 + l2) * np.exp(2j * theta1)
         mismatches += abs(z - expected) >= 1e-5
         assert (abs(abs(z) - 1) < 1e-5) == (l1 >= 0)
-        assert abs(predict_regime(linear_layer(I2, V)).limit - expected) < 1e-12
+        assert abs(predict_regime(linear_layers(I2, V)).limit - expected) < 1e-12
     assert mismatches == 0
 
 
@@ -138,7 +138,7 @@ def test_classify_regime_traceless_V_with_negative_det_goes_to_the_boundary_and_
     """
     for v11, v12 in ((1.5, 1.0), (1.0, 0.4), (-2.0, 0.5)):
         V = np.array([[v11, v12], [-v12, -v11]])
-        c = classify_regime(linear_layer(I2, V), 0.3 + 0.2j, T=200.0, details=True)
+        c = classify_regime(linear_layers(I2, V), 0.3 + 0.2j, T=200.0, details=True)
         assert c.regime == "static_clusters" and c.min_modulus > 1 - 1e-3 and c.arg_range < 1e-3
     zc = hamiltonian_centre(np.array([[0.5, 1.0], [-1.0, -0.5]]))
     assert abs(zc - (-0.1811j)) < 1e-4  # y_c = -0.1811
@@ -157,11 +157,11 @@ def test_rotation_period_of_rotating_clusters_is_pi_over_beta_s_sqrt_a1_a2(a1, a
     V = c * I2 + s * J
     # 15 periods after t = 100 (waiting until t = 200 changes nothing: the cycle attracts by a factor
     # exp(-pi c/|s|) per period, so by t = 100 the orbit is on it to round-off)
-    P = rotation_period(linear_layer(A, V), 0.3 + 0.2j, T=100.0 + 15 * expected, transient=100.0)
+    P = rotation_period(linear_layers(A, V), 0.3 + 0.2j, T=100.0 + 15 * expected, transient=100.0)
     formula = math.pi / (abs(s) * math.sqrt(a1 * a2))
     assert abs(P / formula - 1) < 1e-6 and abs(formula - expected) < 1e-6
-    assert predict_regime(linear_layer(A, V)).period == pytest.approx(formula, rel=1e-12)
-    final = solve_ott_antonsen(0.3 + 0.2j, linear_layer(A, V), 100.0, t_eval=[100.0]).final
+    assert predict_regime(linear_layers(A, V)).period == pytest.approx(formula, rel=1e-12)
+    final = solve_ott_antonsen(0.3 + 0.2j, linear_layers(A, V), 100.0, t_eval=[100.0]).final
     assert abs(abs(final) - 1) < 1e-6
 
 
@@ -175,7 +175,7 @@ def test_rotation_period_on_the_snic_family_is_pi_over_sqrt_one_minus_a_squared(
     but the run time.
     """
     V = np.array([[0.3 + a, 1.0], [-1.0, 0.3 - a]])
-    P = rotation_period(linear_layer(I2, V), 0.3 + 0.2j, T=560.0, transient=400.0)
+    P = rotation_period(linear_layers(I2, V), 0.3 + 0.2j, T=560.0, transient=400.0)
     assert abs(P * math.sqrt(1 - a * a) / math.pi - 1) < 1e-6
 
 
@@ -185,9 +185,9 @@ def test_classify_regime_beyond_the_saddle_node_is_static():
     infinite period).
     """
     V = np.array([[1.8, 1.0], [-1.0, -1.2]])
-    assert classify_regime(linear_layer(I2, V)) == "static_clusters"
-    assert rotation_period(linear_layer(I2, V), 0.3 + 0.2j, T=200.0) == math.inf
-    assert predict_regime(linear_layer(I2, V)).regime == "static_clusters"
+    assert classify_regime(linear_layers(I2, V)) == "static_clusters"
+    assert rotation_period(linear_layers(I2, V), 0.3 + 0.2j, T=200.0) == math.inf
+    assert predict_regime(linear_layers(I2, V)).regime == "static_clusters"
 
 
 @pytest.mark.claim("four-regimes")
@@ -224,10 +224,10 @@ def test_predict_regime_agrees_with_the_classifier_on_random_members_of_each_fam
             A = R @ np.diag(rng.uniform(0.5, 3, 2)) @ R.T
             V = rng.uniform(0.2, 1.0) * I2 + rng.choice([-1, 1]) * rng.uniform(0.3, 2.0) * J
         layers.append((A, V))
-    batch = linear_layer(np.array([a for a, _ in layers]), np.array([v for _, v in layers]))
+    batch = linear_layers(np.array([a for a, _ in layers]), np.array([v for _, v in layers]))
     got = classify_regime(batch, 0.3 + 0.2j, T=200.0)
     for (A, V), oa in zip(layers, got):
-        pred = predict_regime(linear_layer(A, V), 0.3 + 0.2j)
+        pred = predict_regime(linear_layers(A, V), 0.3 + 0.2j)
         assert pred is not None and pred.regime == oa, (A, V, pred, oa)
     assert set(got) == set(REGIMES)
 
@@ -235,10 +235,10 @@ def test_predict_regime_agrees_with_the_classifier_on_random_members_of_each_fam
 @pytest.mark.claim("regime-table")
 def test_predict_regime_returns_none_outside_the_families_and_at_degenerate_points():
     """Paper 2 (Li et al., 2026): the closed forms cover their families only; elsewhere the prediction is None."""
-    assert predict_regime(linear_layer([[1.0, 2.0], [0.5, -1.0]], [[0.3, 1.0], [2.0, 0.1]])) is None
-    assert predict_regime(linear_layer(I2, [[1.0, 1.0], [-1.0, -1.0]])) is None  # det V = 0: SNIC, Hamiltonian family
+    assert predict_regime(linear_layers([[1.0, 2.0], [0.5, -1.0]], [[0.3, 1.0], [2.0, 0.1]])) is None
+    assert predict_regime(linear_layers(I2, [[1.0, 1.0], [-1.0, -1.0]])) is None  # det V = 0: SNIC, Hamiltonian family
     with pytest.raises(ValueError, match="disk"):
-        predict_regime(linear_layer(I2, I2), 2.0)
+        predict_regime(linear_layers(I2, I2), 2.0)
 
 
 @pytest.mark.claim("hidden-hamiltonian")
@@ -255,7 +255,7 @@ def test_hamiltonian_is_conserved_orbits_close_and_the_centre_is_an_equilibrium(
             continue
         checked += 1
         zc = hamiltonian_centre(V)
-        layer = linear_layer(I2, V)
+        layer = linear_layers(I2, V)
         assert abs(ott_antonsen_rhs(zc, layer)) < 1e-12
         z0 = zc + 0.3 * (1 - abs(zc)) * np.exp(1j * rng.uniform(0, 6))
         period = rotation_period(layer, z0, T=80.0, centre=zc, transient=0.0)
@@ -277,7 +277,7 @@ def test_hamiltonian_field_identity():
         beta = rng.uniform(0.5, 2)
         z = 0.7 * np.sqrt(rng.uniform(0, 1, 20)) * np.exp(1j * rng.uniform(0, 7, 20))
         h = 1e-6
-        layer = linear_layer(I2, V, beta)
+        layer = linear_layers(I2, V, beta)
         dEx = (hamiltonian(z + h, layer) - hamiltonian(z - h, layer)) / (2 * h)
         dEy = (hamiltonian(z + 1j * h, layer) - hamiltonian(z - 1j * h, layer)) / (2 * h)
         dE_dzbar = 0.5 * (dEx + 1j * dEy)
@@ -285,6 +285,6 @@ def test_hamiltonian_field_identity():
         rhs = -2j * (1 - np.abs(z) ** 2) ** 3 * dE_dzbar
         assert np.max(np.abs(lhs - rhs)) < 1e-7 * max(1, np.abs(lhs).max())
     with pytest.raises(ValueError, match="tr V = 0"):
-        hamiltonian(0.1, linear_layer(I2, I2))
+        hamiltonian(0.1, linear_layers(I2, I2))
     with pytest.raises(ValueError, match="A = I"):
-        hamiltonian(0.1, linear_layer(2 * I2, np.array([[0.5, 1.0], [-1.0, -0.5]])))
+        hamiltonian(0.1, linear_layers(2 * I2, np.array([[0.5, 1.0], [-1.0, -0.5]])))

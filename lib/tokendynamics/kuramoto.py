@@ -46,9 +46,9 @@ from .validation import (
 )  # fmt: skip
 
 __all__ = [
-    "J", "complex_parts", "matrix_from_parts", "require_circle_layer", "KuramotoCoefficients", "coefficients",
-    "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases", "cluster_velocity",
-    "transverse_exponent",
+    "J", "complex_parts", "matrix_from_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients",
+    "coefficients", "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases",
+    "cluster_velocity", "transverse_exponent",
 ]  # fmt: skip
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
@@ -120,6 +120,38 @@ def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *
     if layer.d != 2 or layer.n_heads != 1 or layer.causal:
         raise ValueError(f"{what} needs one head of linear attention on the circle (d = 2, not causal), got {layer!r}")
     return layer
+
+
+@fill_doc(_DOC)
+def linear_layers(A, V, beta=1.0) -> Attention:
+    """Linear attention with the matrices ``A``, ``V``: one layer, or a batch for stacks of matrices.
+
+    Two matrices (and a number ``beta``) make one layer; stacks (B, d, d), a matrix shared by all and
+    ``beta`` of shape (B,) broadcast into a batch of B layers (a leading axis), built at once.
+
+    Parameters
+    ----------
+    A, V : array (d, d) or (B, d, d)
+        Score and value matrices.
+    beta : float or array (B,)
+        Inverse temperature(s).
+
+    Returns
+    -------
+    Attention
+
+    References
+    ----------
+    %(ref_kd)s
+    """
+    A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
+    if A.ndim == 2 and V.ndim == 2 and np.ndim(beta) == 0:
+        return Attention("linear", A=A, V=V, beta=beta)
+    B = np.broadcast_shapes(A.shape[:-2], V.shape[:-2], np.shape(beta))
+    if len(B) != 1:
+        raise ValueError(f"a batch of layers has one leading axis, got A {A.shape}, V {V.shape}, beta {np.shape(beta)}")
+    pick = lambda M: np.broadcast_to(M, B + M.shape[-2:])  # noqa: E731
+    return Attention("linear", A=pick(A), V=pick(V), beta=np.broadcast_to(np.asarray(beta, dtype=float), B))
 
 
 # ---------------------------------------------------------------------------------------------

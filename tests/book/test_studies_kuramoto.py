@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.helpers import I2, linear_layer
+from tests.helpers import I2
 from tokendynamics.book.studies.kuramoto import (
     REGIME_TABLE,
     oa_accuracy,
@@ -18,6 +18,7 @@ from tokendynamics.book.studies.kuramoto import (
     regime_portrait,
     sampled_period,
 )
+from tokendynamics.kuramoto import linear_layers
 from tokendynamics.ott_antonsen import ott_antonsen_rhs, poisson_kernel_atoms, solve_ott_antonsen
 from tokendynamics.regimes import REGIMES, classify_regime, predict_regime
 from tokendynamics.transport import circle_wasserstein1
@@ -36,7 +37,7 @@ def test_oa_accuracy_error_below_5_over_sqrt_n_at_n_2000(name):
     sup_t |R2 - z_OA| <= 5/sqrt(n) at n = 2000, T = 10.
     """
     A, V = NON_ROTATING[name]
-    acc = oa_accuracy(linear_layer(A, V), 0.3 * np.exp(0.7j), ns=(2000,), seeds=2, T=10.0, rng=6)
+    acc = oa_accuracy(linear_layers(A, V), 0.3 * np.exp(0.7j), ns=(2000,), seeds=2, T=10.0, rng=6)
     assert np.all(acc.errors <= 5 / math.sqrt(2000)), acc.errors
 
 
@@ -51,7 +52,7 @@ def test_oa_accuracy_slope_vs_n_is_about_minus_one_half():
     """
     A, V = NON_ROTATING["A=I, V=[[1,2],[-2,-1]] (Type 3)"]
     ns = (100, 400, 1600, 6400)
-    acc = oa_accuracy(linear_layer(A, V), 0.3 * np.exp(0.7j), ns=ns, seeds=8, T=10.0, rng=2026, rtol=1e-6, atol=1e-8)
+    acc = oa_accuracy(linear_layers(A, V), 0.3 * np.exp(0.7j), ns=ns, seeds=8, T=10.0, rng=2026, rtol=1e-6, atol=1e-8)
     assert -0.7 <= acc.slope <= -0.3, acc.slope
 
 
@@ -61,7 +62,7 @@ def test_oa_accuracy_equispaced_constants_make_the_reduction_exact():
     Ott-Antonsen solution is exact: sup_t |R2 - z_OA| < 1e-8.
     """
     for A, V in (NON_ROTATING["A=I, V=[[1,2],[-2,-1]] (Type 3)"], (np.diag([-1.0, -2.0]), I2)):
-        layer = linear_layer(A, V)
+        layer = linear_layers(A, V)
         acc = oa_accuracy(
             layer, 0.3 * np.exp(0.7j), ns=(200,), seeds=1, T=10.0, rng=1, equispaced=True, rtol=1e-12, atol=1e-14
         )
@@ -101,28 +102,28 @@ def test_oa_stability_data_close_to_uniform_stay_close_for_all_time_in_the_summa
     kw = dict(epsilon=(0.01, 0.05), n=1000, T=200.0, n_times=41, rng=3, rtol=1e-8, atol=1e-10)
     at = lambda res, t: res.growth()[np.searchsorted(res.t, t)]  # noqa: E731
     for A, V in ((np.array([[1.0, 0.5], [-0.3, 2.0]]), I2), (I2, np.diag([2.0, -1.0]))):  # the summary's regions
-        res = oa_stability(linear_layer(A, V), **kw)
+        res = oa_stability(linear_layers(A, V), **kw)
         assert np.allclose(at(res, 100.0), at(res, 200.0)) and at(res, 200.0).max() <= 4.0, at(res, 200.0)
     assert res.distance[-1].max() < 1e-3  # A = I, V = diag(2, -1): both end on the top eigenvector
-    hamiltonian_case = oa_stability(linear_layer(I2, [[0.5, 1.0], [-1.0, -0.5]]), **kw)  # outside: Type 3
+    hamiltonian_case = oa_stability(linear_layers(I2, [[0.5, 1.0], [-1.0, -0.5]]), **kw)  # outside: Type 3
     g50, g200 = at(hamiltonian_case, 50.0), at(hamiltonian_case, 200.0)
     assert g200[0] > 5.0 and g200[0] > 2 * g50[0], (g50, g200)
-    kuramoto = oa_stability(linear_layer(I2, I2), **kw)  # A = V = I: uniform is a repelling equilibrium
+    kuramoto = oa_stability(linear_layers(I2, I2), **kw)  # A = V = I: uniform is a repelling equilibrium
     assert np.allclose(at(kuramoto, 100.0), at(kuramoto, 200.0)) and at(kuramoto, 200.0).max() <= 10.0
     assert np.allclose(kuramoto.distance_uniform[-1], np.pi / 2, atol=1e-3)
 
 
 def test_oa_stability_rejects_bad_input_and_starts_at_the_perturbation_size():
-    res = oa_stability(linear_layer(I2, np.diag([1.0, -1.0])), epsilon=(0.02,), n=400, T=2.0, n_times=5)
+    res = oa_stability(linear_layers(I2, np.diag([1.0, -1.0])), epsilon=(0.02,), n=400, T=2.0, n_times=5)
     assert res.distance.shape == res.distance_uniform.shape == (5, 1) and res.z_uniform.shape == (5,)
     assert res.theta_final.shape == (1, 400)
     ref = poisson_kernel_atoms(res.z[-1, 0], 4096)
     assert circle_wasserstein1(2 * res.theta_final[0], ref) == pytest.approx(res.distance[-1, 0], abs=1e-12)
     assert 0 < res.distance[0, 0] < 0.02 and np.all(res.growth() >= 1 - 1e-12)
     with pytest.raises(ValueError, match="epsilon"):
-        oa_stability(linear_layer(I2, I2), epsilon=(0.0,), n=10, T=1.0)
+        oa_stability(linear_layers(I2, I2), epsilon=(0.0,), n=10, T=1.0)
     with pytest.raises(ValueError, match="T must be positive"):
-        oa_stability(linear_layer(I2, I2), n=10, T=0.0)
+        oa_stability(linear_layers(I2, I2), n=10, T=0.0)
 
 
 @pytest.mark.claim("four-regimes", "regime-table")
@@ -158,7 +159,7 @@ def test_classify_regime_rk4_agrees_with_dop853_on_the_table():
 def test_regime_portrait_holds_the_field_an_orbit_and_the_regime_of_its_layer():
     """The portrait of a layer is the OA field on the grid (masked outside the disk), the rk4 orbit from z0, the
     classified regime and the closed form; bad input is refused by name."""
-    layer = linear_layer([[2.0, 0.0], [0.0, 1.0]], [[1.0, -1.0], [1.0, 1.0]])  # rotating clusters
+    layer = linear_layers([[2.0, 0.0], [0.0, 1.0]], [[1.0, -1.0], [1.0, 1.0]])  # rotating clusters
     port = regime_portrait(layer, 0.3 + 0.2j, n_grid=7, T_orbit=5.0)
     inside = np.abs(port.grid) <= 1
     np.testing.assert_allclose(port.field[inside], ott_antonsen_rhs(port.grid[inside], layer), atol=1e-14)

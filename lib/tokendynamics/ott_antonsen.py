@@ -279,19 +279,7 @@ class OASolution:
 
 
 @fill_doc(_DOC)
-def solve_ott_antonsen(
-    z0,
-    layer,
-    t_span=10.0,
-    *,
-    t_eval=None,
-    method: str = "DOP853",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    dt: float = 0.01,
-    events=None,
-    max_step: float = np.inf,
-) -> OASolution:
+def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
     r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0``.
 
     ``z0`` and a batch of layers broadcast together: one call integrates many centres or layers.
@@ -308,6 +296,8 @@ def solve_ott_antonsen(
         Initial centre(s), :math:`|z_0|\le1`.
     %(layers)s
     %(solve_options)s
+    **options
+        The keywords above after ``t_span`` (those of :meth:`OAPolynomial.solve`).
 
     Returns
     -------
@@ -317,7 +307,6 @@ def solve_ott_antonsen(
     ----------
     %(refs_oa)s
     """
-    options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, dt=dt, events=events, max_step=max_step)
     return OAPolynomial.of(coefficients(layer)).solve(z0, t_span, **options)
 
 

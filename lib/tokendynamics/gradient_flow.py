@@ -1,28 +1,16 @@
 r"""The gradient-flow structure of attention dynamics: interaction energies, twisted metrics, non-convexity.
 
 Paper 1 (Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322, second version) announces a gradient-flow view of
-the Transformer PDE, relating it to Wasserstein and Bures–Wasserstein geometry, entropic optimal transport and
-a "twisted" Wasserstein metric, and ties the non-convexity of the energy to several equilibria, metastable
-states and blow-up. Its text was not available; the formulas below are the book's reconstruction (chapter
-``03_gradient_flow``), derived and checked numerically here; the *names* (:math:`d_M`, which energy) are
-our reconstruction [I].
-
-The model is an :class:`~tokendynamics.attention.Attention` layer with one head: its energies are those of
-its score matrix :math:`\beta A` (library convention, kernel :math:`e^{\beta\langle x,Ay\rangle}`,
-:func:`layer_matrices`; paper 1 writes :math:`\langle A_1x,y\rangle`, so :math:`A_1=A^\top`). Contents:
-
-* the interaction energy :math:`E_A(\mu)=\tfrac12\iint e^{\langle x,Ay\rangle}d\mu\,d\mu` of weighted empirical
-  measures (:func:`interaction_energy`), its first variation and gradient, the partition function
-  :math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}d\mu(y)`, the rate along a flow (:func:`energy_rate`,
-  :func:`dissipation`) and the closed forms on Gaussians;
-* the twisted Wasserstein distance :math:`d_M(\mu,\nu)=W_2((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu)`, the matrix
-  :math:`M=VA^{-1}` of a layer (:func:`twisted_matrix`) and the sign rule (:func:`energy_sign`);
-* the Sinkhorn entropic energy :math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)` (Sander et
-  al. 2022) in closed form on Gaussians and empirically, and (twisted) Bures–Wasserstein gradient flows;
-* the second variation and the linearised flow at a configuration (:func:`second_variation`,
-  :func:`linearize`).
-
-No function forms more than one :math:`n\times n` matrix at a time: kernels are evaluated in blocks of rows.
+the Transformer PDE (Wasserstein and Bures–Wasserstein geometry, entropic optimal transport, a "twisted"
+Wasserstein metric) and ties the non-convexity of the energy to several equilibria, metastable states and
+blow-up. Its text was not available: the formulas here are the book's reconstruction, derived and checked
+numerically; the *names* (:math:`d_M`, which energy) are ours [I]. The model is a one-head
+:class:`~tokendynamics.attention.Attention` layer, whose energies are those of its score matrix :math:`\beta A`
+(:func:`layer_matrices`; paper 1's :math:`A_1` is :math:`A^\top`): the interaction energy
+:math:`E_A(\mu)=\tfrac12\iint e^{\langle x,Ay\rangle}d\mu\,d\mu`, its variations and rate, the twisted
+distance :math:`d_M`, the Sinkhorn energy :math:`F_\varepsilon=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`,
+(twisted) Bures–Wasserstein flows, the second variation and the linearised flow. No function forms more than
+one :math:`n\times n` matrix at a time.
 
 References
 ----------

@@ -36,6 +36,9 @@ from tokendynamics import transport as tr
 from tokendynamics import variants as va
 from tokendynamics import watanabe_strogatz as ws
 from tokendynamics.attention import Attention
+from tokendynamics.book.studies import gradient_flow as sg
+from tokendynamics.book.studies import kuramoto as sk
+from tokendynamics.errors import CapabilityError, ConvergenceError
 
 # ---------------------------------------------------------------------------------------------
 # shared inputs (checked for mutation after every call)
@@ -71,6 +74,7 @@ SNAPSHOT = {name: value.copy() for name, value in SHARED.items()}
 SOFTMAX = Attention("softmax", A=A, V=I2)
 CAUSAL = Attention("softmax", A=A, V=I2, causal=True)
 LINEAR = Attention("linear", A=A, V=I2)
+LINEAR_BATCH = Attention("linear", A=np.stack([A, A]), V=np.stack([I2, I2]), beta=np.ones(2))
 SINKHORN = Attention("sinkhorn", A=A, V=I2)
 SIGMOID = Attention("sigmoid", A=A, V=I2)
 CLUSTERING = Attention("softmax", A=-I2, V=I2)
@@ -270,90 +274,98 @@ case(ga.compare_with_particles, SOFTMAX, MEAN, COV, n=0, T=1.0, dt=0.1, words="n
 case(ga.clustering_limit, COV, CLUSTERING, tol=-1, words="tol")
 
 # -- gradient_flow ----------------------------------------------------------------------------
-case(gf.interaction_energy, XNAN, A, words="X")
-case(gf.interaction_energy, X, A3, words="A")
-case(gf.interaction_energy, X, A, log="yes", words="log")
-case(gf.partition_function, X, A, at=X3, words="at")
-case(gf.partition_function, X, A, gradient=1, words="gradient")
+case(gf.interaction_energy, XNAN, SOFTMAX, words="X")
+case(gf.interaction_energy, X3, SOFTMAX, words="X")
+case(gf.interaction_energy, X, "A", exc=TypeError, words="layer")
+case(gf.interaction_energy, X, SOFTMAX, log="yes", words="log")
+case(gf.partition_function, X, SOFTMAX, at=X3, words="at")
+case(gf.partition_function, X, SOFTMAX, gradient=1, words="gradient")
 case(gf.energy_rate, X, "layer", exc=TypeError, words="layer")
-case(gf.twisted_matrix, A, I2, words="A")  # not symmetric
-case(gf.twisted_matrix, np.zeros((2, 2)), I2, words="A")  # not invertible
+case(gf.twisted_matrix, SOFTMAX, words="A")  # not symmetric
+case(gf.twisted_matrix, SOFTMAX.with_(A=np.zeros((2, 2))), words="A")  # not invertible
 case(gf.kinetic_norm, XNAN, words="U")
 case(gf.kinetic_norm, X, M=NOTPSD, words="M")
-case(gf.sinkhorn_energy, MEAN, COV, ASYM, eps=0, words="eps")
-case(gf.sinkhorn_energy_empirical, X, ASYM, max_iter=0, words="max_iter")
-case(gf.sinkhorn_energy_empirical, X, ASYM, tol=0, words="tol")
+case(gf.sinkhorn_energy, MEAN, COV, SINKHORN, words="A")  # not symmetric
+ONE_ITERATION = SINKHORN.with_(A=ASYM, sinkhorn_iters=1)
+case(gf.sinkhorn_energy_empirical, X, ONE_ITERATION, exc=ConvergenceError, words="sinkhorn_iters")
 case(gf.twisted_wasserstein, X, X3, I2, words="Y")
 case(gf.twisted_bures_wasserstein, MEAN, COV, [np.nan, 0], COV, I2, words="m2")
-case(gf.sign_rule_survey, 0, words="cases")
-case(gf.sign_rule_survey, 3, kind="linear", words="kind")
-case(gf.second_variation, X, X3, A, words="U")
-case(gf.dirac_second_variation, [np.nan, 0.0], [1.0, 0.0], A, words="x0")
+case(gf.second_variation, X, X3, SOFTMAX, words="U")
+case(gf.dirac_second_variation, [np.nan, 0.0], [1.0, 0.0], SOFTMAX, words="x0")
 case(gf.finite_difference_gradient, "f", MEAN, COV, exc=TypeError, words="fun")
-case(gf.gaussian_energy_curves, MEAN, COV, SOFTMAX, 0.0, words="T")
-case(gf.gaussian_energy_curves, MEAN, COV, SOFTMAX, 1.0, n_times=1, words="n_times")
-case(gf.descent_profile, "traj", exc=TypeError, words="traj")
 case(gf.bw_gradient_velocity, [np.nan, 0], COV, COV, words="grad_mean")
-case(gf.energy_curve, X, A, words="Xs")
+case(gf.energy_curve, X, SOFTMAX, words="Xs")
+case(gf.layer_matrices, SOFTMAX.with_(A=np.stack([A, A]), V=np.stack([I2, I2])), words="one head")
+
+# -- book.studies.gradient_flow ---------------------------------------------------------------
+case(sg.sign_rule_survey, 0, words="cases")
+case(sg.sign_rule_survey, 3, kind="linear", words="kind")
+case(sg.gaussian_energy_curves, MEAN, COV, SOFTMAX, 0.0, words="T")
+case(sg.gaussian_energy_curves, MEAN, COV, SOFTMAX, 1.0, n_times=1, words="n_times")
+case(sg.descent_profile, "traj", exc=TypeError, words="traj")
 
 # -- kuramoto ---------------------------------------------------------------------------------
 case(ku.complex_parts, A3, words="M")
-case(ku.coefficients, A3, I2, words="A")  # the 2 x 2 validators said M
-case(ku.coefficients, A, A3, words="V")
-case(ku.coefficients, A, I2, beta=0, words="beta")
-case(ku.phase_velocity, [np.nan, 1.0], A, I2, words="theta")
-case(ku.phase_velocity, THETA, ACPLX, I2, words="A")
+case(ku.coefficients, SOFTMAX, exc=CapabilityError, words="softmax")  # not linear attention
+case(ku.coefficients, Attention("linear", A=A3, V=A3), words="d = 2")
+case(ku.coefficients, I2, exc=TypeError, words="layer")
+case(ku.phase_velocity, [np.nan, 1.0], LINEAR, words="theta")
+case(ku.phase_velocity, THETA, LINEAR.with_(causal=True), words="causal")
 case(ku.order_parameter, THETA, m=0, words="m")
 case(ku.order_parameter, THETA, m=1.5, words="m")
 case(ku.order_parameter, [], words="theta")
-case(ku.solve_phases, THETA, A, I2, method="FOO", words="method")
-case(ku.solve_phases, THETA, A, I2, t_span=-1.0, words="t_span")
-case(ku.solve_phases, THETA, A, I2, rtol=0, words="rtol")
+case(ku.solve_phases, THETA, LINEAR, method="FOO", words="method")
+case(ku.solve_phases, THETA, LINEAR, t_span=-1.0, words="t_span")
+case(ku.solve_phases, THETA, LINEAR, rtol=0, words="rtol")
 case(ku.matrix_from_parts, "a", 1.0, words="m_plus")
-case(ku.cluster_velocity, np.nan, A, I2, words="theta")
-case(ku.transverse_exponent, THETA, A, I2, beta=-1.0, words="beta")
-case(ku.frequency_and_forcing, A, I2, beta="x", words="beta")
+case(ku.cluster_velocity, np.nan, LINEAR, words="theta")
+case(ku.transverse_exponent, THETA, SOFTMAX, exc=CapabilityError, words="softmax")
 
 # -- watanabe_strogatz ------------------------------------------------------------------------
 case(ws.ws_constants, THETA, alpha0=2.0, words="alpha0")
 case(ws.ws_constants, THETA, alpha0="a", words="alpha0")
 case(ws.ws_constants, np.ones((2, 3)), words="theta0")
-case(ws.solve_watanabe_strogatz, THETA, A, I2, method="FOO", words="method")
-case(ws.solve_watanabe_strogatz, THETA, A3, I2, words="A")
+case(ws.solve_watanabe_strogatz, THETA, LINEAR, method="FOO", words="method")
+case(ws.solve_watanabe_strogatz, THETA, LINEAR_BATCH, exc=TypeError, words="batch")
 case(ws.ws_reconstruct, [0.1, 0.2], [0.0], THETA, THETA, words="alpha")
 case(ws.mobius, np.nan, 0.0, THETA, words="alpha")
 case(ws.ws_order_parameter, 0.1, 0.0, [np.nan], words="c")
 
 # -- ott_antonsen -----------------------------------------------------------------------------
-case(oa.ott_antonsen_rhs, "z", A, I2, words="z")
-case(oa.ott_antonsen_rhs, np.nan, A, I2, words="z")
-case(oa.solve_ott_antonsen, 2.0, A, I2, words="z0")
-case(oa.solve_ott_antonsen, 0.1, A, I2, method="FOO", words="method")
-case(oa.solve_ott_antonsen, 0.1, A, I2, method="rk4", dt=0, words="dt")
-case(oa.solve_ott_antonsen, 0.1, A, I2, rtol=-1, words="rtol")
-case(oa.solve_ott_antonsen, 0.1, A, I2, events="x", exc=TypeError, words="events")
+case(oa.ott_antonsen_rhs, "z", LINEAR, words="z")
+case(oa.ott_antonsen_rhs, np.nan, LINEAR, words="z")
+case(oa.solve_ott_antonsen, 2.0, LINEAR, words="z0")
+case(oa.solve_ott_antonsen, 0.1, LINEAR, method="FOO", words="method")
+case(oa.solve_ott_antonsen, 0.1, LINEAR, method="rk4", dt=0, words="dt")
+case(oa.solve_ott_antonsen, 0.1, LINEAR, rtol=-1, words="rtol")
+case(oa.solve_ott_antonsen, 0.1, LINEAR, events="x", exc=TypeError, words="events")
+case(oa.solve_ott_antonsen, [0.1, 0.2, 0.3], LINEAR_BATCH, exc=ValueError, words="broadcast")
 case(oa.sample_ott_antonsen, 0.1, 2.5, words="n")
 case(oa.sample_ott_antonsen, 0.1, -1, words="n")
 case(oa.sample_ott_antonsen, 1.0, 5, words="z0")
-case(oa.hamiltonian, 0.1, I2, words="tr V")
-case(oa.hamiltonian, 1.0, VTRACELESS, words="|z| < 1")
-case(oa.oa_accuracy, A, I2, ns=[0], words="ns")
-case(oa.oa_accuracy, A, I2, seeds=0, words="seeds")
 
 # -- regimes ----------------------------------------------------------------------------------
 case(rg.case1_region, A3, words="A")
-case(rg.case1_matrix, "a", 1.0, words="tr")
 case(rg.snic_family, np.nan, words="a")
-case(rg.case1_period, I2, 5.0, words="z0")
-case(rg.predict_regime, A, I2, z0=2.0, words="z0")
-case(rg.predict_regime, A, I2, z0="a", words="z0")
-case(rg.predict_regime, A, I2, beta=0, words="beta")
-case(rg.classify_regime, A, I2, T=-1.0, words="T")
-case(rg.classify_regime, A, I2, window=2.0, words="window")
-case(rg.rotation_period, A, I2, T=0.0, words="T")
-case(rg.sampled_period, T_GRID, np.zeros(3, complex), words="t and R")
-case(rg.regime_portrait, A, I2, n_grid=1, words="n_grid")
-case(rg.regime_portrait, A, I2, dt=0.0, words="dt")
+case(rg.case1_period, LINEAR.with_(V=VTRACELESS), 0.0, words="V = v I")
+case(rg.case1_period, LINEAR.with_(V=2 * I2), 5.0, words="z0")
+case(rg.predict_regime, LINEAR, z0=2.0, words="z0")
+case(rg.predict_regime, LINEAR, z0="a", words="z0")
+case(rg.predict_regime, LINEAR_BATCH, exc=TypeError, words="batch")
+case(rg.classify_regime, LINEAR, T=-1.0, words="T")
+case(rg.classify_regime, LINEAR, window=2.0, words="window")
+case(rg.rotation_period, LINEAR, T=0.0, words="T")
+case(rg.hamiltonian, 0.1, LINEAR.with_(A=I2, V=I2), words="tr V")
+case(rg.hamiltonian, 1.0, LINEAR.with_(A=I2, V=VTRACELESS), words="|z| < 1")
+case(rg.hamiltonian, 0.1, LINEAR.with_(V=VTRACELESS), words="A = I")
+
+# -- book.studies.kuramoto --------------------------------------------------------------------
+case(sk.case1_matrix, "a", 1.0, words="tr")
+case(sk.oa_accuracy, LINEAR, ns=[0], words="ns")
+case(sk.oa_accuracy, LINEAR, seeds=0, words="seeds")
+case(sk.sampled_period, T_GRID, np.zeros(3, complex), words="t and R")
+case(sk.regime_portrait, LINEAR, n_grid=1, words="n_grid")
+case(sk.regime_portrait, LINEAR, dt=0.0, words="dt")
 
 # -- projective -------------------------------------------------------------------------------
 case(pr.projective_flow, U, SOFTMAX, 1.0, words="layer")

@@ -18,18 +18,14 @@ from tokendynamics.gaussian import gauss_hermite, gaussian_rhs, gaussian_velocit
 from tokendynamics.gradient_flow import (
     Equilibrium,
     bw_gradient_velocity,
-    circle_clusters,
-    curvature_along_flow,
     dirac_second_variation,
     dissipation,
-    energy_along,
     energy_curve,
     energy_rate,
     energy_sign,
     finite_difference_gradient,
     first_variation,
     first_variation_gradient,
-    gaussian_energy_curves,
     gaussian_interaction_energy,
     gaussian_partition_function,
     gaussian_slope,
@@ -38,7 +34,6 @@ from tokendynamics.gradient_flow import (
     kinetic_norm,
     layer_matrices,
     linearize,
-    metastable_plateaus,
     partition_function,
     second_variation,
     sinkhorn_energy,
@@ -49,6 +44,22 @@ from tokendynamics.gradient_flow import (
     twisted_wasserstein,
 )
 from tokendynamics.transport import psd_sqrt, wasserstein
+
+
+def score(A, V=None, kind="softmax"):
+    """A layer whose score matrix is ``A`` (beta = 1); the energies do not depend on ``V`` or the kind."""
+    return Attention(kind, A=A, V=np.eye(np.shape(A)[0]) if V is None else V)
+
+
+def sinkhorn(A, eps=1.0):
+    """A Sinkhorn layer with cost matrix ``A`` and regularisation ``eps``: the model of the Sinkhorn energy."""
+    return Attention("sinkhorn", A=A, V=np.eye(np.shape(A)[0]), eps=eps)
+
+
+def circle_clusters(k):
+    """k tokens equally spaced on the unit circle, from angle 0 (with equal masses)."""
+    theta = 2 * np.pi * np.arange(k) / k
+    return np.stack([np.cos(theta), np.sin(theta)], axis=1), None
 
 
 def sym(rng, d, scale=1.0):
@@ -86,9 +97,9 @@ def test_energy_equals_dense_double_sum_and_is_transpose_invariant(symmetric):
     X, w = cloud(rng)
     A = sym(rng, 2, 0.5) if symmetric else 0.5 * rng.standard_normal((2, 2))
     dense = 0.5 * w @ np.exp(X @ A @ X.T) @ w
-    assert interaction_energy(X, A, w) == pytest.approx(dense, rel=1e-13)
-    assert interaction_energy(X, A.T, w) == pytest.approx(dense, rel=1e-13)
-    assert interaction_energy(X, A, w, log=True) == pytest.approx(math.log(dense), rel=1e-13)
+    assert interaction_energy(X, score(A), w) == pytest.approx(dense, rel=1e-13)
+    assert interaction_energy(X, score(A.T), w) == pytest.approx(dense, rel=1e-13)
+    assert interaction_energy(X, score(A), w, log=True) == pytest.approx(math.log(dense), rel=1e-13)
 
 
 def test_energy_blocks_agree_with_one_block(monkeypatch):
@@ -96,14 +107,18 @@ def test_energy_blocks_agree_with_one_block(monkeypatch):
     X, w = cloud(rng, n=37)
     A = sym(rng, 2, 0.5)
     U = rng.standard_normal(X.shape)
-    ref = (interaction_energy(X, A, w), first_variation_gradient(X, A, w), second_variation(X, U, A, w))
+    ref = (
+        interaction_energy(X, score(A), w),
+        first_variation_gradient(X, score(A), w),
+        second_variation(X, U, score(A), w),
+    )
     monkeypatch.setattr(attention_module, "BLOCK_ENTRIES", 50)
     import tokendynamics.gradient_flow as gf
 
     monkeypatch.setattr(gf, "BLOCK_ENTRIES", 50)  # blocks of one or two rows
-    assert interaction_energy(X, A, w) == pytest.approx(ref[0], rel=1e-13)
-    np.testing.assert_allclose(first_variation_gradient(X, A, w), ref[1], rtol=1e-12)
-    assert second_variation(X, U, A, w) == pytest.approx(ref[2], rel=1e-12)
+    assert interaction_energy(X, score(A), w) == pytest.approx(ref[0], rel=1e-13)
+    np.testing.assert_allclose(first_variation_gradient(X, score(A), w), ref[1], rtol=1e-12)
+    assert second_variation(X, U, score(A), w) == pytest.approx(ref[2], rel=1e-12)
 
 
 def test_energy_weights_equal_repeated_tokens():
@@ -111,8 +126,8 @@ def test_energy_weights_equal_repeated_tokens():
     X = rng.standard_normal((5, 2))
     A = sym(rng, 2, 0.4)
     counts = np.array([1, 3, 2, 1, 4])
-    assert interaction_energy(X, A, counts / counts.sum()) == pytest.approx(
-        interaction_energy(np.repeat(X, counts, axis=0), A), rel=1e-13
+    assert interaction_energy(X, score(A), counts / counts.sum()) == pytest.approx(
+        interaction_energy(np.repeat(X, counts, axis=0), score(A)), rel=1e-13
     )
 
 
@@ -128,10 +143,10 @@ def test_first_variation_matches_finite_differences_of_energy_in_the_weights(sym
     chi = rng.standard_normal(len(w))
     chi -= chi.mean()  # zero total mass; w + h chi stays a probability vector for small h
     h = 1e-6
-    fd = (interaction_energy(X, A, w + h * chi) - interaction_energy(X, A, w - h * chi)) / (2 * h)
-    assert fd == pytest.approx(chi @ first_variation(X, A, w), rel=1e-7)
+    fd = (interaction_energy(X, score(A), w + h * chi) - interaction_energy(X, score(A), w - h * chi)) / (2 * h)
+    assert fd == pytest.approx(chi @ first_variation(X, score(A), w), rel=1e-7)
     if symmetric:  # delta E / delta mu = Z_mu for symmetric A
-        np.testing.assert_allclose(first_variation(X, A, w), partition_function(X, A, w), rtol=1e-14)
+        np.testing.assert_allclose(first_variation(X, score(A), w), partition_function(X, score(A), w), rtol=1e-14)
 
 
 @pytest.mark.claim("unnormalised-attention-is-a-w2-gradient-flow")
@@ -143,19 +158,19 @@ def test_first_variation_gradient_matches_finite_differences_in_the_positions(sy
     rng = np.random.default_rng(4)
     X, w = cloud(rng, n=25)
     A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
-    g = first_variation_gradient(X, A, w)
+    g = first_variation_gradient(X, score(A), w)
     h = 1e-6
     for i in (0, 7, 19):
         for a in range(2):
-            fd = position_derivative(lambda Y: interaction_energy(Y, A, w), X, i, a, h)
+            fd = position_derivative(lambda Y: interaction_energy(Y, score(A), w), X, i, a, h)
             assert fd == pytest.approx(w[i] * g[i, a], rel=1e-6, abs=1e-10)
     # and the gradient of the first variation at other points, by differences of first_variation
     P = rng.standard_normal((3, 2))
-    gP = first_variation_gradient(X, A, w, at=P)
+    gP = first_variation_gradient(X, score(A), w, at=P)
     for a in range(2):
         e = np.zeros(2)
         e[a] = h
-        fd = (first_variation(X, A, w, at=P + e) - first_variation(X, A, w, at=P - e)) / (2 * h)
+        fd = (first_variation(X, score(A), w, at=P + e) - first_variation(X, score(A), w, at=P - e)) / (2 * h)
         np.testing.assert_allclose(fd, gP[:, a], rtol=1e-7)
 
 
@@ -169,7 +184,8 @@ def test_unnormalised_attention_with_V_equal_A_is_the_gradient_of_the_first_vari
     A = sym(rng, 2, 0.7)
     beta = 1.3
     layer = Attention("unnormalized_softmax", A=A, V=beta * A, beta=beta)
-    np.testing.assert_allclose(velocity(X, layer, w), first_variation_gradient(X, beta * A, w), rtol=1e-12)
+    np.testing.assert_allclose(velocity(X, layer, w), first_variation_gradient(X, layer, w), rtol=1e-12)
+    np.testing.assert_allclose(layer_matrices(layer)[0], beta * A, rtol=1e-15)  # the energy of the layer is E_{beta A}
 
 
 @pytest.mark.claim("score-convention", "softmax-is-a-twisted-gradient")
@@ -183,12 +199,12 @@ def test_softmax_field_is_VAinv_grad_log_Z_in_library_convention_not_transposed(
     A = np.array([[0.5, 0.8], [-0.3, 0.4]])  # far from symmetric
     V = rng.standard_normal((2, 2))
     G = velocity(X, Attention("softmax", A=A, V=V), w)
-    _, glog = partition_function(X, A, w, gradient=True, log=True)
+    _, glog = partition_function(X, score(A), w, gradient=True, log=True)
     np.testing.assert_allclose(G, glog @ (V @ np.linalg.inv(A)).T, atol=1e-12)
     assert np.max(np.abs(G - glog @ (V @ np.linalg.inv(A.T)).T)) > 0.1
     # the same on Gaussians, against the Gaussian module: V A^{-1} grad log Z = V (alpha + Sigma A^T x)
     P = rng.standard_normal((4, 2))
-    _, glogZ = gaussian_partition_function(M0, S0, A, P, gradient=True)
+    _, glogZ = gaussian_partition_function(M0, S0, score(A), P, gradient=True)
     b, Mg = gaussian_velocity(M0, S0, Attention("softmax", A=A, V=V))
     np.testing.assert_allclose(glogZ @ (V @ np.linalg.inv(A)).T, b + P @ Mg.T, atol=1e-12)
 
@@ -198,9 +214,9 @@ def test_gaussian_partition_function_matches_quadrature():
     A = 0.5 * rng.standard_normal((2, 2))
     Xq, wq = gauss_hermite(M0, S0, 20)
     P = rng.standard_normal((5, 2))
-    Z, g = gaussian_partition_function(M0, S0, A, P, gradient=True)
-    np.testing.assert_allclose(Z, partition_function(Xq, A, wq, at=P), rtol=1e-10)
-    _, gl = partition_function(Xq, A, wq, at=P, gradient=True, log=True)
+    Z, g = gaussian_partition_function(M0, S0, score(A), P, gradient=True)
+    np.testing.assert_allclose(Z, partition_function(Xq, score(A), wq, at=P), rtol=1e-10)
+    _, gl = partition_function(Xq, score(A), wq, at=P, gradient=True, log=True)
     np.testing.assert_allclose(g, gl, rtol=1e-9, atol=1e-12)
 
 
@@ -215,7 +231,7 @@ def test_gaussian_interaction_energy_closed_form_matches_monte_carlo():
     y = sample_gaussian(n, M0, S0, rng)
     vals = 0.5 * np.exp(-np.einsum("ij,ij->i", x, y))
     mc, err = vals.mean(), vals.std() / math.sqrt(n)
-    E = gaussian_interaction_energy(M0, S0, -I2)
+    E = gaussian_interaction_energy(M0, S0, score(-I2))
     assert abs(E - mc) < 4 * err
     formula = 0.5 * np.linalg.det(I2 - S0 @ S0) ** -0.5 * math.exp(-M0 @ np.linalg.solve(I2 + S0, M0))
     assert E == pytest.approx(formula, rel=1e-14)
@@ -223,7 +239,7 @@ def test_gaussian_interaction_energy_closed_form_matches_monte_carlo():
     # a general non-symmetric A
     A = 0.3 * rng.standard_normal((2, 2))
     vals = 0.5 * np.exp(np.einsum("ij,jk,ik->i", x, A, y))
-    assert abs(gaussian_interaction_energy(M0, S0, A) - vals.mean()) < 4 * vals.std() / math.sqrt(n)
+    assert abs(gaussian_interaction_energy(M0, S0, score(A)) - vals.mean()) < 4 * vals.std() / math.sqrt(n)
 
 
 @pytest.mark.claim("gaussian-energy-closed-form")
@@ -234,18 +250,22 @@ def test_gaussian_energy_equals_energy_of_its_quadrature_and_is_infinite_beyond_
     rng = np.random.default_rng(9)
     A = sym(rng, 2, 0.5)
     Xq, wq = gauss_hermite(M0, S0, 30)
-    assert gaussian_interaction_energy(M0, S0, A) == pytest.approx(interaction_energy(Xq, A, wq), rel=1e-9)
+    assert gaussian_interaction_energy(M0, S0, score(A)) == pytest.approx(
+        interaction_energy(Xq, score(A), wq), rel=1e-9
+    )
     # singular covariance: a Gaussian on a line
     S1 = np.outer([1.0, 2.0], [1.0, 2.0]) * 0.1
     Xq, wq = gauss_hermite(M0, S1, 30)
-    assert gaussian_interaction_energy(M0, S1, A) == pytest.approx(interaction_energy(Xq, A, wq), rel=1e-9)
+    assert gaussian_interaction_energy(M0, S1, score(A)) == pytest.approx(
+        interaction_energy(Xq, score(A), wq), rel=1e-9
+    )
     # A = -I: finite iff Sigma < I
-    assert gaussian_interaction_energy(M0, 1.01 * I2, -I2) == math.inf
-    assert math.isfinite(gaussian_interaction_energy(M0, 0.99 * I2, -I2))
+    assert gaussian_interaction_energy(M0, 1.01 * I2, score(-I2)) == math.inf
+    assert math.isfinite(gaussian_interaction_energy(M0, 0.99 * I2, score(-I2)))
 
 
 @pytest.mark.claim("energy-decreases-while-tokens-cluster", "covariance-converges-despite-non-convexity")
-def test_gaussian_energy_curves_energy_decreases_while_covariance_vanishes_and_mean_escapes():
+def test_gaussian_interaction_energy_decreases_while_covariance_vanishes_and_mean_escapes():
     """Paper 1 (Castin et al., arXiv 2501.18322): softmax attention with V = I, A = -I decreases E_{-I} (0.558 ->
     5e-8 over t in [0, 3]) while the covariance vanishes, Sigma_t^{-1} = Sigma_0^{-1} + 2 t I, and the mean
     escapes (|alpha_3| ~ 4.2).
@@ -253,7 +273,7 @@ def test_gaussian_energy_curves_energy_decreases_while_covariance_vanishes_and_m
     layer = Attention("softmax", A=-I2, V=I2)
     t = np.linspace(0, 3, 61)
     traj = solve_gaussian(M0, S0, layer, (0, 3), t_eval=t)
-    E = np.array([gaussian_interaction_energy(m, S, -I2) for m, S in zip(traj.mean, traj.cov)])
+    E = np.array([gaussian_interaction_energy(m, S, layer) for m, S in zip(traj.mean, traj.cov)])
     assert np.all(np.diff(E) < 0)
     assert E[0] == pytest.approx(0.5585, abs=1e-4) and E[-1] < 1e-7  # 0.558 -> 5e-8
     norms = np.linalg.norm(traj.mean, axis=1)
@@ -262,11 +282,6 @@ def test_gaussian_energy_curves_energy_decreases_while_covariance_vanishes_and_m
     assert np.all(np.diff(tr) < 0)
     # Sigma_t^{-1} = Sigma_0^{-1} + 2 t I (V = I, A = -I) -> 0 like 1/(2t)
     np.testing.assert_allclose(np.linalg.inv(traj.cov[-1]), np.linalg.inv(S0) + 6 * I2, rtol=1e-8)
-    # the curves helper gives the same energies
-    curves = gaussian_energy_curves(M0, S0, layer, 3.0, 61)
-    np.testing.assert_allclose(curves.energy, E, rtol=1e-6)
-    assert curves.sign == -1 and curves.twisted is not None
-    np.testing.assert_allclose(curves.twisted, curves.w2, rtol=1e-12)  # M = -I: d_{-M} = W2
 
 
 @pytest.mark.claim("energy-decreases-while-tokens-cluster")
@@ -277,7 +292,7 @@ def test_energy_curve_decreases_along_the_softmax_particle_flow():
     X0 = sample_gaussian(300, M0, S0, rng=11)
     layer = Attention("softmax", A=-I2, V=I2)
     traj = simulate(X0, layer, 3.0, dt=0.05)
-    E = energy_curve(traj.X, -I2)
+    E = energy_curve(traj.X, layer)
     assert np.all(np.diff(E) < 0)
     assert E[-1] / E[0] < 1e-6
 
@@ -296,8 +311,8 @@ def test_sign_rule_energy_rate_from_the_core_velocity_equals_the_dissipation_for
         X, w = cloud(rng, n=30)
         layer = Attention(kind, A=A, V=V)
         rate = energy_rate(X, layer, w)
-        assert rate == pytest.approx(dissipation(X, A, V, w, normalized=(kind == "softmax")), rel=1e-10, abs=1e-14)
-        s = energy_sign(A, V)
+        assert rate == pytest.approx(dissipation(X, layer, w), rel=1e-10, abs=1e-14)
+        s = energy_sign(layer)
         seen[s] += 1
         if s != 0:
             assert np.sign(rate) == s
@@ -316,7 +331,7 @@ def test_energy_rate_matches_the_energy_change_along_a_short_simulation():
     h = 1e-4
     traj = simulate(X, layer, (0, h), dt=h / 4, weights=w)
     back = simulate(X, layer.with_(V=-layer.V[0]), (0, h), dt=h / 4, weights=w)  # time reversal
-    fd = (interaction_energy(traj.final, A, w) - interaction_energy(back.final, A, w)) / (2 * h)
+    fd = (interaction_energy(traj.final, layer, w) - interaction_energy(back.final, layer, w)) / (2 * h)
     assert fd == pytest.approx(energy_rate(X, layer, w), rel=1e-6)
 
 
@@ -326,14 +341,14 @@ def test_energy_sign_and_twisted_matrix_need_a_symmetric_invertible_A():
     V = M A gives back M.
     """
     with pytest.raises(ValueError, match="symmetric"):
-        twisted_matrix([[1.0, 2.0], [0.0, 1.0]], I2)
+        twisted_matrix(score([[1.0, 2.0], [0.0, 1.0]], I2))
     with pytest.raises(ValueError, match="invertible"):
-        twisted_matrix([[1.0, 0.0], [0.0, 0.0]], I2)
-    assert energy_sign(-I2, I2) == -1 and energy_sign(I2, I2) == 1
-    assert energy_sign(np.diag([1.0, -1.0]), I2) == 0
+        twisted_matrix(score([[1.0, 0.0], [0.0, 0.0]], I2))
+    assert energy_sign(score(-I2, I2)) == -1 and energy_sign(score(I2, I2)) == 1
+    assert energy_sign(score(np.diag([1.0, -1.0]), I2)) == 0
     A = np.diag([2.0, -0.5])
     Mt = np.array([[3.0, 0.5], [0.5, 4.0]])
-    np.testing.assert_allclose(twisted_matrix(A, Mt @ A), Mt, atol=1e-13)  # V = M A  ->  M
+    np.testing.assert_allclose(twisted_matrix(score(A, Mt @ A)), Mt, atol=1e-13)  # V = M A  ->  M
 
 
 @pytest.mark.claim("twisted-wasserstein-distance")
@@ -395,9 +410,9 @@ def test_unnormalised_attention_is_the_d_M_steepest_descent_and_not_the_W2_one()
     X, w = cloud(rng, n=60)
     V = np.diag([0.1, 1.0])
     layer = Attention("unnormalized_softmax", A=-I2, V=V)
-    M = -twisted_matrix(-I2, V)
+    M = -twisted_matrix(layer)
     G = velocity(X, layer, w)
-    g = first_variation_gradient(X, -I2, w)
+    g = first_variation_gradient(X, layer, w)
     np.testing.assert_allclose(G, -g @ M.T, atol=1e-13)
     rate = energy_rate(X, layer, w)
     slope_M = kinetic_norm(g @ M, w, M)
@@ -415,7 +430,9 @@ def test_sinkhorn_energy_closed_form_equals_entropic_OT_of_a_gauss_hermite_quadr
     A = np.array([[0.6, 0.3], [0.3, -0.8]])
     for eps in (0.5, 1.0, 2.0):
         Xq, wq = gauss_hermite(M0, S0, 10)
-        assert sinkhorn_energy_empirical(Xq, A, eps, wq) == pytest.approx(sinkhorn_energy(M0, S0, A, eps), abs=1e-9)
+        assert sinkhorn_energy_empirical(Xq, sinkhorn(A, eps), wq) == pytest.approx(
+            sinkhorn_energy(M0, S0, sinkhorn(A, eps)), abs=1e-9
+        )
 
 
 @pytest.mark.claim("sinkhorn-energy-limits")
@@ -427,11 +444,11 @@ def test_sinkhorn_energy_limits():
     # eps -> 0: F_0 = -1/2 a^T A a - 1/2 tr (S^1/2 A S A S^1/2)^1/2
     R = psd_sqrt(S)
     F0 = -0.5 * m @ A @ m - 0.5 * np.trace(psd_sqrt(R @ A @ S @ A @ R))
-    assert sinkhorn_energy(m, S, A, 1e-6) == pytest.approx(F0, rel=1e-5)
+    assert sinkhorn_energy(m, S, sinkhorn(A, 1e-6)) == pytest.approx(F0, rel=1e-5)
     # eps large: F ~ -1/2 a^T A a - tr(S A S A) / (4 eps)
     eps = 1e4
     approx = -0.5 * m @ A @ m - np.trace(S @ A @ S @ A) / (4 * eps)
-    assert sinkhorn_energy(m, S, A, eps) - approx == pytest.approx(0, abs=1e-9)
+    assert sinkhorn_energy(m, S, sinkhorn(A, eps)) - approx == pytest.approx(0, abs=1e-9)
 
 
 @pytest.mark.claim("sinkhorn-is-a-bw-gradient-flow")
@@ -441,8 +458,8 @@ def test_sinkhorn_energy_gradient_matches_finite_differences(seed):
     differences.
     """
     m, S, A, eps, _ = _sinkhorn_case(seed)
-    g, G = sinkhorn_energy_gradient(m, S, A, eps)
-    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
+    g, G = sinkhorn_energy_gradient(m, S, sinkhorn(A, eps))
+    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, sinkhorn(A, eps)), m, S)
     np.testing.assert_allclose(g, fg, atol=1e-8)
     np.testing.assert_allclose(G, fG, atol=1e-8)
 
@@ -455,7 +472,7 @@ def test_bw_gradient_velocity_of_the_sinkhorn_energy_is_the_sinkhorn_gaussian_od
     the closed form).
     """
     m, S, A, eps, _ = _sinkhorn_case(seed)
-    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
+    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, sinkhorn(A, eps)), m, S)
     dm, dS = gaussian_rhs(m, S, Attention("sinkhorn", A=A, V=A, eps=eps))
     vm, vS = bw_gradient_velocity(fg, fG, S)
     assert np.max(np.abs(dm - vm)) < 1e-7 and np.max(np.abs(dS - vS)) < 1e-7
@@ -469,7 +486,7 @@ def test_bw_gradient_velocity_twisted_by_M_is_the_sinkhorn_gaussian_ode_with_V_e
     Bures-Wasserstein gradient flow of F_eps, and not the untwisted one.
     """
     m, S, A, eps, M = _sinkhorn_case(seed)
-    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, A, eps), m, S)
+    fg, fG = finite_difference_gradient(lambda a, s: sinkhorn_energy(a, s, sinkhorn(A, eps)), m, S)
     dm, dS = gaussian_rhs(m, S, Attention("sinkhorn", A=A, V=M @ A, eps=eps))
     vm, vS = bw_gradient_velocity(fg, fG, S, M)
     assert np.max(np.abs(dm - vm)) < 1e-7 and np.max(np.abs(dS - vS)) < 1e-7
@@ -486,8 +503,8 @@ def test_layer_matrices_beta_scales_the_sinkhorn_cost_matrix():
     m, S, A, eps, _ = _sinkhorn_case(26)
     beta = 1.7
     layer = Attention("sinkhorn", A=A, V=beta * A, eps=eps, beta=beta)
-    Aeff, V = layer_matrices(layer)
-    g, G = sinkhorn_energy_gradient(m, S, Aeff, eps)
+    np.testing.assert_allclose(layer_matrices(layer)[0], beta * A, rtol=1e-15)
+    g, G = sinkhorn_energy_gradient(m, S, layer)
     dm, dS = gaussian_rhs(m, S, layer)
     vm, vS = bw_gradient_velocity(g, G, S)
     np.testing.assert_allclose(dm, vm, atol=1e-12)
@@ -524,7 +541,7 @@ def test_sinkhorn_energy_empirical_gradient_is_minus_the_sinkhorn_field():
     h = 1e-5
     for i in (0, 13, 31):
         for a in range(2):
-            fd = position_derivative(lambda Y: sinkhorn_energy_empirical(Y, A, eps, w), X, i, a, h)
+            fd = position_derivative(lambda Y: sinkhorn_energy_empirical(Y, sinkhorn(A, eps), w), X, i, a, h)
             assert fd == pytest.approx(-w[i] * G[i, a], rel=1e-5, abs=1e-10)
 
 
@@ -538,16 +555,16 @@ def test_sinkhorn_energy_strictly_decreases_along_the_flow_at_the_rate_minus_slo
         V = A if MM is None else MM @ A
         layer = Attention("sinkhorn", A=A, V=V, eps=eps)
         traj = solve_gaussian(m, S, layer, (0, 2.0), t_eval=np.linspace(0, 2.0, 41))
-        F = np.array([sinkhorn_energy(a, s, A, eps) for a, s in zip(traj.mean, traj.cov)])
+        F = np.array([sinkhorn_energy(a, s, sinkhorn(A, eps)) for a, s in zip(traj.mean, traj.cov)])
         assert np.all(np.diff(F) < 0)
         k = 20
         h = 1e-5
         dm, dS = gaussian_rhs(traj.mean[k], traj.cov[k], layer)
         dF = (
-            sinkhorn_energy(traj.mean[k] + h * dm, traj.cov[k] + h * dS, A, eps)
-            - sinkhorn_energy(traj.mean[k] - h * dm, traj.cov[k] - h * dS, A, eps)
+            sinkhorn_energy(traj.mean[k] + h * dm, traj.cov[k] + h * dS, sinkhorn(A, eps))
+            - sinkhorn_energy(traj.mean[k] - h * dm, traj.cov[k] - h * dS, sinkhorn(A, eps))
         ) / (2 * h)
-        g, G = sinkhorn_energy_gradient(traj.mean[k], traj.cov[k], A, eps)
+        g, G = sinkhorn_energy_gradient(traj.mean[k], traj.cov[k], sinkhorn(A, eps))
         assert dF == pytest.approx(-(gaussian_slope(g, G, traj.cov[k], MM) ** 2), rel=1e-6)
 
 
@@ -560,9 +577,9 @@ def test_sinkhorn_energy_empirical_on_a_quadrature_follows_the_gaussian_value_al
     layer = Attention("sinkhorn", A=A, V=A)
     Xq, wq = gauss_hermite(M0, S0, 8)
     traj = simulate(Xq, layer, 1.0, dt=0.1, weights=wq)
-    F = np.array([sinkhorn_energy_empirical(X, A, 1.0, wq) for X in traj.X])
+    F = np.array([sinkhorn_energy_empirical(X, sinkhorn(A, 1.0), wq) for X in traj.X])
     ode = solve_gaussian(M0, S0, layer, (0, 1.0), t_eval=traj.t)
-    Fg = np.array([sinkhorn_energy(a, s, A, 1.0) for a, s in zip(ode.mean, ode.cov)])
+    Fg = np.array([sinkhorn_energy(a, s, sinkhorn(A, 1.0)) for a, s in zip(ode.mean, ode.cov)])
     assert np.all(np.diff(F) < 0)
     np.testing.assert_allclose(F, Fg, atol=1e-6)
 
@@ -578,9 +595,9 @@ def test_second_variation_formula_matches_finite_difference_second_derivative(sy
     A = sym(rng, 2, 0.6) if symmetric else 0.6 * rng.standard_normal((2, 2))
     U = rng.standard_normal(X.shape)
     s = 1e-3
-    E = energy_along(X, U, A, [-s, 0.0, s], w)
+    E = [interaction_energy(X + t * U, score(A), w) for t in (-s, 0.0, s)]
     fd = (E[0] - 2 * E[1] + E[2]) / s**2
-    assert second_variation(X, U, A, w) == pytest.approx(fd, rel=1e-5)
+    assert second_variation(X, U, score(A), w) == pytest.approx(fd, rel=1e-5)
 
 
 @pytest.mark.claim("energy-is-not-displacement-convex")
@@ -589,15 +606,18 @@ def test_second_variation_at_the_clustered_state_is_negative():
     is -|w|^2, so E_{-I} is not displacement convex.
     """
     w0 = np.array([0.6, -0.8])
-    assert dirac_second_variation(np.zeros(2), w0, -I2) == pytest.approx(-1.0, rel=1e-14)
-    assert second_variation(np.zeros((1, 2)), w0[None], -I2) == pytest.approx(-1.0, rel=1e-14)
+    assert dirac_second_variation(np.zeros(2), w0, score(-I2)) == pytest.approx(-1.0, rel=1e-14)
+    assert second_variation(np.zeros((1, 2)), w0[None], score(-I2)) == pytest.approx(-1.0, rel=1e-14)
     # along translations of delta_0 the energy is 1/2 exp(-s^2 |w|^2), concave on |s| < 1/sqrt 2
     s = np.linspace(-0.5, 0.5, 11)
-    np.testing.assert_allclose(energy_along(np.zeros((1, 2)), w0[None], -I2, s), 0.5 * np.exp(-(s**2)), rtol=1e-14)
+    E = [interaction_energy(t * w0[None], score(-I2)) for t in s]
+    np.testing.assert_allclose(E, 0.5 * np.exp(-(s**2)), rtol=1e-14)
     # any Dirac mass and A: closed form against the empirical formula
     rng = np.random.default_rng(30)
     x0, w1, A = rng.standard_normal(2), rng.standard_normal(2), rng.standard_normal((2, 2))
-    assert dirac_second_variation(x0, w1, A) == pytest.approx(second_variation(x0[None], w1[None], A), rel=1e-12)
+    assert dirac_second_variation(x0, w1, score(A)) == pytest.approx(
+        second_variation(x0[None], w1[None], score(A)), rel=1e-12
+    )
 
 
 @pytest.mark.claim("energy-is-not-displacement-convex")
@@ -609,18 +629,18 @@ def test_gaussian_translation_hessian_matches_finite_differences_and_is_negative
     A = 0.4 * rng.standard_normal((2, 2))
     w = rng.standard_normal(2)
     s = 1e-3
-    E = [gaussian_interaction_energy(M0 + t * w, S0, A) for t in (-s, 0, s)]
-    assert gaussian_translation_hessian(M0, S0, A, w) == pytest.approx((E[0] - 2 * E[1] + E[2]) / s**2, rel=1e-5)
+    E = [gaussian_interaction_energy(M0 + t * w, S0, score(A)) for t in (-s, 0, s)]
+    assert gaussian_translation_hessian(M0, S0, score(A), w) == pytest.approx((E[0] - 2 * E[1] + E[2]) / s**2, rel=1e-5)
     # A = -I: G = -2 (I + Sigma)^{-1}; the direction w with w^T G alpha = 0 gives E * w^T G w < 0
     G = -2 * np.linalg.inv(I2 + S0)
     Ga = G @ M0
     w_perp = np.array([-Ga[1], Ga[0]])
-    H = gaussian_translation_hessian(M0, S0, -I2, w_perp)
-    assert H == pytest.approx(gaussian_interaction_energy(M0, S0, -I2) * (w_perp @ G @ w_perp), rel=1e-12)
+    H = gaussian_translation_hessian(M0, S0, score(-I2), w_perp)
+    assert H == pytest.approx(gaussian_interaction_energy(M0, S0, score(-I2)) * (w_perp @ G @ w_perp), rel=1e-12)
     assert H < 0
     # and the quadrature version of the second variation agrees
     Xq, wq = gauss_hermite(M0, S0, 24)
-    assert second_variation(Xq, np.tile(w_perp, (len(wq), 1)), -I2, wq) == pytest.approx(H, rel=1e-8)
+    assert second_variation(Xq, np.tile(w_perp, (len(wq), 1)), score(-I2), wq) == pytest.approx(H, rel=1e-8)
 
 
 @pytest.mark.claim("sinkhorn-energy-is-concave-along-dilations")
@@ -629,7 +649,7 @@ def test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity():
     (1+s)^2 Sigma) is concave in s.
     """
     s = np.linspace(-0.5, 1.0, 61)
-    F = np.array([sinkhorn_energy(M0, (1 + t) ** 2 * S0, -I2, 1.0) for t in s])
+    F = np.array([sinkhorn_energy(M0, (1 + t) ** 2 * S0, sinkhorn(-I2, 1.0)) for t in s])
     assert np.all(np.diff(F, 2) < 0) and np.all(np.diff(F) < 0)
 
 
@@ -680,137 +700,25 @@ def test_linearize_matches_the_analytic_jacobian_in_Rd_and_the_circle_on_a_great
         linearize(2 * X3, Attention("softmax", A=np.eye(3), V=np.eye(3)), sphere=True)
     with pytest.raises(TypeError, match="Attention"):
         linearize(X3, "softmax")
-    with pytest.raises(ValueError, match="positive integer"):
-        circle_clusters(0)
-
-
-@pytest.mark.claim("metastable-plateaus")
-def test_metastable_plateaus_sit_near_saddles_of_the_energy_which_grows_along_the_flow():
-    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and metastability: 32 tokens on the circle, softmax
-    with A = V = I, beta = 6. The energy E_beta never decreases along the flow; the run spends long plateaus with
-    three and then two clusters, each near a configuration that barely moves and has growing directions (a saddle),
-    the more clusters the faster the escape.
-    """
-    from tokendynamics import sample_sphere
-
-    layer = Attention("softmax", A=I2, V=I2, beta=6.0)
-    traj = simulate(sample_sphere(32, 2, rng=0), layer, 150.0, dt=0.1, sphere=True, save_every=10)
-    E = energy_curve(traj.X, 6.0 * I2)
-    assert np.all(np.diff(E) >= -1e-9 * E[-1])
-    plateaus = metastable_plateaus(traj.t, traj.X, layer, min_fraction=0.05)
-    assert [pl.clusters for pl in plateaus] == [3, 2], [(pl.clusters, pl.start, pl.stop) for pl in plateaus]
-    for pl in plateaus:
-        assert pl.state.unstable == pl.clusters - 1
-        assert pl.state.speed < 0.01 and pl.masses.sum() == pytest.approx(1.0)
-    assert plateaus[0].state.growth_rate > 100 * plateaus[1].state.growth_rate
-    assert plateaus[1].length > 80 and plateaus[0].energy < plateaus[1].energy
-    with pytest.raises(ValueError, match="min_fraction"):
-        metastable_plateaus(traj.t, traj.X, layer, min_fraction=1.5)
-
-
-@pytest.mark.claim("curvature-unbounded-at-blowup")
-def test_curvature_along_the_gradient_flow_drives_the_speed_and_grows_without_bound_at_the_blowup():
-    """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and blow-up: along the W2 gradient ascent of E_I
-    (unnormalised attention with V = A = I) the squared speed S obeys dS/dt = 2 H, H the second variation along the
-    flow; the tokens blow up in finite time, and the curvature H / S grows without bound on the way.
-    """
-    rng = np.random.default_rng(41)
-    X0 = 0.5 * rng.standard_normal((30, 2)) + np.array([0.3, 0.0])
-    layer = Attention("unnormalized_softmax", A=I2, V=I2)
-    traj = simulate(X0, layer, 5.0, method="adaptive", dt=0.005, on_blowup="stop", rtol=1e-10, atol=1e-12)
-    assert traj.blew_up and traj.blowup_time < 1.0
-    S, H, kappa = curvature_along_flow(traj.X, I2)
-    assert np.all(np.diff(S) > 0) and np.all(np.diff(kappa) > 0)
-    assert kappa[-1] > 10 * kappa[0]
-    # dS/dt = 2 H at a state: move the tokens along their velocity
-    X = traj.X[len(traj.t) // 2]
-    g = first_variation_gradient(X, I2)
-    np.testing.assert_allclose(g, velocity(X, layer), rtol=1e-12)
-    eps = 1e-6
-    Sp, Sm = (curvature_along_flow((X + e * g)[None], I2)[0][0] for e in (eps, -eps))
-    i = len(traj.t) // 2
-    assert (Sp - Sm) / (2 * eps) == pytest.approx(2 * H[i], rel=1e-6)
-    with pytest.raises(ValueError, match="symmetric"):
-        curvature_along_flow(traj.X[:2], np.array([[1.0, 0.5], [0.0, 1.0]]))
 
 
 def test_bad_input_gives_clear_errors_not_nan():
     with pytest.raises(ValueError, match="non-finite"):
-        interaction_energy(np.array([[np.nan, 0.0]]), I2)
+        interaction_energy(np.array([[np.nan, 0.0]]), score(I2))
     with pytest.raises(ValueError, match="square"):
-        interaction_energy(np.zeros((3, 2)), np.ones((2, 3)))
+        interaction_energy(np.zeros((3, 2)), score(np.ones((2, 3))))
     with pytest.raises(ValueError, match="sum to 1"):
-        interaction_energy(np.zeros((3, 2)), I2, [0.5, 0.5, 0.5])
+        interaction_energy(np.zeros((3, 2)), score(I2), [0.5, 0.5, 0.5])
     with pytest.raises(NonFiniteError, match="overflows"):
-        interaction_energy(np.array([[30.0, 0.0]]), I2)
-    assert interaction_energy(np.array([[30.0, 0.0]]), I2, log=True) == pytest.approx(900 + math.log(0.5))
+        interaction_energy(np.array([[30.0, 0.0]]), score(I2))
+    assert interaction_energy(np.array([[30.0, 0.0]]), score(I2), log=True) == pytest.approx(900 + math.log(0.5))
     with pytest.raises(ValueError, match="positive semi-definite"):
-        gaussian_interaction_energy(M0, -S0, -I2)
+        gaussian_interaction_energy(M0, -S0, score(-I2))
     with pytest.raises(ValueError, match="symmetric"):
-        sinkhorn_energy(M0, S0, [[1.0, 2.0], [0.0, 1.0]])
+        sinkhorn_energy(M0, S0, sinkhorn([[1.0, 2.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="eps"):
-        sinkhorn_energy(M0, S0, -I2, eps=0.0)
+        sinkhorn(-I2, 0.0)
     with pytest.raises(ValueError, match="finite differences"):
         finite_difference_gradient(lambda a, s: 0.0, M0, np.diag([1.0, 0.0]))
     with pytest.raises(ValueError, match="one head"):
         layer_matrices(Attention("softmax", A=np.stack([I2, I2]), V=np.stack([I2, I2])))
-
-
-@pytest.mark.claim("energy-sign-rule")
-def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
-    """Paper 1 (Castin et al., arXiv 2501.18322), the sign rule on random layers: the predicted sign wherever M +
-    M^T is semi-definite, both signs where it is indefinite.
-    """
-    from tokendynamics.gradient_flow import sign_rule_survey
-
-    for kind in ("softmax", "unnormalized_softmax"):
-        sv = sign_rule_survey(60, n=40, seed=33, kind=kind)
-        assert np.all(sv.agree) and sv.agree.size > 10
-        assert np.max(sv.relative_gap) < 1e-9
-        undecided = sv.predicted == 0
-        assert np.any(sv.rate[undecided] > 0) and np.any(sv.rate[undecided] < 0)  # no rule: both signs occur
-        r = sv.normalized_rate
-        assert np.all(r >= sv.lam_min - 1e-12) and np.all(r <= sv.lam_max + 1e-12)
-
-
-@pytest.mark.claim("twisted-wasserstein-distance")
-def test_descent_profile_efficiency_is_one_in_the_twisted_metric_and_less_in_W2():
-    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric: along unnormalised attention with A = -I the
-    efficiency (decrease over speed times slope) is 1 in d_V and below 0.9 in W2, layer by layer too.
-    """
-    from tokendynamics.gradient_flow import descent_profile
-
-    V = np.diag([0.1, 1.0])
-    X0 = sample_gaussian(60, M0, S0, rng=34)
-    traj = simulate(X0, Attention("unnormalized_softmax", A=-I2, V=V), 0.5, dt=0.01)
-    pM = descent_profile(traj, V, every=10)
-    pW = descent_profile(traj, None, every=10)
-    np.testing.assert_allclose(pM.efficiency, 1.0, atol=1e-12)
-    assert np.all(pW.efficiency < 0.9)
-    np.testing.assert_allclose(pM.layer_efficiency, 1.0, atol=0.02)  # one layer dt = 0.01: O(dt)
-    assert np.all(pW.layer_efficiency < 0.9)
-    np.testing.assert_allclose(pM.energy, energy_curve(traj.X, -I2), rtol=1e-13)
-
-
-@pytest.mark.claim("sinkhorn-is-a-twisted-bw-gradient-flow")
-def test_gaussian_descent_profile_and_mismatch_for_the_twisted_sinkhorn_flow():
-    """Paper 1 (Castin et al., arXiv 2501.18322), the twisted metric on Gaussians: the V = M A Sinkhorn flow has
-    efficiency 1 in d_M and less in W2, and it is the d_M Bures-Wasserstein gradient of F_eps along the whole
-    run.
-    """
-    from tokendynamics.gradient_flow import bw_gradient_mismatch, gaussian_descent_profile
-
-    m, S, A, eps, M = _sinkhorn_case(35, d=2)
-    layer = Attention("sinkhorn", A=A, V=M @ A, eps=eps)
-    traj = solve_gaussian(m, S, layer, (0, 0.3), t_eval=np.linspace(0, 0.3, 61))  # Sigma grows ~ e^{2|V|t}
-    energy = lambda a, s: sinkhorn_energy(a, s, A, eps)  # noqa: E731
-    grad = lambda a, s: sinkhorn_energy_gradient(a, s, A, eps)  # noqa: E731
-    pM = gaussian_descent_profile(traj, energy, grad, M)
-    pW = gaussian_descent_profile(traj, energy, grad)
-    np.testing.assert_allclose(pM.efficiency, 1.0, atol=1e-10)
-    assert np.max(pW.efficiency) < 0.999
-    np.testing.assert_allclose(pM.layer_efficiency, 1.0, atol=0.02)
-    err, size = bw_gradient_mismatch(traj, energy, M)
-    assert np.max(err / size) < 1e-7 and np.min(size) > 1e-2
-    err_plain, _ = bw_gradient_mismatch(traj, energy)  # wrong metric: visibly off
-    assert np.min(err_plain) > 1e-3

@@ -14,18 +14,17 @@ from tokendynamics import Attention, circle_tokens, particle_field
 from tokendynamics.kuramoto import (
     J,
     cluster_velocity,
+    coefficients,
     complex_parts,
     daido_coefficients,
-    frequency_and_forcing,
+    linear_layers,
     matrix_from_parts,
     order_parameter,
     phase_velocity,
     solve_phases,
     transverse_exponent,
 )
-from tokendynamics.ott_antonsen import (
-    ott_antonsen_rhs,
-)
+from tokendynamics.ott_antonsen import ott_antonsen_rhs
 
 
 def vector_model_theta_dot(theta, A, V, beta):
@@ -49,9 +48,10 @@ def test_phase_velocity_equals_the_vector_model_of_linear_attention():
         theta = rng.uniform(0, 2 * np.pi, 37)
         ref = vector_model_theta_dot(theta, A, V, beta)
         R = order_parameter(theta, 2)
-        om, H = frequency_and_forcing(A, V, beta, R)
+        coef = coefficients(linear_layers(A, V, beta))
+        om, H = coef.omega(R), coef.forcing(R)
         assert np.max(np.abs(ref - (om + np.imag(H * np.exp(-2j * theta))))) < 1e-12
-        assert np.max(np.abs(ref - phase_velocity(theta, A, V, beta))) < 1e-12
+        assert np.max(np.abs(ref - phase_velocity(theta, linear_layers(A, V, beta)))) < 1e-12
 
 
 @pytest.mark.claim("kuramoto-daido-form")
@@ -83,7 +83,8 @@ def test_phase_velocity_equals_the_core_linear_attention_field_on_the_circle():
         X = circle_tokens(theta)
         U = particle_field(X, Attention("linear", A=A, V=V, beta=beta), sphere=True)
         core = np.sum(U * (X @ J.T), axis=1)
-        assert np.max(np.abs(core - phase_velocity(theta, A, V, beta))) < 1e-13 * max(1, np.abs(core).max())
+        kd = phase_velocity(theta, linear_layers(A, V, beta))
+        assert np.max(np.abs(core - kd)) < 1e-13 * max(1, np.abs(core).max())
 
 
 @pytest.mark.claim("kuramoto-score-convention")
@@ -97,8 +98,8 @@ def test_phase_velocity_with_the_transposed_score_does_not_match_the_core():
     theta = rng.uniform(0, 2 * np.pi, 37)
     X = circle_tokens(theta)
     core = np.sum(particle_field(X, Attention("linear", A=A, V=V), sphere=True) * (X @ J.T), axis=1)
-    assert np.max(np.abs(core - phase_velocity(theta, A, V))) < 1e-13
-    assert np.max(np.abs(core - phase_velocity(theta, A.T, V))) > 1e-2
+    assert np.max(np.abs(core - phase_velocity(theta, linear_layers(A, V)))) < 1e-13
+    assert np.max(np.abs(core - phase_velocity(theta, linear_layers(A.T, V)))) > 1e-2
 
 
 @pytest.mark.claim("daido-coefficients")
@@ -109,7 +110,7 @@ def test_daido_coefficients_equal_the_authors_w_formulas():
     rng = np.random.default_rng(5)
     for _ in range(50):
         A, V, _ = random_layer(rng)
-        ours, ref = daido_coefficients(A, V), bc_from_w(A, V)
+        ours, ref = daido_coefficients(linear_layers(A, V)), bc_from_w(A, V)
         for key in ref:
             assert abs(ours[key] - ref[key]) < 1e-14 * max(1, abs(ref[key]))
 
@@ -137,10 +138,34 @@ def test_complex_parts_rejects_bad_input():
         complex_parts([[1, np.nan], [0, 1]])
     with pytest.raises(ValueError, match="real"):
         complex_parts(np.eye(2) * 1j)
-    with pytest.raises(ValueError, match="beta"):
-        phase_velocity([0.1, 0.2], I2, I2, beta=-1)
     with pytest.raises(ValueError, match="non-finite"):
-        phase_velocity([0.1, np.inf], I2, I2)
+        phase_velocity([0.1, np.inf], linear_layers(I2, I2))
+
+
+def test_require_circle_layer_refuses_all_but_one_head_of_linear_attention_on_the_circle():
+    """The reductions of paper 2 (Li et al., 2026) are those of one head of linear attention in d = 2: a kind without
+    the second-moment field, another dimension, several heads, a causal layer or (for one-layer functions) a batch are
+    refused by name, through the one check ``require_circle_layer``."""
+    from tokendynamics.errors import CapabilityError
+
+    theta = [0.1, 0.2]
+    with pytest.raises(CapabilityError, match="softmax"):
+        phase_velocity(theta, Attention("softmax", A=I2, V=I2))
+    with pytest.raises(ValueError, match="d = 2"):
+        solve_phases(theta, Attention("linear", A=np.eye(3), V=np.eye(3)))
+    with pytest.raises(ValueError, match="one head"):
+        coefficients(Attention("linear", A=np.stack([I2, I2]), V=np.stack([I2, I2])))
+    with pytest.raises(ValueError, match="causal"):
+        daido_coefficients(Attention("linear", A=I2, V=I2, causal=True))
+    with pytest.raises(TypeError, match="batch"):
+        phase_velocity(theta, linear_layers(np.stack([I2, I2]), I2))
+    with pytest.raises(TypeError, match="Attention"):
+        phase_velocity(theta, I2)
+    batch = linear_layers(np.stack([I2, 2 * I2]), I2, np.array([1.0, 3.0]))  # a batch: a leading axis of the layer
+    assert batch.batch_size == 2 and np.shape(coefficients(batch).a_plus) == (2,)
+    assert coefficients(batch).beta.tolist() == [1.0, 3.0] and np.allclose(batch.V, I2)
+    with pytest.raises(ValueError, match="one leading axis"):
+        linear_layers(np.zeros((2, 3, 2, 2)), I2)
 
 
 @pytest.mark.claim("kuramoto-daido-form")
@@ -152,7 +177,7 @@ def test_solve_phases_matches_the_core_simulate():
     A, V, beta = random_layer(rng)
     theta0 = rng.uniform(0, 2 * np.pi, 30)
     t = np.linspace(0, 5, 51)
-    ph = solve_phases(theta0, A, V, beta, 5.0, t_eval=t, rtol=1e-11, atol=1e-13)
+    ph = solve_phases(theta0, linear_layers(A, V, beta), 5.0, t_eval=t, rtol=1e-11, atol=1e-13)
     traj = linear_reference(circle_tokens(theta0), A, V, 5.0, t, beta=beta)
     assert np.max(np.abs(ph.tokens() - traj.X)) < 1e-8
 
@@ -164,8 +189,8 @@ def test_solve_phases_beta_only_rescales_time():
     A, V, _ = random_layer(rng)
     theta0 = rng.uniform(0, 6, 15)
     t = np.linspace(0, 4, 21)
-    fast = solve_phases(theta0, A, V, 2.5, 4.0, t_eval=t, rtol=1e-11, atol=1e-13)
-    slow = solve_phases(theta0, A, V, 1.0, 10.0, t_eval=2.5 * t, rtol=1e-11, atol=1e-13)
+    fast = solve_phases(theta0, linear_layers(A, V, 2.5), 4.0, t_eval=t, rtol=1e-11, atol=1e-13)
+    slow = solve_phases(theta0, linear_layers(A, V, 1.0), 10.0, t_eval=2.5 * t, rtol=1e-11, atol=1e-13)
     assert np.max(np.abs(fast.theta - slow.theta)) < 1e-8
 
 
@@ -179,11 +204,12 @@ def test_cluster_velocity_and_transverse_exponent_match_the_cluster_equation():
         A, V, beta = random_layer(rng)
         th = rng.uniform(0, np.pi, 30)
         z = np.exp(2j * th)
-        lhs = 0.5 * np.imag(ott_antonsen_rhs(z, A, V, beta) * np.conj(z))
+        layer = linear_layers(A, V, beta)
+        lhs = 0.5 * np.imag(ott_antonsen_rhs(z, layer) * np.conj(z))
         x = circle_tokens(th)
         qA = np.einsum("ki,ij,kj->k", x, A, x)
         sV = np.einsum("ki,ki->k", x @ V.T, x @ J.T)
         assert np.max(np.abs(lhs - beta * qA * sV)) < 1e-12
-        assert np.max(np.abs(cluster_velocity(th, A, V, beta) - beta * qA * sV)) < 1e-12
+        assert np.max(np.abs(cluster_velocity(th, layer) - beta * qA * sV)) < 1e-12
         lam = beta * (np.einsum("ki,ij,kj->k", x @ J.T, A, x) * sV - qA * np.einsum("ki,ij,kj->k", x, V, x))
-        assert np.max(np.abs(transverse_exponent(th, A, V, beta) - lam)) < 1e-12
+        assert np.max(np.abs(transverse_exponent(th, layer) - lam)) < 1e-12

@@ -24,9 +24,7 @@ from tokendynamics import (
     velocity,
 )
 from tokendynamics import highdim as hd
-from tokendynamics.kuramoto import (
-    phase_velocity,
-)
+from tokendynamics.kuramoto import linear_layers, phase_velocity
 
 
 def fitted_order(dts, errors):
@@ -293,7 +291,8 @@ def test_simulate_linear_attention_flipping_one_token_flips_only_that_token():
     flipped = theta.copy()
     flipped[3] += np.pi
     A, V, beta = random_layer(rng)
-    np.testing.assert_allclose(phase_velocity(theta, A, V, beta), phase_velocity(flipped, A, V, beta), atol=1e-13)
+    layer = linear_layers(A, V, beta)
+    np.testing.assert_allclose(phase_velocity(theta, layer), phase_velocity(flipped, layer), atol=1e-13)
 
 
 @pytest.mark.claim("rotation-equivariance")

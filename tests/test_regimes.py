@@ -1,5 +1,5 @@
-"""Tests of ``tokendynamics.regimes``: the closed-form regimes of planar linear attention and the
-classifier of the Ott-Antonsen flow.
+"""Tests of ``tokendynamics.regimes``: the closed-form regimes of planar linear attention, the hidden Hamiltonian
+and the classifier of the Ott-Antonsen flow.
 """
 
 from __future__ import annotations
@@ -10,20 +10,15 @@ import numpy as np
 import pytest
 
 from tests.helpers import I2
-from tokendynamics.kuramoto import (
-    J,
-    complex_parts,
-)
-from tokendynamics.ott_antonsen import (
-    hamiltonian_centre,
-    solve_ott_antonsen,
-)
+from tokendynamics.kuramoto import J, complex_parts, linear_layers
+from tokendynamics.ott_antonsen import ott_antonsen_rhs, solve_ott_antonsen
 from tokendynamics.regimes import (
-    REGIME_TABLE,
     REGIMES,
     case1_period,
     case1_region,
     classify_regime,
+    hamiltonian,
+    hamiltonian_centre,
     predict_regime,
     rotation_period,
 )
@@ -53,14 +48,17 @@ def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
     """
     As = random_case1_matrices(200, 2024)
     z0s = np.array([0.0, 0.5j, -0.6 + 0.3j])
-    got = classify_regime(As[:, None], I2, 1.0, z0s[None, :], T=3000.0, rtol=1e-9, atol=1e-11, details=True)
+    # one batch of 200 x 3 systems (layer i, datum j), in the order of an (i, j) grid
+    layers = linear_layers(np.repeat(As, len(z0s), axis=0), I2)
+    got = classify_regime(layers, np.tile(z0s, len(As)), T=3000.0, rtol=1e-9, atol=1e-11, details=True)
+    regime, z_final = got.regime.reshape(len(As), len(z0s)), got.z_final.reshape(len(As), len(z0s))
     seen = set()
     for i, A in enumerate(As):
         region = case1_region(A)
         ap, am = complex_parts(A)
         zstar = -am / np.conj(ap)
         for j, z0 in enumerate(z0s):
-            oa, zT = got.regime[i, j], got.z_final[i, j]
+            oa, zT = regime[i, j], z_final[i, j]
             seen.add((region, oa))
             if region in ("det<=0", "tr>0"):
                 assert oa == "static_clusters", (A, z0)
@@ -69,7 +67,7 @@ def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
             else:
                 assert region == "bistable"
                 assert (oa == "static_clusters") or (oa == "partial" and abs(zT - zstar) < 1e-6), (A, z0)
-            pred = predict_regime(A, I2, 1.0, z0)
+            pred = predict_regime(linear_layers(A, I2), z0)
             assert pred.case == "case1" and pred.regime == oa, (A, z0, pred, oa)
             assert abs(zT - pred.limit) < 1e-5, (A, z0, zT, pred.limit)
     # the draw covered every region, and both outcomes of the bistable wedge
@@ -94,9 +92,14 @@ def test_case1_period_matches_the_measured_oscillation_period():
         ap, am = complex_parts(A)
         zstar = -am / np.conj(ap)
         z0 = zstar + dz
-        measured = rotation_period(A, I2, beta, z0, T=400.0, centre=zstar, transient=10.0)
-        assert abs(measured / case1_period(A, z0, beta) - 1) < 1e-3
-    assert abs(case1_period(np.array([[0.2, 1.0], [-1.0, -0.2]]), 0j) - 13.711) < 1e-3  # the table of example regimes
+        measured = rotation_period(linear_layers(A, I2, beta), z0, T=400.0, centre=zstar, transient=10.0)
+        assert abs(measured / case1_period(linear_layers(A, I2, beta), z0) - 1) < 1e-3
+    assert abs(case1_period(linear_layers([[0.2, 1.0], [-1.0, -0.2]], I2), 0j) - 13.711) < 1e-3  # the table of regimes
+    # V = v I is Case 1 at beta |v| (A -> -A for v < 0)
+    A = np.array([[0.2, 1.0], [-1.0, -0.2]])
+    assert case1_period(linear_layers(A, -2 * I2), 0j) == pytest.approx(case1_period(linear_layers(-A, I2, 2.0), 0j))
+    with pytest.raises(ValueError, match="V = v I"):
+        case1_period(linear_layers(A, J), 0j)
 
 
 @pytest.mark.claim("case2-clusters-iff-the-top-eigenvalue-is-nonnegative")
@@ -114,7 +117,7 @@ def test_predict_regime_case2_limit_on_197_random_symmetric_V():
         if abs(np.linalg.eigvalsh(V)[1]) >= 0.05:
             Vs.append(V)
     Vs = np.array(Vs)
-    sol = solve_ott_antonsen(0.3 + 0.2j, I2, Vs, 1.0, (0.0, 400.0), t_eval=[400.0], rtol=1e-10, atol=1e-12)
+    sol = solve_ott_antonsen(0.3 + 0.2j, linear_layers(I2, Vs), (0.0, 400.0), t_eval=[400.0], rtol=1e-10, atol=1e-12)
     zT = sol.final
     mismatches = 0
     for V, z in zip(Vs, zT):
@@ -124,7 +127,7 @@ def test_predict_regime_case2_limit_on_197_random_symmetric_V():
         expected = np.exp(2j * theta1) if l1 >= 0 else (l1 - l2) / abs(l1 + l2) * np.exp(2j * theta1)
         mismatches += abs(z - expected) >= 1e-5
         assert (abs(abs(z) - 1) < 1e-5) == (l1 >= 0)
-        assert abs(predict_regime(I2, V, 1.0).limit - expected) < 1e-12
+        assert abs(predict_regime(linear_layers(I2, V)).limit - expected) < 1e-12
     assert mismatches == 0
 
 
@@ -135,7 +138,7 @@ def test_classify_regime_traceless_V_with_negative_det_goes_to_the_boundary_and_
     """
     for v11, v12 in ((1.5, 1.0), (1.0, 0.4), (-2.0, 0.5)):
         V = np.array([[v11, v12], [-v12, -v11]])
-        c = classify_regime(I2, V, 1.0, 0.3 + 0.2j, T=200.0, details=True)
+        c = classify_regime(linear_layers(I2, V), 0.3 + 0.2j, T=200.0, details=True)
         assert c.regime == "static_clusters" and c.min_modulus > 1 - 1e-3 and c.arg_range < 1e-3
     zc = hamiltonian_centre(np.array([[0.5, 1.0], [-1.0, -0.5]]))
     assert abs(zc - (-0.1811j)) < 1e-4  # y_c = -0.1811
@@ -154,11 +157,11 @@ def test_rotation_period_of_rotating_clusters_is_pi_over_beta_s_sqrt_a1_a2(a1, a
     V = c * I2 + s * J
     # 15 periods after t = 100 (waiting until t = 200 changes nothing: the cycle attracts by a factor
     # exp(-pi c/|s|) per period, so by t = 100 the orbit is on it to round-off)
-    P = rotation_period(A, V, 1.0, 0.3 + 0.2j, T=100.0 + 15 * expected, transient=100.0)
+    P = rotation_period(linear_layers(A, V), 0.3 + 0.2j, T=100.0 + 15 * expected, transient=100.0)
     formula = math.pi / (abs(s) * math.sqrt(a1 * a2))
     assert abs(P / formula - 1) < 1e-6 and abs(formula - expected) < 1e-6
-    assert predict_regime(A, V).period == pytest.approx(formula, rel=1e-12)
-    final = solve_ott_antonsen(0.3 + 0.2j, A, V, 1.0, 100.0, t_eval=[100.0]).final
+    assert predict_regime(linear_layers(A, V)).period == pytest.approx(formula, rel=1e-12)
+    final = solve_ott_antonsen(0.3 + 0.2j, linear_layers(A, V), 100.0, t_eval=[100.0]).final
     assert abs(abs(final) - 1) < 1e-6
 
 
@@ -172,7 +175,7 @@ def test_rotation_period_on_the_snic_family_is_pi_over_sqrt_one_minus_a_squared(
     but the run time.
     """
     V = np.array([[0.3 + a, 1.0], [-1.0, 0.3 - a]])
-    P = rotation_period(I2, V, 1.0, 0.3 + 0.2j, T=560.0, transient=400.0)
+    P = rotation_period(linear_layers(I2, V), 0.3 + 0.2j, T=560.0, transient=400.0)
     assert abs(P * math.sqrt(1 - a * a) / math.pi - 1) < 1e-6
 
 
@@ -182,41 +185,9 @@ def test_classify_regime_beyond_the_saddle_node_is_static():
     infinite period).
     """
     V = np.array([[1.8, 1.0], [-1.0, -1.2]])
-    assert classify_regime(I2, V) == "static_clusters"
-    assert rotation_period(I2, V, 1.0, 0.3 + 0.2j, T=200.0) == math.inf
-    assert predict_regime(I2, V).regime == "static_clusters"
-
-
-@pytest.mark.claim("four-regimes", "regime-table")
-@pytest.mark.parametrize("example", REGIME_TABLE, ids=[e.label for e in REGIME_TABLE])
-def test_classify_regime_reproduces_the_regime_table(example):
-    """Paper 2 (Li et al., 2026): the four regimes (static and rotating clusters, oscillation, partial clustering)
-    and the bistable case; the Ott-Antonsen classifier from z0 (0.3+0.2i unless listed), late window [0.8T, T],
-    reproduces every row of the table of example regimes.
-
-    T = 200, except the bistable rows that settle on the interior focus: its rate (1-|z*|^2)|tr A|/4 = 0.075
-    needs T = 400 to be flat to 1e-6.
-    """
-    A, V = example.matrices()
-    c = classify_regime(A, V, 1.0, example.z0, T=example.T, details=True)
-    assert c.regime == example.expected, (c.regime, c)
-    assert c.prediction is not None and c.prediction.regime == example.expected
-    if example.value_name == "|z*|":
-        assert abs(abs(c.z_final) - example.value) < 1e-4
-    elif example.value_name == "period":
-        assert abs(c.prediction.period - example.value) < 1e-3
-    elif example.value_name == "R2 limit":
-        assert abs(c.z_final - example.value) < 1e-6
-
-
-@pytest.mark.claim("regime-table")
-def test_classify_regime_rk4_agrees_with_dop853_on_the_table():
-    """Paper 2 (Li et al., 2026): the fixed-step classifier of the widget finds the same regimes as DOP853 on the
-    table.
-    """
-    for ex in REGIME_TABLE:
-        A, V = ex.matrices()
-        assert classify_regime(A, V, 1.0, ex.z0, T=ex.T, method="rk4", dt=0.02) == ex.expected, ex.label
+    assert classify_regime(linear_layers(I2, V)) == "static_clusters"
+    assert rotation_period(linear_layers(I2, V), 0.3 + 0.2j, T=200.0) == math.inf
+    assert predict_regime(linear_layers(I2, V)).regime == "static_clusters"
 
 
 @pytest.mark.claim("four-regimes")
@@ -253,11 +224,10 @@ def test_predict_regime_agrees_with_the_classifier_on_random_members_of_each_fam
             A = R @ np.diag(rng.uniform(0.5, 3, 2)) @ R.T
             V = rng.uniform(0.2, 1.0) * I2 + rng.choice([-1, 1]) * rng.uniform(0.3, 2.0) * J
         layers.append((A, V))
-    As = np.array([a for a, _ in layers])
-    Vs = np.array([v for _, v in layers])
-    got = classify_regime(As, Vs, 1.0, 0.3 + 0.2j, T=200.0)
+    batch = linear_layers(np.array([a for a, _ in layers]), np.array([v for _, v in layers]))
+    got = classify_regime(batch, 0.3 + 0.2j, T=200.0)
     for (A, V), oa in zip(layers, got):
-        pred = predict_regime(A, V, 1.0, 0.3 + 0.2j)
+        pred = predict_regime(linear_layers(A, V), 0.3 + 0.2j)
         assert pred is not None and pred.regime == oa, (A, V, pred, oa)
     assert set(got) == set(REGIMES)
 
@@ -265,7 +235,56 @@ def test_predict_regime_agrees_with_the_classifier_on_random_members_of_each_fam
 @pytest.mark.claim("regime-table")
 def test_predict_regime_returns_none_outside_the_families_and_at_degenerate_points():
     """Paper 2 (Li et al., 2026): the closed forms cover their families only; elsewhere the prediction is None."""
-    assert predict_regime(np.array([[1.0, 2.0], [0.5, -1.0]]), np.array([[0.3, 1.0], [2.0, 0.1]])) is None
-    assert predict_regime(I2, np.array([[1.0, 1.0], [-1.0, -1.0]])) is None  # det V = 0: SNIC of the Hamiltonian family
+    assert predict_regime(linear_layers([[1.0, 2.0], [0.5, -1.0]], [[0.3, 1.0], [2.0, 0.1]])) is None
+    assert predict_regime(linear_layers(I2, [[1.0, 1.0], [-1.0, -1.0]])) is None  # det V = 0: SNIC, Hamiltonian family
     with pytest.raises(ValueError, match="disk"):
-        predict_regime(I2, I2, 1.0, 2.0)
+        predict_regime(linear_layers(I2, I2), 2.0)
+
+
+@pytest.mark.claim("hidden-hamiltonian")
+def test_hamiltonian_is_conserved_orbits_close_and_the_centre_is_an_equilibrium():
+    """Paper 2 (Li et al., 2026), the hidden Hamiltonian: A = I, tr V = 0, det V > 0: E(z(t)) is constant (1e-8
+    relative), orbits close (1e-3) and the closed-form centre is an equilibrium (1e-12).
+    """
+    rng = np.random.default_rng(16)
+    checked = 0
+    while checked < 6:
+        v11, v12, v21 = rng.standard_normal(3)
+        V = np.array([[v11, v12], [v21, -v11]])
+        if np.linalg.det(V) < 0.05:
+            continue
+        checked += 1
+        zc = hamiltonian_centre(V)
+        layer = linear_layers(I2, V)
+        assert abs(ott_antonsen_rhs(zc, layer)) < 1e-12
+        z0 = zc + 0.3 * (1 - abs(zc)) * np.exp(1j * rng.uniform(0, 6))
+        period = rotation_period(layer, z0, T=80.0, centre=zc, transient=0.0)
+        t = np.linspace(0, 2 * period, 801)
+        sol = solve_ott_antonsen(z0, layer, (0.0, 2 * period), t_eval=t, rtol=1e-11, atol=1e-13)
+        E = hamiltonian(sol.z, layer)
+        assert np.ptp(E) / abs(E[0]) < 1e-8
+        back = solve_ott_antonsen(z0, layer, (0.0, period), t_eval=[period], rtol=1e-11, atol=1e-13).final
+        assert abs(back - z0) < 1e-3
+
+
+@pytest.mark.claim("hidden-hamiltonian")
+def test_hamiltonian_field_identity():
+    """Paper 2 (Li et al., 2026), the hidden Hamiltonian: z' = -2i (1 - |z|^2)^3 dE/d conj(z) (central differences)."""
+    rng = np.random.default_rng(17)
+    for _ in range(5):
+        v11, v12, v21 = rng.standard_normal(3)
+        V = np.array([[v11, v12], [v21, -v11]])
+        beta = rng.uniform(0.5, 2)
+        z = 0.7 * np.sqrt(rng.uniform(0, 1, 20)) * np.exp(1j * rng.uniform(0, 7, 20))
+        h = 1e-6
+        layer = linear_layers(I2, V, beta)
+        dEx = (hamiltonian(z + h, layer) - hamiltonian(z - h, layer)) / (2 * h)
+        dEy = (hamiltonian(z + 1j * h, layer) - hamiltonian(z - 1j * h, layer)) / (2 * h)
+        dE_dzbar = 0.5 * (dEx + 1j * dEy)
+        lhs = ott_antonsen_rhs(z, layer)
+        rhs = -2j * (1 - np.abs(z) ** 2) ** 3 * dE_dzbar
+        assert np.max(np.abs(lhs - rhs)) < 1e-7 * max(1, np.abs(lhs).max())
+    with pytest.raises(ValueError, match="tr V = 0"):
+        hamiltonian(0.1, linear_layers(I2, I2))
+    with pytest.raises(ValueError, match="A = I"):
+        hamiltonian(0.1, linear_layers(2 * I2, np.array([[0.5, 1.0], [-1.0, -0.5]])))

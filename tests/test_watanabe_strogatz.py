@@ -7,9 +7,7 @@ import pytest
 
 from tests.helpers import I2, linear_reference
 from tokendynamics import circle_tokens
-from tokendynamics.kuramoto import (
-    order_parameter,
-)
+from tokendynamics.kuramoto import linear_layers, order_parameter
 from tokendynamics.watanabe_strogatz import solve_watanabe_strogatz, ws_reconstruct
 
 
@@ -26,7 +24,7 @@ def test_solve_watanabe_strogatz_reconstructs_the_particle_tokens(n):
     A, V = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
     theta0 = rng.uniform(0, 2 * np.pi, n)
     t = np.linspace(0, 10, 101)
-    ws = solve_watanabe_strogatz(theta0, A, V, 1.0, 10.0, t_eval=t, rtol=1e-11, atol=1e-13)
+    ws = solve_watanabe_strogatz(theta0, linear_layers(A, V), 10.0, t_eval=t, rtol=1e-11, atol=1e-13)
     traj = linear_reference(circle_tokens(theta0), A, V, 10.0, t)
     err = np.max(np.abs(circle_tokens(ws.theta()) - traj.X))
     assert err < 1e-7, err
@@ -43,7 +41,7 @@ def test_ws_reconstruct_is_continuous_and_keeps_the_initial_angles():
     """
     rng = np.random.default_rng(9)
     theta0 = rng.uniform(-20, 20, 12)  # arbitrary lifts
-    ws = solve_watanabe_strogatz(theta0, I2, np.array([[0.5, 1.0], [-1.0, -0.5]]), 1.0, 20.0)
+    ws = solve_watanabe_strogatz(theta0, linear_layers(I2, np.array([[0.5, 1.0], [-1.0, -0.5]])), 20.0)
     th = ws.theta()
     np.testing.assert_allclose(th[0], theta0, atol=1e-12)
     assert np.max(np.abs(np.diff(th, axis=0))) < 0.5  # no jumps of pi or 2 pi
@@ -57,6 +55,6 @@ def test_solve_watanabe_strogatz_rejects_a_clustered_start_with_a_clear_message(
     is the way out).
     """
     with pytest.raises(ValueError, match="antipodal"):
-        solve_watanabe_strogatz(np.array([0.3, 0.3 + np.pi, 0.3]), I2, I2, 1.0, 1.0)
-    ws = solve_watanabe_strogatz(np.array([0.3, 0.3 + np.pi, 0.3]), I2, I2, 1.0, 1.0, alpha0=0.0)
+        solve_watanabe_strogatz(np.array([0.3, 0.3 + np.pi, 0.3]), linear_layers(I2, I2), 1.0)
+    ws = solve_watanabe_strogatz(np.array([0.3, 0.3 + np.pi, 0.3]), linear_layers(I2, I2), 1.0, alpha0=0.0)
     np.testing.assert_allclose(np.abs(ws.order_parameter()), 1.0, atol=1e-12)

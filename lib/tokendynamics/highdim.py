@@ -590,7 +590,7 @@ def _predict_identity_A(c, a, b, family):
 
     if a == 0 and b == 0 and c == 0:
         raise ValueError("V = 0: nothing moves, there is no regime to predict")
-    p = predict_regime(np.eye(2), np.array([[c + a, b], [-b, c - a]]))
+    p = predict_regime(Attention("linear", A=np.eye(2), V=np.array([[c + a, b], [-b, c - a]])))
     if p is None:
         return CasePrediction("undetermined", family, "at a bifurcation (degenerate parameters)")
     return CasePrediction(p.regime, family, p.detail)

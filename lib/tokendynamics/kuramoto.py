@@ -1,11 +1,7 @@
 r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2).
 
 Tokens :math:`x_k=(\cos\theta_k,\sin\theta_k)` moved by linear attention on the circle,
-
-.. math:: \dot x_k = P^\perp_{x_k}\Big(\frac\beta n\sum_j\langle x_k,Ax_j\rangle Vx_j\Big),
-
-obey exactly (any n; paper 2, Li et al. 2026; book: ``chapters/04_kuramoto_reduction.md``, equations
-(eq-la) and (eq-kd))
+:math:`\dot x_k = P^\perp_{x_k}\big(\frac\beta n\sum_j\langle x_k,Ax_j\rangle Vx_j\big)`, obey exactly (any n)
 
 .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)\,e^{-2i\theta_k}\big),\qquad
           R_2=\frac1n\sum_j e^{2i\theta_j},
@@ -15,20 +11,17 @@ and :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`, where a real 2
 on :math:`z=e^{i\theta}` as :math:`Mz=m_+z+m_-\bar z` (:func:`complex_parts`). The right-hand side
 costs O(n): it sees the other tokens only through :math:`R_2`.
 
-This module holds the encoding, the coefficients, the angle equations and their O(n) integrator,
-and the dynamics of clustered states. The reductions live in
-:mod:`tokendynamics.watanabe_strogatz` (exact, any n) and :mod:`tokendynamics.ott_antonsen`
-(Poisson-kernel manifold, one complex ODE); the regimes in :mod:`tokendynamics.regimes`.
-
-Convention: the score is :math:`\langle x, Ay\rangle` with :math:`A=Q^\top K`, as everywhere in the library
-(:class:`~tokendynamics.attention.Attention`).
+Every function of the d = 2 reductions (this module, :mod:`tokendynamics.watanabe_strogatz`,
+:mod:`tokendynamics.ott_antonsen`, :mod:`tokendynamics.regimes`) takes the model as an
+:class:`~tokendynamics.attention.Attention` layer, checked once by :func:`require_circle_layer`:
+a kind with the second-moment field (linear attention), one head, d = 2, not causal. Functions that
+integrate or evaluate many layers at once take a batch (a leading axis of the layer).
 
 References
 ----------
 S. Li, T. J. Maranzatto, J. Peszek, T. Teolis, S. Akkoc, K. Riedl, S. Ulukus, N. García Trillos, *On the
-Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026) (paper 2); Y. Kuramoto (1975);
-H. Daido, *Order function and macroscopic mutual entrainment in uniformly coupled limit-cycle oscillators*,
-Prog. Theor. Phys. 88 (1992). Book: ``chapters/04_kuramoto_reduction.md``, equations (eq-la), (eq-r2), (eq-kd).
+Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026) (paper 2); H. Daido, Prog. Theor.
+Phys. 88 (1992). Book: ``chapters/04_kuramoto_reduction.md``, equations (eq-la), (eq-r2), (eq-kd).
 """
 
 from __future__ import annotations
@@ -38,65 +31,148 @@ from typing import Any
 
 import numpy as np
 
+from .attention import Attention
 from .docstrings import fill_doc
 from .odes import solve_ode
 from .validation import (
     PARAMETER_DOCS,
     time_grid,
     validate_angles,
-    validate_beta,
     validate_count,
     validate_finite_array,
     validate_matrix2,
     validate_solver,
     validate_tolerances,
-)
+)  # fmt: skip
 
 __all__ = [
-    "J",
-    "complex_parts",
-    "matrix_from_parts",
-    "KuramotoCoefficients",
-    "coefficients",
-    "frequency_and_forcing",
-    "daido_coefficients",
-    "phase_velocity",
-    "order_parameter",
-    "PhaseSolution",
-    "solve_phases",
-    "cluster_velocity",
-    "transverse_exponent",
-]
+    "J", "complex_parts", "matrix_from_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients",
+    "coefficients", "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases",
+    "cluster_velocity", "transverse_exponent",
+]  # fmt: skip
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 J.flags.writeable = False
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
-_DOC = {
+_REF = """
+    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
+    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+"""
+
+#: Numpydoc paragraphs shared by the d = 2 modules (:func:`~tokendynamics.docstrings.fill_doc`): the layer
+#: argument of one layer or a batch, and the reference of the Kuramoto–Daido form.
+CIRCLE_DOCS = {
     **PARAMETER_DOCS,
-    "R": "R : complex or complex array\n    Order parameter :math:`R_2`.",
-    # the Parameters and Returns sections of the cluster-pair functions
-    "cluster_sections": (
-        "Parameters\n----------\ntheta : float or array\n    Angle :math:`\\theta` of the cluster.\n"
-        + PARAMETER_DOCS["matrices2_beta"]
-        + "\n\nReturns\n-------\nfloat or array"
+    "layer": "layer : Attention\n    Linear attention on the circle: one head, d = 2 (:func:`require_circle_layer`).",
+    "layers": (
+        "layer : Attention\n    Linear attention on the circle (one head, d = 2), or a batch of B such layers\n"
+        "    (broadcast with the other arguments)."
     ),
+    "ref_kd": _REF,
+}
+_DOC = {
+    **CIRCLE_DOCS,
+    "R": "R : complex or complex array\n    Order parameter :math:`R_2`.",
+    "theta": "theta : float or array\n    Angle :math:`\\theta` of the cluster pair.",
 }
 
+
+@fill_doc(_DOC)
+def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *, batch: bool = False) -> Attention:
+    """``layer`` itself if it is linear attention on the circle: one head, d = 2, not causal.
+
+    The one check of the d = 2 modules. Linear attention is asked by its capability (the field
+    :math:`\\beta VM_2A^\\top x` of the second moment :math:`M_2`), never by its name.
+
+    Parameters
+    ----------
+    layer : Attention
+        The layer (a batch of layers only with ``batch=True``).
+    what : str
+        What needs it (quoted in errors).
+    batch : bool
+        Accept a batch of layers (a leading axis).
+
+    Returns
+    -------
+    Attention
+        ``layer`` unchanged.
+
+    Raises
+    ------
+    TypeError
+        Not an :class:`~tokendynamics.attention.Attention`, or a batch where one layer is needed.
+    CapabilityError
+        A kind without the second-moment field (not linear attention).
+    ValueError
+        Several heads, d != 2, or a causal layer.
+
+    References
+    ----------
+    %(ref_kd)s
+    """
+    if not isinstance(layer, Attention):
+        raise TypeError(f"layer must be an Attention('linear', A=A, V=V, beta=beta), got {type(layer).__name__}")
+    if layer.batch_size is not None and not batch:
+        raise TypeError(f"{what} takes one layer, got a batch of {layer.batch_size} (use layer.member(b))")
+    layer.kind.require("second_moment", what)
+    if layer.d != 2 or layer.n_heads != 1 or layer.causal:
+        raise ValueError(f"{what} needs one head of linear attention on the circle (d = 2, not causal), got {layer!r}")
+    return layer
+
+
+@fill_doc(_DOC)
+def linear_layers(A, V, beta=1.0) -> Attention:
+    """Linear attention with the matrices ``A``, ``V``: one layer, or a batch for stacks of matrices.
+
+    Two matrices (and a number ``beta``) make one layer; stacks (B, d, d), a matrix shared by all and
+    ``beta`` of shape (B,) broadcast into a batch of B layers (a leading axis), built at once.
+
+    Parameters
+    ----------
+    A, V : array (d, d) or (B, d, d)
+        Score and value matrices.
+    beta : float or array (B,)
+        Inverse temperature(s).
+
+    Returns
+    -------
+    Attention
+
+    References
+    ----------
+    %(ref_kd)s
+    """
+    A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
+    if A.ndim == 2 and V.ndim == 2 and np.ndim(beta) == 0:
+        return Attention("linear", A=A, V=V, beta=beta)
+    B = np.broadcast_shapes(A.shape[:-2], V.shape[:-2], np.shape(beta))
+    if len(B) != 1:
+        raise ValueError(f"a batch of layers has one leading axis, got A {A.shape}, V {V.shape}, beta {np.shape(beta)}")
+    pick = lambda M: np.broadcast_to(M, B + M.shape[-2:])  # noqa: E731
+    return Attention("linear", A=pick(A), V=pick(V), beta=np.broadcast_to(np.asarray(beta, dtype=float), B))
+
+
 # ---------------------------------------------------------------------------------------------
-# complex encoding of 2 x 2 matrices (paper 2; book chapter 04_kuramoto_reduction)
+# complex encoding of 2 x 2 matrices
 # ---------------------------------------------------------------------------------------------
+
+
+def _parts(M) -> tuple[Any, Any]:
+    m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
+    plus, minus = 0.5 * ((m11 + m22) + 1j * (m21 - m12)), 0.5 * ((m11 - m22) + 1j * (m21 + m12))
+    return (complex(plus), complex(minus)) if M.ndim == 2 else (plus, minus)
 
 
 def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
     r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix.
 
     .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad
-              m_-=\tfrac12[(m_{11}-m_{22})+i(m_{21}+m_{12})].
+              m_-=\tfrac12[(m_{11}-m_{22})+i(m_{21}+m_{12})];
 
-    Identities: :math:`\operatorname{tr}M=2\operatorname{Re}m_+`, :math:`\det M=|m_+|^2-|m_-|^2`,
-    singular values :math:`|m_+|\pm|m_-|`.
+    :math:`\operatorname{tr}M=2\operatorname{Re}m_+`, :math:`\det M=|m_+|^2-|m_-|^2`, singular values
+    :math:`|m_+|\pm|m_-|`.
 
     Parameters
     ----------
@@ -112,28 +188,18 @@ def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the complex encoding of 2 x 2 matrices; book:
-    ``chapters/04_kuramoto_reduction.md`` (before equation (eq-kd)).
+    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md`` (before equation (eq-kd)).
 
     Examples
     --------
     >>> complex_parts([[0.0, -1.0], [1.0, 0.0]])  # the rotation J acts as z -> i z
     (1j, 0j)
     """
-    M = validate_matrix2(M, name)
-    m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
-    plus = 0.5 * ((m11 + m22) + 1j * (m21 - m12))
-    minus = 0.5 * ((m11 - m22) + 1j * (m21 + m12))
-    if M.ndim == 2:
-        return complex(plus), complex(minus)
-    return plus, minus
+    return _parts(validate_matrix2(M, name))
 
 
 def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
     r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`).
-
-    .. math:: M=\begin{pmatrix}\operatorname{Re}(m_++m_-)&\operatorname{Im}(m_--m_+)\\
-              \operatorname{Im}(m_++m_-)&\operatorname{Re}(m_+-m_-)\end{pmatrix}.
 
     Parameters
     ----------
@@ -148,46 +214,40 @@ def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
     ----------
     Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``.
     """
-    p = np.asarray(m_plus)
-    q = np.asarray(m_minus)
+    p, q = np.asarray(m_plus), np.asarray(m_minus)
     for arr, nm in ((p, "m_plus"), (q, "m_minus")):
         if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool) or not np.all(np.isfinite(arr)):
             raise ValueError(f"{nm} must be a finite complex number or array, got {arr!r:.60}")
     p, q = p.astype(complex), q.astype(complex)
     M = np.empty(np.broadcast_shapes(p.shape, q.shape) + (2, 2))
-    M[..., 0, 0] = p.real + q.real
-    M[..., 1, 1] = p.real - q.real
-    M[..., 1, 0] = p.imag + q.imag
-    M[..., 0, 1] = q.imag - p.imag
+    M[..., 0, 0], M[..., 1, 1] = p.real + q.real, p.real - q.real
+    M[..., 1, 0], M[..., 0, 1] = p.imag + q.imag, q.imag - p.imag
     return M
 
 
 # ---------------------------------------------------------------------------------------------
-# the Kuramoto–Daido coefficients (paper 2; book equation (eq-kd))
+# the Kuramoto–Daido coefficients (book equation (eq-kd))
 # ---------------------------------------------------------------------------------------------
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class KuramotoCoefficients:
     r"""The complex parts of :math:`A` and :math:`V` and :math:`\beta`: everything the d = 2 dynamics need.
 
-    Fields may be complex arrays of a common batch shape (stacks of layers). Methods evaluate
-    :math:`\omega(R)` (:meth:`omega`), :math:`H(R)` (:meth:`forcing`) and the angle velocity
-    (:meth:`phase_velocity`).
+    Fields are complex arrays of shape (B,) for a batch of layers. Build it with :func:`coefficients`
+    (which checks the layer) or :meth:`of` (for a layer already checked).
 
     Attributes
     ----------
-    a_plus, a_minus : complex or complex array
-        Complex parts of :math:`A` (:func:`complex_parts`).
-    v_plus, v_minus : complex or complex array
-        Complex parts of :math:`V`.
+    a_plus, a_minus, v_plus, v_minus : complex or complex array
+        Complex parts of :math:`A` and :math:`V` (:func:`complex_parts`).
     beta : float or array
         Inverse temperature.
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
-    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(ref_kd)s
     """
 
     a_plus: complex | np.ndarray
@@ -196,11 +256,25 @@ class KuramotoCoefficients:
     v_minus: complex | np.ndarray
     beta: float | np.ndarray = 1.0
 
+    @classmethod
+    def of(cls, layer: Attention) -> KuramotoCoefficients:
+        """The coefficients of a layer that passed :func:`require_circle_layer` (not checked again).
+
+        Parameters
+        ----------
+        layer : Attention
+            One layer or a batch.
+
+        Returns
+        -------
+        KuramotoCoefficients
+        """
+        A, V = layer.A[..., 0, :, :], layer.V[..., 0, :, :]
+        return cls(*_parts(A), *_parts(V), layer.beta)
+
     @fill_doc(_DOC)
     def omega(self, R):
-        r"""The frequency :math:`\omega(R)` of the Kuramoto–Daido form.
-
-        .. math:: \omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R].
+        r""":math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]`.
 
         Parameters
         ----------
@@ -209,15 +283,11 @@ class KuramotoCoefficients:
         Returns
         -------
         float or array
-            :math:`\omega(R)` (real).
         """
         ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
         R = np.asarray(R)
-        return (
-            0.5
-            * self.beta
-            * np.imag(np.conj(ap) * vp + np.conj(am) * vm + np.conj(am) * vp * R + np.conj(ap) * vm * np.conj(R))
-        )
+        c = np.conj
+        return 0.5 * self.beta * np.imag(c(ap) * vp + c(am) * vm + c(am) * vp * R + c(ap) * vm * c(R))
 
     @fill_doc(_DOC)
     def forcing(self, R):
@@ -230,7 +300,6 @@ class KuramotoCoefficients:
         Returns
         -------
         complex or complex array
-            :math:`H(R)`.
         """
         ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
         R = np.asarray(R)
@@ -251,23 +320,33 @@ class KuramotoCoefficients:
         array (..., n)
         """
         e = np.exp(2j * theta)
-        if R is None:
-            R = e.mean(axis=-1)
-        R = np.asarray(R)[..., None]
+        R = np.asarray(e.mean(axis=-1) if R is None else R)[..., None]
         return self.omega(R) + np.imag(self.forcing(R) * np.conj(e))
+
+    @fill_doc(_DOC)
+    def cluster_velocity(self, theta):
+        r"""Angle velocity :math:`\beta\,q_A(\theta)\,s_V(\theta)` of a cluster pair (see :func:`cluster_velocity`).
+
+        Parameters
+        ----------
+        %(theta)s
+
+        Returns
+        -------
+        float or array
+        """
+        e = np.exp(-2j * theta)
+        q, s = self.a_plus.real + np.real(self.a_minus * e), self.v_plus.imag + np.imag(self.v_minus * e)
+        return self.beta * q * s
 
 
 @fill_doc(_DOC)
-def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
-    r"""The :class:`KuramotoCoefficients` of linear attention with matrices ``A``, ``V`` (stacks allowed).
-
-    ``A`` is the score matrix of the library convention :math:`\langle x, Ay\rangle`.
+def coefficients(layer) -> KuramotoCoefficients:
+    r"""The :class:`KuramotoCoefficients` of linear attention on the circle (one layer or a batch).
 
     Parameters
     ----------
-    A, V : array (2, 2) or (..., 2, 2)
-        Score and value matrices.
-    %(beta)s
+    %(layers)s
 
     Returns
     -------
@@ -275,57 +354,24 @@ def coefficients(A, V, beta=1.0) -> KuramotoCoefficients:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
-    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(ref_kd)s
     """
-    ap, am = complex_parts(A, "A")
-    vp, vm = complex_parts(V, "V")
-    return KuramotoCoefficients(ap, am, vp, vm, validate_beta(beta))
+    return KuramotoCoefficients.of(require_circle_layer(layer, "coefficients", batch=True))
 
 
 @fill_doc(_DOC)
-def frequency_and_forcing(A, V, beta=1.0, R=0.0):
-    r"""The pair :math:`(\omega(R), H(R))` of the Kuramoto–Daido form.
-
-    .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
-
-    Use :func:`coefficients` to evaluate them repeatedly.
-
-    Parameters
-    ----------
-    %(matrices2_beta)s
-    R : complex or complex array
-        Order parameter :math:`R_2` (vectorised).
-
-    Returns
-    -------
-    omega : float or array
-        :math:`\omega(R)`.
-    H : complex or complex array
-        :math:`H(R)`.
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
-    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
-    """
-    c = coefficients(A, V, beta)
-    return c.omega(R), c.forcing(R)
-
-
-@fill_doc(_DOC)
-def daido_coefficients(A, V) -> dict[str, complex]:
+def daido_coefficients(layer) -> dict[str, complex]:
     r"""The coefficients :math:`b_1,b_2,b_3,c_1,c_2` of the authors' code for paper 2, without :math:`\beta`.
 
     :math:`\dot\theta=\beta[C(R)+2\operatorname{Re}(B(R)e^{2i\theta})]`, :math:`B=b_1R+b_2\bar R+b_3`,
     :math:`C=c_1R+\bar c_1\bar R+c_2`, with :math:`b_1=\tfrac i4\bar a_-\bar v_-`,
     :math:`b_2=\tfrac i4\bar a_+\bar v_+`, :math:`b_3=\tfrac i4(\bar a_+\bar v_-+\bar a_-\bar v_+)`,
-    :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`, :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`.
-    So :math:`\omega=\beta C` and :math:`H=2i\beta\bar B`.
+    :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`, :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`;
+    so :math:`\omega=\beta C` and :math:`H=2i\beta\bar B`.
 
     Parameters
     ----------
-    %(matrices2)s
+    %(layer)s
 
     Returns
     -------
@@ -337,9 +383,8 @@ def daido_coefficients(A, V) -> dict[str, complex]:
     Paper 2 (Li et al., 2026) and its authors' code, https://github.com/TMaranzatto/attention_dynamics
     (provenance [R]); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
-    ap, am = complex_parts(A, "A")
-    vp, vm = complex_parts(V, "V")
-    c = np.conj
+    k = KuramotoCoefficients.of(require_circle_layer(layer, "daido_coefficients"))
+    ap, am, vp, vm, c = k.a_plus, k.a_minus, k.v_plus, k.v_minus, np.conj
     return {
         "b1": 0.25j * c(am) * c(vm),
         "b2": 0.25j * c(ap) * c(vp),
@@ -357,9 +402,8 @@ def daido_coefficients(A, V) -> dict[str, complex]:
 def order_parameter(theta, m: int = 2):
     r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis.
 
-    :math:`m=2` is the natural one for linear attention (antipodal tokens count as one cluster;
-    :math:`|R_2|=1` iff the tokens sit in one antipodal pair); :math:`m=1` is a diagnostic
-    (:math:`|R_1|\approx 0` for two balanced antipodal clusters).
+    :math:`m=2` is the natural one for linear attention (:math:`|R_2|=1` iff the tokens sit in one
+    antipodal pair); :math:`m=1` is a diagnostic (:math:`|R_1|\approx 0` for balanced antipodal clusters).
 
     Parameters
     ----------
@@ -384,26 +428,23 @@ def order_parameter(theta, m: int = 2):
     1.0
     """
     m = validate_count(m, "m")
-    th = validate_angles(theta)
-    return np.exp(1j * m * th).mean(axis=-1)
+    return np.exp(1j * m * validate_angles(theta)).mean(axis=-1)
 
 
 @fill_doc(_DOC)
-def phase_velocity(theta, A, V, beta=1.0):
+def phase_velocity(theta, layer):
     r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2`.
 
     .. math:: \dot\theta_k=\frac\beta n\sum_j\langle x_k,Ax_j\rangle\langle Vx_j,Jx_k\rangle
-              =\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big).
+              =\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big),
 
-    ``theta`` has shape (n,) or (..., n) (a batch of configurations sharing ``A``, ``V``).
-    Equals the tangent field of ``Attention("linear", A=A, V=V, beta=beta)`` on the circle,
-    :math:`\langle\dot x_k,Jx_k\rangle`, to round-off.
+    the tangent field :math:`\langle\dot x_k,Jx_k\rangle` of the layer on the circle (to round-off).
 
     Parameters
     ----------
     theta : array (n,) or (..., n)
-        Angles.
-    %(matrices2_beta)s
+        Angles (several configurations sharing the layer on the leading axes).
+    %(layer)s
 
     Returns
     -------
@@ -412,15 +453,10 @@ def phase_velocity(theta, A, V, beta=1.0):
 
     References
     ----------
-    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
-    book: ``chapters/04_kuramoto_reduction.md``, equations (eq-la) and (eq-kd).
+    %(ref_kd)s
     """
     th = validate_angles(theta)
-    A = validate_matrix2(A, "A")
-    V = validate_matrix2(V, "V")
-    if A.ndim != 2 or V.ndim != 2:
-        raise ValueError("phase_velocity takes one pair of 2 x 2 matrices A, V")
-    return coefficients(A, V, beta).phase_velocity(th)
+    return KuramotoCoefficients.of(require_circle_layer(layer, "phase_velocity")).phase_velocity(th)
 
 
 @dataclass(frozen=True, eq=False)
@@ -432,7 +468,7 @@ class PhaseSolution:
     t : array (m,)
         Output times.
     theta : array (m, n) or (m, ..., n)
-        Angles, unwrapped in time (continuous), so each token keeps its branch.
+        Angles, unwrapped in time, so each token keeps its branch.
     params : dict
         A, V, beta, tolerances, solver, nfev.
 
@@ -465,37 +501,25 @@ class PhaseSolution:
         Returns
         -------
         array (m, ..., n, 2)
-            Unit vectors, one per angle of ``theta`` (m stored times).
         """
         return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
 
 
 @fill_doc(_DOC)
 def solve_phases(
-    theta0,
-    A,
-    V,
-    beta=1.0,
-    t_span=10.0,
-    *,
-    t_eval=None,
-    method: str = "DOP853",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    theta0, layer, t_span=10.0, *, t_eval=None, method: str = "DOP853", rtol: float = 1e-10, atol: float = 1e-12
 ) -> PhaseSolution:
     r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp``.
 
-    The same particle system as ``simulate(circle_tokens(theta0), Attention("linear", A=A, V=V,
-    beta=beta), ..., sphere=True)``, written in the O(n) Kuramoto–Daido form: use it for large n
-    (e.g. the Ott–Antonsen accuracy study). Angles are integrated unwrapped. ``theta0`` of shape
-    (..., n) integrates independent configurations (e.g. seeds) at once; ``theta`` then has shape
-    (m, ..., n).
+    The particle system ``simulate(circle_tokens(theta0), layer, ..., sphere=True)`` in its O(n)
+    Kuramoto–Daido form, for large n. ``theta0`` of shape (..., n) integrates independent
+    configurations (e.g. seeds) at once; ``theta`` then has shape (m, ..., n).
 
     Parameters
     ----------
     theta0 : array (n,) or (..., n)
         Initial angles.
-    %(matrices2_beta)s
+    %(layer)s
     %(t_span)s
     t_eval : array or int, optional
         Output times (or their number).
@@ -505,92 +529,82 @@ def solve_phases(
     -------
     PhaseSolution
 
-    Raises
-    ------
-    NonFiniteError
-        The solver failed or the angles became non-finite.
-
     References
     ----------
-    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
-    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(ref_kd)s
     """
     th0 = validate_angles(theta0, "theta0")
-    shape = th0.shape
-    A = validate_matrix2(A, "A")
-    V = validate_matrix2(V, "V")
-    coef = coefficients(A, V, beta)
+    coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_phases"))
     t0, T, t_eval = time_grid(t_span, t_eval)
     method = validate_solver(method, "method")
     rtol, atol = validate_tolerances(rtol, atol)
+    shape = th0.shape
 
     def rhs(t, th):
         return coef.phase_velocity(th.reshape(shape)).ravel()
 
-    what = "the angle equations"
-    sol = solve_ode(rhs, th0.ravel(), (t0, T), t_eval=t_eval, method=method, rtol=rtol, atol=atol, what=what)
-    params = {
-        "A": A.tolist(),
-        "V": V.tolist(),
-        "beta": float(coef.beta),
-        "n": int(shape[-1]),
-        "method": method,
-        "rtol": rtol,
-        "atol": atol,
-        "nfev": int(sol.nfev),
-    }
+    options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the angle equations")
+    sol = solve_ode(rhs, th0.ravel(), (t0, T), **options)
+    params = dict(A=layer.A[0].tolist(), V=layer.V[0].tolist(), beta=float(coef.beta), n=int(shape[-1]))
+    params.update(method=method, rtol=rtol, atol=atol, nfev=int(sol.nfev))
     return PhaseSolution(t=sol.t, theta=sol.y.T.reshape((sol.t.size,) + shape), params=params)
 
 
 # ---------------------------------------------------------------------------------------------
-# clustered states (paper 2; book chapter 04_kuramoto_reduction)
+# clustered states
 # ---------------------------------------------------------------------------------------------
 
 
 @fill_doc(_DOC)
-def cluster_velocity(theta, A, V, beta=1.0):
+def cluster_velocity(theta, layer):
     r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta`.
 
     .. math:: \dot\theta_c=\beta\,q_A(\theta)\,s_V(\theta),\quad q_A=x_\theta^\top Ax_\theta,\quad
-              s_V=\langle Vx_\theta,Jx_\theta\rangle .
+              s_V=\langle Vx_\theta,Jx_\theta\rangle ;
 
-    Zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real
-    eigenvectors of :math:`V`.
+    zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real eigenvectors of :math:`V`.
 
-    %(cluster_sections)s
+    Parameters
+    ----------
+    %(theta)s
+    %(layers)s
+
+    Returns
+    -------
+    float or array
         :math:`\dot\theta_c`.
 
     References
     ----------
-    Paper 2 (Li et al., 2026), cluster dynamics in d = 2 (provenance [D✓]); book:
-    ``chapters/04_kuramoto_reduction.md``.
+    Paper 2 (Li et al., 2026), cluster dynamics in d = 2 (provenance [D✓]); book: ``chapters/04_kuramoto_reduction.md``.
     """
     th = validate_finite_array(theta, "theta")
-    ap, am = complex_parts(A, "A")
-    vp, vm = complex_parts(V, "V")
-    e = np.exp(-2j * th)
-    q = ap.real + np.real(am * e)
-    s = vp.imag + np.imag(vm * e)
-    return validate_beta(beta) * q * s
+    return coefficients(layer).cluster_velocity(th)
 
 
 @fill_doc(_DOC)
-def transverse_exponent(theta, A, V, beta=1.0):
+def transverse_exponent(theta, layer):
     r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta`.
 
     .. math:: \lambda_\perp(\theta)=\beta\big[\langle Jx,Ax\rangle s_V(\theta)-q_A(\theta)\,x^\top Vx\big]
-              =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big).
+              =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big);
 
-    A negative exponent means the cluster pair attracts nearby tokens (transverse stability).
+    negative: the pair attracts nearby tokens (transverse stability).
 
-    %(cluster_sections)s
+    Parameters
+    ----------
+    %(theta)s
+    %(layers)s
+
+    Returns
+    -------
+    float or array
         :math:`\lambda_\perp(\theta)`.
 
     References
     ----------
-    Paper 2 (Li et al., 2026), cluster dynamics and transverse stability in d = 2 (provenance [D✓]); book:
+    Paper 2 (Li et al., 2026), transverse stability in d = 2 (provenance [D✓]); book:
     ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
     """
     th = validate_finite_array(theta, "theta")
-    coef = coefficients(A, V, beta)
-    return -2.0 * np.real(coef.forcing(np.exp(2j * th)) * np.exp(-2j * th))
+    return -2.0 * np.real(coefficients(layer).forcing(np.exp(2j * th)) * np.exp(-2j * th))

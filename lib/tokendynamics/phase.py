@@ -30,6 +30,7 @@ import time
 import numpy as np
 from scipy.stats import norm
 
+from .attention import Attention
 from .docstrings import fill_doc
 from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
 from .metrics import cluster_outcomes
@@ -415,7 +416,7 @@ def planar_linear_check(
     z0 = np.exp(2j * angles(sample_clouds(clouds, n, 2, seed))).mean(axis=1)
     predicted = []
     for b in range(clouds):
-        pred = predict_regime(A[b], M["V"][b], beta, complex(z0[b]))
+        pred = predict_regime(Attention("linear", A=A[b], V=M["V"][b], beta=beta), complex(z0[b]))
         predicted.append("none" if pred is None else pred.regime)
     return {
         "predicted": np.array(predicted),

@@ -1,19 +1,20 @@
 r"""The Watanabe–Strogatz reduction: linear attention on the circle as three real ODEs, for every n.
 
-**Watanabe–Strogatz (paper 2, Li et al. 2026; book: ``chapters/04_kuramoto_reduction.md``, equation
-(eq-ws)).** The double angles :math:`\psi_k=2\theta_k` obey
-:math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})` with the common
-:math:`\Omega=2\omega(R_2)`, :math:`\mathcal H=2H(R_2)`. Hence, for every n,
+The double angles :math:`\psi_k=2\theta_k` obey :math:`\dot\psi_k=\Omega+\operatorname{Im}(\mathcal He^{-i\psi_k})`
+with the common :math:`\Omega=2\omega(R_2)`, :math:`\mathcal H=2H(R_2)` (:mod:`tokendynamics.kuramoto`). Hence,
+for every n,
 
 .. math:: e^{i\psi_k(t)}=\frac{\alpha(t)+e^{i(\eta(t)+c_k)}}{1+\bar\alpha(t)e^{i(\eta(t)+c_k)}},\qquad
           \dot\alpha=2i\omega\alpha+H-\bar H\alpha^2,\quad \dot\eta=2\omega+2\operatorname{Im}(H\bar\alpha),
 
-with constants :math:`c_k` and :math:`R_2=\frac1n\sum_k e^{i\psi_k}` closing the system: three
-real ODEs replace n (Watanabe and Strogatz 1994; Marvel, Mirollo and Strogatz 2009;
-Pikovsky and Rosenblum 2008, 2011). Initialisation as in Gong and Pikovsky:
-:math:`\alpha(0)=R_2(0)`, :math:`\eta(0)=0`.
+with constants :math:`c_k` and :math:`R_2=\frac1n\sum_k e^{i\psi_k}` closing the system: three real ODEs
+replace n (Watanabe and Strogatz 1994; Marvel, Mirollo and Strogatz 2009). Initialisation as in Gong and
+Pikovsky: :math:`\alpha(0)=R_2(0)`, :math:`\eta(0)=0`. The same reduction in any dimension is the projective
+flow of :mod:`tokendynamics.projective`.
 
-The same reduction in any dimension is the projective flow of :mod:`tokendynamics.projective`.
+References
+----------
+Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
 """
 
 from __future__ import annotations
@@ -23,52 +24,52 @@ from dataclasses import dataclass
 import numpy as np
 
 from .docstrings import fill_doc
-from .kuramoto import coefficients, order_parameter
+from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, require_circle_layer
 from .odes import solve_ode
 from .validation import (
-    PARAMETER_DOCS,
     time_grid,
     validate_angles,
     validate_complex,
     validate_finite_array,
-    validate_matrix2,
     validate_solver,
     validate_tolerances,
 )
 
-__all__ = [
-    "ws_constants",
-    "ws_order_parameter",
-    "ws_reconstruct",
-    "mobius",
-    "WSSolution",
-    "solve_watanabe_strogatz",
-]
+__all__ = ["ws_constants", "ws_order_parameter", "ws_reconstruct", "mobius", "WSSolution", "solve_watanabe_strogatz"]
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
-    **PARAMETER_DOCS,
+    **CIRCLE_DOCS,
     "refs_ws": """
         S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
         (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
         ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
     """,
+    "variables": """
+        alpha : complex or complex array (...)
+            :math:`\\alpha`, inside the unit disc.
+        eta : float or array (...)
+            The rotation :math:`\\eta`.
+        c : array (n,)
+            The Watanabe–Strogatz constants.
+    """,
 }
 
 
-def mobius(alpha, eta, c):
-    r"""The Möbius map of the Watanabe–Strogatz reduction applied to the constants :math:`c_k`.
+def _mobius(alpha, eta, c):
+    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
+    alpha = np.asarray(alpha)[..., None]
+    return (alpha + w) / (1 + np.conj(alpha) * w)
 
-    .. math:: e^{i\psi_k}=\frac{\alpha+w_k}{1+\bar\alpha w_k},\qquad w_k=e^{i(\eta+c_k)},\qquad |\alpha|<1 .
+
+@fill_doc(_DOC)
+def mobius(alpha, eta, c):
+    r"""The Möbius map of the reduction applied to the constants: :math:`e^{i\psi_k}=\frac{\alpha+w_k}{1+\bar\alpha
+    w_k}`, :math:`w_k=e^{i(\eta+c_k)}`, :math:`|\alpha|<1`.
 
     Parameters
     ----------
-    alpha : complex or array (...)
-        Centre of the map, inside the unit disc.
-    eta : float or array (...)
-        Rotation angle.
-    c : array (n,)
-        The Watanabe–Strogatz constants.
+    %(variables)s
 
     Returns
     -------
@@ -77,15 +78,9 @@ def mobius(alpha, eta, c):
 
     References
     ----------
-    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*,
-    Physica D 74 (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    %(refs_ws)s
     """
-    alpha = validate_complex(alpha, "alpha")[..., None]
-    eta = validate_finite_array(eta, "eta")
-    c = validate_finite_array(c, "c")
-    w = np.exp(1j * (eta[..., None] + c))
-    return (alpha + w) / (1 + np.conj(alpha) * w)
+    return _mobius(validate_complex(alpha, "alpha"), validate_finite_array(eta, "eta"), validate_finite_array(c, "c"))
 
 
 def _lifted_psi(alpha, eta, c):
@@ -94,14 +89,26 @@ def _lifted_psi(alpha, eta, c):
     return phase + 2 * np.angle(1 + np.asarray(alpha)[..., None] * np.exp(-1j * phase))
 
 
+def _constants(th, alpha0):
+    if th.ndim != 1:
+        raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
+    if alpha0 is not None and np.ndim(alpha0) != 0:
+        raise ValueError(f"alpha0 must be one complex number (or None), got shape {np.shape(alpha0)}")
+    a = complex(np.exp(2j * th).mean()) if alpha0 is None else complex(validate_complex(alpha0, "alpha0"))
+    if not abs(a) < 1 - 1e-10:
+        raise ValueError(
+            f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
+            "cluster pair; pass alpha0=0 to use another gauge"
+        )
+    return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
+
+
 @fill_doc(_DOC)
 def ws_constants(theta0, alpha0=None):
-    r"""The Watanabe–Strogatz constants :math:`c_k` of the angles ``theta0``.
+    r"""The constants :math:`c_k`, :math:`e^{ic_k}=\frac{e^{i\psi_k(0)}-\alpha_0}{1-\bar\alpha_0e^{i\psi_k(0)}}`.
 
-    .. math:: e^{ic_k}=\frac{e^{i\psi_k(0)}-\alpha_0}{1-\bar\alpha_0e^{i\psi_k(0)}} .
-
-    ``alpha0`` defaults to :math:`R_2(0)` (Gong–Pikovsky); any point of the open disk is a valid
-    gauge (``alpha0=0`` gives :math:`c_k=\psi_k(0)`).
+    ``alpha0`` defaults to :math:`R_2(0)` (Gong–Pikovsky); any point of the open disk is a valid gauge
+    (``alpha0=0`` gives :math:`c_k=\psi_k(0)`).
 
     Parameters
     ----------
@@ -121,34 +128,16 @@ def ws_constants(theta0, alpha0=None):
     ----------
     %(refs_ws)s
     """
-    th = validate_angles(theta0, "theta0")
-    if th.ndim != 1:
-        raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
-    if alpha0 is not None and np.ndim(alpha0) != 0:
-        raise ValueError(f"alpha0 must be one complex number (or None), got shape {np.shape(alpha0)}")
-    a = complex(order_parameter(th, 2)) if alpha0 is None else complex(validate_complex(alpha0, "alpha0"))
-    if not abs(a) < 1 - 1e-10:
-        raise ValueError(
-            f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
-            "cluster pair; pass alpha0=0 to use another gauge"
-        )
-    return a, np.angle(mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
+    return _constants(validate_angles(theta0, "theta0"), alpha0)
 
 
 @fill_doc(_DOC)
 def ws_order_parameter(alpha, eta, c):
-    r"""The order parameter :math:`R_2` of the Watanabe–Strogatz variables.
-
-    .. math:: R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}} .
+    r"""The order parameter :math:`R_2=\frac1n\sum_k\frac{\alpha+e^{i(\eta+c_k)}}{1+\bar\alpha e^{i(\eta+c_k)}}`.
 
     Parameters
     ----------
-    alpha : complex or complex array (...)
-        :math:`\alpha`, inside the unit disc (vectorised).
-    eta : float or array (...)
-        :math:`\eta`.
-    c : array (n,)
-        The constants.
+    %(variables)s
 
     Returns
     -------
@@ -165,21 +154,14 @@ def ws_order_parameter(alpha, eta, c):
 def ws_reconstruct(alpha, eta, c, theta0):
     r"""Token angles :math:`\theta_k(t)` from the WS variables, each on the branch it had at t = 0.
 
-    ``alpha`` and ``eta`` are arrays over time whose first entries are the initial gauge
-    (:math:`\alpha_0`, :math:`\eta_0`) belonging to ``theta0``. The double angle is lifted
-    continuously, :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` (the argument stays in
-    :math:`(-\pi/2,\pi/2)` because :math:`|\alpha|<1`), so
+    ``alpha`` and ``eta`` run over time from the initial gauge of ``theta0``. The double angle is lifted
+    continuously, :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})`, so
     :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` keeps :math:`\theta_k` apart from
     :math:`\theta_k+\pi` without any sampling condition.
 
     Parameters
     ----------
-    alpha : complex array (m,)
-        :math:`\alpha(t)`.
-    eta : array (m,)
-        :math:`\eta(t)`.
-    c : array (n,)
-        The constants.
+    %(variables)s
     theta0 : array (n,)
         Initial angles.
 
@@ -225,7 +207,7 @@ class WSSolution:
     theta0 : array (n,)
         Initial angles (they fix each token's branch).
     params : dict
-        Matrices, tolerances, solver and evaluation counts.
+        beta, tolerances, solver and evaluation counts.
 
     References
     ----------
@@ -256,7 +238,6 @@ class WSSolution:
         Returns
         -------
         array (m, n)
-            :math:`\theta_j(t)` at the m stored times.
         """
         return ws_reconstruct(self.alpha, self.eta, self.c, self.theta0)
 
@@ -266,41 +247,25 @@ class WSSolution:
         Returns
         -------
         complex array (m,)
-            The order parameter at the stored times.
         """
         return ws_order_parameter(self.alpha, self.eta, self.c)
 
 
 @fill_doc(_DOC)
 def solve_watanabe_strogatz(
-    theta0,
-    A,
-    V,
-    beta=1.0,
-    t_span=10.0,
-    *,
-    t_eval=None,
-    alpha0=None,
-    method: str = "DOP853",
-    rtol: float = 1e-11,
-    atol: float = 1e-13,
+    theta0, layer, t_span=10.0, *, t_eval=None, alpha0=None, method="DOP853", rtol=1e-11, atol=1e-13
 ) -> WSSolution:
     r"""Reduce n token angles to :math:`(\alpha,\eta)` plus n constants, and integrate.
 
-    State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the
-    polar singularity at :math:`\rho=0`):
-
-    .. math:: \dot\alpha=2i\omega(R_2)\alpha+H(R_2)-\overline{H(R_2)}\alpha^2,\qquad
-              \dot\eta=2\omega(R_2)+2\operatorname{Im}(H(R_2)\bar\alpha),
-
-    with :math:`R_2` from :func:`ws_order_parameter` (O(n) per evaluation). Reconstruct the tokens
-    with :meth:`WSSolution.theta`.
+    State :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (the complex form avoids the polar
+    singularity at :math:`\rho=0`), with :math:`R_2` from :func:`ws_order_parameter` (O(n) per evaluation).
+    Reconstruct the tokens with :meth:`WSSolution.theta`.
 
     Parameters
     ----------
     theta0 : array (n,)
         Initial angles.
-    %(matrices2_beta)s
+    %(layer)s
     %(t_span)s
     t_eval : array or int, optional
         Output times.
@@ -314,39 +279,27 @@ def solve_watanabe_strogatz(
 
     References
     ----------
-    S. Watanabe, S. H. Strogatz, *Constants of motion for superconducting Josephson arrays*, Physica D 74
-    (1994); paper 2 (Li et al., 2026), the Watanabe–Strogatz reduction; book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-ws). S. A. Marvel, R. E. Mirollo, S. H. Strogatz,
-    Chaos 19 (2009).
+    %(refs_ws)s
+    S. A. Marvel, R. E. Mirollo, S. H. Strogatz, Chaos 19 (2009).
     """
     th0 = validate_angles(theta0, "theta0")
-    a0, c = ws_constants(th0, alpha0)
-    coef = coefficients(validate_matrix2(A, "A"), validate_matrix2(V, "V"), beta)
-    if np.ndim(coef.a_plus) or np.ndim(coef.v_plus):
-        raise ValueError("solve_watanabe_strogatz takes one pair of 2 x 2 matrices A, V")
+    a0, c = _constants(th0, alpha0)
+    coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_watanabe_strogatz"))
     t0, T, t_eval = time_grid(t_span, t_eval)
     method = validate_solver(method, "method")
     rtol, atol = validate_tolerances(rtol, atol)
 
     def rhs(t, y):
         a = y[0] + 1j * y[1]
-        R = np.mean(mobius(a, y[2], c))
+        R = np.mean(_mobius(a, y[2], c))
         om, H = coef.omega(R), coef.forcing(R)
         ad = 2j * om * a + H - np.conj(H) * a * a
         return [ad.real, ad.imag, 2 * om + 2 * np.imag(H * np.conj(a))]
 
-    y0 = [a0.real, a0.imag, 0.0]
-    sol = solve_ode(rhs, y0, (t0, T), t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the WS integration")
-    alpha = sol.y[0] + 1j * sol.y[1]
-    if sol.t[0] > t0:  # make the first entry the initial gauge, as ws_reconstruct expects
+    options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the WS integration")
+    sol = solve_ode(rhs, [a0.real, a0.imag, 0.0], (t0, T), **options)
+    if sol.t[0] > t0:  # the first entry must be the initial gauge, as ws_reconstruct expects
         raise ValueError("t_eval must start at t0 so that the tokens can be reconstructed")
-    params = {
-        "beta": float(coef.beta),
-        "n": int(th0.size),
-        "method": method,
-        "rtol": rtol,
-        "atol": atol,
-        "nfev": int(sol.nfev),
-        "alpha0": [a0.real, a0.imag],
-    }
-    return WSSolution(t=sol.t, alpha=alpha, eta=sol.y[2], c=c, theta0=th0, params=params)
+    params = dict(beta=float(coef.beta), n=int(th0.size), method=method, rtol=rtol, atol=atol, nfev=int(sol.nfev))
+    params["alpha0"] = [a0.real, a0.imag]
+    return WSSolution(t=sol.t, alpha=sol.y[0] + 1j * sol.y[1], eta=sol.y[2], c=c, theta0=th0, params=params)

@@ -27,21 +27,20 @@ from tokendynamics.book import explorers as E  # noqa: E402
 from tokendynamics.book import highdim_plots  # noqa: E402
 from tokendynamics.book.explorers import highdim_update  # noqa: E402
 from tokendynamics.book.plotting import animation_html  # noqa: E402
+from tokendynamics.book.studies.gradient_flow import EnergyCurves  # noqa: E402
+from tokendynamics.book.studies.kuramoto import Portrait  # noqa: E402
 from tokendynamics.book.widgets import Explorer, slider, sticky_limits  # noqa: E402
 from tokendynamics.errors import ConvergenceError  # noqa: E402
 from tokendynamics.gaussian import GaussianTrajectory  # noqa: E402
-from tokendynamics.gradient_flow import EnergyCurves  # noqa: E402
 from tokendynamics.highdim import RunSummary  # noqa: E402
 from tokendynamics.kuramoto import (
     PhaseSolution,  # noqa: E402
+    linear_layers,  # noqa: E402
     order_parameter,  # noqa: E402
 )
 from tokendynamics.ott_antonsen import sample_ott_antonsen  # noqa: E402
 from tokendynamics.particles import Trajectory, rotation_matrix  # noqa: E402
-from tokendynamics.regimes import (
-    REGIMES,  # noqa: E402
-    Portrait,  # noqa: E402
-)
+from tokendynamics.regimes import REGIMES  # noqa: E402
 
 EXPLORERS = [
     E.VariantsExplorer,
@@ -209,7 +208,7 @@ def test_the_pure_update_functions_return_the_library_results():
     curves = E.energy_update(-1.0, -0.4, 0.3, 1.0, 0.4, mean0=mean0, cov0=cov0, T=1.0, n_times=11)
     assert isinstance(curves, EnergyCurves) and curves.t.shape == (11,) and curves.sign == -1
     V = np.array([[0.8, 1.0], [-1.0, -0.2]])
-    portrait, phases = E.regimes_update(np.eye(2), V, 1.0, np.linspace(0, 3, 10), n_grid=5)
+    portrait, phases = E.regimes_update(linear_layers(np.eye(2), V), np.linspace(0, 3, 10), n_grid=5)
     assert isinstance(portrait, Portrait) and isinstance(phases, PhaseSolution) and portrait.grid.shape == (5, 5)
     out = E.highdim_update("case2", d=6, n=12, T=2.0, top=3.0, a=99.0)  # a is not a knob of case 2
     assert isinstance(out["linear"], RunSummary) and out["linear"].engine == "projective"
@@ -362,7 +361,7 @@ def test_regimes_update_loose_particles_draw_the_tight_runs_order_parameter():
     theta0 = sample_ott_antonsen(z0, 80, 7)
     for _ in range(7):
         A, V = rng.uniform(-2, 2, (2, 2)), rng.uniform(-2, 2, (2, 2))
-        portrait, phases = regimes_update(A, V, 1.0, theta0, z0=z0, T=20.0)
+        portrait, phases = regimes_update(linear_layers(A, V), theta0, z0=z0, T=20.0)
         fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), dpi=80)  # as in the chapter's widget
         draw_explorer(axes, portrait, phases)
         fig.savefig(io.BytesIO(), format="png", dpi=80, bbox_inches="tight")  # what Jupyter's inline backend does

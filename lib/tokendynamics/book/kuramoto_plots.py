@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..kuramoto import order_parameter
-from ..ott_antonsen import hamiltonian, hamiltonian_centre
 from ..particles import circle_tokens
-from ..regimes import TYPES, Portrait
+from ..regimes import TYPES, hamiltonian, hamiltonian_centre
 from .plotting import plot_circle
+from .studies.kuramoto import Portrait
 
 __all__ = [
     "REGIME_COLORS",
@@ -124,7 +124,8 @@ def plot_portrait(
     cmap: str = "viridis",
     norm=None,
 ):
-    r"""The OA field of a :class:`~tokendynamics.regimes.Portrait` in the disk, and the OA orbit from ``z0``.
+    r"""The OA field of a portrait (:class:`~tokendynamics.book.studies.kuramoto.Portrait`) in the disk, and the OA
+    orbit from ``z0``.
 
     ``style="quiver"``: unit arrows coloured by :math:`\log_{10}|\dot z|` (fast to draw, used by the
     widget); ``style="stream"``: streamlines coloured the same way. ``norm`` (a matplotlib
@@ -135,7 +136,7 @@ def plot_portrait(
     ax : matplotlib.axes.Axes
         Where to draw.
     portrait : Portrait
-        From :func:`~tokendynamics.regimes.regime_portrait`.
+        From :func:`~tokendynamics.book.studies.kuramoto.regime_portrait`.
     title : str, optional
         Panel title.
     orbit : bool
@@ -211,8 +212,8 @@ def plot_portrait(
     return art
 
 
-def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: int = 301, color="0.55"):
-    r"""Level sets of :math:`\mathcal E` (:func:`~tokendynamics.ott_antonsen.hamiltonian`) in the disk.
+def plot_hamiltonian_levels(ax, layer, *, n_levels: int = 14, resolution: int = 301, color="0.55"):
+    r"""Level sets of :math:`\mathcal E` (:func:`~tokendynamics.regimes.hamiltonian`) in the disk.
 
     Levels are the values of :math:`\mathcal E` on points between the centre (if any) and the
     boundary, so closed orbits and orbits running into the circle both appear.
@@ -221,10 +222,8 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
     ----------
     ax : matplotlib.axes.Axes
         Where to draw.
-    V : array (2, 2)
-        Traceless value matrix (:math:`A=I`).
-    beta : float
-        Inverse temperature.
+    layer : Attention
+        Linear attention on the circle with :math:`A=I` and a traceless :math:`V`.
     n_levels : int
         Number of levels.
     resolution : int
@@ -236,7 +235,7 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
     -------
     matplotlib.contour.QuadContourSet
         The contour lines of :math:`\mathcal E` drawn on ``ax`` (masked outside the radius 0.995). The
-        centre returned by :func:`~tokendynamics.ott_antonsen.hamiltonian_centre`, when there is one,
+        centre returned by :func:`~tokendynamics.regimes.hamiltonian_centre`, when there is one,
         is marked by a separate black ``+`` that is not part of this set.
 
     References
@@ -248,13 +247,13 @@ def plot_hamiltonian_levels(ax, V, beta=1.0, *, n_levels: int = 14, resolution: 
     Z = s[None, :] + 1j * s[:, None]
     inside = np.abs(Z) < 0.995
     E = np.full(Z.shape, np.nan)
-    E[inside] = hamiltonian(Z[inside], V, beta)
-    zc = hamiltonian_centre(V, beta)
+    E[inside] = hamiltonian(Z[inside], layer)
+    zc = hamiltonian_centre(layer.V[0])
     start = 0j if zc is None else zc
     # sample E along rays from the centre towards the circle: levels cover the whole disk
     rays = start + np.outer(np.linspace(0.05, 0.97, n_levels), np.exp(1j * np.linspace(0, 2 * np.pi, 7)[:-1]))
     rays = rays[np.abs(rays) < 0.97]
-    levels = np.unique(np.round(np.sort(hamiltonian(rays, V, beta)), 10))
+    levels = np.unique(np.round(np.sort(hamiltonian(rays, layer)), 10))
     levels = levels[np.linspace(0, levels.size - 1, min(n_levels, levels.size)).round().astype(int)]
     cs = ax.contour(
         Z.real,
@@ -286,7 +285,7 @@ def draw_explorer(axes, portrait: Portrait, traj=None):
     axes : (Axes, Axes)
         The disk panel and the tokens panel.
     portrait : Portrait
-        From :func:`~tokendynamics.regimes.regime_portrait`.
+        From :func:`~tokendynamics.book.studies.kuramoto.regime_portrait`.
     traj : Trajectory or PhaseSolution, optional
         A planar run. With ``None`` the disk panel shows only the portrait and the tokens panel is
         left empty (cleared).

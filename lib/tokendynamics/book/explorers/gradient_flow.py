@@ -2,7 +2,8 @@ r"""Chapter 03's explorer: the interaction energy and two distances along the so
 
 Controls: :math:`A=R_\theta\operatorname{diag}(a_1,a_2)R_\theta^\top` and
 :math:`V=\operatorname{diag}(v_1,v_2)`. One update is :func:`energy_update`, i.e.
-:func:`~tokendynamics.gradient_flow.gaussian_energy_curves` from the chapter's :math:`N(\alpha_0,\Sigma_0)`:
+:func:`~tokendynamics.book.studies.gradient_flow.gaussian_energy_curves` from the chapter's
+:math:`N(\alpha_0,\Sigma_0)`:
 :math:`\log_{10}E_A(\mu_t)` (left), :math:`W_2(\mu_0,\mu_t)` and, when :math:`M=VA^{-1}` is
 symmetric and definite, :math:`d_{\pm M}(\mu_0,\mu_t)` (right); the headline gives the sign rule.
 """
@@ -14,9 +15,9 @@ from matplotlib.ticker import MaxNLocator
 
 from ...attention import Attention
 from ...docstrings import fill_doc
-from ...gradient_flow import EnergyCurves, gaussian_energy_curves
 from ...particles import rotation_matrix
 from ..experiments import settings
+from ..studies.gradient_flow import EnergyCurves, gaussian_energy_curves
 from ..widgets import EXPLORER_DOC, Explorer, live_explorer, slider, sticky_limits
 
 __all__ = ["energy_update", "EnergyExplorer", "energy_explorer"]
@@ -27,7 +28,7 @@ SIGN_RULE = {1: "E non-decreasing", -1: "E non-increasing", 0: "no sign rule", N
 def energy_update(
     a1: float, a2: float, theta: float, v1: float, v2: float, *, mean0, cov0, T: float, n_times: int
 ) -> EnergyCurves:
-    r"""One update of chapter 03's explorer: :func:`~tokendynamics.gradient_flow.gaussian_energy_curves`
+    r"""One update of chapter 03's explorer: :func:`~tokendynamics.book.studies.gradient_flow.gaussian_energy_curves`
     of softmax attention with :math:`A=R_\theta\operatorname{diag}(a_1,a_2)R_\theta^\top`,
     :math:`V=\operatorname{diag}(v_1,v_2)`, from :math:`N(\text{mean0},\text{cov0})` up to ``T`` at
     ``n_times`` times.

@@ -1,7 +1,7 @@
 r"""Chapter 04's explorer: the Ott–Antonsen phase portrait of :math:`R_2`, its regime, and the tokens.
 
 Controls: the entries of :math:`A` and :math:`V` and :math:`\beta`. One update is
-:func:`regimes_update`: :func:`~tokendynamics.regimes.regime_portrait` (the OA field on a grid of
+:func:`regimes_update`: :func:`~tokendynamics.book.studies.kuramoto.regime_portrait` (the OA field on a grid of
 the disk, an OA orbit, the classified regime and the closed form where one applies) and a particle
 run by the exact :math:`O(n)` angle equations (:func:`~tokendynamics.kuramoto.solve_phases`). The
 arrows, the orbit, the particles' :math:`R_2` path and the tokens are updated in place.
@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
+from ...attention import Attention
 from ...docstrings import fill_doc
 from ...kuramoto import PhaseSolution, solve_phases
 from ...ott_antonsen import sample_ott_antonsen
 from ...particles import circle_tokens
-from ...regimes import Portrait, regime_portrait
 from ..experiments import settings
 from ..kuramoto_plots import REGIME_COLORS, regime_label
+from ..studies.kuramoto import Portrait, regime_portrait
 from ..widgets import EXPLORER_DOC, Explorer, live_explorer, slider
 
 __all__ = ["regimes_update", "RegimesExplorer", "regimes_explorer"]
@@ -26,9 +27,7 @@ __all__ = ["regimes_update", "RegimesExplorer", "regimes_explorer"]
 
 @fill_doc(EXPLORER_DOC)
 def regimes_update(
-    A,
-    V,
-    beta=1.0,
+    layer,
     theta0=None,
     *,
     z0=0.3 + 0.2j,
@@ -38,20 +37,21 @@ def regimes_update(
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ) -> tuple[Portrait, PhaseSolution]:
-    r"""One update of chapter 04's explorer: :func:`~tokendynamics.regimes.regime_portrait` and a particle run.
+    r"""One update of chapter 04's explorer: the portrait of the layer
+    (:func:`~tokendynamics.book.studies.kuramoto.regime_portrait`) and a particle run.
 
     The particles start from the angles ``theta0`` (e.g. :func:`~tokendynamics.ott_antonsen.sample_ott_antonsen`
     around ``z0``) and are integrated to ``T`` by the exact O(n) angle equations
     :math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`
-    (:func:`~tokendynamics.kuramoto.solve_phases`, paper 2), the same dynamics as the
-    core's ``Attention("linear")`` on the circle, with loose tolerances (``rtol``, ``atol``: the
+    (:func:`~tokendynamics.kuramoto.solve_phases`, paper 2), the dynamics of the linear-attention layer on the
+    circle, with loose tolerances (``rtol``, ``atol``: the
     path of :math:`R_2` is drawn, not measured) and ``n_times`` stored times. Returns
     ``(Portrait, PhaseSolution)``.
 
     Parameters
     ----------
-    %(AV)s
-    %(beta)s
+    layer : Attention
+        Linear attention on the circle (one head, d = 2).
     theta0 : array (n,)
         Initial angles of the particles.
     z0 : complex
@@ -76,8 +76,8 @@ def regimes_update(
     """
     if theta0 is None:
         raise ValueError("explore needs the initial angles theta0 of the particles")
-    portrait = regime_portrait(A, V, beta, z0, n_grid=n_grid)
-    phases = solve_phases(theta0, A, V, beta, T, t_eval=np.linspace(0.0, float(T), int(n_times)), rtol=rtol, atol=atol)
+    portrait = regime_portrait(layer, z0, n_grid=n_grid)
+    phases = solve_phases(theta0, layer, T, t_eval=np.linspace(0.0, float(T), int(n_times)), rtol=rtol, atol=atol)
     return portrait, phases
 
 
@@ -120,7 +120,8 @@ class RegimesExplorer(Explorer):
     def compute(self, state):
         A = np.array([[state["a11"], state["a12"]], [state["a21"], state["a22"]]])
         V = np.array([[state["v11"], state["v12"]], [state["v21"], state["v22"]]])
-        return regimes_update(A, V, state["beta"], self.theta0, z0=self.z0, T=self.T, n_grid=self.n_grid)
+        layer = Attention("linear", A=A, V=V, beta=state["beta"])
+        return regimes_update(layer, self.theta0, z0=self.z0, T=self.T, n_grid=self.n_grid)
 
     def setup(self, fig):
         disk = fig.add_axes((0.05, 0.17, 0.42, 0.7))

@@ -9,7 +9,7 @@ n = 2000 uniform tokens in d = 100, integrated on [0, T] with the same solver an
 1. the particle system with the field through the second moment, V Sigma A^T x (no n x n matrix),
    ``simulate(..., backend="auto")``;
 2. the exact projective reduction x_k = Phi x_k(0) / |Phi x_k(0)| (a d x d ODE),
-   ``tokendynamics.highdim.projective_flow``;
+   ``tokendynamics.projective.projective_flow``;
 3. the particle system with the dense n x n attention matrix, ``simulate(..., backend="dense")``.
 
 Printed: wall times, the ratios dense / Sigma and dense / Phi (one run each, in this process), the
@@ -35,8 +35,8 @@ import numpy as np  # noqa: E402
 
 from _results import machine_line, record  # noqa: E402  (this folder is on sys.path when run as a script)
 from bench_core import median_time  # noqa: E402
-from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics import metrics, projective, sample_sphere, simulate, velocity  # noqa: E402
+from tokendynamics.book.studies import highdim as hd  # noqa: E402
 
 
 def timed(fn):

@@ -25,6 +25,11 @@ I2 = np.eye(2)
 # a Gaussian N(M0, S0) used by the Gaussian and gradient-flow tests
 M0 = np.array([0.3, -0.2])
 S0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+# mild parameters: A + A^T negative definite, so finite samples have no self-attending outliers
+A_MILD = np.array([[-0.5, 0.4], [-0.2, -0.3]])
+V_MILD = np.array([[1.0, 0.3], [-0.5, 0.8]])
+Q_MILD = np.array([[0.6, -0.3], [0.2, 0.5]])
+K_MILD = np.array([[-0.7, 0.1], [0.3, -0.4]])
 
 
 def sigmoid(u):
@@ -190,3 +195,35 @@ def page_weight(found: dict, root: Path, base_url: str) -> dict:
         "first_load": sum(s for s, _ in sizes),
         "files": sizes,
     }
+
+
+def loop_normalised(X, w, kernel, value):
+    """x_i -> sum_j w_j k(x_i, x_j) value(x_j) / sum_j w_j k(x_i, x_j), with loops."""
+    n, d = X.shape
+    out = np.zeros((n, d))
+    for i in range(n):
+        num, den = np.zeros(d), 0.0
+        for j in range(n):
+            k = w[j] * kernel(i, j)
+            num += k * value(X[j])
+            den += k
+        out[i] = num / den
+    return out
+
+
+def loop_sum(X, w, kernel, value):
+    n, d = X.shape
+    out = np.zeros((n, d))
+    for i in range(n):
+        for j in range(n):
+            out[i] += w[j] * kernel(i, j) * value(X[j])
+    return out
+
+
+def paper1_tokens():
+    """Tokens (11, 2) and generic matrices A, V for the tests of paper 1's variants, and their generator."""
+    rng = np.random.default_rng(2024)
+    X = rng.uniform(-1, 1, (11, 2))
+    A = np.array([[-1.0, 0.5], [-0.5, -0.5]]) + 0.3 * rng.standard_normal((2, 2))
+    V = np.eye(2) + 0.4 * rng.standard_normal((2, 2))
+    return X, A, V, rng

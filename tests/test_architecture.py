@@ -151,7 +151,7 @@ def test_importing_the_core_does_not_import_matplotlib():
     import sys
 
     code = (
-        "import sys, tokendynamics, tokendynamics.highdim, tokendynamics.gradient_flow; "
+        "import sys, tokendynamics, tokendynamics.projective, tokendynamics.gradient_flow; "
         "print('matplotlib' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -20,7 +20,6 @@ import pytest
 from tokendynamics import attention as att
 from tokendynamics import gaussian as ga
 from tokendynamics import gradient_flow as gf
-from tokendynamics import highdim as hd
 from tokendynamics import kuramoto as ku
 from tokendynamics import masked as ma
 from tokendynamics import meanfield as mf
@@ -63,7 +62,6 @@ NOTPSD = np.array([[1.0, 2.0], [2.0, 1.0]])
 THETA = np.linspace(0.1, 6.0, 8)
 VTRACELESS = np.array([[0.5, 1.0], [-1.0, -0.5]])
 T_GRID = np.linspace(0.0, 1.0, 11)
-MF_1D = {"T": 1.0, "a": -0.5, "v": 1.0, "alpha0": 0.0, "sigma0": 1.0, "dt": 0.1}  # a valid 1-D mean-field study
 SHARED = {
     name: value
     for name, value in dict(globals()).items()
@@ -79,9 +77,7 @@ SINKHORN = Attention("sinkhorn", A=A, V=I2)
 SIGMOID = Attention("sigmoid", A=A, V=I2)
 CLUSTERING = Attention("softmax", A=-I2, V=I2)
 LAYER_1D = Attention("softmax", A=[[0.5]], V=[[1.0]])
-VARIANT = va.paper1_variants(A, I2, names=["softmax"])["softmax"]
 SYSTEM = ma.with_sink(X, 0.1)
-MC = hd.case2(4)
 
 
 def _f(**kw):  # a module-level function for the sweeps
@@ -258,19 +254,12 @@ case(ga.gauss_hermite, [np.nan, 0], COV, words="mean")
 case(ga.covariance_eigenvalues, [[np.nan, 0], [0, 1]], words="cov")
 case(ga.covariance_eigenvalues, np.ones((2, 3)), words="cov")
 case(ga.numerical_rank, COV, threshold="a", words="threshold")
-case(ga.cone_coordinates, A3, words="cov")
-case(ga.disc_point, np.zeros((2, 2)), words="cov")
-case(ga.cov_from_cone, [1.0, 2.0], words="uwv")
-case(ga.cone_grid, 0, 5, words="n_u")
-case(ga.cone_grid, 5, 2.5, words="n_w")
-case(ga.cone_grid, 5, 5, limits=(1, 0, 0, 1), words="limits")
 case(ga.one_dimensional_solution, "a", 1.0, LAYER_1D, 1.0, words="mean0")
 case(ga.one_dimensional_solution, 0.0, -1.0, LAYER_1D, 1.0, words="var0")
 case(ga.isotropic_covariance, COV, SOFTMAX.with_(A=I2), np.nan, words="t")
 case(ga.blowup_time, NOTPSD, SOFTMAX.with_(A=I2), words="cov0")
 case(ga.rank_one_velocity, [np.nan, 0.0], SOFTMAX, words="z")
 case(ga.decoupled_mean, [1.0, 2.0, 3.0], SINKHORN, 1.0, words="mean0")
-case(ga.compare_with_particles, SOFTMAX, MEAN, COV, n=0, T=1.0, dt=0.1, words="n")
 case(ga.clustering_limit, COV, CLUSTERING, tol=-1, words="tol")
 
 # -- gradient_flow ----------------------------------------------------------------------------
@@ -388,26 +377,6 @@ case(me.first_passage_times, T_GRID, T_GRID[:3], words="t and R")
 case(me.first_passage_times, T_GRID, T_GRID, levels=[np.nan], words="levels")
 case(me.axis_speed, T_GRID[::-1], np.ones((11, 2)), words="t")
 
-# -- highdim ----------------------------------------------------------------------------------
-case(hd.case1, 1, words="d")
-case(hd.case1, 4, spectrum="weird", words="spectrum")
-case(hd.case1, 4, seed=-1, words="seed")
-case(hd.case2, 4, spread=-1.0, words="spread")
-case(hd.case3, 4, a=np.nan, words="a")
-case(hd.random_case, 4, sigma=0.0, words="sigma")
-case(hd.matrix_case, "case9", 4, words="name")
-case(hd.predict_2d_regime, "case7", words="case")
-case(hd.predict_2d_regime, "case1", A=A3, words="A")
-case(hd.run_variant, MC, "sigmoid", U, 1.0, words="kind")
-case(hd.run_variant, MC, "linear", U, 1.0, engine="x", words="engine")
-case(hd.run_variant, "mc", "linear", U, 1.0, exc=TypeError, words="mc")
-case(hd.observed_regime, T_GRID, T_GRID[:3], np.ones((11, 2)), words="t, R2 and axis")
-case(hd.agreement, "foo", "static_clusters", words="predicted")
-case(hd.summarize, "traj", exc=TypeError, words="traj")
-case(hd.clustering_time, kind="x", words="kind")
-case(hd.case_parameters, "case9", words="case")
-case(hd.make_case, "case9", 4, words="name")
-
 # -- variants ---------------------------------------------------------------------------------
 case(va.multihead_from_rows, I2, A, I2, 0, words="n_heads")
 case(va.multihead_from_rows, I2, A, I2, 3, words="n_heads")
@@ -417,9 +386,6 @@ case(va.sigmoid_layer, A, I2, normalization="max", words="normalization")
 case(va.sigmoid_layer, A, I2, normalization="sum", words="n")
 case(va.sigmoid_layer, A, I2, normalization="sum", n=2.5, words="n")
 case(va.sigmoid_layer, A, I2, bias="log n", n=5, words="bias")
-case(va.paper1_variants, A, A3, words="V")
-case(va.paper1_variants, A, I2, names=["foo"], words="names")
-case(va.paper1_variants, A, I2, sink_mass=1.5, words="sink_mass")
 
 # -- masked -----------------------------------------------------------------------------------
 case(ma.with_sink, X, 1.0, words="m0")
@@ -438,37 +404,12 @@ case(st.lipschitz_constants, SOFTMAX, "a", words="R")
 case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], -1.0, words="R0")
 case(st.log_stability_bound, SOFTMAX, [1.0, 2.0], 1.0, words="t")
 case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], 1.0, substeps=0, words="substeps")
-case(st.perturb_in_ball, X, -1.0, words="delta")
-case(st.perturb_in_ball, XNAN, 1.0, words="X")
-case(st.stability_study, "variant", X, [0.1], T=1.0, dt=0.1, exc=TypeError, words="variant")
-case(st.stability_study, VARIANT, X, [-0.1], T=1.0, dt=0.1, words="deltas")
 
 # -- meanfield --------------------------------------------------------------------------------
 case(mf.blowup_time_1d, 0.0, 1.0, 1.0, words="sigma0")
 case(mf.blowup_time_1d, 1.0, "a", 1.0, words="a")
 case(mf.gaussian_1d_solution, 1.0, 0.0, 1.0, np.nan, 1.0, words="a")
 case(mf.gaussian_1d_flow_map, X[:, 0], 1.0, 0.0, -1.0, 1.0, 1.0, words="sigma0")
-case(mf.meanfield_study_1d, [0], [0], **MF_1D, words="ns")
-case(mf.meanfield_study_1d, [10], [-1], **MF_1D, words="seeds")
-case(
-    mf.meanfield_study_reference,
-    SOFTMAX,
-    "s",
-    [5],
-    [0],
-    N_ref=5,
-    ref_seed=9,
-    T=1.0,
-    dt=0.1,
-    exc=TypeError,
-    words="sample",
-)
-case(mf.meanfield_study_reference, SOFTMAX, _f, [5], [0], N_ref=0, ref_seed=9, T=1.0, dt=0.1, words="N_ref")
-case(mf.masked_meanfield_study, [5], [0], [1.5], **MF_1D, words="sink_masses")
-case(mf.masked_meanfield_study, [5], [0], [0.1], **MF_1D, against=("x",), words="against")
-case(mf.fit_power_law, [10], [1.0], words="ns")
-case(mf.fit_power_law, [10, 20], [1.0, -1.0], words="errors")
-case(mf.fit_power_law, [10, 20], [1.0, 0.5], bootstrap=-1, words="bootstrap")
 
 # -- transformer ------------------------------------------------------------------------------
 case(tf.forward, XNAN, SOFTMAX, 1.0, 4, words="X0")
@@ -540,7 +481,6 @@ def test_the_table_covers_every_module_and_is_large_enough():
         "regimes",
         "projective",
         "metrics",
-        "highdim",
         "variants",
         "masked",
         "stability",

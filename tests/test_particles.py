@@ -23,7 +23,7 @@ from tokendynamics import (
     simulate,
     velocity,
 )
-from tokendynamics import highdim as hd
+from tokendynamics.book.studies import highdim as hd
 from tokendynamics.kuramoto import linear_layers, phase_velocity
 
 

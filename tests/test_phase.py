@@ -1,4 +1,4 @@
-"""Phase-diagram statistics: Wilson intervals, crossings, bootstrap and inversion bands, ensemble runs."""
+"""Phase-diagram statistics: Wilson intervals, crossings, ensemble runs."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tokendynamics.phase import (
-    bootstrap_crossing,
-    cluster_statistics,
-    crossing,
-    inversion_band,
-    planar_linear_check,
-    wilson_interval,
-)
+from tokendynamics.phase import cluster_statistics, crossing, wilson_interval
 
 
 def test_wilson_interval_known_values():
@@ -50,22 +43,6 @@ def test_crossing_interpolates_in_log_x_and_reports_nan_without_a_crossing():
     assert many[0] == pytest.approx(2**1.6) and math.isnan(many[1])
 
 
-def test_bootstrap_and_inversion_bands_bracket_the_true_crossing():
-    x = np.geomspace(0.5, 8, 9)
-    p_true = 1 / (1 + (x / 2.0) ** 3)  # crosses 1/2 at x = 2
-    rng = np.random.default_rng(1)
-    Y = rng.random((x.size, 400)) < p_true[:, None]
-    est, lo, hi, found = bootstrap_crossing(x, Y, reps=500, rng=2)
-    assert lo <= est <= hi and found == 1.0
-    assert lo < 2.0 < hi and hi - lo < 0.6
-    a, b = inversion_band(x, Y.sum(1), Y.shape[1])
-    assert a < 2.0 < b
-    # paired bootstrap: with outcomes that are deterministic in x, every replicate gives the same crossing
-    Z = np.repeat((x < 2.5)[:, None], 50, axis=1)
-    est, lo, hi, _ = bootstrap_crossing(x, Z, reps=50, rng=3)
-    assert lo == hi == est
-
-
 def test_cluster_statistics_shapes_common_clouds_and_easy_outcomes():
     r = cluster_statistics("softmax", "identity", [0.25, 64.0], [0.5, 24.0], n=8, d=3, clouds=6, dt=0.5)
     assert r["single"].shape == (2, 2, 6) and r["clusters"].shape == (2, 2, 6)
@@ -77,10 +54,3 @@ def test_cluster_statistics_shapes_common_clouds_and_easy_outcomes():
     assert rep["antipodal"].all() and not rep["single"].any()  # linear attention: antipodal pairs
     res = cluster_statistics("softmax", "gaussian", [1.0], [4.0], n=8, d=3, clouds=3, dt=0.5, resample_every=1.0)
     assert res["single"].shape == (1, 1, 3)
-
-
-def test_planar_check_predicts_partial_clustering_for_repulsive_values():
-    r = planar_linear_check("minus_identity", n=8, clouds=5, depths=[20.0])
-    assert set(r["predicted"]) == {"partial"} and not r["antipodal"].any()
-    r = planar_linear_check("identity", n=8, clouds=5, depths=[40.0])
-    assert set(r["predicted"]) == {"static_clusters"} and r["antipodal"].all()

@@ -14,7 +14,7 @@ from tokendynamics import (
     sample_sphere,
     simulate,
 )
-from tokendynamics import highdim as hd
+from tokendynamics.book.studies import highdim as hd
 from tokendynamics.projective import projective_flow, solve_projective
 
 

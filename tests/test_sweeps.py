@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 import pytest
 
 from tokendynamics.phase import cluster_statistics
-from tokendynamics.sweeps import grid, sweep
+from tokendynamics.sweeps import grid, mean_by, sweep
 
 # a small but real phase-diagram point: two temperatures, a few clouds, two depths
 FIXED = dict(recipe="gaussian", betas=[0.5, 2.0], depths=[1.0, 2.0], n=6, d=3, clouds=4, dt=0.5)
@@ -73,3 +74,17 @@ def test_sweep_on_a_real_dask_local_cluster_equals_the_serial_run_bit_for_bit():
         client.close()
         cluster.close()
     print(f"LocalCluster test: {time.perf_counter() - start:.1f} s")
+
+
+def test_mean_by_averages_sweep_results_over_seeds_per_parameter_value():
+    rows = [
+        {"d": 10, "seed": 0, "t_level": 2.0},
+        {"d": 5, "seed": 0, "t_level": 1.0},
+        {"d": 10, "seed": 1, "t_level": 4.0},
+        {"d": 5, "seed": 1, "t_level": math.inf},
+    ]
+    xs, means = mean_by(rows, "d")
+    np.testing.assert_array_equal(xs, [5.0, 10.0])
+    assert means[0] == math.inf and means[1] == 3.0
+    with pytest.raises(ValueError, match="entries"):
+        mean_by(rows, "beta")

@@ -1,5 +1,5 @@
-"""Tests of ``tokendynamics.variants``: the gallery of paper 1's attention variants, multi-head layers
-cut by row blocks, sigmoid attention and its normalisations.
+"""Tests of ``tokendynamics.variants``: multi-head layers cut by row blocks, sigmoid attention and its
+normalisations, and the score convention.
 
 The double loops below evaluate the definitions literally, in paper 1's own convention where it
 differs from the library's (paper score <A1 x, y> with A1 = K^T Q; library score <x, A y> with
@@ -13,118 +13,14 @@ import math
 import numpy as np
 import pytest
 
-from tests.helpers import sigmoid
+from tests.helpers import loop_normalised, loop_sum, paper1_tokens, sigmoid
 from tokendynamics import Attention, velocity
-from tokendynamics.particles import particle_field
-from tokendynamics.variants import VARIANT_NAMES, multihead_from_rows, paper1_variants, sigmoid_layer
-
-
-def loop_normalised(X, w, kernel, value):
-    """x_i -> sum_j w_j k(x_i, x_j) value(x_j) / sum_j w_j k(x_i, x_j), with loops."""
-    n, d = X.shape
-    out = np.zeros((n, d))
-    for i in range(n):
-        num, den = np.zeros(d), 0.0
-        for j in range(n):
-            k = w[j] * kernel(i, j)
-            num += k * value(X[j])
-            den += k
-        out[i] = num / den
-    return out
-
-
-def loop_sum(X, w, kernel, value):
-    n, d = X.shape
-    out = np.zeros((n, d))
-    for i in range(n):
-        for j in range(n):
-            out[i] += w[j] * kernel(i, j) * value(X[j])
-    return out
-
-
-def loop_sinkhorn_plan(X, A1, eps, w, iters=4000):
-    """Exponential-domain Sinkhorn on K_ij = exp(<A1 x_i, x_j>/eps), P = diag(u) K diag(v w)."""
-    n = X.shape[0]
-    K = np.array([[math.exp(float((A1 @ X[i]) @ X[j]) / eps) for j in range(n)] for i in range(n)])
-    u, v = np.ones(n), np.ones(n)
-    for _ in range(iters):
-        u = 1.0 / (K @ (v * w))
-        v = 1.0 / (K.T @ (u * w))
-    u = 1.0 / (K @ (v * w))
-    return u[:, None] * K * (v * w)[None, :]
-
-
-def definition_field(name, X, A, V, beta, *, m0=0.1):
-    """The field of each gallery variant, from its definition in paper 1's convention A1 = A^T."""
-    n, d = X.shape
-    A1 = beta * A.T  # paper 1: score <A1 x, y>
-    w = np.full(n, 1.0 / n)
-    score = lambda i, j: float((A1 @ X[i]) @ X[j])  # noqa: E731
-    Vy = lambda y: V @ y  # noqa: E731
-    if name == "softmax":
-        return loop_normalised(X, w, lambda i, j: math.exp(score(i, j)), Vy)
-    if name == "multihead":  # Q = I, K = A (library), one row per head: A1_h = K_h^T Q_h, C_h = e_h e_h^T V
-        out = np.zeros((n, d))
-        for h in range(d):
-            Qh, Kh = np.eye(d)[h : h + 1], A[h : h + 1]
-            A1h = beta * Kh.T @ Qh
-            Ch = np.outer(np.eye(d)[h], np.eye(d)[h]) @ V
-            out += loop_normalised(
-                X, w, lambda i, j, A1h=A1h: math.exp(float((A1h @ X[i]) @ X[j])), lambda y, Ch=Ch: Ch @ y
-            )
-        return out
-    if name == "l2":  # exp(-beta |Qx - Ky|^2) with Q = I, K = A
-        return loop_normalised(X, w, lambda i, j: math.exp(-beta * float(np.sum((X[i] - A @ X[j]) ** 2))), Vy)
-    if name == "sinkhorn":
-        P = loop_sinkhorn_plan(X, A1, 1.0, w)
-        return np.array([sum(P[i, j] * (V @ X[j]) for j in range(n)) for i in range(n)])
-    if name == "sigmoid":
-        return loop_sum(X, w, lambda i, j: sigmoid(score(i, j)), Vy)
-    if name == "linear":
-        return loop_sum(X, w, score, Vy)
-    if name == "unnormalized_softmax":
-        return loop_sum(X, w, lambda i, j: math.exp(score(i, j)), Vy)
-    if name == "masked":  # one sink token x0 = 0 of mass m0, tokens at s_i = i/n
-        x0 = np.zeros(d)
-        out = np.zeros((n + 1, d))
-        out[0] = V @ x0
-        for i in range(n):
-            e0 = m0 * math.exp(float((A1 @ X[i]) @ x0))
-            num, den = e0 * (V @ x0), e0
-            for j in range(i + 1):
-                e = (1 - m0) / n * math.exp(score(i, j))
-                num = num + e * (V @ X[j])
-                den += e
-            out[i + 1] = num / den
-        return out
-    raise KeyError(name)
+from tokendynamics.variants import multihead_from_rows, sigmoid_layer
 
 
 @pytest.fixture
 def tokens():
-    rng = np.random.default_rng(2024)
-    X = rng.uniform(-1, 1, (11, 2))
-    A = np.array([[-1.0, 0.5], [-0.5, -0.5]]) + 0.3 * rng.standard_normal((2, 2))
-    V = np.eye(2) + 0.4 * rng.standard_normal((2, 2))
-    return X, A, V, rng
-
-
-@pytest.mark.claim("variant-fields-match-their-definitions")
-@pytest.mark.parametrize("name", VARIANT_NAMES)
-def test_paper1_variants_fields_match_a_double_loop_of_their_definitions(name, tokens):
-    """Paper 1 (Castin et al., arXiv 2501.18322): each variant of the gallery (softmax, multi-head, l2, Sinkhorn,
-    sigmoid, linear, unnormalised, masked with a sink) against a double loop of its definition, written in the
-    paper's convention A1 = A^T.
-    """
-    X, A, V, _ = tokens
-    var = paper1_variants(A, V, beta=0.9, sink_mass=0.1, names=[name])[name]
-    if name == "sinkhorn":
-        var = paper1_variants(A, V, beta=0.9, names=[name])[name]
-        var = type(var)(name, var.layer.with_(sinkhorn_tol=1e-14))
-    system = var.system(X)
-    got = particle_field(system.X, var.layer, **system.simulate_kwargs())
-    ref = definition_field(name, X, A, V, 0.9, m0=0.1)
-    np.testing.assert_allclose(got, ref, atol=1e-12, rtol=1e-12)
+    return paper1_tokens()
 
 
 @pytest.mark.claim("score-convention")
@@ -134,7 +30,8 @@ def test_library_convention_is_the_transpose_of_paper_one(tokens):
     """
     X, A, V, _ = tokens
     ours = velocity(X, Attention("softmax", A=A, V=V))
-    wrong = definition_field("softmax", X, A.T, V, 1.0)
+    # the paper's formula with A1 = A: scores <A x_i, x_j>
+    wrong = loop_normalised(X, np.full(len(X), 1 / len(X)), lambda i, j: math.exp(float((A @ X[i]) @ X[j])), V.dot)
     assert np.max(np.abs(ours - wrong)) > 1e-2
 
 

@@ -41,8 +41,11 @@ Two solvers (:func:`solve_gaussian`):
   paper's pictures.
 
 Closed forms derived for chapter 2 of the book (:func:`isotropic_covariance`, :func:`blowup_time`,
-:func:`rank_one_velocity`, :func:`clustering_limit`, :func:`one_dimensional_solution`, ...) and
-diagnostics (eigenvalues, numerical rank, cone coordinates) complete the module.
+:func:`rank_one_velocity`, :func:`clustering_limit`, :func:`one_dimensional_solution`, ...), the
+moments and quadrature of a Gaussian (:func:`empirical_moments`, :func:`gauss_hermite`) and
+diagnostics (eigenvalues, numerical rank) complete the module. The chapter's studies (particles
+against the ODEs, the clustering-condition search, the cone picture) are in
+:mod:`tokendynamics.book.studies.gaussian`.
 """
 
 from __future__ import annotations
@@ -59,8 +62,7 @@ from .docstrings import fill_doc
 from .errors import BlowUpError, CapabilityError, NonFiniteError
 from .kinds import KINDS
 from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step, solve_ode
-from .particles import sample_gaussian, simulate
-from .transport import bures_wasserstein, psd_sqrt
+from .transport import psd_sqrt
 from .validation import (
     parse_span,
     real_array,
@@ -88,17 +90,10 @@ __all__ = [
     "BATCH_KINDS",
     "CovarianceBatch",
     "solve_covariance_batch",
-    "CONDITION_READINGS",
-    "SEARCH_VALUES",
-    "condition_matrix",
-    "ConditionSearch",
-    "clustering_condition_search",
     "EulerRuns",
     "projected_euler",
     "empirical_moments",
     "gauss_hermite",
-    "ParticleComparison",
-    "compare_with_particles",
     "isotropic_covariance",
     "blowup_time",
     "isotropic_mean",
@@ -111,10 +106,6 @@ __all__ = [
     "growth_rate",
     "covariance_eigenvalues",
     "numerical_rank",
-    "cone_coordinates",
-    "disc_point",
-    "cov_from_cone",
-    "cone_grid",
 ]
 
 #: Built-in attention kinds whose field is affine on Gaussians (any number of heads): those with the
@@ -177,11 +168,6 @@ _DOC = {
     "refs_rank_one": f"""
         {_PAPER1}, Gaussian initial data;
         {_CHAPTER2}, section "Five behaviours in the cone" (convergence to two lines).
-    """,
-    "refs_cone": f"""
-        {_PAPER1}, the cone pictures of its Gaussian experiments
-        (the authors' code, vcastin/2025-transformers-PDEs);
-        {_CHAPTER2}, section "The cone of covariance matrices".
     """,
 }
 
@@ -901,238 +887,6 @@ def solve_covariance_batch(
 
 
 # ---------------------------------------------------------------------------------------------
-# the clustering condition of paper 1's summary: a random search in both readings of A
-# ---------------------------------------------------------------------------------------------
-
-#: the two readings of the matrix A in the condition "V A + A^T V^T negative definite"
-CONDITION_READINGS = ("book", "transposed")
-
-#: the value-matrix families of :func:`clustering_condition_search`
-SEARCH_VALUES = ("symmetric", "positive", "general")
-
-
-def condition_matrix(A, V, reading: str = "book") -> np.ndarray:
-    r"""The symmetric matrix of the clustering condition in one reading (batched over leading axes).
-
-    Paper 1's summary states clustering when :math:`VA+A^\top V^\top\preceq0` (and blow-up when it has
-    a positive eigenvalue). In the book's convention (score :math:`\langle x,Ay\rangle`) that is
-    ``reading="book"``: :math:`VA+A^\top V^\top`; with paper 1's own matrix :math:`A_1=A^\top`
-    substituted, ``reading="transposed"``: :math:`VA^\top+AV^\top`. The two agree when :math:`V=vI`
-    or when :math:`A` is symmetric.
-
-    Parameters
-    ----------
-    A, V : arrays (..., d, d)
-    reading : {"book", "transposed"}
-
-    Returns
-    -------
-    array (..., d, d)
-        The symmetric matrix whose negative definiteness is the condition.
-
-    References
-    ----------
-    Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322 (summary); the book's chapter "Gaussian tokens:
-    clustering and blow-up".
-    """
-    A = np.asarray(A, dtype=float)
-    V = np.asarray(V, dtype=float)
-    if reading == "book":
-        P = V @ A
-    elif reading == "transposed":
-        P = V @ np.swapaxes(A, -1, -2)
-    else:
-        raise ValueError(f"reading must be one of {CONDITION_READINGS}, got {reading!r}")
-    return P + np.swapaxes(P, -1, -2)
-
-
-@dataclass(frozen=True, eq=False)
-class ConditionSearch:
-    r"""Result of :func:`clustering_condition_search`.
-
-    Attributes
-    ----------
-    A, V, cov0 : arrays (N, d, d)
-        The integrated draws: score matrix, value matrix, initial covariance.
-    lam : dict
-        Reading -> array (N,): the largest eigenvalue of :func:`condition_matrix` in that reading
-        (the condition holds where it is negative).
-    lam_sym : array (N,)
-        Largest eigenvalue of :math:`A+A^\top` (the condition a proof covers for symmetric
-        :math:`V\succ0` needs it :math:`\le0`).
-    drawn_for : dict
-        Reading -> boolean mask (N,): the draws counted for that reading (the condition holds there;
-        a draw can count for both).
-    blew_up : array (N,) of bool
-    blowup_time, pole_time : arrays (N,)
-        From :func:`solve_covariance_batch` (``nan`` without a blow-up).
-    candidates : int
-        Number of candidate draws made (most satisfy neither reading and are not integrated).
-    value, start : str
-        The value-matrix family (one of :data:`SEARCH_VALUES`) and the initial covariances
-        (``"identity"`` or ``"random"``).
-    T : float
-        Horizon of the integrations.
-    """
-
-    A: np.ndarray
-    V: np.ndarray
-    cov0: np.ndarray
-    lam: dict
-    lam_sym: np.ndarray
-    drawn_for: dict
-    blew_up: np.ndarray
-    blowup_time: np.ndarray
-    pole_time: np.ndarray
-    candidates: int
-    value: str
-    start: str
-    T: float
-
-    def counts(self) -> dict:
-        """Reading -> ``(draws, blow-ups)``: how many draws satisfy the condition, and how many of them blow up.
-
-        Returns
-        -------
-        dict
-            For each reading of the condition, a pair of integers.
-        """
-        return {r: (int(m.sum()), int((m & self.blew_up).sum())) for r, m in self.drawn_for.items()}
-
-    def counterexamples(self, reading: str) -> np.ndarray:
-        """Indices of the draws that satisfy the condition in ``reading`` and blow up, earliest blow-up first.
-
-        Parameters
-        ----------
-        reading : str
-            A key of ``drawn_for`` (a reading of :func:`condition_matrix`).
-
-        Returns
-        -------
-        array of int
-            Indices into ``A``, ``V``, ``cov0`` (empty when the condition held for every blow-up-free draw).
-        """
-        idx = np.flatnonzero(self.drawn_for[reading] & self.blew_up)
-        return idx[np.argsort(self.blowup_time[idx])]
-
-
-def clustering_condition_search(
-    draws: int,
-    *,
-    d: int = 2,
-    value: str = "symmetric",
-    start: str = "identity",
-    T: float = 200.0,
-    seed=0,
-    blowup_trace: float = 1e8,
-    rtol: float = 1e-9,
-    atol: float = 1e-12,
-) -> ConditionSearch:
-    r"""A seeded random search for softmax covariances that blow up although the clustering condition holds.
-
-    Candidates are drawn from one generator (``numpy.random.default_rng(seed)``): :math:`A` with
-    i.i.d. :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``value="symmetric"``),
-    :math:`V` with i.i.d. :math:`N(0,1)` entries kept only if :math:`V+V^\top\succ0`
-    (``value="positive"``: non-symmetric, positive definite as a quadratic form), or :math:`V` with
-    i.i.d. :math:`N(0,1)` entries (``value="general"``, eigenvalues of either sign or complex); :math:`\Sigma_0=I`
-    (``start="identity"``) or :math:`\Sigma_0=LL^\top/d`
-    with :math:`L` Gaussian (``start="random"``). A candidate counts for a reading of
-    :func:`condition_matrix` when that matrix is negative definite, until ``draws`` candidates
-    count for each reading; the others are discarded. Every kept draw is then integrated on
-    :math:`[0,T]` by :func:`solve_covariance_batch` (the covariance equation
-    :math:`\dot\Sigma=V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top` of softmax attention, accurate
-    solver, blow-up when the trace reaches ``blowup_trace``).
-
-    Parameters
-    ----------
-    draws : int
-        Draws per reading that satisfy its condition.
-    d : int
-        Dimension.
-    value : {"symmetric", "positive", "general"}
-        Family of the value matrix (see above).
-    start : {"identity", "random"}
-        Initial covariance: :math:`I`, or a random :math:`LL^\top/d`.
-    T : float
-        Horizon (a draw that has not blown up by ``T`` counts as no blow-up).
-    seed : int or Generator
-        Seed of the one generator that draws every candidate.
-    blowup_trace, rtol, atol : float
-        Passed to :func:`solve_covariance_batch`.
-
-    Returns
-    -------
-    ConditionSearch
-        The kept draws, the largest eigenvalue of the condition matrix in each reading, which
-        draws count for which reading, and which of them blew up (and when).
-
-    References
-    ----------
-    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
-    arXiv 2501.18322 (the condition, stated in the summary); the book's chapter "Gaussian tokens:
-    clustering and blow-up" (the search and its counterexample).
-    """
-    if value not in SEARCH_VALUES:
-        raise ValueError(f"value must be one of {SEARCH_VALUES}, got {value!r}")
-    if start not in ("identity", "random"):
-        raise ValueError(f"start must be 'identity' or 'random', got {start!r}")
-    if int(draws) != draws or draws < 1:
-        raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    rng = np.random.default_rng(seed)
-    eye = np.eye(d)
-    kept_A: list = []
-    kept_V: list = []
-    kept_S: list = []
-    flags: dict[str, list] = {r: [] for r in CONDITION_READINGS}
-    have = dict.fromkeys(CONDITION_READINGS, 0)
-    candidates = 0
-    while min(have.values()) < draws:
-        candidates += 1
-        if candidates > 10_000 * draws:
-            raise RuntimeError(f"fewer than {draws} of {candidates - 1} candidates satisfy the condition: {have}")
-        A = rng.standard_normal((d, d))
-        B = rng.standard_normal((d, d))
-        V = B @ B.T + 0.1 * eye if value == "symmetric" else B
-        if value == "positive" and np.linalg.eigvalsh(B + B.T)[0] <= 0:
-            continue
-        if start == "identity":
-            S = eye.copy()
-        else:
-            L = rng.standard_normal((d, d))
-            S = L @ L.T / d
-        take = {
-            r: have[r] < draws and np.linalg.eigvalsh(condition_matrix(A, V, r))[-1] < 0 for r in CONDITION_READINGS
-        }
-        if not any(take.values()):
-            continue
-        for r in CONDITION_READINGS:
-            flags[r].append(take[r])
-            have[r] += int(take[r])
-        kept_A.append(A)
-        kept_V.append(V)
-        kept_S.append(S)
-    A, V, S = np.array(kept_A), np.array(kept_V), np.array(kept_S)
-    runs = solve_covariance_batch(
-        S, Attention("softmax", A=A, V=V, beta=np.ones(len(A))), T, rtol=rtol, atol=atol, blowup_trace=blowup_trace
-    )
-    return ConditionSearch(
-        A=A,
-        V=V,
-        cov0=S,
-        lam={r: np.linalg.eigvalsh(condition_matrix(A, V, r))[:, -1] for r in CONDITION_READINGS},
-        lam_sym=np.linalg.eigvalsh(A + np.swapaxes(A, -1, -2))[:, -1],
-        drawn_for={r: np.array(f, dtype=bool) for r, f in flags.items()},
-        blew_up=runs.blew_up,
-        blowup_time=runs.blowup_time,
-        pole_time=runs.pole_time,
-        candidates=candidates,
-        value=value,
-        start=start,
-        T=float(T),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # the official projected Euler scheme, vectorised over a batch of initial covariances
 # ---------------------------------------------------------------------------------------------
 
@@ -1446,7 +1200,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
 
 
 # ---------------------------------------------------------------------------------------------
-# particles against the ODE
+# moments and quadrature of a Gaussian
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1456,27 +1210,22 @@ def empirical_moments(X, weights=None):
 
     .. math:: \bar x=\sum_jw_jx_j,\qquad \hat\Sigma=\sum_jw_j(x_j-\bar x)(x_j-\bar x)^\top
 
-    with :math:`w_j=1/n` by default (the moments of the empirical measure, normalised by n) or the
-    given masses (e.g. quadrature weights, :func:`gauss_hermite`). Leading axes are e.g. times of a
-    trajectory. These are the moments the Gaussian ODEs predict (Castin et al., arXiv:2501.18322, Gaussian initial
-    data).
+    with :math:`w_j=1/n` by default or the given masses (e.g. quadrature weights, :func:`gauss_hermite`);
+    leading axes are e.g. the times of a trajectory. These are the moments the Gaussian ODEs predict.
 
     Parameters
     ----------
     X : array (..., n, d)
-        Tokens: n points of dimension d (at least one of each), possibly stacked along leading
-        axes such as the times of a trajectory.
+        Tokens: n points of dimension d (at least one of each), possibly stacked along leading axes.
     weights : array (n,), optional
-        Masses of the n tokens, non-negative and summing to 1, shared by every leading index;
-        ``None`` (default) gives each token mass :math:`1/n`.
+        Masses of the n tokens, non-negative and summing to 1; ``None`` gives each token mass :math:`1/n`.
 
     Returns
     -------
     mean : array (..., d)
         The weighted mean :math:`\bar x`.
     cov : array (..., d, d)
-        The weighted covariance :math:`\hat\Sigma`, normalised by the total mass 1 (no
-        :math:`n/(n-1)` correction).
+        The weighted covariance :math:`\hat\Sigma` (normalised by the total mass 1, no :math:`n/(n-1)`).
 
     References
     ----------
@@ -1497,34 +1246,27 @@ def empirical_moments(X, weights=None):
 def gauss_hermite(mean, cov, k: int = 20):
     r"""Tensor Gauss–Hermite quadrature of :math:`N(\mathrm{mean},\mathrm{cov})`: nodes (k^d, d) and weights (k^d,).
 
-    :math:`\int f\,dN(\alpha,\Sigma)\approx\sum_jw_jf(x_j)` with :math:`x_j=\alpha+Lz_j`,
-    :math:`LL^\top=\Sigma` (symmetric root, so singular covariances are allowed) and
-    :math:`(z_j,w_j)` the probabilists' Hermite rule. Fed to the particle core as weights
-    (``velocity(X, layer, weights)``, ``simulate(..., weights=w)``), this is the mean-field
-    Transformer PDE started from the Gaussian itself rather than from a sample (d <= 3).
+    :math:`\int f\,dN(\alpha,\Sigma)\approx\sum_jw_jf(x_j)` with :math:`x_j=\alpha+\Sigma^{1/2}z_j` (symmetric
+    root, so singular covariances are allowed) and :math:`(z_j,w_j)` the probabilists' Hermite rule. Fed to
+    the particle core as weights (``simulate(..., weights=w)``) this is the mean-field Transformer PDE
+    started from the Gaussian itself rather than from a sample (d <= 3).
 
     Parameters
     ----------
     mean : array (d,)
         The mean :math:`\alpha`, of dimension d <= 3.
     cov : array (d, d)
-        The covariance :math:`\Sigma`, symmetric positive semi-definite (singular allowed).
+        The covariance :math:`\Sigma`, symmetric positive semi-definite.
     k : int
-        Number of Hermite nodes per coordinate (default 20); the rule integrates polynomials of
-        degree up to :math:`2k-1` in each coordinate of :math:`z` exactly.
+        Nodes per coordinate; the rule integrates polynomials of degree up to :math:`2k-1` in each
+        coordinate of :math:`z` exactly.
 
     Returns
     -------
     nodes : array (k**d, d)
-        The points :math:`x_j=\alpha+\Sigma^{1/2}z_j` of the tensor grid.
+        The points :math:`x_j`.
     weights : array (k**d,)
-        Their masses :math:`w_j`, positive and summing to 1 (a probability vector for the
-        particle core's ``weights``).
-
-    Raises
-    ------
-    ValueError
-        If d > 3 (the grid would have :math:`k^d` nodes), or for an invalid mean, covariance or ``k``.
+        Their masses, positive and summing to 1.
 
     References
     ----------
@@ -1537,146 +1279,11 @@ def gauss_hermite(mean, cov, k: int = 20):
     d = mean.shape[0]
     if d > 3:
         raise ValueError(f"a tensor quadrature has k^d nodes: use it for d <= 3, got d = {d}")
-    k = validate_count(k, "k")
-    z, w = hermegauss(k)
+    z, w = hermegauss(validate_count(k, "k"))
     w = w / w.sum()
     Z = np.stack(np.meshgrid(*([z] * d), indexing="ij"), -1).reshape(-1, d)
     W = np.prod(np.stack(np.meshgrid(*([w] * d), indexing="ij"), -1).reshape(-1, d), axis=1)
     return mean + Z @ psd_sqrt(cov).T, W
-
-
-@dataclass(frozen=True, eq=False)
-class ParticleComparison:
-    r"""Particles started from a sample of :math:`N(\alpha_0,\Sigma_0)` against the Gaussian ODE.
-
-    Attributes
-    ----------
-    t : array (m,)
-    w2 : array (m,)
-        Bures–Wasserstein distance between the Gaussian fitted to the particles (their empirical
-        mean and covariance) and the ODE started from the sample's own moments.
-    w2_exact : array (m,)
-        The same against the ODE started from :math:`(\alpha_0,\Sigma_0)`: it contains the
-        :math:`O(n^{-1/2})` sampling error of the initial sample.
-    mean_error, cov_error : arrays (m,)
-        :math:`|\bar x_t-\alpha_t|` and :math:`\|\hat\Sigma_t-\Sigma_t\|_2` (ODE from the sample's moments).
-    particle_mean, particle_cov : arrays (m, d), (m, d, d)
-    ode, ode_exact : GaussianTrajectory
-        The ODE from the sample's moments and from the exact ones.
-    particles : Trajectory
-    n : int
-    """
-
-    t: np.ndarray
-    w2: np.ndarray
-    w2_exact: np.ndarray
-    mean_error: np.ndarray
-    cov_error: np.ndarray
-    particle_mean: np.ndarray
-    particle_cov: np.ndarray
-    ode: GaussianTrajectory
-    ode_exact: GaussianTrajectory
-    particles: object
-    n: int
-
-
-@fill_doc(_DOC)
-def compare_with_particles(
-    layer: Attention,
-    mean0,
-    cov0,
-    *,
-    n: int,
-    T: float,
-    dt: float,
-    seed=None,
-    method: str = "rk4",
-    save_every: int = 1,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-) -> ParticleComparison:
-    r"""Run n particles from :math:`N(\alpha_0,\Sigma_0)` with :func:`~tokendynamics.particles.simulate` and compare
-    with the ODE.
-
-    The particles follow :math:`\dot x_i=\Gamma_{\mu_t}(x_i)` (the shared core, fixed step ``dt``).
-    The ODE (:func:`solve_gaussian`, accurate) is solved twice: from the sample's moments, which
-    removes the :math:`O(n^{-1/2})` sampling error of the initial condition, and from
-    :math:`(\alpha_0,\Sigma_0)`. At every stored time the particle cloud is summarised by its fitted
-    Gaussian and compared with :func:`~tokendynamics.transport.bures_wasserstein`
-    (chapter 2 of the book). What remains from the sample's moments is the effect of the
-    sample not being exactly Gaussian (its tilted averages fluctuate), which also decays with n.
-
-    Parameters
-    ----------
-    layer : Attention
-        A constant layer, its kind one of :data:`GAUSSIAN_KINDS`, not causal; it moves the particles
-        and defines the ODEs.
-    mean0 : array (d,)
-        The mean :math:`\alpha_0` of the Gaussian the tokens are drawn from.
-    cov0 : array (d, d)
-        Its covariance :math:`\Sigma_0`, symmetric positive semi-definite.
-    n : int
-        Number of tokens sampled.
-    T : float
-        Final time (> 0): particles and ODEs run on :math:`[0,T]`.
-    dt : float
-        Step of the particle integrator (for ``method="adaptive"``, the spacing of its output times).
-    seed : int, numpy.random.Generator or None
-        Seed or generator of the sample (:func:`~tokendynamics.particles.sample_gaussian`); an
-        integer seed is also recorded in the particle trajectory. ``None`` draws a fresh sample.
-    method : {"rk4", "euler", "adaptive"}
-        Particle integrator of :func:`~tokendynamics.particles.simulate` (default ``"rk4"``).
-    save_every : int
-        Keep every k-th step of a fixed-step particle method (the last is always kept); the stored
-        times are where particles and ODEs are compared.
-    rtol, atol : float
-        Tolerances of the two accurate ODE solves (:func:`solve_gaussian`).
-
-    Returns
-    -------
-    ParticleComparison
-        At every stored time: the particles' fitted mean and covariance, their Bures–Wasserstein
-        distances to the two ODE solutions, the errors on mean and covariance, and the runs themselves.
-
-    Raises
-    ------
-    BlowUpError
-        If the particles or either ODE solution blow up before ``T``.
-
-    References
-    ----------
-    %(refs_odes)s
-    Section "Particles against the ODEs" reports these distances for every variant.
-    """
-    mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
-    n = validate_count(n, "n")
-    T = validate_positive(T, "T")
-    X0 = sample_gaussian(n, mean0, cov0, rng=seed)
-    traj = simulate(
-        X0, layer, T, dt=dt, method=method, save_every=save_every, seed=seed if isinstance(seed, int) else None
-    )
-    pm, pc = empirical_moments(traj.X)
-    pc = _sym(pc)
-    span = (traj.t[0], traj.t[-1])
-    ode = solve_gaussian(pm[0], pc[0], layer, span, t_eval=traj.t, rtol=rtol, atol=atol, on_blowup="raise")
-    exact = solve_gaussian(mean0, cov0, layer, span, t_eval=traj.t, rtol=rtol, atol=atol, on_blowup="raise")
-
-    def w2(o):
-        return np.array([bures_wasserstein(pm[k], pc[k], o.mean[k], o.cov[k]) for k in range(len(traj.t))])
-
-    return ParticleComparison(
-        t=traj.t,
-        w2=w2(ode),
-        w2_exact=w2(exact),
-        mean_error=np.linalg.norm(pm - ode.mean, axis=1),
-        cov_error=np.linalg.norm(pc - ode.cov, ord=2, axis=(1, 2)),
-        particle_mean=pm,
-        particle_cov=pc,
-        ode=ode,
-        ode_exact=exact,
-        particles=traj,
-        n=n,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1700,45 +1307,57 @@ def _scalar_value(layer: Attention, what: str) -> float:
     return v
 
 
-def _sym_part(layer: Attention) -> np.ndarray:
-    """S = beta (A + A^T): the same in the library and the paper-1 conventions."""
-    A = layer.A[0]
-    return layer.beta * (A + A.T)
+def _vector(x, name: str, d: int) -> np.ndarray:
+    x = validate_finite_array(x, name, ndim=1)
+    if x.shape != (d,):
+        raise ValueError(f"{name} must have shape ({d},), got {x.shape}")
+    return x
 
 
-def _isotropic_setup(cov0, layer: Attention, what: str):
-    """Checks of the V = vI closed forms; returns (layer, v, cov0, R, K) with R = cov0^{1/2}, K = R beta(A+A^T) R."""
+def _isotropic(cov0, layer: Attention, what: str):
+    """The checks of the V = vI closed forms: (layer, v, cov0, R, K, T*), R = cov0^{1/2}, K = R beta(A + A^T) R."""
     layer = _softmax_single(layer, what)
     v = _scalar_value(layer, what)
     cov0 = validate_covariance(cov0, "cov0", layer.d)
     R = psd_sqrt(cov0)
-    return layer, v, cov0, R, _sym(R @ _sym_part(layer) @ R)
+    A = layer.A[0]
+    K = _sym(R @ (layer.beta * (A + A.T)) @ R)  # beta (A + A^T): the same in both conventions
+    eig = np.linalg.eigvalsh(v * K)
+    Tstar = 1.0 / eig[-1] if eig[-1] > 1e-14 * max(1e-300, float(np.abs(eig).max())) else math.inf
+    return layer, v, cov0, R, K, float(Tstar)
+
+
+def _before_blowup(t, Tstar: float, what: str) -> np.ndarray:
+    """The times ``t`` as a finite 1-d array, all before ``Tstar``; else a BlowUpError."""
+    ts = np.atleast_1d(validate_finite_array(t, "t"))
+    if np.any(ts >= Tstar):
+        last = float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0
+        raise BlowUpError(Tstar, last, f"{what} at T* = {Tstar:.6g}")
+    return ts
 
 
 @fill_doc(_DOC)
 def isotropic_covariance(cov0, layer: Attention, t):
-    r"""Closed-form covariance for softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book).
+    r"""Closed-form covariance for softmax with :math:`V=vI`.
 
-    The precision solves a linear equation, :math:`\frac{d}{dt}\Sigma^{-1}=-v\beta(A+A^\top)`, so
-    with :math:`S=\beta(A+A^\top)` and :math:`R=\Sigma_0^{1/2}`
+    The precision solves a linear equation, :math:`\frac{d}{dt}\Sigma^{-1}=-v\beta(A+A^\top)`, so with
+    :math:`S=\beta(A+A^\top)` and :math:`R=\Sigma_0^{1/2}`
 
     .. math:: \Sigma_t = R\,(I - vt\,RSR)^{-1}R ,
 
     valid for singular :math:`\Sigma_0` and for :math:`t<T^*` (:func:`blowup_time`).
-    ``t`` may be a number or an array (then the result has shape (len(t), d, d)).
 
     Parameters
     ----------
     %(cov0_closed_form)s
     layer : Attention
-        Single-head softmax layer with an isotropic value matrix :math:`V=vI` (any real :math:`v`)
-        and any score matrix :math:`A`.
+        Single-head softmax layer with :math:`V=vI` (any real :math:`v`) and any :math:`A`.
     %(t_before_blowup)s
 
     Returns
     -------
     array (d, d) or (m, d, d)
-        The covariance :math:`\Sigma_t` (symmetric), one matrix for a number ``t``, a stack for an array.
+        :math:`\Sigma_t`, one matrix for a number ``t``, a stack for an array.
 
     Raises
     ------
@@ -1749,18 +1368,17 @@ def isotropic_covariance(cov0, layer: Attention, t):
     ----------
     %(refs_tstar)s
     """
-    layer, v, cov0, R, K = _isotropic_setup(cov0, layer, "the precision formula")
-    ts = _times_before_blowup(t, cov0, layer, "the covariance blows up")
+    layer, v, _, R, K, Tstar = _isotropic(cov0, layer, "the precision formula")
+    ts = _before_blowup(t, Tstar, "the covariance blows up")
     out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
     return out[0] if np.ndim(t) == 0 else out
 
 
 @fill_doc(_DOC)
 def blowup_time(cov0, layer: Attention) -> float:
-    r"""Blow-up time of softmax with :math:`V=vI` (Castin et al., arXiv:2501.18322; chapter 2 of the book), ``inf`` if
-    there is none.
+    r"""Blow-up time of softmax with :math:`V=vI`, ``inf`` if there is none.
 
-    .. math:: T^* = \frac{1}{\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)}
+    .. math:: T^* = 1\big/\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)
 
     when that eigenvalue is positive; for :math:`\Sigma_0\succ0` a blow-up happens iff
     :math:`v(A+A^\top)` has a positive eigenvalue.
@@ -1769,46 +1387,29 @@ def blowup_time(cov0, layer: Attention) -> float:
     ----------
     %(cov0_closed_form)s
     layer : Attention
-        Single-head softmax layer whose value matrix is :math:`V=vI`; its :math:`\beta` and
-        :math:`A` (any, symmetric or not) enter through :math:`\beta(A+A^\top)`.
+        Single-head softmax layer with :math:`V=vI`; :math:`\beta` and :math:`A` enter through
+        :math:`\beta(A+A^\top)`.
 
     Returns
     -------
     float
-        :math:`T^*`, positive, or ``math.inf`` when the largest eigenvalue is at most
-        :math:`10^{-14}` times the largest in absolute value: then the closed-form covariance
-        exists for every :math:`t\ge0`.
+        :math:`T^*`, or ``math.inf`` when the largest eigenvalue is at most :math:`10^{-14}` times the
+        largest in absolute value.
 
     References
     ----------
     %(refs_tstar)s
     """
-    _, v, _, _, K = _isotropic_setup(cov0, layer, "the blow-up formula")
-    eig = np.linalg.eigvalsh(v * K)
-    lam = float(eig[-1])
-    scale = max(1e-300, float(np.abs(eig).max()))
-    return 1.0 / lam if lam > 1e-14 * scale else math.inf
-
-
-def _times_before_blowup(t, cov0: np.ndarray, layer: Attention, what: str) -> np.ndarray:
-    """The times ``t`` as a finite 1-d array, all before :func:`blowup_time`; else a BlowUpError."""
-    ts = np.atleast_1d(validate_finite_array(t, "t"))
-    Tstar = blowup_time(cov0, layer)
-    if np.any(ts >= Tstar):
-        last = float(ts[ts < Tstar].max()) if np.any(ts < Tstar) else 0.0
-        raise BlowUpError(Tstar, last, f"{what} at T* = {Tstar:.6g}")
-    return ts
+    return _isotropic(cov0, layer, "the blow-up formula")[-1]
 
 
 @fill_doc(_DOC)
 def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A` (Castin et al., arXiv:2501.18322; chapter
-    2 of the book).
+    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A`.
 
     .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
 
-    (principal matrix power; :math:`\Sigma_0A` has a real spectrum). Valid for :math:`t<T^*`
-    (:func:`blowup_time`), where :math:`I-2vt\beta\Sigma_0A` becomes singular.
+    (principal matrix power; :math:`\Sigma_0A` has a real spectrum), for :math:`t<T^*` (:func:`blowup_time`).
 
     Parameters
     ----------
@@ -1816,80 +1417,65 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
         The initial mean :math:`\alpha_0`.
     %(cov0_closed_form)s
     layer : Attention
-        Single-head softmax layer with :math:`V=vI` and a symmetric score matrix :math:`A`
-        (a non-symmetric one raises a ValueError: no closed form is known).
+        Single-head softmax layer with :math:`V=vI` and a symmetric :math:`A` (no closed form is known
+        otherwise: a ValueError).
     %(t_before_blowup)s
 
     Returns
     -------
     array (d,) or (m, d)
-        The mean :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
+        :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
 
     Raises
     ------
     BlowUpError
-        If some requested time is at or beyond :math:`T^*` (the matrix power would be complex).
+        If some requested time is at or beyond :math:`T^*`.
 
     References
     ----------
     %(refs_odes)s
     Section "Blow-up in finite time, or not" has :math:`T^*`; section "The mean" the mean equation.
     """
-    layer = _softmax_single(layer, "the mean formula")
-    v = _scalar_value(layer, "the mean formula")
+    layer, v, cov0, _, _, Tstar = _isotropic(cov0, layer, "the mean formula")
     A = layer.A[0]
     if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
         raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
-    mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
-    ts = _times_before_blowup(t, cov0, layer, "the mean and covariance blow up")
-    out = []
-    for s in ts:
-        P = np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A
-        out.append(np.exp(v * s) * np.real(fractional_matrix_power(P, -0.5)) @ mean0)
-    means = np.array(out)
+    mean0 = _vector(mean0, "mean0", layer.d)
+    ts = _before_blowup(t, Tstar, "the mean and covariance blow up")
+    powers = [fractional_matrix_power(np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A, -0.5) for s in ts]
+    means = np.array([np.exp(v * s) * np.real(P) @ mean0 for s, P in zip(ts, powers)])
     return means[0] if np.ndim(t) == 0 else means
 
 
 @fill_doc(_DOC)
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
-    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace (Castin et al.,
-    arXiv:2501.18322; chapter 2 of the book).
+    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace.
 
-    Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`: with
-    :math:`S=\beta(A+A^\top)`,
+    Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`, :math:`S=\beta(A+A^\top)`:
 
     .. math:: \Sigma_\infty = \Sigma_0^{1/2}P_{\ker(\Sigma_0^{1/2}S\Sigma_0^{1/2})}\Sigma_0^{1/2}
               = \Sigma_0-\Sigma_0R^\top(R\Sigma_0R^\top)^{+}R\Sigma_0 ,
 
-    the conditional covariance of :math:`x\sim N(\alpha_0,\Sigma_0)` given :math:`Rx`, where the
-    rows of :math:`R` span :math:`\operatorname{range}(A+A^\top)`. For :math:`\Sigma_0\succ0` its
-    rank is :math:`\dim\ker(A+A^\top)`; convergence is :math:`O(1/t)`.
-
-    Single-head L2 with :math:`V=vI`, :math:`v>0`, :math:`K^\top Q` symmetric negative
-    semi-definite and :math:`\ker K^\top Q=\ker K` (e.g. the official :math:`K=-Q`): the same
-    limit with :math:`S=K^\top Q+Q^\top K` — derived for this book, not stated in the paper: the
-    precision :math:`P=\Sigma^{-1}` obeys :math:`\dot P=-PM-M^\top P` with
-    :math:`M=2\beta v(P+2\beta K^\top K)^{-1}K^\top Q`, so its block on :math:`\ker K^\top Q` is
-    conserved while it grows on the range (checked against the ODE solver, :math:`O(1/t)`).
-
-    Eigenvalues of :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
+    the conditional covariance of :math:`x\sim N(\alpha_0,\Sigma_0)` given :math:`Rx`, the rows of :math:`R`
+    spanning :math:`\operatorname{range}(A+A^\top)`; for :math:`\Sigma_0\succ0` of rank
+    :math:`\dim\ker(A+A^\top)`, reached at rate :math:`O(1/t)`. Single-head L2 with :math:`V=vI`, :math:`v>0`,
+    :math:`K^\top Q` symmetric negative semi-definite and :math:`\ker K^\top Q=\ker K`: the same limit with
+    :math:`S=K^\top Q+Q^\top K` (derived for this book: the precision's block on :math:`\ker K^\top Q` is
+    conserved). Eigenvalues of :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
 
     Parameters
     ----------
     %(cov0_closed_form)s
     layer : Attention
-        Single head with :math:`V=vI`, :math:`v>0`: softmax with :math:`A+A^\top\preceq0`, or L2 with
-        :math:`K^\top Q` symmetric negative semi-definite and :math:`\ker K^\top Q=\ker K`
+        Single head with :math:`V=vI`, :math:`v>0`: softmax with :math:`A+A^\top\preceq0`, or L2 as above
         (anything else raises a ValueError).
     tol : float
-        Relative threshold (> 0, default ``1e-10``) for the zero eigenvalues of
-        :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}`, which span the kernel projected on.
+        Relative threshold (> 0) of the zero eigenvalues.
 
     Returns
     -------
     array (d, d)
-        The limit covariance :math:`\Sigma_\infty`, symmetric positive semi-definite, of rank at most
-        :math:`\dim\ker(A+A^\top)` (at most :math:`\dim\ker K^\top Q` for L2).
+        :math:`\Sigma_\infty`, symmetric positive semi-definite.
 
     References
     ----------
@@ -1911,46 +1497,14 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
             "the clustering limit needs a negative semi-definite symmetric part "
             f"(its largest eigenvalue is {lamS[-1]:.3g}): the covariance does not cluster"
         )
-    cov0 = validate_covariance(cov0, "cov0", layer.d)
+    R0 = psd_sqrt(validate_covariance(cov0, "cov0", layer.d))
     tol = validate_positive(tol, "tol")
-    R0 = psd_sqrt(cov0)
     lam, U = np.linalg.eigh(_sym(R0 @ S @ R0))
-    scale = max(np.abs(lam).max(), 1e-300)
-    ker = U[:, np.abs(lam) <= tol * scale]
+    ker = U[:, np.abs(lam) <= tol * max(np.abs(lam).max(), 1e-300)]
     return _sym(R0 @ (ker @ ker.T) @ R0)
 
 
-@fill_doc(_DOC)
-def rank_one_velocity(z, layer: Attention) -> np.ndarray:
-    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` (Castin et al., arXiv:2501.18322; chapter 2
-    of the book), softmax.
-
-    .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
-
-    (a scalar quadratic form, so the convention :math:`A` vs :math:`A^\top` does not matter here);
-    then :math:`\Sigma_t=z_tz_t^\top` solves the covariance ODE for any :math:`V, A`.
-
-    Parameters
-    ----------
-    z : array (..., d)
-        A point :math:`z` of the manifold (:math:`\Sigma=zz^\top`), or a stack of them.
-    layer : Attention
-        Softmax layer, any number of heads (not causal).
-
-    Returns
-    -------
-    array (..., d)
-        :math:`\dot z`, of the shape of ``z``.
-
-    References
-    ----------
-    %(refs_rank_one)s
-    """
-    _check_layer(layer)
-    layer.kind.require("quadratic_covariance", "the rank-one reduction")
-    z = validate_finite_array(z, "z", min_ndim=1)
-    if z.shape[-1] != layer.d:
-        raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
+def _rank_one(z, layer: Attention) -> np.ndarray:
     out = np.zeros(z.shape)
     for h in range(layer.n_heads):
         q = np.einsum("...i,ij,...j->...", z, layer.A[h], z)
@@ -1958,11 +1512,47 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     return out
 
 
+def _rank_one_layer(layer: Attention) -> Attention:
+    _check_layer(layer)
+    layer.kind.require("quadratic_covariance", "the rank-one reduction")
+    return layer
+
+
+@fill_doc(_DOC)
+def rank_one_velocity(z, layer: Attention) -> np.ndarray:
+    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` of softmax attention.
+
+    .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
+
+    (a scalar quadratic form: the convention :math:`A` vs :math:`A^\top` does not matter); then
+    :math:`\Sigma_t=z_tz_t^\top` solves the covariance ODE for any :math:`V, A`.
+
+    Parameters
+    ----------
+    z : array (..., d)
+        A point of the manifold, or a stack of them.
+    layer : Attention
+        Softmax layer, any number of heads (not causal).
+
+    Returns
+    -------
+    array (..., d)
+        :math:`\dot z`.
+
+    References
+    ----------
+    %(refs_rank_one)s
+    """
+    layer = _rank_one_layer(layer)
+    z = validate_finite_array(z, "z", min_ndim=1)
+    if z.shape[-1] != layer.d:
+        raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
+    return _rank_one(z, layer)
+
+
 @fill_doc(_DOC)
 def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
-    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) at the times ``t_eval``.
-
-    Starts at time 0; returns the states, shape (m, d).
+    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) from time 0 to the times ``t_eval``.
 
     Parameters
     ----------
@@ -1971,15 +1561,14 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
     layer : Attention
         Softmax layer, any number of heads (not causal).
     t_eval : array (m,)
-        Strictly increasing output times, none negative, the last one positive (the integration
-        runs from 0 to it).
+        Strictly increasing output times, none negative, the last one positive.
     rtol, atol : float
-        Tolerances of ``scipy.integrate.solve_ivp`` (method ``"DOP853"``).
+        Tolerances of the DOP853 solver (:func:`~tokendynamics.odes.solve_ode`).
 
     Returns
     -------
     array (m, d)
-        :math:`z_t` at the times ``t_eval``; :math:`z_tz_t^\top` is the covariance.
+        :math:`z_t` at the times ``t_eval``.
 
     Raises
     ------
@@ -1990,38 +1579,32 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
     ----------
     %(refs_rank_one)s
     """
-    _check_layer(layer)
-    z0 = validate_finite_array(z0, "z0", ndim=1)
-    if z0.shape != (layer.d,):
-        raise ValueError(f"z0 must have shape ({layer.d},), got {z0.shape}")
+    layer = _rank_one_layer(layer)
+    z0 = _vector(z0, "z0", layer.d)
     _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
     rtol, atol = validate_tolerances(rtol, atol)
     options = {"t_eval": t_eval, "method": "DOP853", "rtol": rtol, "atol": atol}
-    sol = solve_ode(lambda t, z: rank_one_velocity(z, layer), z0, (0.0, float(t_eval[-1])), blowup=True, **options)
+    sol = solve_ode(lambda t, z: _rank_one(z, layer), z0, (0.0, float(t_eval[-1])), blowup=True, **options)
     return sol.y.T
 
 
 @fill_doc(_DOC)
 def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
-    r"""Angles :math:`\theta` (radians, in :math:`(-\pi/2,\pi/2]`) of the rank-one stationary lines in d = 2 (Castin et
-    al., arXiv:2501.18322; chapter 2 of the book).
+    r"""Angles :math:`\theta\in(-\pi/2,\pi/2]` of the rank-one stationary lines of softmax attention in d = 2.
 
-    For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with
-    :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
-    :math:`A_{11}\cos^2\theta+(A_{12}+A_{21})\cos\theta\sin\theta+A_{22}\sin^2\theta=0`.
-    Two lines when :math:`A+A^\top` is indefinite, none when it is definite.
+    For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with :math:`u^\top Au=0`,
+    :math:`u=(\cos\theta,\sin\theta)`: two lines when :math:`A+A^\top` is indefinite, none when it is definite.
 
     Parameters
     ----------
     layer : Attention
-        Single-head softmax layer in d = 2; only its score matrix :math:`A` is used.
+        Single-head softmax layer in d = 2; only its :math:`A` is used.
 
     Returns
     -------
     array (k,)
-        The angles, increasing: k = 2 when :math:`A+A^\top` is indefinite, 0 when it is definite;
-        a singular :math:`A+A^\top` gives a double root, returned twice if :math:`A_{22}\ne0` and once
-        (:math:`\pi/2`) if :math:`A_{22}=0`.
+        The angles, increasing (a singular :math:`A+A^\top` gives a double root, twice if :math:`A_{22}\ne0`,
+        once, :math:`\pi/2`, if :math:`A_{22}=0`).
 
     References
     ----------
@@ -2033,23 +1616,20 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
     A = layer.A[0]
     a, b, c = A[1, 1], A[0, 1] + A[1, 0], A[0, 0]  # a tan^2 + b tan + c = 0
     if abs(a) < 1e-15:
-        roots = [np.pi / 2] + ([math.atan(-c / b)] if abs(b) > 1e-15 else [])
-        return np.sort(np.array(roots))
+        return np.sort(np.array([np.pi / 2] + ([math.atan(-c / b)] if abs(b) > 1e-15 else [])))
     disc = b * b - 4 * a * c
     if disc < 0:
         return np.array([])
-    tans = [(-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)]
-    return np.sort(np.arctan(tans))
+    return np.sort(np.arctan([(-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)]))
 
 
 def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
-    r"""Exact solution in d = 1 for softmax (Castin et al., arXiv:2501.18322; chapter 2 of the book), with
-    :math:`a=\beta A`, :math:`v=V`.
+    r"""Exact solution of softmax attention in d = 1, with :math:`a=\beta A`, :math:`v=V`.
 
     .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
-              \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2};
+              \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2},
 
-    blow-up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0`. Returns ``(mean_t, var_t)``.
+    blowing up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0`.
 
     Parameters
     ----------
@@ -2058,19 +1638,19 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     var0 : float
         The initial variance :math:`\sigma_0^2\ge0`.
     layer : Attention
-        Single-head softmax layer in d = 1: its 1 x 1 matrices give :math:`a=\beta A` and :math:`v=V`.
+        Single-head softmax layer in d = 1.
     t : float or array
-        The time(s) at which to evaluate, all before :math:`T^*` when :math:`va\sigma_0^2>0`.
+        The time(s), all before :math:`T^*`.
 
     Returns
     -------
     mean_t, var_t : float or array
-        :math:`\alpha_t` and :math:`\sigma_t^2`, each of the shape of ``t``.
+        :math:`\alpha_t` and :math:`\sigma_t^2`, of the shape of ``t``.
 
     Raises
     ------
     BlowUpError
-        If some requested time is at or beyond :math:`T^*` (with :math:`T^*` as its time).
+        If some requested time is at or beyond :math:`T^*`.
 
     References
     ----------
@@ -2102,22 +1682,19 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
 def decoupled_mean(mean0, layer: Attention, t):
     r"""Sinkhorn mean: :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`.
 
-    Castin et al., arXiv:2501.18322 (Sinkhorn attention on Gaussians); chapter 2 of the book.
-
     Parameters
     ----------
     mean0 : array (d,)
         The initial mean :math:`\alpha_0`.
     layer : Attention
-        Sinkhorn layer, any number of heads (their value matrices are summed); the score matrices,
-        :math:`\beta` and :math:`\varepsilon` play no part.
+        Sinkhorn layer, any number of heads (their value matrices are summed).
     t : float or array (m,)
-        A time, or m times, at which to evaluate the mean.
+        A time, or m times.
 
     Returns
     -------
     array (d,) or (m, d)
-        The mean :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
+        :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
 
     References
     ----------
@@ -2126,38 +1703,30 @@ def decoupled_mean(mean0, layer: Attention, t):
     """
     _check_layer(layer)
     layer.kind.require("mean_decouples", "the decoupled mean")
+    mean0 = _vector(mean0, "mean0", layer.d)
     V = layer.V.sum(axis=0)
-    mean0 = validate_finite_array(mean0, "mean0", ndim=1)
-    if mean0.shape != (layer.d,):
-        raise ValueError(f"mean0 must have shape ({layer.d},), got {mean0.shape}")
-    ts = np.atleast_1d(validate_finite_array(t, "t"))
-    out = np.array([expm(s * V) @ mean0 for s in ts])
+    out = np.array([expm(s * V) @ mean0 for s in np.atleast_1d(validate_finite_array(t, "t"))])
     return out[0] if np.ndim(t) == 0 else out
 
 
 def growth_rate(layer: Attention) -> float:
     r"""Rate :math:`c` of the a-priori bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
 
-    * L2 (Castin et al., arXiv:2501.18322; chapter 2 of the book): :math:`c=\sum_h\|V_h\|\,\|K_h^\top
-      Q_h\|/\lambda_{\min}(K_h^\top K_h)`
-      (``inf`` unless every :math:`K_h^\top K_h\succ0`), from
-      :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
-    * Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|`.
-
-    Norms are spectral norms.
+    L2: :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)` (``inf`` unless every
+    :math:`K_h^\top K_h\succ0`), from :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
+    Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|` (spectral norms).
 
     Parameters
     ----------
     layer : Attention
-        An L2 or Sinkhorn layer, any number of heads (softmax and linear attention raise a
-        ValueError: they can blow up in finite time).
+        A layer whose kind has a global growth bound (L2, Sinkhorn; softmax and linear attention can blow
+        up: a CapabilityError).
 
     Returns
     -------
     float
-        The rate :math:`c\ge0`, independent of :math:`\beta` (and of :math:`\varepsilon`); ``math.inf`` for
-        L2 when some :math:`K_h^\top K_h` is numerically singular (smallest eigenvalue at most
-        :math:`10^{-14}\max(1,\|K_h\|_F^2)`).
+        :math:`c\ge0`, independent of :math:`\beta` and :math:`\varepsilon` (``inf`` for L2 with a numerically
+        singular :math:`K_h^\top K_h`).
 
     References
     ----------
@@ -2166,8 +1735,7 @@ def growth_rate(layer: Attention) -> float:
     """
     _check_layer(layer)
     rate = layer.kind.require("growth_rate", "a global growth bound (softmax and linear attention can blow up)")
-    c = sum(rate(layer.head(h)) for h in range(layer.n_heads))
-    return c
+    return sum(rate(layer.head(h)) for h in range(layer.n_heads))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2175,14 +1743,20 @@ def growth_rate(layer: Attention) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+def _eigenvalues(cov) -> np.ndarray:
+    cov = validate_finite_array(cov, "cov", min_ndim=2)
+    if cov.shape[-1] != cov.shape[-2]:
+        raise ValueError(f"cov must be a square matrix or a stack (..., d, d), got shape {cov.shape}")
+    return np.linalg.eigvalsh(_sym(cov))[..., ::-1]
+
+
 def covariance_eigenvalues(cov) -> np.ndarray:
-    """Eigenvalues of a covariance or a stack of them, in decreasing order (shape (..., d)).
+    """Eigenvalues of a covariance or a stack of them, in decreasing order.
 
     Parameters
     ----------
     cov : array (d, d) or (..., d, d)
-        A square matrix or a stack of them, finite; its symmetric part is used (no PSD check, so
-        round-off negatives are returned as they are).
+        Finite square matrices; their symmetric part is used (no PSD check: round-off negatives stay).
 
     Returns
     -------
@@ -2195,35 +1769,31 @@ def covariance_eigenvalues(cov) -> np.ndarray:
     ``chapters/02_gaussian_preservation.md``, where the spectra show clustering (low rank) and the
     rank-one profile of a blow-up.
     """
-    cov = validate_finite_array(cov, "cov", min_ndim=2)
-    if cov.shape[-1] != cov.shape[-2]:
-        raise ValueError(f"cov must be a square matrix or a stack (..., d, d), got shape {cov.shape}")
-    return np.linalg.eigvalsh(_sym(cov))[..., ::-1]
+    return _eigenvalues(cov)
 
 
 def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     r"""Numerical rank :math:`\#\{\lambda_i>\text{threshold}\}` and the eigenvalues themselves.
 
-    The official histograms count eigenvalues above 0.1 (absolute, ``relative=False``); with
-    ``relative=True`` the threshold is a fraction of the largest eigenvalue. Report both the rank and
-    the eigenvalues: a decaying eigenvalue can sit above a threshold when a stopping rule fires
-    (chapter 2 of the book, the rank histograms). Returns ``(rank, eigenvalues)`` (eigenvalues decreasing).
+    The official histograms count eigenvalues above 0.1 (absolute); with ``relative=True`` the threshold
+    is a fraction of the largest eigenvalue. Report both: a decaying eigenvalue can sit above a threshold
+    when a stopping rule fires.
 
     Parameters
     ----------
     cov : array (d, d) or (..., d, d)
         A covariance or a stack of them (the symmetric part is used).
     threshold : float
-        Eigenvalues strictly above it count (default 0.1, the official histograms' value).
+        Eigenvalues strictly above it count.
     relative : bool
-        If True, the threshold is ``threshold`` times the largest eigenvalue of each matrix.
+        The threshold is ``threshold`` times the largest eigenvalue of each matrix.
 
     Returns
     -------
     rank : int or array (...) of int
         The number of eigenvalues above the threshold, per matrix.
     eigenvalues : array (..., d)
-        The eigenvalues, largest first (:func:`covariance_eigenvalues`).
+        The eigenvalues, largest first.
 
     References
     ----------
@@ -2231,128 +1801,6 @@ def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
     ``chapters/02_gaussian_preservation.md``, section "Clustering: the rank of the limit", equation (eq-gauss-rank).
     """
     threshold = validate_finite(threshold, "threshold")
-    relative = validate_flag(relative, "relative")
-    lam = covariance_eigenvalues(cov)
-    cut = threshold * lam[..., :1] if relative else threshold
+    lam = _eigenvalues(cov)
+    cut = threshold * lam[..., :1] if validate_flag(relative, "relative") else threshold
     return np.sum(lam > cut, axis=-1), lam
-
-
-@fill_doc(_DOC)
-def cone_coordinates(cov) -> np.ndarray:
-    r"""Coordinates :math:`(u,w,v)=(a-b,\,2c,\,a+b)` of :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` (shape (...,
-    3)).
-
-    :math:`\Sigma\succeq0\iff v\ge\sqrt{u^2+w^2}`: the PSD cone is a circular cone whose surface is
-    the set of rank-one matrices (chapter 2 of the book, the cone figure).
-
-    Parameters
-    ----------
-    cov : array (2, 2) or (..., 2, 2)
-        A 2 x 2 matrix or a stack of them; the off-diagonal entries are averaged (not checked PSD).
-
-    Returns
-    -------
-    array (..., 3)
-        :math:`(u, w, v)` per matrix; :math:`v` is the trace.
-
-    References
-    ----------
-    %(refs_cone)s
-    """
-    S = validate_finite_array(cov, "cov", min_ndim=2)
-    if S.shape[-2:] != (2, 2):
-        raise ValueError(f"cov must be a 2 x 2 matrix or a stack (..., 2, 2) for cone coordinates, got shape {S.shape}")
-    a, b, c = S[..., 0, 0], S[..., 1, 1], 0.5 * (S[..., 0, 1] + S[..., 1, 0])
-    return np.stack([a - b, 2 * c, a + b], axis=-1)
-
-
-@fill_doc(_DOC)
-def disc_point(cov) -> np.ndarray:
-    r"""Point :math:`(a-b,\,2c)/(a+b)` of the trace-normalised matrix :math:`\Sigma/\operatorname{tr}\Sigma` in the unit
-    disc (shape (..., 2)).
-
-    The unit circle is the set of rank-one trace-one matrices; the centre is :math:`I/2`.
-
-    Parameters
-    ----------
-    cov : array (2, 2) or (..., 2, 2)
-        A 2 x 2 covariance or a stack of them, each of positive trace (else a ValueError).
-
-    Returns
-    -------
-    array (..., 2)
-        :math:`(u/v,\,w/v)` from :func:`cone_coordinates`; inside the closed unit disc for a PSD matrix.
-
-    References
-    ----------
-    %(refs_cone)s
-    """
-    uwv = cone_coordinates(cov)
-    v = uwv[..., 2:]
-    if np.any(v <= 0):
-        raise ValueError("cov must have a positive trace for the disc point")
-    return uwv[..., :2] / v
-
-
-@fill_doc(_DOC)
-def cov_from_cone(uwv) -> np.ndarray:
-    r"""Inverse of :func:`cone_coordinates`: :math:`(u,w,v)\mapsto\frac12\begin{pmatrix}v+u&w\\w&v-u\end{pmatrix}`.
-
-    Parameters
-    ----------
-    uwv : array (3,) or (..., 3)
-        Cone coordinates :math:`(u, w, v)`, one triple or a stack of them.
-
-    Returns
-    -------
-    array (..., 2, 2)
-        The symmetric matrices, positive semi-definite exactly when :math:`v\ge\sqrt{u^2+w^2}`.
-
-    References
-    ----------
-    %(refs_cone)s
-    """
-    uwv = validate_finite_array(uwv, "uwv", min_ndim=1)
-    if uwv.shape[-1] != 3:
-        raise ValueError(f"uwv must hold cone coordinates (..., 3), got shape {uwv.shape}")
-    u, w, v = uwv[..., 0], uwv[..., 1], uwv[..., 2]
-    return 0.5 * np.stack([np.stack([v + u, w], -1), np.stack([w, v - u], -1)], -2)
-
-
-@fill_doc(_DOC)
-def cone_grid(n_u: int, n_w: int, limits=(-0.5, 0.5, -0.5, 0.5)) -> np.ndarray:
-    r"""Trace-one initial covariances on a grid of the disc (the official ``init_grid``), shape (m, 2, 2).
-
-    :math:`u\in\mathrm{linspace}(l_0,l_1,n_u)` (outer loop), :math:`w\in\mathrm{linspace}(l_2,l_3,n_w)`
-    (inner loop), kept if :math:`u^2+w^2<1` (strictly positive definite),
-    :math:`\Sigma_0=\frac12\begin{pmatrix}1+u&w\\w&1-u\end{pmatrix}`. Counts: 10 x 10 on
-    :math:`[-0.5,0.5]^2` gives 100, 20 x 20 on :math:`[-1,1]^2` 276, 30 x 30 648, 40 x 40 1184.
-
-    Parameters
-    ----------
-    n_u, n_w : int
-        Numbers of grid values of :math:`u` and of :math:`w` (at least 1 each).
-    limits : (float, float, float, float)
-        :math:`(l_0,l_1,l_2,l_3)` = ``(u_min, u_max, w_min, w_max)``, each minimum at most its
-        maximum; default :math:`[-0.5,0.5]^2`.
-
-    Returns
-    -------
-    array (m, 2, 2)
-        The m initial covariances of the grid inside the open disc, in the loop order above.
-
-    References
-    ----------
-    %(refs_cone)s
-    """
-    n_u, n_w = validate_count(n_u, "n_u"), validate_count(n_w, "n_w")
-    lim = validate_finite_array(limits, "limits", ndim=1)
-    if lim.shape != (4,) or not (lim[0] <= lim[1] and lim[2] <= lim[3]):
-        raise ValueError(f"limits must be (u_min, u_max, w_min, w_max) with min <= max, got {limits!r}")
-    U = np.linspace(lim[0], lim[1], n_u)
-    W = np.linspace(lim[2], lim[3], n_w)
-    grid_u, grid_w = np.meshgrid(U, W, indexing="ij")
-    uu, ww = grid_u.ravel(), grid_w.ravel()
-    inside = 1.0 - uu**2 > ww**2
-    pts = np.stack([uu[inside], ww[inside], np.ones(inside.sum())], axis=-1)
-    return cov_from_cone(pts)

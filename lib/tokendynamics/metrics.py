@@ -33,7 +33,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .docstrings import fill_doc
 from .particles import normalize_rows
-from .validation import validate_finite, validate_finite_array, validate_tokens
+from .validation import validate_finite, validate_finite_array
 
 __all__ = [
     "second_moment",
@@ -90,6 +90,18 @@ def _tokens(X) -> np.ndarray:
     return X
 
 
+def _cloud(X) -> np.ndarray:
+    """One cloud of tokens (n, d), n >= 2."""
+    X = _tokens(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be one cloud of tokens (n, d), got shape {X.shape}")
+    return X
+
+
+def _second_moment(X) -> np.ndarray:
+    return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
+
+
 @fill_doc(_DOC)
 def second_moment(X) -> np.ndarray:
     r"""Second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` of tokens, or of each frame of a stack.
@@ -107,8 +119,7 @@ def second_moment(X) -> np.ndarray:
     Paper 2 (Li et al., 2026), its high-dimensional experiments; book:
     ``chapters/06_high_dimensional.md``, equation (eq-hd-sigma).
     """
-    X = _tokens(X)
-    return np.matmul(np.swapaxes(X, -1, -2), X) / X.shape[-2]
+    return _second_moment(_tokens(X))
 
 
 def order_parameters(X):
@@ -187,7 +198,7 @@ def top_direction(X):
     ----------
     %(refs_hd)s
     """
-    return _top_eigenpair(second_moment(X))
+    return _top_eigenpair(_second_moment(_tokens(X)))
 
 
 def _top_eigenpair(S: np.ndarray):
@@ -226,7 +237,7 @@ def pair_overlaps(X) -> np.ndarray:
     ----------
     %(refs_hd)s
     """
-    X = validate_tokens(_tokens(X))
+    X = _cloud(X)
     i, j = np.triu_indices(X.shape[0], k=1)
     return (X @ X.T)[i, j]
 
@@ -261,8 +272,8 @@ def sorted_gram(X, axis=None):
     ----------
     %(refs_hd)s
     """
-    X = validate_tokens(_tokens(X))
-    u = top_direction(X)[1] if axis is None else validate_finite_array(axis, "axis")
+    X = _cloud(X)
+    u = _top_eigenpair(_second_moment(X))[1] if axis is None else validate_finite_array(axis, "axis")
     if u.shape != (X.shape[1],):
         raise ValueError(f"axis must have shape ({X.shape[1]},), got {u.shape}")
     proj = X @ u
@@ -345,7 +356,7 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
     ----------
     %(refs_threshold)s
     """
-    X = validate_tokens(_tokens(X))
+    X = _cloud(X)
     threshold = validate_finite(threshold, "threshold")
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")

@@ -9,10 +9,9 @@ the same layers) are used at every :math:`\beta` — common random numbers: diff
 clouds across the grid.
 
 Statistics: a frequency :math:`k/N` is reported with the Wilson score interval
-(:func:`wilson_interval`); the value of :math:`\beta` where a probability crosses a level
-(:func:`crossing`, linear interpolation in :math:`\log\beta`) with a paired bootstrap interval
-(:func:`bootstrap_crossing`) and with the band obtained by inverting the Wilson intervals
-(:func:`inversion_band`: the :math:`\beta` at which :math:`\tfrac12` is still inside the interval).
+(:func:`wilson_interval`), and the value of :math:`\beta` where a probability crosses a level by
+:func:`crossing` (linear interpolation in :math:`\log\beta`); the chapter's bootstrap and inversion
+bands of a crossing are in :mod:`tokendynamics.book.studies.phase`.
 
 References
 ----------
@@ -30,30 +29,11 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from .attention import Attention
-from .docstrings import fill_doc
 from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
 from .metrics import cluster_outcomes
-from .particles import angles
-from .regimes import predict_regime
-from .validation import PARAMETER_DOCS, real_array, validate_count
+from .validation import real_array, validate_count
 
-__all__ = [
-    "wilson_interval",
-    "crossing",
-    "bootstrap_crossing",
-    "inversion_band",
-    "cluster_statistics",
-    "planar_linear_check",
-]
-
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
-_DOC = {
-    **PARAMETER_DOCS,
-    "seeds": "seed, layer_seed : int\n    Seeds of the clouds and of the layers.",
-    "threshold": "threshold : float\n    Cluster threshold.",
-    "returns_dict": "Returns\n-------\ndict\n    As above (also ``cpu_seconds``).",
-}
+__all__ = ["wilson_interval", "crossing", "cluster_statistics"]
 
 
 def wilson_interval(k, n, confidence: float = 0.95):
@@ -158,94 +138,6 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
     return float(out) if out.ndim == 0 else out
 
 
-def bootstrap_crossing(x, outcomes, level: float = 0.5, *, reps: int = 1000, confidence: float = 0.95, rng=None):
-    r"""Crossing of ``level`` by the frequency of an outcome, with a paired bootstrap interval.
-
-    ``outcomes`` is a boolean array (len(x), N): outcome of cloud j at grid point i, the same N
-    clouds at every grid point (common random numbers). Each replicate resamples the N clouds with
-    replacement — the same resample at every :math:`x` — and recomputes the crossing
-    (:func:`crossing`).
-
-    Parameters
-    ----------
-    x : array (m,)
-        Increasing grid.
-    outcomes : bool array (m, N)
-        Outcome of cloud j at grid point i.
-    level : float
-        The level.
-    reps : int
-        Bootstrap replicates.
-    confidence : float
-        Level of the percentile interval.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
-
-    Returns
-    -------
-    estimate : float
-        The crossing of the observed frequencies.
-    lo, hi : float
-        The percentile interval of the replicates.
-    found : float
-        The fraction of replicates that cross at all (below 1, the interval only describes those that do).
-
-    References
-    ----------
-    B. Efron, R. Tibshirani, *An Introduction to the Bootstrap* (1993).
-    """
-    x = real_array(x, "x")
-    Y = np.asarray(outcomes, dtype=bool)
-    if Y.ndim != 2 or Y.shape[0] != x.size:
-        raise ValueError(f"outcomes must have shape (len(x), N) = ({x.size}, N), got {Y.shape}")
-    reps = validate_count(reps, "reps")
-    rng = np.random.default_rng(rng)
-    N = Y.shape[1]
-    est = crossing(x, Y.mean(axis=1), level)
-    idx = rng.integers(0, N, size=(reps, N))
-    freq = Y[:, idx].mean(axis=2)  # (len(x), reps)
-    boots = crossing(x, freq.T, level)
-    ok = np.isfinite(boots)
-    if not ok.any():
-        return est, math.nan, math.nan, 0.0
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(boots[ok], [a, 1 - a])
-    return est, float(lo), float(hi), float(ok.mean())
-
-
-def inversion_band(x, k, n, level: float = 0.5, confidence: float = 0.95):
-    r"""The band of :math:`x` where ``level`` is inside the Wilson interval of :math:`k/n`, from its edges.
-
-    With :math:`[\ell(x), u(x)]` the Wilson intervals (:func:`wilson_interval`), the band runs
-    from the crossing of ``level`` by :math:`\ell` to its crossing by :math:`u` (:func:`crossing`,
-    sorted): the values of :math:`x` at which the data cannot tell the probability from ``level``.
-    Parameters
-    ----------
-    x : array (m,)
-        Increasing grid.
-    k, n : array (m,)
-        Successes and trials at each grid point.
-    level : float
-        The level.
-    confidence : float
-        Level of the Wilson intervals.
-
-    Returns
-    -------
-    lo, hi : float
-        The band; an edge is NaN when that bound never crosses inside the grid.
-
-    References
-    ----------
-    E. B. Wilson, J. Amer. Statist. Assoc. 22 (1927).
-    """
-    lo_p, hi_p = wilson_interval(k, n, confidence)
-    a, b = crossing(x, lo_p, level), crossing(x, hi_p, level)
-    if math.isnan(a) or math.isnan(b):
-        return a, b
-    return (a, b) if a <= b else (b, a)
-
-
 def _tiled_stack(kind, M, betas, clouds, shared):
     """One layer per (beta, cloud): the ``clouds`` drawn matrices, repeated at every beta."""
     nb = len(betas)
@@ -253,7 +145,6 @@ def _tiled_stack(kind, M, betas, clouds, shared):
     return stack_from_matrices(kind, tiled, np.repeat(betas, clouds), **shared)
 
 
-@fill_doc(_DOC)
 def cluster_statistics(
     kind: str,
     recipe: str = "identity",
@@ -299,12 +190,14 @@ def cluster_statistics(
         Inverse temperatures and examined depths.
     n, d, clouds : int
         Tokens per cloud, dimension, clouds per :math:`\beta`.
-    %(seeds)s
+    seed, layer_seed : int
+        Seeds of the clouds and of the layers.
     dt : float
         Step.
     method : {"rk4", "euler"}
         Integrator.
-    %(threshold)s
+    threshold : float
+        Cluster threshold.
     resample_every : float, optional
         Depth between fresh layers.
     sphere : bool
@@ -312,7 +205,10 @@ def cluster_statistics(
     **shared
         Passed to the layer stacks (``eps``, ``bias``, ...).
 
-    %(returns_dict)s
+    Returns
+    -------
+    dict
+        As above (also ``cpu_seconds``).
 
     References
     ----------
@@ -346,85 +242,4 @@ def cluster_statistics(
         "depths": run.t,
         "seconds": np.array(seconds),
         "cpu_seconds": np.array(cpu_seconds),
-    }
-
-
-@fill_doc(_DOC)
-def planar_linear_check(
-    recipe: str,
-    *,
-    n: int = 32,
-    clouds: int = 64,
-    seed: int = 0,
-    layer_seed: int = 1,
-    beta: float = 1.0,
-    depths=(25.0, 50.0, 100.0, 200.0),
-    dt: float = 0.5,
-    threshold: float = 0.999,
-) -> dict[str, np.ndarray]:
-    r"""Linear attention on the circle (d = 2): the regime paper 2's closed forms predict, and what happens.
-
-    In d = 2 linear attention is the second-harmonic Kuramoto model (book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-kd)), and
-    :func:`~tokendynamics.regimes.predict_regime` gives its regime from :math:`(A, V, \beta)` and the
-    order parameter :math:`z_0=R_2(0)=\frac1n\sum_j e^{2i\theta_j(0)}` of the cloud (the closed
-    forms are those of the Ott–Antonsen flow; a finite cloud is not on that manifold, which is
-    what this check measures). For each of ``clouds`` clouds with its own layer from the recipe,
-    returns ``predicted`` (the regime name, or "none" where no closed form applies), ``antipodal``
-    and ``single`` (booleans (len(depths), clouds), one batched run, :func:`cluster_statistics`),
-    ``depths``, ``z0``, ``det`` (:math:`\det A` of each layer) and ``seconds``. (Near degenerate
-    parameters, e.g. :math:`\det A=0`, the approach to the clusters is algebraic, not exponential:
-    hence several depths.)
-
-    Parameters
-    ----------
-    recipe : str
-        One of :data:`~tokendynamics.ensembles.RECIPES`.
-    n, clouds : int
-        Tokens per cloud, clouds.
-    %(seeds)s
-    %(beta)s
-    depths : sequence of float
-        Examined depths.
-    dt : float
-        Step.
-    %(threshold)s
-
-    %(returns_dict)s
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), the regimes in d = 2; book: ``chapters/05_kuramoto_regimes.md`` and
-    ``chapters/07_phase_diagrams.md``.
-    """
-    clouds = validate_count(clouds, "clouds")
-    stats = cluster_statistics(
-        "linear",
-        recipe,
-        [beta],
-        depths,
-        n=n,
-        d=2,
-        clouds=clouds,
-        seed=seed,
-        layer_seed=layer_seed,
-        dt=dt,
-        threshold=threshold,
-    )
-    M = recipe_matrices(recipe, 2, clouds, layer_seed)
-    A = np.einsum("bkd,bke->bde", M["Q"], M["K"])
-    z0 = np.exp(2j * angles(sample_clouds(clouds, n, 2, seed))).mean(axis=1)
-    predicted = []
-    for b in range(clouds):
-        pred = predict_regime(Attention("linear", A=A[b], V=M["V"][b], beta=beta), complex(z0[b]))
-        predicted.append("none" if pred is None else pred.regime)
-    return {
-        "predicted": np.array(predicted),
-        "antipodal": stats["antipodal"][:, 0],
-        "single": stats["single"][:, 0],
-        "depths": stats["depths"],
-        "z0": z0,
-        "det": np.linalg.det(A),
-        "seconds": stats["seconds"],
-        "cpu_seconds": stats["cpu_seconds"],
     }

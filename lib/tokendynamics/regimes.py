@@ -336,7 +336,7 @@ def _identity_score(V, vp, vm, beta, z0, tol) -> Prediction | None:
         return Prediction("snic_family", "partial", detail="tr V < 0, complex eigenvalues: interior focus")
     # tr V < 0 with real eigenvalues c +- sqrt(a^2 - b^2): the boundary equilibrium on the top eigenvector has
     # transverse exponent -beta (c + sqrt(a^2 - b^2)) (kuramoto.transverse_exponent). Our derivation, checked
-    # against planar particle runs (tests/test_highdim.py): clusters iff that eigenvalue is >= 0.
+    # against planar particle runs (tests/book/test_studies_highdim.py): clusters iff that eigenvalue is >= 0.
     top = c + math.sqrt(-gap)
     if abs(top) <= tol:
         return None

@@ -28,7 +28,7 @@ the sup norm on :math:`B(0,R)`, and the support radius obeys :math:`\dot R_s=\su
 is given for Sinkhorn attention (its dependence on the measure goes through the Sinkhorn
 potentials); :func:`lipschitz_constants` says so. These bounds are very pessimistic: the
 chapter shows them next to the measured ratio :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)`
-(:func:`stability_study`).
+(:func:`tokendynamics.book.studies.variants.stability_study`).
 """
 
 from __future__ import annotations
@@ -40,25 +40,9 @@ import numpy as np
 from .attention import Attention, LayerLike, require_layer
 from .docstrings import fill_doc
 from .odes import rk4_step
-from .transport import conditional_wasserstein, wasserstein
-from .validation import (
-    validate_count,
-    validate_finite,
-    validate_finite_array,
-    validate_instance,
-    validate_positive,
-    validate_tokens,
-)
-from .variants import Variant
+from .validation import validate_count, validate_finite, validate_finite_array, validate_positive
 
-__all__ = [
-    "has_explicit_bound",
-    "support_speed",
-    "lipschitz_constants",
-    "log_stability_bound",
-    "perturb_in_ball",
-    "stability_study",
-]
+__all__ = ["has_explicit_bound", "support_speed", "lipschitz_constants", "log_stability_bound"]
 
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
@@ -107,6 +91,19 @@ def _heads(layer: Attention, capability: str, R: float):
     return [bound(layer.head(h), R) for h in range(layer.n_heads)]
 
 
+def _speed(layer: Attention, R) -> float:
+    return float(sum(_heads(layer, "speed", R)))
+
+
+def _lipschitz(layer: Attention, R, m0: float | None) -> tuple[float, float]:
+    normalised_causal = layer.causal and layer.kind.normalised
+    if normalised_causal and not (m0 is not None and m0 > 0):
+        raise ValueError("a causal softmax layer has no uniform constant without an attention sink: give m0 > 0")
+    bounds = _heads(layer, "lipschitz", R)
+    lip_mu = sum(lm / m0 if normalised_causal and m0 is not None else lm for _, lm in bounds)
+    return float(sum(lx for lx, _ in bounds)), float(lip_mu)
+
+
 @fill_doc(_DOC)
 def support_speed(layer: Attention, R: float) -> float:
     r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)`.
@@ -135,9 +132,8 @@ def support_speed(layer: Attention, R: float) -> float:
     ----------
     %(ref_stability)s
     """
-    require_layer(layer)
     R = np.float64(validate_positive(R, "R", allow_zero=True))  # numpy scalar: overflow gives inf, not an error
-    return float(sum(_heads(layer, "speed", R)))
+    return _speed(require_layer(layer), R)
 
 
 @fill_doc(_DOC)
@@ -177,17 +173,8 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
     ----------
     %(ref_stability)s
     """
-    require_layer(layer)
     R = np.float64(validate_positive(R, "R", allow_zero=True))
-    if m0 is not None:
-        m0 = validate_finite(m0, "m0")
-    normalised_causal = layer.causal and layer.kind.normalised
-    if normalised_causal and not (m0 is not None and m0 > 0):
-        raise ValueError("a causal softmax layer has no uniform constant without an attention sink: give m0 > 0")
-    bounds = _heads(layer, "lipschitz", R)
-    lip_x = sum(lx for lx, _ in bounds)
-    lip_mu = sum(lm / m0 if normalised_causal and m0 is not None else lm for _, lm in bounds)
-    return float(lip_x), float(lip_mu)
+    return _lipschitz(require_layer(layer), R, None if m0 is None else validate_finite(m0, "m0"))
 
 
 @fill_doc(_DOC)
@@ -238,17 +225,21 @@ def log_stability_bound(
         raise ValueError("t must be an increasing array of times starting at 0")
     R0 = validate_positive(R0, "R0", allow_zero=True)
     substeps = validate_count(substeps, "substeps")
-    if not (isinstance(layer, Attention) or callable(layer)):
+    m0 = None if m0 is None else validate_finite(m0, "m0")
+    if isinstance(layer, Attention):
+        lay = require_layer(layer)
+        at = lambda s: lay  # noqa: E731
+    elif callable(layer):
+        at = lambda s: require_layer(layer(s), f"the layer at t = {s:g}")  # noqa: E731
+    else:
         raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
-    lay = (lambda s: layer) if isinstance(layer, Attention) else layer  # noqa: E731
 
     def rhs(s, y):
-        L = lay(s)
-        R = y[0]
+        L, R = at(s), y[0]
         if not math.isfinite(R):
             return np.array([math.inf, math.inf])
-        lx, lm = lipschitz_constants(L, R, m0=m0)
-        return np.array([support_speed(L, R), lx + lm])
+        lx, lm = _lipschitz(L, R, m0)
+        return np.array([_speed(L, R), lx + lm])
 
     y = np.array([float(R0), 0.0])
     logC, Rs = [0.0], [float(R0)]
@@ -266,129 +257,3 @@ def log_stability_bound(
         Rs.append(float(y[0]))
         logC.append(float(y[1]))
     return np.array(logC), np.array(Rs)
-
-
-def perturb_in_ball(X, delta: float, rng=None) -> np.ndarray:
-    r""":math:`x_i+\delta\xi_i` with :math:`\xi_i` i.i.d. uniform in the unit ball of :math:`\mathbb R^d`.
-
-    The perturbations of chapter 1 of the book.
-
-    Parameters
-    ----------
-    X : array_like (n, d)
-        The tokens to perturb (not modified).
-    delta : float
-        Size :math:`\delta\ge0` of the perturbation: every token moves by at most :math:`\delta`.
-    rng : None, int or numpy.random.Generator
-        Generator (or seed) of the directions and radii of :math:`\xi_i`.
-
-    Returns
-    -------
-    numpy.ndarray (n, d)
-        The perturbed tokens :math:`x_i+\delta\xi_i`, so that :math:`W_p` between the two empirical
-        measures is at most :math:`\delta`.
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the stability theorem this perturbation tests; book:
-    ``chapters/01_well_posedness.md``, section "Stability in Wasserstein distance".
-    """
-    X = validate_tokens(X)
-    delta = validate_positive(delta, "delta", allow_zero=True)
-    rng = np.random.default_rng(rng)
-    n, d = X.shape
-    g = rng.standard_normal((n, d))
-    g /= np.linalg.norm(g, axis=1, keepdims=True)
-    r = rng.random(n) ** (1.0 / d)
-    return X + delta * r[:, None] * g
-
-
-@fill_doc(_DOC)
-def stability_study(
-    variant, X0, deltas, *, T: float, dt: float, save_every: int = 1, rng=None, p: float = 2
-) -> dict[str, np.ndarray]:
-    r"""Measured growth factor :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)` for nearby initial measures (chapter 1 of the
-    book; paper 1, arXiv:2501.18322).
-
-    :math:`\mu_0` is the empirical measure of ``X0``, :math:`\nu_0` that of
-    :math:`x_i+\delta\xi_i` for each ``delta``, with the same :math:`\xi_i` uniform in the unit ball
-    (:func:`perturb_in_ball`) for every ``delta``, so that the curves for different sizes differ only
-    through the nonlinearity of the dynamics; both are pushed by
-    ``variant`` (:class:`~tokendynamics.variants.Variant`) with RK4. Distances are exact
-    (:func:`~tokendynamics.transport.wasserstein`); for masked attention they are the conditional
-    distance :math:`W_{p,\lambda}` (:func:`~tokendynamics.transport.conditional_wasserstein`),
-    the sink token being part of the architecture and not perturbed.
-
-    Returns ``t`` (stored times), ``ratio`` (len(deltas), len(t)), ``w0`` (len(deltas)),
-    ``R0`` (support radius of the initial data), ``log_bound`` (:func:`log_stability_bound`, or
-    NaN where no explicit constant exists) and ``blowup`` (time or NaN, per delta).
-
-    Parameters
-    ----------
-    variant : Variant
-        The attention variant (:func:`~tokendynamics.variants.paper1_variants`), masked or not.
-    X0 : array_like (n, d)
-        The tokens of :math:`\mu_0` (without the sink, which the variant adds).
-    deltas : sequence of float
-        Positive perturbation sizes :math:`\delta`.
-    T, dt : float
-        Final time and RK4 step.
-    save_every : int
-        Store every k-th step: the times at which the ratio is measured.
-    rng : None, int or numpy.random.Generator
-        Generator (or seed) of the perturbation :math:`\xi` shared by all ``deltas``.
-    p : float
-        Order :math:`p\ge1` of the Wasserstein distance.
-
-    Returns
-    -------
-    dict
-        ``t`` (m,), ``ratio`` (len(deltas), m) (NaN after a blow-up), ``w0`` (len(deltas),), ``R0`` (0-d; the
-        largest initial radius over the unperturbed and perturbed systems, sink included), ``log_bound``
-        (m,), ``blowup`` (len(deltas),) as above, and ``deltas`` (the sizes, as floats).
-
-    References
-    ----------
-    %(ref_stability)s
-    """
-    validate_instance(variant, Variant, "variant", "a Variant (tokendynamics.variants)")
-    deltas = validate_finite_array(deltas, "deltas", ndim=1)
-    if deltas.size == 0 or np.any(deltas <= 0):
-        raise ValueError(f"deltas must be a non-empty list of positive sizes, got {deltas.tolist()}")
-    rng = np.random.default_rng(rng)
-    base, system = variant.run(X0, T, dt=dt, save_every=save_every)
-    t = base.t
-    ratio = np.full((len(deltas), t.size), np.nan)
-    w0 = np.zeros(len(deltas))
-    blowup = np.full(len(deltas), np.nan)
-    R0 = float(np.max(np.linalg.norm(system.X, axis=1)))
-
-    def dist(Xa, Xb):
-        if variant.masked:
-            return conditional_wasserstein(Xa, Xb, system.positions, p=p, weights=(system.weights, system.weights))
-        return wasserstein(Xa, Xb, p=p, method="exact")
-
-    xi = perturb_in_ball(np.zeros_like(np.asarray(X0, dtype=float)), 1.0, rng)
-    for k, delta in enumerate(deltas):
-        Y0 = np.asarray(X0, dtype=float) + delta * xi
-        other, sys_y = variant.run(Y0, T, dt=dt, save_every=save_every)
-        R0 = max(R0, float(np.max(np.linalg.norm(sys_y.X, axis=1))))
-        m = min(len(other.t), len(base.t))
-        d = np.array([dist(base.X[i], other.X[i]) for i in range(m)])
-        w0[k] = d[0]
-        ratio[k, :m] = d / d[0]
-        if other.blew_up or base.blew_up:
-            blowup[k] = min(x for x in (other.blowup_time, base.blowup_time) if x is not None)
-    try:
-        log_bound, _ = log_stability_bound(variant.layer, t - t[0], R0, m0=variant.sink_mass)
-    except ValueError:  # Sinkhorn, or masked attention without a sink: no explicit constant
-        log_bound = np.full(t.size, np.nan)
-    return {
-        "t": t,
-        "ratio": ratio,
-        "w0": w0,
-        "R0": np.array(R0),
-        "log_bound": log_bound,
-        "blowup": blowup,
-        "deltas": np.asarray(deltas, dtype=float),
-    }

@@ -22,17 +22,17 @@ from PIL import Image  # noqa: E402
 
 from tests.helpers import linear_reference  # noqa: E402
 from tokendynamics import circle_tokens, metrics  # noqa: E402
-from tokendynamics import highdim as hd  # noqa: E402
 from tokendynamics.book import explorers as E  # noqa: E402
 from tokendynamics.book import highdim_plots  # noqa: E402
 from tokendynamics.book.explorers import highdim_update  # noqa: E402
 from tokendynamics.book.plotting import animation_html  # noqa: E402
+from tokendynamics.book.studies import highdim as hd  # noqa: E402
 from tokendynamics.book.studies.gradient_flow import EnergyCurves  # noqa: E402
+from tokendynamics.book.studies.highdim import RunSummary  # noqa: E402
 from tokendynamics.book.studies.kuramoto import Portrait  # noqa: E402
 from tokendynamics.book.widgets import Explorer, slider, sticky_limits  # noqa: E402
 from tokendynamics.errors import ConvergenceError  # noqa: E402
 from tokendynamics.gaussian import GaussianTrajectory  # noqa: E402
-from tokendynamics.highdim import RunSummary  # noqa: E402
 from tokendynamics.kuramoto import (
     PhaseSolution,  # noqa: E402
     linear_layers,  # noqa: E402

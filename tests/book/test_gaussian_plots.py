@@ -23,7 +23,7 @@ from tokendynamics.book.gaussian_plots import (
     family_runs,
     trajectory_colors,
 )
-from tokendynamics.gaussian import cone_grid, disc_point
+from tokendynamics.book.studies.gaussian import cone_grid, disc_point
 
 
 def test_explorer_runs_every_variant_from_sigma0_and_from_a_grid():

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..attention import Attention
-from ..gaussian import clustering_limit, cone_coordinates, cone_grid, covariance_eigenvalues, projected_euler
+from ..gaussian import clustering_limit, covariance_eigenvalues, projected_euler
 from .cache import cached
 from .experiments import settings
+from .studies.gaussian import cone_coordinates, cone_grid
 
 __all__ = [
     "legacy_rng",
@@ -200,7 +201,7 @@ def figure_setup(name: str, mode: str = "fast") -> FigureSetup:
     FigureSetup
         The figure's variants (one :func:`official_layer` each, with its
         :func:`~tokendynamics.gaussian.projected_euler` keywords), its trace-one initial covariances
-        (:func:`~tokendynamics.gaussian.cone_grid`, every ``every``-th point), camera, colouring
+        (:func:`~tokendynamics.book.studies.gaussian.cone_grid`, every ``every``-th point), camera, colouring
         rule and the drawn matrices.
 
     Raises

@@ -2,9 +2,9 @@ r"""Pictures of Gaussian dynamics: the PSD cone of 2 x 2 covariances, the normal
 
 A 2 x 2 covariance :math:`\Sigma=\begin{pmatrix}a&c\\c&b\end{pmatrix}` is the point
 :math:`(u,w,v)=(a-b,2c,a+b)` of the solid cone :math:`v\ge\sqrt{u^2+w^2}`; rank-one matrices form
-its surface, zero is the apex (:func:`tokendynamics.gaussian.cone_coordinates`). Dividing by the
+its surface, zero is the apex (:func:`tokendynamics.book.studies.gaussian.cone_coordinates`). Dividing by the
 trace maps the cone onto the unit disc, whose boundary circle is the set of rank-one trace-one
-matrices (:func:`tokendynamics.gaussian.disc_point`). Paper 1 draws every covariance trajectory
+matrices (:func:`tokendynamics.book.studies.gaussian.disc_point`). Paper 1 draws every covariance trajectory
 in one of these two pictures (the authors' code, vcastin/2025-transformers-PDEs).
 """
 
@@ -15,8 +15,9 @@ import numpy as np
 from matplotlib import colormaps
 
 from ..attention import Attention
-from ..gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point, projected_euler, solve_gaussian
+from ..gaussian import projected_euler, solve_gaussian
 from ..transport import psd_sqrt
+from .studies.gaussian import cone_coordinates, cone_grid, cov_from_cone, disc_point
 
 __all__ = [
     "trajectory_colors",
@@ -174,7 +175,7 @@ def plot_disc_trajectories(ax, covs, *, colors=None, lw: float = 1.0, alpha: flo
         A 2-D axis; it gets an equal aspect, limits :math:`\pm 1.08` and no visible axes.
     covs : sequence of array (m_k, 2, 2)
         Covariance trajectories, each mapped point by point to the disc
-        (:func:`~tokendynamics.gaussian.disc_point`).
+        (:func:`~tokendynamics.book.studies.gaussian.disc_point`).
     colors : sequence of colours, optional
         Colour of each trajectory and of its end dot; ``None``: :func:`trajectory_colors` (by the
         initial :math:`2c`).
@@ -398,7 +399,7 @@ def explorer_grid_paths(
     T : float
         Final time of the faint runs.
     trace : float
-        Trace of every initial covariance (the grid is :func:`~tokendynamics.gaussian.cone_grid` on
+        Trace of every initial covariance (the grid is :func:`~tokendynamics.book.studies.gaussian.cone_grid` on
         :math:`[-0.8, 0.8]^2`, points outside the unit disc dropped, scaled by ``trace``).
     grid : int
         Grid points per side of that square.
@@ -485,7 +486,7 @@ def family_runs(layers, inits, *, T: float, step: float, tol_high: float = 1e3):
     layers : iterable of Attention
         The family: one layer per frame of the animation.
     inits : array (B, 2, 2) or (2, 2)
-        Initial covariances, the same for every layer (e.g. a :func:`~tokendynamics.gaussian.cone_grid`).
+        Initial covariances, the same for every layer (e.g. a :func:`~tokendynamics.book.studies.gaussian.cone_grid`).
     T : float
         Final time: each run has at most ``ceil(T/step) + 1`` iterations and stops at ``T``.
     step : float

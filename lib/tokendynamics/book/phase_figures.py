@@ -20,6 +20,7 @@ from ..docstrings import fill_doc
 from ..kinds import KINDS
 from ..sweeps import sweep
 from .cache import cached
+from .studies.phase import planar_linear_check
 
 __all__ = [
     "merge_betas",
@@ -69,7 +70,7 @@ def phase_points(p: dict) -> list[dict]:
 
     Each is a dict with a ``label`` (its name in :func:`run_phase`'s result), a ``task``
     ("statistics": :func:`tokendynamics.phase.cluster_statistics`; "planar":
-    :func:`tokendynamics.phase.planar_linear_check`) and the task's keyword arguments. Labels:
+    :func:`tokendynamics.book.studies.phase.planar_linear_check`) and the task's keyword arguments. Labels:
     ``kind/recipe`` (the maps), ``kind/identity/fine`` (a finer grid of beta around a transition,
     the same clouds), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
     (cluster counts at other n), ``check/kind`` (the same clouds with a step ``factor`` times
@@ -177,7 +178,7 @@ def cached_task(label: str, task: str, **params) -> dict:
     ----------
     %(reference)s
     """
-    tasks: dict[str, Callable[..., Any]] = {"statistics": phase.cluster_statistics, "planar": phase.planar_linear_check}
+    tasks: dict[str, Callable[..., Any]] = {"statistics": phase.cluster_statistics, "planar": planar_linear_check}
     fn = tasks[task]
     name = "phase_" + "".join(c if c.isalnum() else "_" for c in label) + f"_c{params['clouds']}"
     return cached(

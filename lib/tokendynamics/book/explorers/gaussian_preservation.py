@@ -14,8 +14,8 @@ from matplotlib.collections import LineCollection
 from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
 
 from ...docstrings import fill_doc
-from ...gaussian import cone_coordinates, disc_point
 from ..gaussian_plots import EXPLORER_KINDS, explorer_grid_paths, explorer_trajectories
+from ..studies.gaussian import cone_coordinates, disc_point
 from ..widgets import EXPLORER_DOC, Explorer, choice, live_explorer, slider, sticky_limits
 
 __all__ = ["cone_update", "ConeExplorer", "cone_explorer"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...docstrings import fill_doc
-from ...highdim import CASES, case_parameters, make_case, predict_for_case, run_variant
 from ...particles import sample_sphere
 from ..experiments import settings
 from ..highdim_plots import VARIANT_COLORS, VARIANT_LABELS, run_axes
+from ..studies.highdim import CASES, case_parameters, make_case, predict_for_case, run_variant
 from ..widgets import EXPLORER_DOC, Explorer, choice, live_explorer, slider
 
 __all__ = ["highdim_update", "HighdimExplorer", "highdim_explorer"]
@@ -69,15 +69,15 @@ def highdim_update(
     r"""One update of chapter 06's explorer: the chosen case at a small size, every variant in ``kinds``.
 
     ``knobs`` are the flat controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the case
-    uses are picked by :func:`~tokendynamics.highdim.case_parameters`. Runs every variant from the
-    same tokens with loose tolerances (:func:`~tokendynamics.highdim.run_variant`; LA by its
+    uses are picked by :func:`~tokendynamics.book.studies.highdim.case_parameters`. Runs every variant from the
+    same tokens with loose tolerances (:func:`~tokendynamics.book.studies.highdim.run_variant`; LA by its
     projective flow, exact for linear attention, USA and SA by the particle system). Returns
     ``{"case": MatrixCase, "prediction": CasePrediction, kind: RunSummary, ...}``.
 
     Parameters
     ----------
     case : str
-        One of :data:`~tokendynamics.highdim.CASES`.
+        One of :data:`~tokendynamics.book.studies.highdim.CASES`.
     d, n : int
         Dimension and number of tokens.
     T : float

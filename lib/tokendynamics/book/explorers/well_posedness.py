@@ -2,7 +2,7 @@ r"""Chapter 01's explorer: one attention variant of paper 1 pushing planar token
 
 Controls: the variant, :math:`\beta`, the four entries of :math:`A` and the value matrix
 :math:`V=s\,R_\theta` (a scaled rotation). One update is :func:`variants_update`: the chosen
-variant of :func:`~tokendynamics.variants.paper1_variants` run from fixed tokens with the fixed-step
+variant of :func:`~tokendynamics.book.studies.variants.paper1_variants` run from fixed tokens with the fixed-step
 RK4 integrator (stopped at a blow-up); a Sinkhorn iteration that does not converge is reported in
 the status line (and cached: it is the slowest state, up to seconds).
 """
@@ -14,8 +14,8 @@ from matplotlib.collections import LineCollection
 
 from ...docstrings import fill_doc
 from ...particles import Trajectory, rotation_matrix
-from ...variants import VARIANT_NAMES, paper1_variants
 from ..experiments import settings
+from ..studies.variants import VARIANT_NAMES, paper1_variants
 from ..widgets import EXPLORER_DOC, Explorer, choice, live_explorer, slider, sticky_limits
 
 __all__ = ["variants_update", "VariantsExplorer", "variants_explorer", "VARIANT_LABELS"]
@@ -35,7 +35,7 @@ VARIANT_LABELS = {
 
 @fill_doc(EXPLORER_DOC)
 def variants_update(variant: str, A, V, beta: float, X0, T: float, dt: float) -> tuple[Trajectory, np.ndarray]:
-    r"""One update of chapter 01's explorer: ``variant`` of :func:`~tokendynamics.variants.paper1_variants`
+    r"""One update of chapter 01's explorer: ``variant`` of :func:`~tokendynamics.book.studies.variants.paper1_variants`
     with score matrix ``A``, value matrix ``V`` and inverse temperature ``beta``, run from ``X0`` to
     ``T`` (RK4, step ``dt``, stopped at a blow-up: ``trajectory.blowup_time``).
 

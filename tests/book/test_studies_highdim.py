@@ -1,5 +1,5 @@
-"""Tests of ``tokendynamics.highdim``: the matrix recipes, the planar predictions, the high-dimensional
-runs; and of ``tokendynamics.sweeps`` on these runs.
+"""Tests of ``tokendynamics.book.studies.highdim``: the matrix recipes, the planar predictions, the
+high-dimensional runs; and of ``tokendynamics.sweeps`` on these runs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tokendynamics import Attention, metrics, sample_sphere, simulate
-from tokendynamics import highdim as hd
+from tokendynamics.book.studies import highdim as hd
 from tokendynamics.kuramoto import order_parameter
 from tokendynamics.sweeps import grid, sweep
 
@@ -128,7 +128,7 @@ def test_recipes_reject_bad_input_with_clear_messages():
     with pytest.raises(ValueError, match="finite"):
         hd.case3(4, a=np.nan)
     with pytest.raises(ValueError, match="unknown matrix case"):
-        hd.matrix_case("case9", 4)
+        hd.make_case("case9", 4)
     with pytest.raises(ValueError, match="sigma"):
         hd.random_case(4, sigma=0)
 
@@ -357,7 +357,7 @@ def test_run_variant_reports_a_clear_error_for_unknown_variants_or_engines():
     X0 = sample_sphere(5, 4, 0)
     with pytest.raises(ValueError, match="kind must be"):
         hd.run_variant(mc, "l2", X0, 1.0)
-    with pytest.raises(ValueError, match="linear attention only"):
+    with pytest.raises(ValueError, match="projective reduction .it holds for linear attention"):
         hd.run_variant(mc, "softmax", X0, 1.0, engine="projective")
 
 
@@ -382,7 +382,7 @@ def test_sweep_returns_results_in_grid_order_serially_and_in_parallel():
     """
     points = grid(beta=[1.0, 2.0], d=[6, 8])
     assert points[1] == {"beta": 1.0, "d": 8}
-    kw = dict(case="case2", kind="linear", n=30, T=40.0, n_eval=201, top=2.0)
+    kw = dict(case="case2", kind="linear", n=30, T=40.0, top=2.0)
     serial = sweep(hd.clustering_time, points, n_jobs=1, progress=False, **kw)
     parallel = sweep(hd.clustering_time, points, n_jobs=2, progress=False, **kw)
     assert [r["t_level"] for r in serial] == [r["t_level"] for r in parallel]
@@ -416,17 +416,29 @@ def test_run_many_gives_the_same_runs_serially_and_in_parallel():
         np.testing.assert_array_equal(serial[k].R2, parallel[k].R2)
 
 
-def test_mean_by_averages_sweep_results_over_seeds_per_parameter_value():
-    from tokendynamics.sweeps import mean_by
+U = sample_sphere(6, 4, 0)
+T_GRID = np.linspace(0.0, 1.0, 11)
 
-    rows = [
-        {"d": 10, "seed": 0, "t_level": 2.0},
-        {"d": 5, "seed": 0, "t_level": 1.0},
-        {"d": 10, "seed": 1, "t_level": 4.0},
-        {"d": 5, "seed": 1, "t_level": math.inf},
-    ]
-    xs, means = mean_by(rows, "d")
-    np.testing.assert_array_equal(xs, [5.0, 10.0])
-    assert means[0] == math.inf and means[1] == 3.0
-    with pytest.raises(ValueError, match="entries"):
-        mean_by(rows, "beta")
+
+@pytest.mark.parametrize(
+    "exc, call, words",
+    [
+        (ValueError, lambda: hd.case1(1), "d"),
+        (ValueError, lambda: hd.case1(4, seed=-1), "seed"),
+        (ValueError, lambda: hd.case2(4, spread=-1.0), "spread"),
+        (ValueError, lambda: hd.predict_2d_regime("case7"), "case"),
+        (ValueError, lambda: hd.predict_2d_regime("case1", A=np.eye(3)), "A"),
+        (ValueError, lambda: hd.run_variant(hd.case2(4), "sigmoid", U, 1.0), "kind"),
+        (ValueError, lambda: hd.run_variant(hd.case2(4), "linear", U, 1.0, engine="x"), "engine"),
+        (TypeError, lambda: hd.run_variant("mc", "linear", U, 1.0), "mc"),
+        (ValueError, lambda: hd.observed_regime(T_GRID, T_GRID[:3], np.ones((11, 2))), "t, R2 and axis"),
+        (ValueError, lambda: hd.agreement("foo", "static_clusters"), "predicted"),
+        (TypeError, lambda: hd.summarize("traj"), "traj"),
+        (ValueError, lambda: hd.clustering_time(kind="x"), "kind"),
+        (ValueError, lambda: hd.case_parameters("case9"), "case"),
+        (ValueError, lambda: hd.make_case("case9", 4), "case"),
+    ],
+)
+def test_studies_refuse_bad_input_with_an_error_naming_the_argument(exc, call, words):
+    with pytest.raises(exc, match=words):
+        call()

@@ -13,7 +13,6 @@ from tokendynamics.ensembles import (
     Schedule,
     recipe_matrices,
     recipe_stack,
-    resampled_schedule,
     sample_clouds,
     simulate_batch,
 )
@@ -141,7 +140,8 @@ def test_sinkhorn_batch_matches_the_loop_potentials_and_flags_non_convergence():
 
 
 def test_schedule_resamples_layers_every_period_and_equals_chained_runs():
-    sched = resampled_schedule("softmax", "gaussian", D, 1.5, B, every=0.5, T=1.5, rng=11)
+    pieces = np.random.SeedSequence(11).spawn(3)
+    sched = Schedule(tuple(recipe_stack("softmax", "gaussian", D, 1.5, B, rng=c) for c in pieces), every=0.5)
     assert len(sched.layers) == 3 and sched.index(0.0) == 0 and sched.index(0.5) == 1 and sched.index(1.49) == 2
     X0 = sample_clouds(B, N, D, 12)
     batch = simulate_batch(X0, sched, 1.5, dt=0.1, sphere=True)
@@ -223,12 +223,13 @@ def test_require_batch_layer_names_the_layer_in_every_refusal():
         require_batch_layer(st, 4, 3)
 
 
-def test_batch_and_single_trajectories_share_their_frames():
-    from tokendynamics.particles import Frames
+def test_batch_and_single_runs_are_one_trajectory_type():
+    from tokendynamics.particles import Trajectory
 
     run = simulate_batch(sample_clouds(2, 4, 3, 0), Attention("softmax", A=np.eye(3), V=np.eye(3)), 0.2, dt=0.1)
     one = run.system(1)
-    assert isinstance(run, Frames) and isinstance(one, Frames)
+    assert isinstance(run, Trajectory) and isinstance(one, Trajectory) and (run.size, one.size) == (2, 1)
+    assert list(run.blew_up) == [False, False] and one.blew_up is False
     assert (run.n, run.d, one.n, one.d) == (4, 3, 4, 3)
     np.testing.assert_array_equal(run.final[1], one.final)
     np.testing.assert_array_equal(run.at(0.1)[1], one.at(0.1))

@@ -1,49 +1,36 @@
-r"""Batched ensembles: many independent particle systems integrated together as one array.
+r"""Batched ensembles: B independent particle systems integrated together as one array (B, n, d).
 
-An ensemble is B independent systems :math:`\dot x^{(b)}_i = \Gamma^{(b)}_{\mu^{(b)}_t}(x^{(b)}_i)`
-(projected on the sphere if asked), :math:`b=1,\dots,B`: different initial clouds, seeds,
-temperatures :math:`\beta` or random layers, all of the same kind and shape. :func:`simulate_batch`
-stores them as one array (B, n, d) and makes one call of
-:func:`~tokendynamics.attention.velocity_batch` per stage for the whole batch, instead of a
-Python loop over :func:`~tokendynamics.particles.simulate`. The formulas are those of
-:func:`~tokendynamics.attention.velocity` (the same code, with the batch as leading axes), and the
-stepping is the one of :func:`~tokendynamics.particles.simulate`: both run on
-:func:`~tokendynamics.odes.fixed_step` (a single system is a batch of one), so system b of a batch equals
-``simulate(X0[b], layer_b, ...)`` to round-off (tested for every kind).
+Different clouds, seeds, temperatures or random layers of one kind and shape: :func:`simulate_batch`
+makes one call of :func:`~tokendynamics.attention.velocity_batch_unchecked` per stage for the whole batch
+and steps on :func:`~tokendynamics.odes.fixed_step`, like :func:`~tokendynamics.particles.simulate` (a
+batch of one), so system b equals ``simulate(X0[b], layer_b, ...)`` to round-off (tested for every kind).
+A system whose field fails or whose tokens leave the ball of radius ``blowup_threshold`` is frozen at
+its last good state; the others go on.
 
-A system whose field overflows, whose Sinkhorn solve misses its tolerance, or whose tokens leave
-the ball of radius ``blowup_threshold`` is flagged with the time and the reason and frozen at its
-last good state; the others go on (:class:`BatchTrajectory`).
-
-Why a module of its own: the batch has its own trajectory object (per-system blow-up times),
-depth schedules of layers and the random weight recipes of the phase diagrams (:data:`RECIPES`).
-
-The recipes draw the matrices of random layers: ``identity`` (:math:`Q=K=V=I`, the model of
-Geshkovski, Letrouit, Polyanskiy and Rigollet, arXiv:2312.10794), ``gaussian`` (:math:`Q, K` with
-i.i.d. :math:`N(0,1/d)` entries, :math:`A=Q^\top K`, :math:`V=I`), ``goe`` (:math:`A` from the
-Gaussian orthogonal ensemble scaled to spectrum :math:`[-2,2]`, :math:`V=I`), ``minus_identity``
-(:math:`Q=K=I`, :math:`V=-I`: repulsion).
+The recipes (:data:`RECIPES`) draw the matrices of random layers: ``identity`` (:math:`Q=K=V=I`, the
+model of Geshkovski, Letrouit, Polyanskiy and Rigollet), ``gaussian`` (:math:`Q,K` with i.i.d.
+:math:`N(0,1/d)` entries, :math:`V=I`), ``goe`` (:math:`A` from the Gaussian orthogonal ensemble,
+spectrum :math:`[-2,2]`, :math:`V=I`), ``minus_identity`` (:math:`Q=K=I`, :math:`V=-I`: repulsion).
 
 References
 ----------
-Paper 1 (Castin et al., arXiv:2501.18322), the particle systems of the attention variants;
-B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-(arXiv:2312.10794). Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
+Paper 1 (Castin et al., arXiv:2501.18322); B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A
+mathematical perspective on Transformers* (arXiv:2312.10794). Book: ``chapters/07_phase_diagrams.md``,
+equation (eq-phase-model).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
 from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, fixed_step, step_count
-from .particles import Frames, Trajectory, normalize_rows
+from .particles import Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
     parse_span,
@@ -65,46 +52,32 @@ __all__ = [
     "recipe_matrices",
     "recipe_stack",
     "stack_from_matrices",
-    "resampled_schedule",
 ]
 
 MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every or save_at
 
+#: The result of :func:`simulate_batch`: a :class:`~tokendynamics.particles.Trajectory` of B systems
+#: (``X`` of shape (m, B, n, d), ``blowup_time`` (B,), ``reasons``, ``system(b)``).
+BatchTrajectory = Trajectory
 
-# ---------------------------------------------------------------------------------------------
-# initial clouds and weight recipes
-# ---------------------------------------------------------------------------------------------
-
-
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     **PARAMETER_DOCS,
-    "kind": "kind : str\n    Attention kind.",
-    "recipe_d": "recipe : str\n    One of :data:`RECIPES`.\nd : int\n    Dimension.",
     "rng": "rng : int or numpy.random.Generator, optional\n    Seed or generator.",
-    # the last parameter of the stack builders, and what they return
-    "shared_returns": (
-        "**shared\n    Passed to the batch (``eps``, ``bias``, ...).\n\n"
-        "Returns\n-------\nAttention\n    A batch of layers."
-    ),
-    "refs_recipes": """
-        B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-        (arXiv:2312.10794); book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
-    """,
+    "refs": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).",
 }
+
+#: Names of the random weight recipes of :func:`recipe_matrices` (see the module docstring).
+RECIPES = ("identity", "gaussian", "goe", "minus_identity")
 
 
 @fill_doc(_DOC)
 def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
-    """``size`` independent clouds of n tokens uniform on the unit sphere of R^d, shape (size, n, d).
-
-    Normalised Gaussians from ``numpy.random.default_rng(rng)``; cloud b is the b-th block of the
-    stream, so the first k clouds of a larger draw are the clouds of a draw of size k.
+    """``size`` clouds of n tokens uniform on the sphere of R^d; the first k of a draw are the draw of size k.
 
     Parameters
     ----------
     size, n, d : int
-        Number of clouds, tokens per cloud, dimension.
+        Clouds, tokens per cloud, dimension.
     %(rng)s
 
     Returns
@@ -113,123 +86,123 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
 
     References
     ----------
-    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
+    %(refs)s
     """
-    size = validate_count(size, "size")
-    n = validate_count(n, "n")
-    d = validate_count(d, "d")
-    rng = np.random.default_rng(rng)
-    return normalize_rows(rng.standard_normal((size, n, d)))
-
-
-#: Names of the random weight recipes of :func:`recipe_matrices` (see the module docstring).
-RECIPES = ("identity", "gaussian", "goe", "minus_identity")
+    size, n, d = validate_count(size, "size"), validate_count(n, "n"), validate_count(d, "d")
+    return normalize_rows(np.random.default_rng(rng).standard_normal((size, n, d)))
 
 
 @fill_doc(_DOC)
 def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.ndarray]:
-    r"""Stacked matrices of ``size`` layers drawn from a named recipe, seeded.
+    r"""Stacked ``Q``, ``K``, ``V`` (size, d, d) of ``size`` layers drawn from a named recipe (:data:`RECIPES`).
 
-    Returns a dict with ``Q``, ``K`` (size, d, d) and ``V`` (size, d, d); the score matrix is
-    :math:`A=Q^\top K`. ``identity``: :math:`Q=K=V=I`. ``gaussian``: :math:`Q_{ab},K_{ab}\sim
-    N(0,1/d)` i.i.d., :math:`V=I`. ``goe``: :math:`A=(G+G^\top)/\sqrt{2d}` with :math:`G_{ab}\sim N(0,1)`
-    (the Gaussian orthogonal ensemble, spectrum filling :math:`[-2,2]` as d grows), written as
-    :math:`Q=I`, :math:`K=A`; :math:`V=I`. ``minus_identity``: :math:`Q=K=I`, :math:`V=-I`.
-    Layers with a score matrix only (not L2 attention) use :math:`A=Q^\top K`.
+    ``gaussian``: :math:`Q_{ab},K_{ab}\sim N(0,1/d)`; ``goe``: :math:`Q=I`, :math:`K=(G+G^\top)/\sqrt{2d}`.
 
     Parameters
     ----------
-    %(recipe_d)s
-    size : int
-        Number of layers.
+    recipe : str
+        One of :data:`RECIPES`.
+    d, size : int
+        Dimension and number of layers.
     %(rng)s
 
     Returns
     -------
     dict
-        ``Q``, ``K``, ``V``, each of shape (size, d, d).
+        ``Q``, ``K``, ``V``; the score matrix is :math:`A=Q^\top K`.
 
     References
     ----------
-    %(refs_recipes)s
+    %(refs)s
     """
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
-    d = validate_count(d, "d")
-    size = validate_count(size, "size")
+    validate_choice(recipe, "recipe", RECIPES)
+    d, size = validate_count(d, "d"), validate_count(size, "size")
     rng = np.random.default_rng(rng)
     eye = np.broadcast_to(np.eye(d), (size, d, d)).copy()
-    if recipe == "identity":
-        return {"Q": eye, "K": eye.copy(), "V": eye.copy()}
-    if recipe == "minus_identity":
-        return {"Q": eye, "K": eye.copy(), "V": -eye}
+    if recipe in ("identity", "minus_identity"):
+        return {"Q": eye, "K": eye.copy(), "V": eye.copy() if recipe == "identity" else -eye}
     if recipe == "gaussian":
-        Q = rng.standard_normal((size, d, d)) / math.sqrt(d)
-        K = rng.standard_normal((size, d, d)) / math.sqrt(d)
-        return {"Q": Q, "K": K, "V": eye}
+        return {
+            "Q": rng.standard_normal((size, d, d)) / math.sqrt(d),
+            "K": rng.standard_normal((size, d, d)) / math.sqrt(d),
+            "V": eye,
+        }
     G = rng.standard_normal((size, d, d))
-    A = (G + np.swapaxes(G, -1, -2)) / math.sqrt(2 * d)
-    return {"Q": eye, "K": A, "V": eye.copy()}
+    return {"Q": eye, "K": (G + np.swapaxes(G, -1, -2)) / math.sqrt(2 * d), "V": eye.copy()}
 
 
 @fill_doc(_DOC)
-def stack_from_matrices(kind: str, M: dict, beta, **shared) -> Attention:
-    r"""A batch of layers (an :class:`~tokendynamics.attention.Attention` with a leading axis) from stacked
-    ``Q``, ``K``, ``V``.
+def stack_from_matrices(kind, M: dict, beta, **shared) -> Attention:
+    """A batch of layers of one kind from stacked ``Q``, ``K``, ``V`` (:func:`recipe_matrices`).
 
     Parameters
     ----------
-    %(kind)s
+    kind : str or AttentionKind
+        The attention kind.
     M : dict
-        ``Q``, ``K``, ``V`` stacks, as :func:`recipe_matrices` returns.
+        ``Q``, ``K``, ``V`` stacks.
     beta : float or array
         One number or one per layer.
-    %(shared_returns)s
+    **shared
+        Options of the layers (``eps``, ``bias``, ...).
+
+    Returns
+    -------
+    Attention
+        A batch of layers.
 
     References
     ----------
-    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
+    %(refs)s
     """
     beta = np.broadcast_to(np.atleast_1d(real_array(beta, "beta")), (len(M["V"]),))
     return Attention(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
 
 
 @fill_doc(_DOC)
-def recipe_stack(kind: str, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
-    """A batch of ``size`` random layers of one kind from a named recipe (an :class:`~tokendynamics.attention.Attention`
-    with a leading axis).
+def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
+    """A batch of ``size`` random layers of one kind from a named recipe.
 
     Parameters
     ----------
-    %(kind)s
-    %(recipe_d)s
+    kind : str or AttentionKind
+        The attention kind.
+    recipe : str
+        One of :data:`RECIPES`.
+    d : int
+        Dimension.
     beta : float or array
         One number or one per layer (then ``size`` defaults to its length).
     size : int, optional
         Number of layers.
     %(rng)s
-    %(shared_returns)s
+    **shared
+        Options of the layers.
+
+    Returns
+    -------
+    Attention
+        A batch of layers.
 
     References
     ----------
-    %(refs_recipes)s
+    %(refs)s
     """
     beta = np.atleast_1d(real_array(beta, "beta"))
-    if size is None:
-        size = beta.size
+    size = beta.size if size is None else size
     if beta.size not in (1, size):
         raise ValueError(f"beta must be one number or {size} numbers, got {beta.size}")
     return stack_from_matrices(kind, recipe_matrices(recipe, d, size, rng), beta, **shared)
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class Schedule:
     r"""Piecewise-constant layers in depth: ``layers[k]`` acts on :math:`[t_0+k\tau, t_0+(k+1)\tau)`.
 
-    A residual network whose weights are resampled every :math:`\tau/\mathrm{d}t` layers.
-    :func:`simulate_batch` picks the layer of a step from the step's start (every stage of an RK4
-    step uses it), so a step never mixes two layers; the step must divide :math:`\tau`. After the
-    last piece the last layer goes on.
+    A residual network whose weights are resampled every :math:`\tau/\mathrm{d}t` layers. A step takes the
+    layer of its start (every RK4 stage); the step must divide :math:`\tau`; after the last piece the last
+    layer goes on.
 
     Attributes
     ----------
@@ -242,8 +215,7 @@ class Schedule:
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), parameters depending on depth; book:
-    ``chapters/07_phase_diagrams.md``.
+    %(refs)s
     """
 
     layers: tuple
@@ -274,151 +246,22 @@ class Schedule:
         -------
         int
         """
-        k = int(math.floor((t - self.t0) / self.every + 1e-9))
-        return min(max(k, 0), len(self.layers) - 1)
+        return min(max(int(math.floor((t - self.t0) / self.every + 1e-9)), 0), len(self.layers) - 1)
 
     def __call__(self, t: float):
         return self.layers[self.index(t)]
 
 
-def resampled_schedule(kind: str, recipe: str, d: int, beta, size: int, every: float, T: float, rng=None, **shared):
-    """A :class:`Schedule` of fresh random layers (:func:`recipe_stack`) every ``every`` in depth up to ``T``.
-
-    Piece k draws its matrices from its own child seed (``numpy.random.SeedSequence.spawn``), so a
-    schedule is reproducible from ``rng`` (an integer seed).
-
-    Parameters
-    ----------
-    kind, recipe, d, beta, size
-        As in :func:`recipe_stack`.
-    every : float
-        Duration of a piece.
-    T : float
-        Horizon.
-    rng : int or numpy.random.SeedSequence, optional
-        Seed.
-    **shared
-        Passed to the stacks.
-
-    Returns
-    -------
-    Schedule
-        ``ceil(T / every)`` pieces, each a stack of ``size`` layers.
-
-    References
-    ----------
-    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
-    """
-    pieces = max(1, int(math.ceil(T / every - 1e-9)))
-    seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
-    children = seq.spawn(pieces)
-    return Schedule(tuple(recipe_stack(kind, recipe, d, beta, size, c, **shared) for c in children), every)
-
-
-# ---------------------------------------------------------------------------------------------
-# the batched trajectory
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class BatchTrajectory(Frames):
-    """B trajectories computed together (:func:`simulate_batch`).
-
-    Attributes
-    ----------
-    t : array (m,)
-        Stored times (shared).
-    X : array (m, B, n, d)
-        Tokens of every system at the stored times; a frozen system keeps its last good state.
-    layer : Attention, Schedule or callable
-        What drove the systems.
-    method, dt, sphere, weights
-        As in :class:`~tokendynamics.particles.Trajectory`.
-    blowup_time : array (B,)
-        Time at which system b was flagged (NaN if never): its field overflowed, its Sinkhorn solve
-        failed, or its tokens became non-finite or left the ball of radius ``blowup_threshold``.
-    reasons : tuple of str or None
-        Why each flagged system was frozen (None for the others).
-    seeds : array (B,) or None
-        Seeds of the initial clouds, when the caller recorded them.
-    info : dict
-        ``steps``, ``nfev`` (batched evaluations), ``save_every``, ``blowup_threshold``.
-
-    References
-    ----------
-    Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
-    """
-
-    # t, X, layer and method as in Frames
-    dt: float
-    sphere: bool = False
-    weights: np.ndarray | None = None
-    blowup_time: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    reasons: tuple = ()
-    seeds: np.ndarray | None = None
-    info: dict = field(default_factory=dict)
-
-    @property
-    def size(self) -> int:
-        """Number of systems B."""
-        return self.X.shape[1]
-
-    @property
-    def blew_up(self) -> np.ndarray:
-        """Boolean mask (B,) of the systems that were flagged and frozen."""
-        return np.isfinite(self.blowup_time)
-
-    def system(self, b: int) -> Trajectory:
-        """System b as a :class:`~tokendynamics.particles.Trajectory`, as ``simulate(..., on_blowup="stop")`` gives it.
-
-        A flagged system's frames stop before its blow-up time, and ``blowup_time`` is set.
-
-        Parameters
-        ----------
-        b : int
-            Which system of the batch, from 0 to B - 1.
-
-        Returns
-        -------
-        Trajectory
-            Its times, frames and layer (one :class:`~tokendynamics.attention.Attention` when the
-            batch ran a batch of layers).
-        """
-        b = int(b)
-        tb = self.blowup_time[b]
-        keep = self.t < tb - 0.5 * self.dt if np.isfinite(tb) else np.ones(len(self.t), bool)
-        lay: Any = self.layer
-        if isinstance(lay, Attention) and lay.batch_size is not None:
-            lay = lay.member(b)
-        info = dict(self.info)
-        if np.isfinite(tb):
-            info["blowup_reason"] = self.reasons[b]
-        return Trajectory(
-            t=self.t[keep],
-            X=self.X[keep, b],
-            layer=lay,
-            method=self.method,
-            dt=self.dt,
-            sphere=self.sphere,
-            weights=self.weights,
-            seed=None if self.seeds is None else int(self.seeds[b]),
-            blowup_time=float(tb) if np.isfinite(tb) else None,
-            info=info,
-        )
-
-
 def _as_batch_layer(layers, B: int, d: int):
     """An Attention (shared, or a batch of B), a Schedule or a callable; a sequence is stacked."""
     if isinstance(layers, (Attention, Schedule)) or callable(layers):
-        lay = layers
-    elif isinstance(layers, Sequence) and layers and all(isinstance(x, Attention) for x in layers):
-        lay = Attention.stack(layers)
-    else:
-        raise TypeError(
-            "layers must be an Attention (one layer for every system, or a batch of B), or a sequence of B "
-            f"Attention layers (one per system), a Schedule, or a callable t -> layer; got {type(layers).__name__}"
-        )
-    return lay
+        return layers
+    if isinstance(layers, Sequence) and layers and all(isinstance(x, Attention) for x in layers):
+        return Attention.stack(layers)
+    raise TypeError(
+        "layers must be an Attention (one layer for every system, or a batch of B), or a sequence of B "
+        f"Attention layers (one per system), a Schedule, or a callable t -> layer; got {type(layers).__name__}"
+    )
 
 
 def _check_layer(lay, B: int, d: int, t: float):
@@ -438,49 +281,42 @@ def simulate_batch(
     save_every: int = 1,
     save_at=None,
     **options,
-) -> BatchTrajectory:
+) -> Trajectory:
     r"""Integrate B independent particle systems at once: one batched field evaluation per stage.
 
     Parameters
     ----------
     X0 : array (B, n, d)
-        Initial clouds (unit rows if ``sphere=True``).
+        Initial clouds (unit rows if ``sphere``).
     layers : Attention, sequence of Attention, Schedule, or callable ``t -> layer``
-        One layer for every system (an :class:`~tokendynamics.attention.Attention`), one per system
-        (a batch of B layers, or a sequence of B layers of
-        one kind and shape, stacked here), layers that change with depth (a callable returning
-        either, evaluated at every stage time, or a :class:`Schedule`, piecewise constant and
-        evaluated at the start of each step).
+        One layer for every system, one per system (a batch of B layers, or a sequence stacked here), or
+        layers that change with depth (a callable evaluated at every stage, or a :class:`Schedule`).
     %(t_span)s
     dt : float
-        Step, adjusted down so that an integer number of steps reaches T exactly (as
-        :func:`~tokendynamics.particles.simulate`).
+        Step (adjusted down so that an integer number of steps reaches T).
     method : {"rk4", "euler"}
-        Classical Runge–Kutta or explicit Euler (a residual network of step dt).
+        Classical Runge–Kutta or explicit Euler.
     sphere : bool
         Tangent projection of the field and retraction :math:`x\mapsto x/|x|` after every step.
     weights : array (n,), optional
-        Token masses shared by the systems (uniform by default).
+        Token masses shared by the systems.
     save_every : int
         Store every k-th step (the last one always).
     save_at : array, optional
-        Store exactly these times instead (each must be a step time, to 1e-9 relative).
+        Store exactly these step times instead.
     **options
-        ``blowup_threshold`` (float, default 1e8): a system whose tokens become non-finite or exceed this
-        size is flagged and frozen; ``seeds`` (array (B,)): seeds of the initial clouds, recorded for
-        reproducibility; ``max_steps`` (default :data:`~tokendynamics.odes.MAX_STEPS`): the budget of steps,
-        checked before the run starts.
+        ``blowup_threshold`` (default 1e8), ``seeds`` (array (B,), recorded), ``max_steps`` (budget,
+        default :data:`~tokendynamics.odes.MAX_STEPS`, checked before the run).
 
     Returns
     -------
-    BatchTrajectory
-        ``system(b)`` is the trajectory ``simulate(X0[b], layer_b, ..., on_blowup="stop")`` returns.
+    Trajectory
+        B systems: ``X`` (m, B, n, d), ``blowup_time`` (B,), ``reasons``; ``system(b)`` is what
+        ``simulate(X0[b], layer_b, ..., on_blowup="stop")`` returns.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the particle system of attention; book:
-    ``chapters/01_well_posedness.md``, equation (eq-p1-ips), and ``chapters/07_phase_diagrams.md``,
-    equation (eq-phase-model).
+    Paper 1 (Castin et al., arXiv:2501.18322); %(refs)s
     """
     unknown = sorted(set(options) - {"blowup_threshold", "seeds", "max_steps"})
     if unknown:
@@ -560,7 +396,7 @@ def simulate_batch(
     )
     stopped = run.status != "completed"
     info = {"steps": steps, "nfev": run.nfev, "save_every": int(save_every), "blowup_threshold": threshold}
-    return BatchTrajectory(
+    return Trajectory(
         t=run.t,
         X=run.y,
         layer=lay0,
@@ -568,8 +404,8 @@ def simulate_batch(
         dt=h,
         sphere=sphere,
         weights=w,
+        seed=None if seeds is None else np.asarray(seeds),
         blowup_time=np.where(stopped, run.time, np.nan),
         reasons=tuple(r if stop else None for r, stop in zip(run.reason, stopped)),
-        seeds=None if seeds is None else np.asarray(seeds),
         info=info,
     )

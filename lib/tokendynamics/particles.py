@@ -1,27 +1,24 @@
-r"""Interacting particle systems driven by an attention layer, and generic integrators.
+r"""The particle system of attention, :func:`simulate`, and tokens on the sphere.
 
-The particle system of a (continuous-depth) attention-only transformer is
+.. math:: \dot x_i(t) = \Gamma_{\mu_t}(x_i(t)),\qquad \mu_t = \sum_j w_j\,\delta_{x_j(t)}
 
-.. math:: \dot x_i(t) = \Gamma_{\mu_t}(x_i(t)),\qquad \mu_t = \sum_j w_j\,\delta_{x_j(t)},
-
-(paper 1, Castin et al., arXiv:2501.18322; book: ``chapters/01_well_posedness.md``, equation
-(eq-p1-ips)); on the sphere the field is projected on the tangent space,
-:math:`\dot x_i = P^\perp_{x_i}\Gamma_{\mu_t}(x_i)` with :math:`P^\perp_x y = y - \langle x,y\rangle x`
-(paper 2, Li et al. 2026; book: ``chapters/index.md``, equation (eq-intro-sa)). A residual network
-with L layers of step T/L is the explicit Euler scheme of this ODE. :func:`simulate` integrates
-it with the library's one stepping layer (:mod:`tokendynamics.odes`): fixed-step Euler and RK4 on
-a geometry (Euclidean, or the sphere with the retraction :math:`x\mapsto x/|x|` after each step,
-which does not lower the order: tested), or an adaptive scipy solver.
+(paper 1, Castin et al., arXiv:2501.18322; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips)); on
+the sphere the field is projected, :math:`P^\perp_x y = y - \langle x,y\rangle x` (paper 2, Li et al. 2026;
+book: ``chapters/index.md``, equation (eq-intro-sa)). A residual network of L layers of step T/L is the Euler
+scheme of this ODE. :func:`simulate` runs on the stepping layer :mod:`tokendynamics.odes` (Euler and RK4 on a
+geometry; the retraction :math:`x\mapsto x/|x|` keeps their order, tested) or an adaptive scipy solver.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .attention import BACKENDS, Attention, LayerLike, layer_at, velocity, velocity_unchecked
+from .docstrings import fill_doc
 from .errors import BlowUpError, NonFiniteError
 from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, adaptive_solve, fixed_step, step_count
 from .transport import psd_sqrt
@@ -43,7 +40,6 @@ from .validation import (
 )
 
 __all__ = [
-    "Frames",
     "Trajectory",
     "simulate",
     "particle_field",
@@ -58,35 +54,29 @@ __all__ = [
 
 METHODS = ("rk4", "euler", "adaptive")
 MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every
+_DOC = {
+    "sphere": "Paper 2 (Li et al., 2026), tokens on the sphere; book: ``chapters/index.md``, equation (eq-intro-sa).",
+    "circle": "Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).",
+    "ips": "Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).",
+}
 
 
-# ---------------------------------------------------------------------------------------------
-# tokens
-# ---------------------------------------------------------------------------------------------
-
-
+@fill_doc(_DOC)
 def normalize_rows(X) -> np.ndarray:
-    r"""Rows of X divided by their Euclidean norms: :math:`x_i\mapsto x_i/|x_i|` (the retraction to the sphere).
+    r"""Rows divided by their norms, :math:`x_i\mapsto x_i/|x_i|` (the retraction to the sphere).
 
     Parameters
     ----------
     X : array (..., d)
-        Tokens (rows along the last axis).
+        Tokens (a zero or non-finite row is a ValueError).
 
     Returns
     -------
     array (..., d)
-        Unit rows.
-
-    Raises
-    ------
-    ValueError
-        A zero or non-finite row.
 
     References
     ----------
-    The retraction to the sphere of paper 2 (Li et al., 2026); book: ``chapters/index.md``, equation
-    (eq-intro-sa).
+    %(sphere)s
     """
     X = validate_finite_array(X, "X", min_ndim=1)
     r = np.linalg.norm(X, axis=-1, keepdims=True)
@@ -95,26 +85,22 @@ def normalize_rows(X) -> np.ndarray:
     return X / r
 
 
+@fill_doc(_DOC)
 def project_tangent(X, U) -> np.ndarray:
-    r"""Project each row :math:`u_i` of U on the tangent space of the sphere at :math:`x_i`.
-
-    .. math:: P^\perp_{x_i}u_i = u_i - \langle x_i,u_i\rangle x_i .
+    r"""Tangent components :math:`P^\perp_{x_i}u_i = u_i - \langle x_i,u_i\rangle x_i` of the rows of U.
 
     Parameters
     ----------
-    X : array (..., d)
-        Unit tokens.
-    U : array (..., d)
-        Vectors at the tokens (same shape as ``X``).
+    X, U : array (..., d)
+        Unit tokens and vectors at them (same shape).
 
     Returns
     -------
     array (..., d)
-        The tangent components.
 
     References
     ----------
-    Paper 2 (Li et al., 2026), tokens on the sphere; book: ``chapters/index.md``, equation (eq-intro-sa).
+    %(sphere)s
     """
     X = validate_finite_array(X, "X", min_ndim=1)
     U = validate_finite_array(U, "U", min_ndim=1)
@@ -123,55 +109,44 @@ def project_tangent(X, U) -> np.ndarray:
     return U - np.sum(U * X, axis=-1, keepdims=True) * X
 
 
+@fill_doc(_DOC)
 def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
     """n i.i.d. tokens uniform on the unit sphere of R^d (normalised Gaussians).
 
     Parameters
     ----------
-    n : int
-        Number of tokens (>= 1).
-    d : int
-        Dimension (>= 1).
+    n, d : int
+        Number of tokens and dimension.
     rng : int or numpy.random.Generator, optional
         Seed or generator.
 
     Returns
     -------
     array (n, d)
-        Unit rows.
 
     References
     ----------
-    Book: ``chapters/index.md``, equation (eq-intro-sa) (tokens on the sphere).
+    %(sphere)s
     """
-    n = validate_count(n, "n")
-    d = validate_dimension(d, "d", minimum=1)
-    rng = np.random.default_rng(rng)
-    return normalize_rows(rng.standard_normal((n, d)))
+    n, d = validate_count(n, "n"), validate_dimension(d, "d", minimum=1)
+    return normalize_rows(np.random.default_rng(rng).standard_normal((n, d)))
 
 
 def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
-    r"""n i.i.d. tokens from :math:`N(\alpha,\Sigma)`: :math:`x_i=\alpha+\Sigma^{1/2}z_i`, :math:`z_i` standard normal.
-
-    ``n`` is an integer >= 1 (2.7 or -1 are refused). ``cov`` must be symmetric positive
-    semi-definite (singular allowed; checked by :func:`~tokendynamics.validation.validate_gaussian`);
-    :math:`\Sigma^{1/2}` is the symmetric root (:func:`~tokendynamics.transport.psd_sqrt`).
+    r"""n i.i.d. tokens :math:`x_i=\alpha+\Sigma^{1/2}z_i` from :math:`N(\alpha,\Sigma)` (Σ PSD, singular allowed).
 
     Parameters
     ----------
     n : int
         Number of tokens.
-    mean : array (d,)
-        :math:`\alpha`.
-    cov : array (d, d)
-        :math:`\Sigma`, symmetric positive semi-definite.
+    mean, cov : array (d,), array (d, d)
+        :math:`\alpha` and :math:`\Sigma`.
     rng : int or numpy.random.Generator, optional
         Seed or generator.
 
     Returns
     -------
     array (n, d)
-        The samples.
 
     References
     ----------
@@ -179,12 +154,12 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
     """
     n = validate_count(n, "n")
     mean, cov = validate_gaussian(mean, cov)
-    rng = np.random.default_rng(rng)
-    return mean + rng.standard_normal((n, mean.shape[0])) @ psd_sqrt(cov)
+    return mean + np.random.default_rng(rng).standard_normal((n, mean.shape[0])) @ psd_sqrt(cov)
 
 
+@fill_doc(_DOC)
 def circle_tokens(theta) -> np.ndarray:
-    r"""Tokens :math:`x_{\theta_k}=(\cos\theta_k, \sin\theta_k)` on the unit circle.
+    r"""Tokens :math:`(\cos\theta_k, \sin\theta_k)` on the unit circle.
 
     Parameters
     ----------
@@ -194,42 +169,38 @@ def circle_tokens(theta) -> np.ndarray:
     Returns
     -------
     array (..., 2)
-        The tokens.
 
     References
     ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+    %(circle)s
     """
     theta = validate_finite_array(theta, "theta")
     return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
 
 
 def rotation_matrix(theta: float) -> np.ndarray:
-    r"""The planar rotation by ``theta``,
-    :math:`R_\theta=\begin{pmatrix}\cos\theta&-\sin\theta\\\sin\theta&\cos\theta\end{pmatrix}`.
+    r"""The planar rotation :math:`R_\theta` by ``theta`` (radians, counter-clockwise).
 
     Parameters
     ----------
     theta : float
-        Angle, in radians (counter-clockwise).
+        Angle.
 
     Returns
     -------
     array (2, 2)
-        The matrix :math:`R_\theta`.
 
     References
     ----------
-    The book builds layer matrices with it: the value matrix :math:`V=s\,R_\theta` of the explorer of
-    ``chapters/01_well_posedness.md`` (paper 1, Castin et al., arXiv:2501.18322) and the score matrices
-    :math:`R_\theta\operatorname{diag}(a_1,a_2)R_\theta^\top` of ``chapters/03_gradient_flow.md``.
+    Book: the value matrix :math:`V=sR_\theta` of the explorer of ``chapters/01_well_posedness.md``.
     """
     c, s = math.cos(float(theta)), math.sin(float(theta))
     return np.array([[c, -s], [s, c]])
 
 
+@fill_doc(_DOC)
 def angles(X) -> np.ndarray:
-    r"""Angles :math:`\theta = \operatorname{atan2}(x_2, x_1)` of planar tokens (any leading shape).
+    r"""Angles :math:`\operatorname{atan2}(x_2, x_1)\in(-\pi,\pi]` of planar tokens (any leading shape).
 
     Parameters
     ----------
@@ -239,11 +210,10 @@ def angles(X) -> np.ndarray:
     Returns
     -------
     array (...,)
-        Angles in :math:`(-\pi, \pi]`.
 
     References
     ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+    %(circle)s
     """
     X = validate_finite_array(X, "X", min_ndim=1)
     if X.shape[-1] != 2:
@@ -251,93 +221,90 @@ def angles(X) -> np.ndarray:
     return np.arctan2(X[..., 1], X[..., 0])
 
 
-# ---------------------------------------------------------------------------------------------
-# the right-hand side
-# ---------------------------------------------------------------------------------------------
-
-
-def particle_field(
-    X,
-    layer: LayerLike,
-    t: float = 0.0,
-    *,
-    weights=None,
-    positions=None,
-    sphere: bool = False,
-    sinkhorn_state: dict | None = None,
-    backend: str = "auto",
-) -> np.ndarray:
-    r"""Right-hand side of the particle system at time t: :math:`\Gamma_{\mu}(x_i)`, or its tangent projection.
-
-    On the sphere the field is evaluated at the normalised tokens and projected:
-    :math:`P^\perp_{x_i}\Gamma_\mu(x_i)`.
+@fill_doc(_DOC)
+def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positions=None, sphere: bool = False):
+    r"""Right-hand side of the particle system at t: :math:`\Gamma_\mu(x_i)`, or :math:`P^\perp_{x_i}\Gamma_\mu(x_i)`.
 
     Parameters
     ----------
     X : array (n, d)
-        Tokens.
-    layer : Attention or callable
-        A layer, or a callable ``t -> Attention`` (depth-dependent parameters :math:`(A_t, V_t)`).
+        Tokens (normalised first when ``sphere``).
+    layer : Attention or callable ``t -> Attention``
+        The layer (depth-dependent parameters :math:`(A_t, V_t)` for a callable).
     t : float
         Time (depth).
     weights, positions : array (n,), optional
         Token masses (uniform by default) and positions (causal layers).
     sphere : bool
         Project on the tangent space of the unit sphere.
-    sinkhorn_state : dict, optional
-        Warm-start store of Sinkhorn potentials.
-    backend : str
-        Passed to :func:`~tokendynamics.attention.velocity`.
 
     Returns
     -------
     array (n, d)
-        The velocities of the tokens.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the particle system; paper 2 (Li et al., 2026), tokens on
-    the sphere. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips); ``chapters/index.md``,
-    equation (eq-intro-sa).
+    %(ips)s
     """
     X = validate_tokens(X)
     lay = layer_at(layer, t, X.shape[1])
     if validate_flag(sphere, "sphere"):
         X = normalize_rows(X)
-    U = velocity(X, lay, weights, positions=positions, sinkhorn_state=sinkhorn_state, backend=backend)
-    return project_tangent(X, U) if sphere else U
+    U = velocity(X, lay, weights, positions=positions)
+    return U - np.sum(U * X, axis=-1, keepdims=True) * X if sphere else U
 
 
-# ---------------------------------------------------------------------------------------------
-# trajectories
-# ---------------------------------------------------------------------------------------------
-
-
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
-class Frames:
-    """Tokens stored along a run: what :class:`Trajectory` (one system, X of shape (m, n, d)) and
-    :class:`~tokendynamics.ensembles.BatchTrajectory` (B systems, X of shape (m, B, n, d)) share.
+class Trajectory:
+    """A computed run of one particle system, or of B systems together, and how it was made.
 
     Attributes
     ----------
     t : array (m,)
         Stored times.
-    X : array (m, n, d) or (m, B, n, d)
-        Tokens at the stored times.
-    layer : object
+    X : array (m, n, d), or (m, B, n, d) for B systems
+        Tokens at the stored times (a stopped system of a batch keeps its last good state).
+    layer : Attention, Schedule or callable
         What drove the tokens.
     method : str
-        Integration method.
+        ``"rk4"``, ``"euler"`` or ``"adaptive"``.
+    dt : float or None
+        Fixed step, or None (adaptive).
+    sphere : bool
+        Tokens constrained to the unit sphere.
+    weights, positions : array or None
+        Token masses and (causal) positions.
+    seed : int, array (B,) or None
+        Seed(s) of the initial tokens, when the caller recorded them.
+    blowup_time : float or None; array (B,) for B systems (NaN: none)
+        When a blow-up stopped the run (``on_blowup="stop"``) or froze a system.
+    reasons : tuple
+        For B systems, why each stopped system was frozen (None for the others).
+    info : dict
+        Solver details (``nfev``, steps, tolerances, thresholds, ``blowup_reason``).
+
+    References
+    ----------
+    %(ips)s
     """
 
     t: np.ndarray
     X: np.ndarray
-    layer: object
+    layer: Any
     method: str
+    dt: float | None = None
+    sphere: bool = False
+    weights: np.ndarray | None = None
+    positions: np.ndarray | None = None
+    seed: Any = None
+    blowup_time: Any = None
+    reasons: tuple = ()
+    info: dict = field(default_factory=dict)
 
     @property
     def final(self) -> np.ndarray:
-        """Tokens at the last stored time, shape (n, d) (or (B, n, d) for B systems)."""
+        """Tokens at the last stored time, (n, d) or (B, n, d)."""
         return self.X[-1]
 
     @property
@@ -349,6 +316,21 @@ class Frames:
     def d(self) -> int:
         """Token dimension."""
         return self.X.shape[-1]
+
+    @property
+    def size(self) -> int:
+        """Number of systems B (1 for one system)."""
+        return self.X.shape[1] if self.X.ndim == 4 else 1
+
+    @property
+    def seeds(self):
+        """The seeds of a batch (the ``seed`` field)."""
+        return self.seed
+
+    @property
+    def blew_up(self):
+        """Whether the run stopped at a blow-up; for B systems a boolean mask (B,)."""
+        return np.isfinite(self.blowup_time) if self.X.ndim == 4 else self.blowup_time is not None
 
     def at(self, time: float) -> np.ndarray:
         """Tokens at the stored time closest to ``time``.
@@ -364,91 +346,60 @@ class Frames:
         """
         return self.X[int(np.argmin(np.abs(self.t - time)))]
 
+    def system(self, b: int) -> Trajectory:
+        """System b of a batch, as ``simulate(..., on_blowup="stop")`` returns it (frames up to its blow-up).
 
-@dataclass(frozen=True, eq=False)
-class Trajectory(Frames):
-    """A computed particle trajectory and everything needed to reproduce it.
-
-    Attributes
-    ----------
-    t : array (m,)
-        Stored times.
-    X : array (m, n, d)
-        Tokens at the stored times.
-    layer : Attention or callable
-        The layer that drove the tokens.
-    method : str
-        ``"rk4"``, ``"euler"`` or ``"adaptive"`` (then ``solver`` says which scipy method).
-    dt : float or None
-        Fixed step (fixed-step methods) or None.
-    sphere : bool
-        Whether tokens were constrained to the unit sphere.
-    weights, positions : array or None
-        Token masses and (causal) positions used.
-    seed : int or None
-        Seed of the initial tokens, when the caller recorded it.
-    blowup_time : float or None
-        Time at which a blow-up was detected (``on_blowup="stop"``); the trajectory ends there.
-    info : dict
-        Solver details (``nfev``, tolerances, solver name, thresholds).
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the particle system of attention; book:
-    ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
-    """
-
-    # t, X and method as in Frames
-    layer: LayerLike
-    dt: float | None = None
-    sphere: bool = False
-    weights: np.ndarray | None = None
-    positions: np.ndarray | None = None
-    seed: int | None = None
-    blowup_time: float | None = None
-    info: dict = field(default_factory=dict)
-
-    @property
-    def blew_up(self) -> bool:
-        """Whether the run stopped at a blow-up (``blowup_time`` is set)."""
-        return self.blowup_time is not None
-
-    def angles(self) -> np.ndarray:
-        """Angles of planar tokens (d = 2 only).
+        Parameters
+        ----------
+        b : int
+            Which system, from 0 to B - 1.
 
         Returns
         -------
-        array (m, n)
-            :math:`\\theta_i(t)` in :math:`(-\\pi,\\pi]` at the stored times.
+        Trajectory
+            One system, with its own layer when the batch ran a batch of layers.
+        """
+        b = int(b)
+        tb = self.blowup_time[b]
+        keep = self.t < tb - 0.5 * self.dt if np.isfinite(tb) else slice(None)
+        lay = self.layer.member(b) if isinstance(self.layer, Attention) and self.layer.batch_size else self.layer
+        info = {**self.info, **({"blowup_reason": self.reasons[b]} if np.isfinite(tb) else {})}
+        return Trajectory(
+            t=self.t[keep],
+            X=self.X[keep, b],
+            layer=lay,
+            method=self.method,
+            dt=self.dt,
+            sphere=self.sphere,
+            weights=self.weights,
+            seed=None if self.seed is None else int(self.seed[b]),
+            blowup_time=float(tb) if np.isfinite(tb) else None,
+            info=info,
+        )
 
-        References
-        ----------
-        Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).
+    def angles(self) -> np.ndarray:
+        """Angles of planar tokens (d = 2) at the stored times.
+
+        Returns
+        -------
+        array (m, n) or (m, B, n)
         """
         return angles(self.X)
 
     def params(self) -> dict:
-        """Plain-data description of how the trajectory was made (for caches and captions).
+        """Plain-data description of how the run was made (for caches and captions).
 
         Returns
         -------
         dict
-            The layer (:meth:`~tokendynamics.attention.Attention.to_dict`, or its repr for a
-            depth-dependent layer), the method, step, sphere flag and sizes.
+            The layer (``to_dict``, or its repr when depth-dependent), method, step, sphere, sizes, seed
+            and the scalar solver details.
         """
         lay = self.layer.to_dict() if isinstance(self.layer, Attention) else repr(self.layer)
-        return {
-            "layer": lay,
-            "method": self.method,
-            "dt": self.dt,
-            "sphere": self.sphere,
-            "n": self.n,
-            "d": self.d,
-            "t0": float(self.t[0]),
-            "T": float(self.t[-1]),
-            "seed": self.seed,
-            **{k: v for k, v in self.info.items() if np.isscalar(v) or v is None},
-        }
+        seed = self.seed.tolist() if isinstance(self.seed, np.ndarray) else self.seed
+        scalars = {k: v for k, v in self.info.items() if np.isscalar(v) or v is None}
+        shape = {"n": self.n, "d": self.d, "t0": float(self.t[0]), "T": float(self.t[-1]), "seed": seed}
+        return {"layer": lay, "method": self.method, "dt": self.dt, "sphere": self.sphere, **shape, **scalars}
 
 
 def simulate(
@@ -469,96 +420,52 @@ def simulate(
     Parameters
     ----------
     X0 : array (n, d)
-        Initial tokens (unit rows if ``sphere=True``). Never modified.
+        Initial tokens (unit rows if ``sphere``). Never modified.
     layer : Attention or callable ``t -> Attention``
-        The layer; a callable gives depth-dependent parameters :math:`(A_t, V_t)`.
+        The layer (depth-dependent parameters :math:`(A_t, V_t)` for a callable).
     t_span : float or (t0, T)
-        Integration interval (a single number means ``(0, T)``).
+        Integration interval.
     dt : float
-        Step of the fixed-step methods (adjusted down so that an integer number of steps reaches
-        T exactly; the step used is stored). For ``"adaptive"``, the spacing of output times.
+        Step of the fixed-step methods (adjusted down so that an integer number of steps reaches T); for
+        ``"adaptive"``, the spacing of the output times.
     method : {"rk4", "euler", "adaptive"}
-        Classical fourth-order Runge–Kutta, explicit Euler (a residual network with step dt), or
-        the adaptive scipy method ``solver`` (one of ``"RK45", "RK23", "DOP853", "Radau", "BDF",
-        "LSODA"``) with tolerances ``rtol``, ``atol`` (positive numbers).
+        Classical Runge–Kutta, explicit Euler (a residual network of step dt), or the adaptive scipy solver
+        ``solver``.
     sphere : bool
-        Constrain tokens to the unit sphere: tangent projection of the field and retraction
-        :math:`x \mapsto x/|x|` after each step.
+        Tangent projection of the field and retraction :math:`x\mapsto x/|x|` after each step.
     weights, positions : array (n,), optional
         Token masses (uniform by default) and positions (causal layers only).
     save_every : int
-        Store every k-th step of the fixed-step methods (the last step is always stored).
+        Store every k-th step of the fixed-step methods (the last one always).
     **options
-        The options of the integrator (POT-style: one ``method`` and its keyword options; an unknown
-        name is refused), described below: ``t_eval``, ``solver``, ``rtol``, ``atol``, ``stop_when``
-        (adaptive method only), ``blowup_threshold``, ``max_step_growth`` (fixed-step only),
-        ``on_blowup``, ``seed``, ``backend``, ``max_steps``.
-    t_eval : array, optional
-        Output times of the adaptive method (default: spacing ``dt`` or 201 points).
-    solver : str
-        ``method="adaptive"`` only: the ``scipy.integrate`` solver class stepped by
-        :func:`~tokendynamics.odes.adaptive_solve` (default ``"DOP853"``, an explicit Runge–Kutta pair of order 8(5,3)).
-    rtol, atol : float
-        ``method="adaptive"`` only: relative and absolute error tolerances of each step, per coordinate
-        of the flattened tokens (defaults :math:`10^{-9}` and :math:`10^{-11}`).
-    blowup_threshold : float
-        Size above which the state counts as blown up, the size of a state being
-        :math:`\max_{i,a}|x_{i,a}|` (its largest coordinate in absolute value).
-    max_step_growth : float
-        Fixed-step methods only: a single step that multiplies the size of the state by more than
-        this factor (> 1) counts as a blow-up (see below).
-    on_blowup : {"raise", "stop"}
-        Raise :class:`~tokendynamics.errors.BlowUpError` (reporting the time), or return the
-        trajectory up to the blow-up with ``blowup_time`` set.
-    seed : int, optional
-        Seed that generated ``X0``, recorded in the trajectory for reproducibility.
-    backend : str
-        Passed to :func:`~tokendynamics.attention.velocity`.
-    stop_when : callable, optional
-        ``method="adaptive"`` only: a function ``g(X)`` of the tokens (n, d); the integration stops
-        at the first time :math:`g` crosses zero upwards (a terminal event located by the solver,
-        e.g. ``lambda X: order_parameters(X)[1] - 0.99`` for a clustering level). The time is
-        ``info["event_time"]`` (``inf`` if never reached) and the output ends there, with the
-        state at the event as last frame. It spares a run the steps after what it measures (the
-        clustered state is mildly stiff for explicit solvers).
-    max_steps : int
-        Budget of the run (default :data:`~tokendynamics.odes.MAX_STEPS`): a fixed-step run needing more
-        steps is refused before it starts; an adaptive one stops with an error at that many accepted steps.
+        The method's options (an unknown name is refused): ``t_eval`` (output times), ``solver``
+        (default ``"DOP853"``), ``rtol``, ``atol`` (defaults 1e-9, 1e-11), ``stop_when`` (a function
+        ``g(X)``: stop where it crosses zero upwards, time in ``info["event_time"]``) — adaptive only;
+        ``max_step_growth`` (default 10) — fixed step only; ``blowup_threshold`` (default 1e8, on
+        :math:`\max|x_{i,a}|`), ``on_blowup`` (``"raise"`` a :class:`~tokendynamics.errors.BlowUpError`, or
+        ``"stop"`` and return the run up to it), ``seed`` (recorded), ``backend`` (of
+        :func:`~tokendynamics.attention.velocity`), ``max_steps`` (budget, default
+        :data:`~tokendynamics.odes.MAX_STEPS`: checked before a fixed-step run, a cap on an adaptive one).
 
     Returns
     -------
     Trajectory
-        Times, tokens, the layer, the method and, on ``on_blowup="stop"``, the blow-up time.
+        Times, tokens, the layer and the method; ``blowup_time`` on ``on_blowup="stop"``.
 
     Notes
     -----
-    **What counts as a blow-up.** For every method: a non-finite state or velocity (e.g. an
-    overflowing unnormalised softmax), or a state whose size exceeds ``blowup_threshold``.
-
-    * Adaptive method: the solver is stepped directly (``scipy.integrate`` solver classes), and the
-      reported time is where the blow-up happened, not an output time: the time at which the
-      dense output of the last accepted step crosses ``blowup_threshold`` (root-finding), or, if
-      the solver cannot continue (step size below the spacing of floating-point numbers, or a
-      field that overflows at every trial step), the time of its last accepted step. For a
-      finite-time singularity :math:`|x|\sim(T^*-t)^{-p}` both are within round-off of
-      :math:`T^*` (tested against the closed form of linear attention,
-      :math:`T^*=1/(2\lambda_{\max}(\Sigma_0))`).
-    * Fixed-step methods (Euler, RK4): also **a step that multiplies the size of the state by more
-      than** ``max_step_growth`` (default 10). The exact flow of every variant grows at a finite
-      rate, so one step of length ``dt`` multiplies the size by :math:`e^{L\,dt}` at most, with
-      :math:`L` the local growth rate; a factor above 10 means either that the solution blows up
-      within that step, or that ``dt`` is far too large for the scheme to follow the flow
-      (explicit Euler with ``dt = 50`` on softmax attention multiplies the tokens by about 50 per
-      step and wanders off to :math:`|x|\approx7\cdot10^3` without ever crossing the absolute
-      threshold). The reported time is the end of the offending step, the last good time its
-      start; lower ``dt`` (or raise ``max_step_growth``) if the growth is genuine.
+    A blow-up is a non-finite state or field, or a size above ``blowup_threshold``; for the fixed-step
+    methods also a step that multiplies the size by more than ``max_step_growth`` (the flow grows at a
+    finite rate, so such a step means a blow-up within it or a step far too large for the scheme). The
+    adaptive method reports the crossing located on the dense output of the step (within round-off of
+    :math:`T^*` for a finite-time singularity, tested against linear attention's
+    :math:`T^*=1/(2\lambda_{\max}(\Sigma_0))`), the fixed-step ones the end of the offending step.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the interacting particle system of attention; paper 2
-    (Li et al., 2026), tokens on the sphere. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips);
-    ``chapters/index.md``, equation (eq-intro-sa). E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary
-    Differential Equations I*, Springer (1993), for the Runge–Kutta methods.
+    Paper 1 (Castin et al., arXiv:2501.18322); paper 2 (Li et al., 2026). Book: ``chapters/01_well_posedness.md``,
+    equation (eq-p1-ips); ``chapters/index.md``, equation (eq-intro-sa). E. Hairer, S. P. Nørsett, G. Wanner,
+    *Solving Ordinary Differential Equations I*, Springer (1993).
     """
     method = validate_choice(method, "method", METHODS)
     opt = _options(options, method)

@@ -361,7 +361,7 @@ class Trajectory:
         """
         b = int(b)
         tb = self.blowup_time[b]
-        keep = self.t < tb - 0.5 * self.dt if np.isfinite(tb) else slice(None)
+        keep = self.t < tb - 0.5 * (self.dt or 0.0) if np.isfinite(tb) else slice(None)
         lay = self.layer.member(b) if isinstance(self.layer, Attention) and self.layer.batch_size else self.layer
         info = {**self.info, **({"blowup_reason": self.reasons[b]} if np.isfinite(tb) else {})}
         return Trajectory(

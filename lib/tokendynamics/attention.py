@@ -1,32 +1,18 @@
-r"""One description of a self-attention layer and the one velocity field all variants share.
+r"""One description of a self-attention layer, and the one velocity field every kind of attention shares.
 
-Convention (both papers, library-wide): the score of query token :math:`x` on key token
-:math:`y` is :math:`\langle Qx, Ky\rangle = \langle x, A y\rangle` with :math:`A = Q^\top K`,
-multiplied by the inverse temperature :math:`\beta`; the value map sends :math:`y` to :math:`Vy`.
-Paper 1's official code writes the score as :math:`\langle A_1 x, y\rangle`, i.e. :math:`A_1 = A^\top`
-in the library's convention.
-
-For a weighted empirical measure :math:`\mu = \sum_j w_j \delta_{x_j}` every variant has the form
+Convention (library-wide): the score of query :math:`x` on key :math:`y` is :math:`\beta\langle Qx, Ky\rangle =
+\beta\langle x, A y\rangle`, :math:`A = Q^\top K` (paper 1's code writes :math:`A_1 = A^\top`); values are
+:math:`Vy`. For :math:`\mu = \sum_j w_j \delta_{x_j}`,
 
 .. math::  \Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij}\, V_h x_j ,
 
-and the variants differ only in how the weights :math:`P^{(h)}` are formed from the scores: that
-is the :class:`~tokendynamics.kinds.AttentionKind` of the layer (:mod:`tokendynamics.kinds`), and
-:func:`velocity` is the same code for all of them. A kind with a closed form skips the
-:math:`n\times n` matrix (linear attention: :math:`\sum_j w_j\langle x_i,Ax_j\rangle Vx_j
-= V\,M_2\,A^\top x_i` with :math:`M_2=\sum_j w_j x_jx_j^\top`).
-
-A **batch** of B layers of one kind is the same :class:`Attention` with a leading axis: matrices of
-shape (B, d, d) or (B, H, d, d) and one :math:`\beta` per layer (shape (B,)); :func:`velocity_batch`
-evaluates B systems at once.
+and kinds differ only in the weights :math:`P^{(h)}` (:mod:`tokendynamics.kinds`): :func:`velocity` is one
+code for all. A batch of B layers is the same :class:`Attention` with a leading axis (:func:`velocity_batch`).
 
 References
 ----------
-Paper 1: V. Castin, P. Ablin, J. A. Carrillo, G. Peyré, *A Unified Perspective on the Dynamics of Deep
-Transformers*, arXiv:2501.18322 (the velocity fields of the attention variants and the Transformer PDE).
-Paper 2: S. Li et al., *On the Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026)
-(linear self-attention). Book: ``chapters/index.md``, equation (eq-intro-sa); ``chapters/01_well_posedness.md``,
-equations (eq-p1-ips) and (eq-p1-tpde).
+Paper 1: V. Castin, P. Ablin, J. A. Carrillo, G. Peyré, arXiv:2501.18322; paper 2: S. Li et al. (2026).
+Book: ``chapters/index.md``, equation (eq-intro-sa); ``chapters/01_well_posedness.md``, (eq-p1-ips), (eq-p1-tpde).
 """
 
 from __future__ import annotations
@@ -69,7 +55,6 @@ __all__ = [
     "require_layer",
     "require_batch_layer",
     "velocity_unchecked",
-    "sinkhorn_failure",
     "SINKHORN_TOL",
     "SINKHORN_ITERS",
     "BLOCK_ENTRIES",
@@ -124,54 +109,44 @@ def _batch_size(beta, *matrices) -> int | None:
 
 @dataclass(frozen=True, eq=False)
 class Attention:
-    r"""A self-attention layer: which variant, its matrices, its temperature (or a batch of such layers).
+    r"""A self-attention layer — its kind, matrices and temperature — or a batch of B such layers.
 
     Parameters
     ----------
     kind : str or AttentionKind
-        How tokens are weighed: a name of :data:`~tokendynamics.kinds.KINDS` (``"softmax"``,
-        ``"unnormalized_softmax"``, ``"linear"``, ``"l2"``, ``"sinkhorn"``, ``"sigmoid"``, ``"relu"``,
-        ``"hardmax"``) or an :class:`~tokendynamics.kinds.AttentionKind` of one's own. Stored as the
-        kind object.
+        A name of :data:`~tokendynamics.kinds.KINDS` (``softmax``, ``unnormalized_softmax``, ``linear``,
+        ``l2``, ``sinkhorn``, ``sigmoid``, ``relu``, ``hardmax``) or a kind of one's own; stored as the object.
     A : array (d, d) or (H, d, d), optional
-        Score matrix :math:`A = Q^\top K` per head. Give either ``A`` or both ``Q`` and ``K``.
+        Score matrix :math:`A = Q^\top K` per head (or give ``Q`` and ``K``).
     V : array (d, d) or (H, d, d)
-        Value (output) matrix per head; for paper 1's multi-head layer :math:`V_h = W_h^\top V_h`.
+        Value matrix per head.
     Q, K : array (k, d) or (H, k, d), optional
-        Query and key matrices; then ``A`` is computed as :math:`Q_h^\top K_h` (L2 attention needs them).
+        Query and key matrices (L2 attention needs them); then :math:`A_h=Q_h^\top K_h`.
     beta : float or array (B,)
-        Inverse temperature :math:`\beta > 0`; an array makes a batch of B layers (then every matrix has a
-        leading axis of length B: (B, d, d), or (B, H, d, d) with heads).
+        Inverse temperature :math:`\beta>0`; an array makes a batch of B layers, every matrix then with a
+        leading axis B ((B, d, d), or (B, H, d, d) with heads).
     causal : bool
-        (``True`` or ``False`` only.) Masked attention: token ``i`` attends only to tokens ``j`` with position
-        :math:`s_j \le s_i` (by default the index order, ``j <= i``).
+        Masked attention: token i attends to the tokens j with position :math:`s_j\le s_i`.
     bias : float
-        Sigmoid bias :math:`b` (sigmoid attention only).
+        Sigmoid bias (sigmoid only).
     eps : float
-        Entropic regularisation :math:`\varepsilon > 0` (Sinkhorn only).
+        Entropic regularisation :math:`\varepsilon>0` (Sinkhorn only).
     sinkhorn_iters : int
-        Maximal number of Sinkhorn iterations (Sinkhorn only; default :data:`SINKHORN_ITERS`).
+        Cap on the Sinkhorn iterations (:data:`SINKHORN_ITERS`).
     sinkhorn_tol : float
-        Stopping tolerance on the column-marginal error :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`
-        (default :data:`SINKHORN_TOL` = 1e-12). The rows of the plan are exact, so the field is off by
-        about this relative amount; with the accelerated iteration
-        (:func:`~tokendynamics.transport.sinkhorn_potentials`) the book's Sinkhorn evaluations reach it
-        in at most a dozen iterations. Inputs that cannot converge (a tiny ``eps`` against a wide range
-        of scores) raise a :class:`~tokendynamics.errors.ConvergenceError` saying what to change.
+        Tolerance on the column-marginal error :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j` (:data:`SINKHORN_TOL`;
+        the rows of the plan are exact, so the field is off by about this relative amount).
 
     Notes
     -----
-    Several heads are given by stacking matrices along a first axis; the field is the sum over
-    heads of each head's field (paper 1's multi-head attention). A 3-D matrix with a scalar ``beta``
-    means heads; with ``beta`` of shape (B,) it means B one-head layers. All arrays are copied and made
-    read-only.
+    Heads are stacked along the first axis and their fields add up (paper 1's multi-head attention); a 3-D
+    matrix with a scalar ``beta`` means heads. All arrays are copied and made read-only.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the velocity fields of softmax, multi-head, L2, Sinkhorn,
-    sigmoid and masked attention; paper 2 (Li et al., 2026), linear attention; Sander et al., *Sinkformers*
-    (AISTATS 2022); Kim, Papamakarios, Mnih, *The Lipschitz constant of self-attention* (ICML 2021) for L2
-    attention. Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; paper 2 (Li et al., 2026), linear
+    attention; Sander et al., *Sinkformers* (AISTATS 2022); Kim, Papamakarios, Mnih (ICML 2021), L2 attention.
+    Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
 
     kind: Any
@@ -273,13 +248,12 @@ class Attention:
         Parameters
         ----------
         h : int
-            Which head, ``0 <= h < n_heads``.
+            Which head.
 
         Returns
         -------
         Head
-            ``A``, ``V`` (and ``Q``, ``K``) of shape (d, d), or (B, d, d) for a batch; ``beta`` a float,
-            or (B, 1, 1) for a batch; and the layer.
+            ``A``, ``V`` (``Q``, ``K``) of shape (d, d) or (B, d, d); ``beta`` a float or (B, 1, 1); the layer.
         """
         at = (h,) if self.batch_size is None else (slice(None), h)
         beta = self.beta if self.batch_size is None else self.beta[:, None, None]
@@ -373,13 +347,11 @@ class Attention:
         Parameters
         ----------
         **changes
-            New values of fields of :class:`Attention`. Giving ``Q``/``K`` drops the old ``A``,
-            giving ``A`` drops the old ``Q``/``K``.
+            New field values; giving ``Q``/``K`` drops the old ``A`` and the reverse.
 
         Returns
         -------
         Attention
-            The new layer (this one is unchanged).
         """
         if ("Q" in changes or "K" in changes) and "A" not in changes:
             changes["A"] = None
@@ -434,22 +406,15 @@ def require_layer(layer, name: str = "layer") -> Attention:
     layer : object
         The value to check.
     name : str
-        The argument's name, used in the error message.
+        The argument's name in the message.
 
     Returns
     -------
     Attention
-        ``layer`` unchanged.
-
-    Raises
-    ------
-    TypeError
-        ``layer`` is not an :class:`Attention`, or is a batch where one layer is needed.
 
     References
     ----------
-    An :class:`Attention` is the in-context velocity field of the tokens of paper 1 (Castin et al.,
-    arXiv:2501.18322) and paper 2 (Li et al., 2026); book: ``chapters/index.md``, equation (eq-intro-sa).
+    Book: ``chapters/index.md``, equation (eq-intro-sa).
     """
     layer = validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
     if layer.batch_size is not None:
@@ -458,35 +423,24 @@ def require_layer(layer, name: str = "layer") -> Attention:
 
 
 def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
-    r"""The layer acting at depth ``t``: ``layer`` itself, or ``layer(t)`` for a depth-dependent one.
-
-    Both papers allow depth-dependent parameters :math:`t\mapsto(A_t, V_t)`; all their figures use
-    constant ones.
+    r"""The layer at depth ``t``: ``layer``, or ``layer(t)`` for depth-dependent parameters :math:`(A_t, V_t)`.
 
     Parameters
     ----------
     layer : Attention or callable
-        A layer, or a function ``t -> Attention``.
+        A layer, or ``t -> Attention``.
     t : float
-        Depth (time).
+        Depth.
     d : int
-        Expected token dimension.
+        Expected token dimension (a ValueError otherwise).
 
     Returns
     -------
     Attention
-        The layer at depth ``t``.
-
-    Raises
-    ------
-    TypeError
-        ``layer`` is neither, or the callable does not return an :class:`Attention`.
-    ValueError
-        The layer's dimension is not ``d``.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the Transformer PDE with parameters depending on depth.
+    Paper 1 (Castin et al., arXiv:2501.18322), the Transformer PDE with depth-dependent parameters.
     """
     if isinstance(layer, Attention):
         lay = layer
@@ -533,40 +487,33 @@ def _head_weights(X, layer: Attention, w, s, h, state=None, rows: slice = slice(
 
 
 def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head: int = 0, return_info: bool = False):
-    r"""The attention matrix :math:`P^{(h)}` of one head (dense n x n).
-
-    ``velocity(X, layer) = sum_h P^(h) @ X @ V_h.T``. Masses :math:`w_j` are included
-    (uniform by default), so for normalised kinds each row sums to one, and for linear,
-    unnormalised and sigmoid attention :math:`P_{ij} = w_j\,h(S_{ij})`. With ``causal=True``
-    entries with :math:`s_j > s_i` are zero. Use :func:`velocity` for the field: it avoids the
-    n x n matrix where a closed form exists (linear attention).
+    r"""The dense weights :math:`P^{(h)}` of one head (masses included, masked pairs zero), rows summing to one
+    for normalised kinds; ``velocity(X, layer) = sum_h P^(h) @ X @ V_h.T``.
 
     Parameters
     ----------
     X : array (n, d)
-        Tokens (rows).
+        Tokens.
     layer : Attention
         The layer.
     weights : array (n,), optional
-        Masses :math:`w_j` summing to one (uniform if omitted).
+        Masses (uniform if omitted).
     positions : array (n,), optional
-        Token positions :math:`s_j` of a causal layer (default: the index order).
+        Positions of a causal layer (default: the index order).
     head : int
-        Which head :math:`h`.
+        Which head.
     return_info : bool
-        Also return a dict of solver information (Sinkhorn: iterations and marginal error).
+        Also return the solver information (Sinkhorn: iterations, marginal error).
 
     Returns
     -------
     P : array (n, n)
-        The attention matrix of head ``head``.
     info : dict
-        Only with ``return_info=True``.
+        Only with ``return_info``.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants. Book: ``chapters/index.md``,
-    equation (eq-intro-sa).
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book: ``chapters/index.md``, (eq-intro-sa).
     """
     layer = require_layer(layer)
     X = validate_tokens(X, layer.d)
@@ -583,64 +530,51 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
 def velocity(
     X, layer: Attention, weights=None, *, positions=None, backend: str = "auto", sinkhorn_state: dict | None = None
 ) -> np.ndarray:
-    r"""The in-context velocity field :math:`\Gamma_\mu` at the tokens, for :math:`\mu=\sum_j w_j\delta_{x_j}`.
+    r"""The in-context field :math:`\Gamma_\mu(x_i)=\sum_h\sum_jP^{(h)}_{ij}V_hx_j` at the tokens of
+    :math:`\mu=\sum_j w_j\delta_{x_j}` (particles: uniform masses; the mean-field PDE: quadrature weights).
 
-    .. math:: \Gamma_\mu(x_i) = \sum_{h} \sum_j P^{(h)}_{ij} V_h x_j
-
-    with :math:`P^{(h)}` the weights of the layer's kind (:func:`attention_matrix`; softmax:
-    :math:`P_{ij}=w_je^{\beta\langle x_i,Ax_j\rangle}/\sum_l w_le^{\beta\langle x_i,Ax_l\rangle}`,
-    log-sum-exp stabilised). Particle systems use uniform weights; the mean-field (Transformer)
-    PDE uses quadrature weights.
+    The weights are the layer's kind's (:mod:`tokendynamics.kinds`; softmax log-sum-exp stabilised); a kind
+    with a closed form avoids the n x n matrix (linear attention: :math:`\beta VM_2A^\top x_i`).
 
     Parameters
     ----------
     X : array (n, d)
-        Token positions (rows).
+        Tokens.
     layer : Attention
         One layer (a batch goes through :func:`velocity_batch`).
     weights : array (n,), optional
-        Masses :math:`w_j \ge 0` summing to one; uniform if omitted.
+        Masses :math:`w_j\ge0` summing to one (uniform if omitted).
     positions : array (n,), optional
-        Token positions for ``causal`` layers (default: index order).
+        Positions of a causal layer (default: the index order).
     backend : {"auto", "numpy", "numba", "dense"}
-        ``auto`` uses a fused numba kernel for the kinds that fit it (softmax, L2) with small score rank
-        and large n when numba is installed and it wins (module ``tokendynamics._kernels``), numpy
-        otherwise; ``dense`` forces the n x n matrix also for kinds with a closed form (for tests and
-        benchmarks).
+        ``auto``: the fused numba kernel where it fits and wins (``tokendynamics._kernels``), numpy otherwise;
+        ``dense`` forces the n x n matrix also for kinds with a closed form.
     sinkhorn_state : dict, optional
-        A dict in which Sinkhorn potentials are stored and from which they are warm-started
-        (pass the same dict along a trajectory).
+        Store of Sinkhorn potentials to warm-start from (pass the same dict along a trajectory).
 
     Returns
     -------
     array (n, d)
-        :math:`\Gamma_\mu(x_i)` for every token (row ``i``).
 
     Raises
     ------
-    TypeError
-        ``layer`` is not an :class:`Attention`.
-    ValueError
-        Wrong shapes, non-finite tokens or weights, ``positions`` given to a non-causal layer.
-    CapabilityError
-        Token masses for a kind with no rule for them.
+    ValueError, TypeError
+        Bad input (named); CapabilityError for token masses a kind has no rule for.
     NonFiniteError
-        The field overflowed (e.g. unnormalised softmax with large scores).
+        The field overflowed (e.g. unnormalised softmax at large scores).
     ConvergenceError
-        Sinkhorn did not reach ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
+        Sinkhorn missed ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the in-context velocity field and the Transformer PDE;
-    paper 2 (Li et al., 2026), linear attention. Book: ``chapters/01_well_posedness.md``, equations
-    (eq-p1-ips) and (eq-p1-tpde).
+    Paper 1 (Castin et al., arXiv:2501.18322); paper 2 (Li et al., 2026), linear attention. Book:
+    ``chapters/01_well_posedness.md``, equations (eq-p1-ips) and (eq-p1-tpde).
 
     Examples
     --------
     >>> import numpy as np
     >>> from tokendynamics.attention import Attention, velocity
-    >>> layer = Attention("linear", A=np.eye(2), V=np.eye(2))
-    >>> velocity(np.array([[1.0, 0.0], [0.0, 1.0]]), layer)
+    >>> velocity(np.array([[1.0, 0.0], [0.0, 1.0]]), Attention("linear", A=np.eye(2), V=np.eye(2)))
     array([[0.5, 0. ],
            [0. , 0.5]])
     """
@@ -656,10 +590,8 @@ def velocity(
 
 
 def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sinkhorn_state: dict | None = None):
-    r"""The field of :func:`velocity` without validating its inputs, for integrators that validated them once.
-
-    The result is still checked: a non-finite field (an overflow, or non-finite tokens) raises
-    :class:`~tokendynamics.errors.NonFiniteError`.
+    r""":func:`velocity` for inputs validated once by the caller (integrators); the result is still checked
+    (non-finite: :class:`~tokendynamics.errors.NonFiniteError`).
 
     Parameters
     ----------
@@ -670,20 +602,17 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
     w : array (n,) or None
         Masses (None: uniform).
     s : array (n,)
-        Token positions (causal layers; ``numpy.arange(n)`` otherwise).
-    backend : str
-        As in :func:`velocity`.
-    sinkhorn_state : dict, optional
+        Token positions.
+    backend, sinkhorn_state
         As in :func:`velocity`.
 
     Returns
     -------
     array (n, d)
-        :math:`\Gamma_\mu(x_i)`.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
+    Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
     # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked,
     # and a non-finite field raises NonFiniteError, which integrators report as a blow-up.
@@ -703,34 +632,24 @@ FIELD_OK, FIELD_NONFINITE, FIELD_NOT_CONVERGED = 0, 1, 2
 
 
 def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention:
-    """``layer`` itself if it can act on B systems of tokens of dimension d: one :class:`Attention`
-    (the same layer for every system) or a batch of B layers.
+    """``layer`` if it can drive B systems of dimension d: one :class:`Attention`, or a batch of B layers.
 
     Parameters
     ----------
     layer : object
         The value to check.
     B, d : int
-        Number of systems and dimension of their tokens.
+        Number of systems and their dimension.
     what : str
-        The layer in error messages (e.g. ``"the layer at t = 0.5"``).
+        The layer in error messages.
 
     Returns
     -------
     Attention
-        ``layer`` unchanged.
-
-    Raises
-    ------
-    TypeError
-        ``layer`` is not an :class:`Attention`.
-    ValueError
-        Its dimension is not d, or a batch has not B layers.
 
     References
     ----------
-    Each of the B systems is one particle system of paper 1 (Castin et al., arXiv:2501.18322) driven by its
-    own layer; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
+    Book: ``chapters/07_phase_diagrams.md``.
     """
     if not isinstance(layer, Attention):
         raise TypeError(f"{what} must be an Attention (one layer or a batch of layers), got {type(layer).__name__}")
@@ -742,38 +661,31 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
 
 
 def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None):
-    r"""The velocity field :math:`\Gamma_{\mu_b}` of B independent systems at once, with their status.
+    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch).
 
-    ``X`` has shape (B, n, d): system b is the cloud ``X[b]``, driven by ``layer`` (one
-    :class:`Attention` for all systems) or by its layer b (a batch of B layers). The formulas and the
-    code are those of :func:`velocity`, with the batch as leading axes: one evaluation for the whole
-    batch instead of a Python loop.
-
-    Nothing is raised for one bad system: batched integrators flag and freeze it, and the others go on.
+    The code of :func:`velocity` with the batch as leading axes; one bad system is flagged, not raised.
 
     Parameters
     ----------
     X : array (B, n, d)
-        B token clouds.
+        B clouds.
     layer : Attention
-        One layer for all systems, or a batch of B layers.
+        One layer or a batch of B.
     weights : array (n,), optional
-        Masses shared by all systems (uniform by default).
+        Masses shared by the systems.
     sinkhorn_state : dict, optional
-        Warm-start store of Sinkhorn potentials.
+        Warm-start store.
 
     Returns
     -------
     U : array (B, n, d)
-        The fields :math:`\Gamma_{\mu_b}(x_{b,i})`.
+        The fields (zero rows for a flagged system).
     status : array of int (B,)
-        :data:`FIELD_OK`, :data:`FIELD_NONFINITE` (the field of that system overflowed; its rows of ``U``
-        are set to zero) or :data:`FIELD_NOT_CONVERGED` (Sinkhorn missed ``sinkhorn_tol``; rows set to zero).
+        :data:`FIELD_OK`, :data:`FIELD_NONFINITE` or :data:`FIELD_NOT_CONVERGED` (Sinkhorn).
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips),
-    and ``chapters/07_phase_diagrams.md``.
+    Book: ``chapters/07_phase_diagrams.md``.
     """
     X = real_array(X, "X")
     if X.ndim != 3 or X.shape[1] == 0:
@@ -786,7 +698,7 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
 
 
 def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
-    """:func:`velocity_batch` without validating its inputs (for integrators that validated them once).
+    """:func:`velocity_batch` for inputs validated once by the caller.
 
     Parameters
     ----------
@@ -806,7 +718,7 @@ def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/07_phase_diagrams.md``.
+    Book: ``chapters/07_phase_diagrams.md``.
     """
     missed = np.zeros(X.shape[0], dtype=bool)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -849,7 +761,7 @@ def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
                 failed |= missed
             elif np.any(missed):
                 raise ConvergenceError(
-                    sinkhorn_failure(int(np.max(info["iterations"])), float(np.max(info["marginal_error"])), layer)
+                    _sinkhorn_failure(int(np.max(info["iterations"])), float(np.max(info["marginal_error"])), layer)
                 )
             out += W @ values
             continue
@@ -862,29 +774,8 @@ def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
     return out
 
 
-def sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
-    """The message of a Sinkhorn :class:`~tokendynamics.errors.ConvergenceError`: what was reached, and what to change.
-
-    Parameters
-    ----------
-    iterations : int
-        Iterations done.
-    error : float
-        Column-marginal relative error reached.
-    layer : Attention
-        The Sinkhorn layer (its ``eps``, ``sinkhorn_tol`` and ``sinkhorn_iters`` are quoted).
-
-    Returns
-    -------
-    str
-        The message: the tolerance missed, the error reached, and the three settings to change.
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
-    G. Peyré, *Sinkformers*, AISTATS 2022. Book: ``chapters/01_well_posedness.md``, section
-    "Eight velocity fields".
-    """
+def _sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
+    """What a Sinkhorn ConvergenceError says: the tolerance missed, the error reached, and what to change."""
     return (
         f"Sinkhorn attention did not reach sinkhorn_tol = {layer.sinkhorn_tol:.3g} in {iterations} iterations: "
         f"the column-marginal error reached is {error:.3g} (eps = {layer.eps:g}). Raise sinkhorn_iters "

@@ -1,23 +1,13 @@
-r"""One adaptive ODE call for every reduction: ``scipy.integrate.solve_ivp`` with the library's failure checks.
+r"""The library's stepping layer: every integrator of the particle systems and of the reductions.
 
-The reductions of both papers — the angle equations and the Watanabe–Strogatz and Ott–Antonsen
-ODEs of chapters 4 and 5, the projective flow of chapter 6, the rank-one covariance ODE of chapter 2 —
-are integrated by :func:`solve_ode`. It calls ``solve_ivp`` once and refuses what ``solve_ivp``
-itself lets through: a failed step (``status == -1``, e.g. a step size driven to zero at a
-finite-time blow-up) or a non-finite value in the output. Either way the caller gets an
-exception that names the integration and the last time reached, never an array with NaN in it.
+* :func:`fixed_step` — Euler or RK4 (:data:`SCHEMES`) on a :class:`Geometry` (Euclidean, the sphere, the cone of
+  covariances) for B systems at once, each frozen at its last good state when it blows up; it carries
+  :func:`~tokendynamics.particles.simulate` (B = 1) and :func:`~tokendynamics.ensembles.simulate_batch`.
+* :func:`dormand_prince_batch` — an adaptive pair for B systems with their own steps (batched covariances).
+* :func:`adaptive_solve` — a scipy solver stepped by hand, so that blow-up and event times are located on
+  the dense output; :func:`solve_ode` — one ``solve_ivp`` call that refuses failure and NaN.
 
-When the time of a blow-up matters (the covariance ODEs of chapter 2, the particle systems of
-:func:`~tokendynamics.particles.simulate` with an adaptive method), :func:`adaptive_solve` steps a
-scipy solver by hand instead: it knows the time the solver reached, locates a threshold crossing or
-an event on the dense output of the step, and reports how the run ended rather than raising.
-
-The fixed-step schemes live here too (:func:`euler_step`, :func:`rk4_step`), with the geometry of
-the state passed in as a projection/retraction pair (:class:`Geometry`: Euclidean space, the unit
-sphere, the cone of covariances): :func:`fixed_step` steps B systems together, freezing each one
-that blows up at its last good state, and carries :func:`~tokendynamics.particles.simulate`
-(B = 1), :func:`~tokendynamics.ensembles.simulate_batch` and the fixed-step reductions. Every
-integrator returns a :class:`Run` and refuses, before it starts, work beyond a budget (:data:`MAX_STEPS`).
+Each returns a :class:`Run`, and refuses work beyond a budget (:data:`MAX_STEPS`) before or while it runs.
 """
 
 from __future__ import annotations
@@ -67,51 +57,34 @@ MAX_STEPS = 10_000_000
 
 
 def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowup: bool = False, **options):
-    r"""Integrate :math:`\dot y=f(t,y)` on ``t_span`` with ``scipy.integrate.solve_ivp``; refuse failure and NaN.
+    r"""Integrate :math:`\dot y=f(t,y)` with ``scipy.integrate.solve_ivp``, refusing a failed step or a NaN.
 
-    The solution is accepted when ``solve_ivp`` reached the end of ``t_span`` or stopped at a
-    terminal event (``status`` 0 or 1) and every stored value is finite. Otherwise an exception
-    names ``what`` failed and the last time reached: a :class:`~tokendynamics.errors.BlowUpError`
-    (``blowup=True``: the ODE is known to blow up in finite time, e.g. covariance ODEs) or a
-    :class:`~tokendynamics.errors.NonFiniteError`.
+    A failure is an exception naming ``what`` and the last time reached: :class:`~tokendynamics.errors.BlowUpError`
+    when ``blowup`` (an ODE known to blow up), :class:`~tokendynamics.errors.NonFiniteError` otherwise.
 
     Parameters
     ----------
-    rhs : callable
-        The right-hand side ``rhs(t, y)`` of the ODE, returning an array shaped like ``y``.
+    rhs : callable ``(t, y) -> array``
+        The right-hand side.
     y0 : array_like (k,)
-        Initial state (real).
+        Initial state.
     t_span : (float, float)
-        Initial and final times :math:`(t_0, T)`.
+        :math:`(t_0, T)`.
     what : str
-        Name of the integration, used in the error message (e.g. ``"the WS integration"``).
+        Name of the integration in the message.
     blowup : bool
-        Raise a ``BlowUpError`` (True) rather than a ``NonFiniteError`` (False) on failure.
+        Raise BlowUpError rather than NonFiniteError.
     **options
-        Keyword arguments of ``solve_ivp``, passed as they are: ``method`` (``"DOP853"``,
-        ``"RK45"``, ``"Radau"``, ...; ``"RK45"`` when absent), ``t_eval`` (output times),
-        ``rtol``, ``atol``, ``events`` (functions ``g(t, y)`` with the ``terminal`` and
-        ``direction`` attributes of ``solve_ivp``; their times are in ``t_events``), ``max_step``.
-        The callers in this library always pass ``method``, ``rtol`` and ``atol``.
+        Passed to ``solve_ivp`` (``method``, ``t_eval``, ``rtol``, ``atol``, ``events``, ``max_step``).
 
     Returns
     -------
     scipy.integrate.OdeResult
-        The result of ``solve_ivp`` (``t``, ``y`` of shape (k, m), ``t_events``, ``y_events``,
-        ``nfev``, ``status``, ``message``).
-
-    Raises
-    ------
-    BlowUpError
-        If ``blowup`` and the solver failed or produced non-finite values.
-    NonFiniteError
-        If not ``blowup`` and the solver failed or produced non-finite values.
 
     References
     ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, 2nd ed.,
-    Springer, 1993, chapter II (embedded Runge–Kutta pairs; DOP853 is the Dormand–Prince pair of
-    order 8); P. Virtanen et al., *SciPy 1.0*, Nature Methods 17 (2020), ``scipy.integrate.solve_ivp``.
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), chapter II;
+    P. Virtanen et al., *SciPy 1.0*, Nature Methods 17 (2020).
 
     Examples
     --------
@@ -135,35 +108,27 @@ _SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """What every integrator of the library returns: times, states, how the run ended and when.
-
-    For one system (:func:`adaptive_solve`) the status fields are scalars; for B systems stepped
-    together (:func:`fixed_step`) they are arrays over the systems and ``y`` has the systems on its
-    second axis.
+    """What every integrator returns: times, states, how the run ended and when (per system for a batch).
 
     Attributes
     ----------
     t : array (m,)
         Output times.
     y : array (m, ...) or (m, B, ...)
-        States at the output times (a stopped system keeps its last good state).
+        States (a stopped system of a batch keeps its last good state).
     status : str or array of str (B,)
-        ``"completed"`` (reached T), ``"threshold"`` (the size crossed the threshold, or a step grew it too
-        much), ``"event"`` (the event function crossed zero upwards), ``"flagged"`` (the field reported a
-        failure) or ``"failed"`` (the solver could not continue, or a non-finite state).
-    time : float or array (B,)
-        When the run stopped (threshold or event: the crossing; fixed step: the end of the offending step);
-        T if completed.
-    last_good : float or array (B,)
-        Start of the step in which it stopped (the last accepted time).
+        ``"completed"``, ``"threshold"`` (size above the threshold, or a step that grew it too much),
+        ``"event"``, ``"flagged"`` (the field reported a failure) or ``"failed"`` (non-finite, solver stuck);
+        ``"stopped"``/``"stiff"`` in :func:`dormand_prince_batch`.
+    time, last_good : float or array (B,)
+        When it stopped (the crossing, or the end of the offending step; T if completed) and the start of
+        that step.
     y_stop : array
-        The state at ``time`` (fixed step: the rejected state of the offending step).
-    reason : str or tuple of str
-        What stopped the run (empty if completed).
-    nfev : int
-        Evaluations of the right-hand side (a batch: batched evaluations).
-    steps : int
-        Steps taken.
+        The state at ``time`` (fixed step: the rejected state).
+    reason : str or tuple
+        What stopped it.
+    nfev, steps : int
+        Evaluations of the right-hand side and steps taken.
 
     References
     ----------
@@ -196,49 +161,42 @@ def adaptive_solve(
     event=None,
     max_steps: int = MAX_STEPS,
 ) -> Run:
-    r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where it blows up.
+    r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where a size or event crosses.
 
-    Unlike ``solve_ivp(t_eval=...)``, which only reports output times, this knows the time the
-    solver reached: it returns the time at which ``size(y)`` crosses ``threshold`` (located by
-    root-finding on the dense output of the step, so independent of the output times), or the time
-    of the last accepted step when the solver fails (step size below the spacing of
-    floating-point numbers near a singularity, or a right-hand side that raises
-    :class:`~tokendynamics.errors.NonFiniteError` at every trial step: such evaluations are turned
-    into NaNs, which make the solver reject the step and try a smaller one).
+    It knows the time the solver reached: a crossing of ``size(y) = threshold`` or of ``event(y) = 0`` (upwards)
+    is located by root-finding on the dense output of the step; a failure (step below the spacing of
+    floating-point numbers, or a field raising :class:`~tokendynamics.errors.NonFiniteError` at every trial)
+    reports the last accepted step.
 
     Parameters
     ----------
     fun : callable ``(t, y) -> array``
-        The right-hand side :math:`f` (flat state).
+        The right-hand side (flat state).
     %(t_span)s
     y0 : array
         Initial state (flattened).
     t_eval : array, optional
-        Increasing output times inside ``t_span``; None stores every accepted step.
+        Output times (default: every accepted step).
     solver : str
-        A ``scipy.integrate`` solver class name (e.g. ``"DOP853"``, ``"RK45"``, ``"Radau"``).
+        A ``scipy.integrate`` solver class name.
     rtol, atol : float
         Tolerances.
     size : callable, optional
-        Maps a state to a number (e.g. its largest entry, or the trace of a covariance).
+        A number per state (its largest entry, a trace...).
     threshold : float
         Stop when ``size(y)`` crosses it.
     event : callable, optional
-        Maps a state to a number: the run stops (status ``"event"``) at the first time it crosses zero
-        upwards, located on the dense output like the threshold.
+        Stop where ``event(y)`` crosses zero upwards (it must return finite numbers).
     max_steps : int
-        Cap on the accepted steps (default :data:`MAX_STEPS`); beyond it a ConvergenceError names the time
-        reached.
+        Cap on the accepted steps (:data:`MAX_STEPS`): beyond it a ConvergenceError names the time reached.
 
     Returns
     -------
     Run
-        Output times and states, how the run ended and when.
 
     References
     ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993)
-    (embedded Runge–Kutta pairs and dense output).
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993) (dense output).
     """
     t0, T = parse_span(t_span)
     solver = validate_solver(solver, "solver")
@@ -271,26 +229,22 @@ def adaptive_solve(
             k += 1
     status, time, last_good, y_stop, reason = "completed", T, T, None, ""
 
-    def event_value(t, y):
+    def event_value(y):
         value = float(event(y))
         if not math.isfinite(value):
-            raise ValueError(
-                f"the event function (stop_when) returned {value} at t = {t:.6g}: it must return a finite number"
-            )
+            raise ValueError(f"the event function (stop_when) returned {value}: it must return a finite number")
         return value
 
-    event_before = -1.0 if event is None else event_value(t0, y0)
-    if event is not None and not event_before < 0:  # reached at the start
-        return Run(
-            np.array(out_t),
-            np.array(out_y).reshape(len(out_t), y0.size),
-            "event",
-            t0,
-            t0,
-            y0,
-            "the event function is not negative at the start",
-            0,
-        )
+    # what stops the run where it crosses zero upwards: (status, function of the state, reason)
+    checks = [
+        ("threshold", lambda y: size(y) - threshold, f"the size of the state reached the threshold {threshold:.3g}")
+    ]
+    checks = (
+        checks[: size is not None] + [("event", event_value, "the event function crossed zero")][: event is not None]
+    )
+    if event is not None and not event_value(y0) < 0:  # reached at the start
+        out = np.array(out_y).reshape(len(out_t), y0.size)
+        return Run(np.array(out_t), out, "event", t0, t0, y0, "the event function is not negative at the start", 0)
     max_steps = validate_count(max_steps, "max_steps")
     steps = 0
     while ode.status == "running":
@@ -303,35 +257,23 @@ def adaptive_solve(
         message = ode.step()
         if ode.status == "failed":
             status, time, last_good, y_stop = "failed", float(ode.t), float(ode.t), ode.y.copy()
-            why = failure[-1] if failure else message
-            reason = f"the solver could not continue past t = {time:.6g} ({why})"
+            reason = f"the solver could not continue past t = {time:.6g} ({failure[-1] if failure else message})"
             break
         t_old, t_new = float(ode.t_old), float(ode.t)
-        dense = None
-        crossing = None
-        if size is not None and not size(ode.y) <= threshold:
-            dense = ode.dense_output()
-
-            def excess(t, dense=dense):
-                return size(dense(t)) - threshold
-
-            if not excess(t_old) < 0:
-                crossing = t_old
-            else:
-                crossing = brentq(excess, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
-        hit = None
-        if event is not None and crossing is None and not event_value(t_new, ode.y) < 0 and event_before < 0:
-            dense = dense or ode.dense_output()
-
-            def rise(t, dense=dense):
-                return event_value(t, dense(t))
-
-            hit = brentq(rise, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
-        if event is not None:
-            event_before = event_value(t_new, ode.y)
-        stop = t_new if crossing is None and hit is None else (crossing if hit is None else hit)
+        dense, found = None, None
+        for what, g, why in checks:  # the first crossing in the step, located on its dense output
+            if not g(ode.y) < 0:
+                dense = dense or ode.dense_output()
+                f = lambda t, g=g, dense=dense: g(dense(t))  # noqa: E731
+                tc = (
+                    t_old
+                    if not f(t_old) < 0
+                    else brentq(f, t_old, t_new, xtol=1e-15 * max(1.0, abs(t_new)), rtol=4 * np.finfo(float).eps)
+                )
+                found = (tc, what, why) if found is None or tc < found[0] else found
+        stop = t_new if found is None else found[0]
         if t_eval is None:
-            if crossing is None and hit is None:
+            if found is None:
                 out_t.append(t_new)
                 out_y.append(ode.y.copy())
         else:
@@ -343,15 +285,10 @@ def adaptive_solve(
                 out_t.extend(float(tt) for tt in t_eval[k:j])
                 out_y.extend(dense(tt) for tt in t_eval[k:j])
                 k = j
-        if crossing is not None:
+        if found is not None:
             assert dense is not None  # made when the crossing was located
-            status, time, last_good, y_stop = "threshold", crossing, t_old, dense(crossing)
-            reason = f"the size of the state reached the threshold {threshold:.3g}"
-            break
-        if hit is not None:
-            assert dense is not None
-            status, time, last_good, y_stop = "event", hit, t_old, dense(hit)
-            reason = "the event function crossed zero"
+            time, status, reason = found
+            last_good, y_stop = t_old, dense(time)
             break
     if y_stop is None:
         y_stop = ode.y.copy()
@@ -374,29 +311,23 @@ def adaptive_solve(
 
 @dataclass(frozen=True, eq=False)
 class Geometry:
-    r"""Where a state lives: a projection of vectors onto the tangent space, and a retraction onto the set.
-
-    A fixed-step scheme on the set evaluates the field at the retracted stage states, projects it,
-    and retracts each new state (:func:`fixed_step`). On the sphere the retraction :math:`x\mapsto x/|x|`
-    does not lower the order of the step, since the exact flow stays on the sphere.
+    r"""Where a state lives: a tangent projection of vectors and a retraction onto the set.
 
     Parameters
     ----------
     name : str
-        The geometry's name.
+        Its name.
     project : callable ``(y, v) -> v``
-        Tangent projection of a vector ``v`` at ``y``.
+        Tangent projection.
     retract : callable ``y -> y``
-        Retraction onto the set (rows along the last axis for the sphere).
+        Retraction onto the set.
     stages : bool
-        Also retract the stage states before the field is evaluated (the sphere: the field is defined on
-        it); False where the retraction only corrects the new state (the official projected Euler of
-        covariances, whose stage is the current iterate).
+        Also retract the stage states before the field is evaluated (the sphere); False where only the new
+        state is corrected (the projected Euler of covariances).
 
     References
     ----------
-    P.-A. Absil, R. Mahony, R. Sepulchre, *Optimization Algorithms on Matrix Manifolds*, Princeton (2008),
-    chapter 4 (retractions); paper 2 (Li et al., 2026), tokens on the sphere.
+    P.-A. Absil, R. Mahony, R. Sepulchre, *Optimization Algorithms on Matrix Manifolds*, Princeton (2008), ch. 4.
     """
 
     name: str
@@ -421,28 +352,23 @@ SPHERE = Geometry("sphere", _tangent, _unit)
 
 
 def euler_step(f, t, y, h):
-    r"""One explicit Euler step :math:`y + h\,f(t, y)` (a residual layer of step ``h``).
+    r"""One explicit Euler step :math:`y + h\,f(t, y)` (a residual layer of step h).
 
     Parameters
     ----------
     f : callable ``(t, y) -> array``
         The right-hand side.
-    t : float
-        Current time.
-    y : array
-        Current state.
-    h : float
-        Step.
+    t, y, h
+        Time, state and step.
 
     Returns
     -------
     (array, int)
-        The new state and the number of evaluations of ``f`` (1).
+        The new state and the evaluations of f (1).
 
     References
     ----------
-    A residual layer :math:`x+h\,\Gamma(x)` is an explicit Euler step: paper 1 (Castin et al.,
-    arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
+    Paper 1 (Castin et al., arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, (eq-p1-ips).
     """
     return y + h * f(t, y), 1
 
@@ -450,24 +376,17 @@ def euler_step(f, t, y, h):
 def rk4_step(f, t, y, h):
     r"""One step of the classical fourth-order Runge–Kutta method.
 
-    .. math:: y_{k+1}=y_k+\tfrac h6(k_1+2k_2+2k_3+k_4),\quad k_1=f(t,y_k),\ k_2=f(t+\tfrac h2,y_k+\tfrac h2k_1),
-              \ k_3=f(t+\tfrac h2,y_k+\tfrac h2k_2),\ k_4=f(t+h,y_k+hk_3).
-
     Parameters
     ----------
     f : callable ``(t, y) -> array``
         The right-hand side.
-    t : float
-        Current time.
-    y : array
-        Current state (or a Python complex number).
-    h : float
-        Step.
+    t, y, h
+        Time, state (array or Python complex) and step.
 
     Returns
     -------
     (array, int)
-        The new state and the number of evaluations of ``f`` (4).
+        The new state and the evaluations of f (4).
 
     References
     ----------
@@ -485,28 +404,20 @@ SCHEMES = {"euler": euler_step, "rk4": rk4_step}
 
 
 def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tuple[int, float]:
-    """Number of steps and the step of a fixed-step run on ``[t0, T]``, refused beyond the budget.
-
-    The step is adjusted down so that an integer number of steps reaches T exactly.
+    """Steps and step of a fixed-step run on :math:`[t_0, T]` (the step adjusted down to reach T), within the budget.
 
     Parameters
     ----------
     t0, T : float
-        The span (validated by the caller).
+        The span.
     dt : float
-        The requested step (positive, finite).
+        Requested step.
     max_steps : int
-        Budget (default :data:`MAX_STEPS`).
+        Budget (:data:`MAX_STEPS`): more steps is a ValueError naming the span, the step and the count.
 
     Returns
     -------
     (int, float)
-        ``steps`` and ``h = (T - t0) / steps``.
-
-    Raises
-    ------
-    ValueError
-        A step that is not a positive finite number, or more steps than ``max_steps``.
 
     References
     ----------
@@ -549,13 +460,11 @@ def fixed_step(
 ):
     r"""Step B systems :math:`\dot y_b=f_b(t,y_b)` together with a fixed-step scheme on a geometry.
 
-    ``field(t, Y, active, t_step)`` returns ``(U, codes)`` for the states ``Y`` of the systems
-    ``active`` (indices into the batch) at the stage time ``t`` of the step that starts at ``t_step``;
-    ``codes`` (or None: all fine) is 0 where the field is fine and a code of :data:`FIELD_REASONS` for a
-    system whose field failed. The field is evaluated at the retracted stage states and projected
-    (:class:`Geometry`); each new state is retracted. A system stops — frozen at its last good state, the
-    others go on — when its field fails, its state becomes non-finite, its size
-    :math:`\max|y|` exceeds ``threshold``, or a step multiplies its size by more than ``max_growth``.
+    ``field(t, Y, active, t_step)`` returns ``(U, codes)`` for the systems ``active`` at stage time t of the
+    step starting at ``t_step``; ``codes`` (None: all fine) holds a code of :data:`FIELD_REASONS` for a system
+    whose field failed. The field is evaluated at the retracted stage states and projected, each new state
+    retracted. A system stops — frozen at its last good state — when its field fails, its state is not finite,
+    its size exceeds ``threshold`` or grows by more than ``max_growth`` in one step; the others go on.
 
     Parameters
     ----------
@@ -574,28 +483,25 @@ def fixed_step(
     geometry : Geometry
         Projection and retraction.
     saved : callable ``k -> bool``, optional
-        Whether the state after step k (0: the initial state) is stored; default every step.
+        Store the state after step k (default: every step).
     threshold : float
-        Size above which a system counts as blown up.
+        Size beyond which a system stops.
     max_growth : float, optional
-        A step that multiplies the size of a system by more than this factor counts as a blow-up.
+        Largest growth of the size in one step.
     fill : bool
-        Once every system has stopped, store their frozen states at the remaining output steps (True), or
-        end the output there (False).
+        Once all have stopped, keep storing their frozen states (True) or end the output (False).
     size : callable ``Y -> array (b,)``, optional
-        The size of each system compared with ``threshold`` (default: its largest entry in absolute value).
+        The size of each system (default: its largest entry in absolute value).
 
     Returns
     -------
     Run
-        Stored times and states (B on the second axis), and per system the status (``"completed"``,
-        ``"threshold"``, ``"flagged"`` or ``"failed"``), stop time (``nan`` if completed), last good time
-        and reason; ``y_stop`` the rejected states.
+        States with B on the second axis, and per system status, times and reason.
 
     References
     ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993);
-    paper 1 (Castin et al., arXiv:2501.18322), the particle systems; book: ``chapters/07_phase_diagrams.md``.
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993); book:
+    ``chapters/07_phase_diagrams.md``.
     """
     step = SCHEMES[scheme]
     Y = np.array(y0, dtype=float, copy=True)
@@ -712,26 +618,23 @@ def dormand_prince_batch(
 ) -> Run:
     r"""Dormand–Prince 5(4) on B systems :math:`\dot y_b=f(y_b)` at once, each with its own step size.
 
-    The pair, error norm (root mean square of the error over :math:`(\texttt{atol}+\texttt{rtol}\,|y|)`-scaled
-    entries) and step control are those of ``scipy.integrate.RK45``; one evaluation ``f(Y, idx)`` per
-    stage serves every active system (``idx``: their indices). Steps land on the output times and on T.
-    After each accepted step ``on_step(idx, t_old, t_new, y_new)`` may stop systems (it returns a boolean
-    mask over ``idx``, or None); a system whose step falls below :math:`10^{-12}t` or that took
-    ``max_steps`` steps stops as ``"stiff"`` (the caller may finish it with an implicit solver).
+    The pair, error norm and step control of ``scipy.integrate.RK45``; one evaluation ``f(Y, idx)`` per stage
+    for the active systems ``idx``; steps land on ``t_eval`` and T. ``on_step(idx, t_old, t_new, y_new)`` may
+    stop systems (a boolean mask); a step below :math:`10^{-12}t` or ``max_steps`` steps stops one as ``"stiff"``.
 
     Parameters
     ----------
     f : callable ``(Y, idx) -> array``
-        Autonomous right-hand side of the systems ``idx``, ``Y`` of shape (len(idx), ...).
+        Autonomous right-hand side.
     y0 : array (B, ...)
-        Initial states at t = 0.
+        States at t = 0.
     T : float
         Final time.
     rtol, atol : float
         Tolerances.
     t_eval : array (m,), optional
-        Increasing times in [0, T] at which states are stored (NaN after a system stopped).
-    first_step : array (B,) or float, optional
+        Output times in [0, T] (NaN after a system stopped).
+    first_step : float or array (B,), optional
         Initial steps (default :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10).
     max_steps : int
         Steps after which a system counts as stiff.
@@ -741,15 +644,13 @@ def dormand_prince_batch(
     Returns
     -------
     Run
-        ``y`` the states at ``t_eval`` (B on the second axis), ``y_stop`` the last states, ``time`` the
-        times they were reached, ``status`` per system (``"completed"``, ``"stopped"`` or ``"stiff"``),
-        ``steps`` the most steps taken by a system; ``reason`` holds the steps of each system.
+        ``y`` at ``t_eval``, ``y_stop``/``time`` the last states and times, ``status`` (``"completed"``,
+        ``"stopped"``, ``"stiff"``), ``reason`` the steps of each system.
 
     References
     ----------
-    J. R. Dormand, P. J. Prince, *A family of embedded Runge–Kutta formulae*, J. Comput. Appl. Math. 6
-    (1980); E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer
-    (1993), chapter II.
+    J. R. Dormand, P. J. Prince, J. Comput. Appl. Math. 6 (1980); E. Hairer, S. P. Nørsett, G. Wanner,
+    *Solving Ordinary Differential Equations I*, Springer (1993), chapter II.
     """
     Y = np.array(y0, dtype=float, copy=True)
     B = Y.shape[0]

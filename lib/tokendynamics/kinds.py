@@ -1,48 +1,28 @@
 r"""Attention kinds: how each variant weighs the tokens, and what else it knows about itself.
 
-Every attention variant of both papers has the in-context field
+Every variant has the field :math:`\Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij} V_h x_j` and variants differ only
+in the weights they form from the scaled scores :math:`s_{ij} = \beta\langle x_i, A x_j\rangle`. An
+:class:`AttentionKind` is that weight rule; what some kinds also know (the affine field on Gaussians,
+stability constants, a closed form without the :math:`n\times n` matrix, a Sinkhorn-type solve) are optional
+capabilities (:data:`CAPABILITIES`), asked for by name (:meth:`AttentionKind.require`): a missing one raises a
+:class:`~tokendynamics.errors.CapabilityError` naming the kind, never a default number.
 
-.. math:: \Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij}\, V_h x_j ,
+The built-in kinds (:data:`KINDS`): ``softmax`` :math:`e^{s_{ij}}/\sum_le^{s_{il}}`; ``unnormalized_softmax``
+:math:`e^{s_{ij}}/n`; ``linear`` :math:`s_{ij}/n` (paper 2); ``l2``, the row-softmax of
+:math:`-\beta|Qx_i-Kx_j|^2`; ``sinkhorn``, the entropic self-transport plan for the cost :math:`-s_{ij}`;
+``sigmoid`` :math:`\sigma(s_{ij}+b)/n`; ``relu`` :math:`\max(s_{ij},0)/n`; ``hardmax``, uniform on each row's
+argmax set (the :math:`\beta\to\infty` limit of softmax). With masses :math:`w_j`, :math:`1/n` becomes
+:math:`w_j`; a masked (causal) pair has score :math:`-\infty`. A new kind (CONTRIBUTING, "Add an attention
+variant")::
 
-and the variants differ only in the weights :math:`P_{ij}` they form from the scaled scores
-:math:`s_{ij} = \beta\langle x_i, A x_j\rangle` (:math:`A = Q^\top K`). An :class:`AttentionKind`
-is that weight rule and nothing else is required of it; what some kinds also know — the affine
-field on Gaussians, explicit stability constants, a closed form that needs no :math:`n\times n`
-matrix, a Sinkhorn-type solve that couples all rows — are optional capabilities. A function that
-needs a capability asks the kind (:meth:`AttentionKind.require`), and a kind without it raises a
-:class:`~tokendynamics.errors.CapabilityError` naming both, never a default number.
-
-The built-in kinds are the entries of :data:`KINDS`:
-
-* ``softmax``: :math:`P_{ij} = e^{s_{ij}}/\sum_l e^{s_{il}}`;
-* ``unnormalized_softmax``: :math:`P_{ij} = e^{s_{ij}}/n`;
-* ``linear``: :math:`P_{ij} = s_{ij}/n` (paper 2);
-* ``l2``: the row-softmax of :math:`-\beta|Qx_i-Kx_j|^2` (its scores need :math:`Q, K`);
-* ``sinkhorn``: the entropic self-transport plan of :math:`\mu` for the cost :math:`-s_{ij}`,
-  regularisation :math:`\varepsilon` (rows and columns sum to one);
-* ``sigmoid``: :math:`P_{ij} = \sigma(s_{ij} + b)/n`;
-* ``relu``: :math:`P_{ij} = \max(s_{ij}, 0)/n` (Wortsman et al., arXiv:2309.08586);
-* ``hardmax``: uniform on each row's argmax set, the :math:`\beta\to\infty` limit of softmax
-  (Alcalde, Geshkovski, Ruiz-Balet, arXiv:2508.09628).
-
-With masses :math:`w_j` (a weighted measure :math:`\mu=\sum_jw_j\delta_{x_j}`, e.g. mean-field
-quadrature) ``1/n`` becomes :math:`w_j` and the normalised kinds weigh :math:`e^{s_{ij}}` by
-:math:`w_j`. A masked (causal) pair has score :math:`-\infty`.
-
-Add a variant (see CONTRIBUTING, "Add an attention variant")::
-
-    from tokendynamics import Attention, AttentionKind
     cubic = AttentionKind("cubic", lambda s: s**3 / s.shape[-1])
-    layer = Attention(cubic, A=A, V=V, beta=1.0)       # works in velocity, simulate, simulate_batch
+    layer = Attention(cubic, A=A, V=V, beta=1.0)      # velocity, simulate, simulate_batch work with it
 
 References
 ----------
-Paper 1: V. Castin, P. Ablin, J. A. Carrillo, G. Peyré, *A Unified Perspective on the Dynamics of Deep
-Transformers*, arXiv:2501.18322 (the variants, their Gaussian closures and stability). Paper 2: S. Li
-et al., *On the Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026) (linear
-attention). M. Wortsman et al., *Replacing softmax with ReLU in vision transformers*, arXiv:2309.08586;
-A. Alcalde, B. Geshkovski, D. Ruiz-Balet, *Attention's forward pass and Frank–Wolfe*, arXiv:2508.09628.
-Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips); ``chapters/02_gaussian_preservation.md``.
+Paper 1 (Castin et al., arXiv:2501.18322), the variants, their Gaussian closures and stability; paper 2 (Li et
+al., 2026), linear attention; M. Wortsman et al., arXiv:2309.08586 (ReLU); A. Alcalde, B. Geshkovski,
+D. Ruiz-Balet, arXiv:2508.09628 (hardmax). Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
 """
 
 from __future__ import annotations
@@ -115,39 +95,31 @@ class AttentionKind:
     Parameters
     ----------
     name : str
-        The kind's name (``Attention(name, ...)`` finds a registered kind by it, see :func:`register`).
+        The kind's name (``Attention(name, ...)`` finds a registered kind by it, :func:`register`).
     weights : callable ``weights(scores) -> array``
-        The weight rule. ``scores`` is the array of scaled scores
-        :math:`s_{ij}=\beta\langle x_i,Ax_j\rangle` of shape (..., n, n) (leading axes: a batch of
-        systems; a masked pair has score :math:`-\infty`); the result, of the same shape, weighs
-        :math:`Vx_j`: :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j`. Tokens have equal masses: for
-        :math:`P_{ij}=h(s_{ij})/n` write the :math:`1/n`.
+        The rule: ``scores`` of shape (..., n, n) (leading axes: a batch; a masked pair at :math:`-\infty`) to
+        weights of the same shape, :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j`, for equal masses (write the
+        :math:`1/n` of :math:`P_{ij}=h(s_{ij})/n`).
     masses : callable ``masses(scores, w) -> array``, optional
-        The same rule for a weighted measure :math:`\sum_jw_j\delta_{x_j}`, ``w`` of shape (n,).
-        Without it a kind refuses token masses.
+        The rule for token masses ``w`` (n,); without it a kind refuses weighted measures.
     normalised : bool
-        The rows of the weights sum to one (a probability over keys): the tokens move at most at
-        the speed :math:`\|V\|R` in a ball of radius R, and a causal layer needs an attention sink for a
-        uniform stability constant.
+        Rows sum to one (speed at most :math:`\|V\|R`; a causal layer needs a sink for stability).
     parameters : tuple of str
-        The options of :class:`~tokendynamics.attention.Attention` the kind uses besides the matrices
-        (``"bias"`` for sigmoid, ``"eps"`` and the Sinkhorn settings for Sinkhorn); others are refused.
+        The layer options the kind uses (``"bias"``, ``"eps"`` ...); others are refused.
     factored : bool
-        The scores need the query and key matrices ``Q`` and ``K``, not only :math:`A=Q^\top K`.
+        The scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`.
     maskable : bool
-        The kind has a causal (masked) version.
+        The kind has a causal version.
     fused : bool
         The scores and weights fit the fused numba kernel (exponential weights, normalised rows).
     capabilities : dict, optional
-        Optional knowledge, by name (:data:`CAPABILITIES`); a function needing one asks
-        :meth:`require`.
+        Optional knowledge, by name (:data:`CAPABILITIES`).
     label : str, optional
-        The kind's name for readers (figures, tables); the name by default.
+        The name readers see (the name by default).
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; book: ``chapters/01_well_posedness.md``,
-    equation (eq-p1-ips), and CONTRIBUTING, "Add an attention variant".
+    Paper 1 (Castin et al., arXiv:2501.18322), the attention variants; CONTRIBUTING, "Add an attention variant".
 
     Examples
     --------
@@ -208,26 +180,21 @@ class AttentionKind:
         return capability in self.capabilities  # type: ignore[operator]
 
     def require(self, capability: str, what: str = "this computation", error: type = CapabilityError):
-        """The capability ``capability`` of the kind, or an error naming the kind and what is missing.
+        """The capability ``capability`` of the kind, or an error naming the kind, what is missing and who has it.
 
         Parameters
         ----------
         capability : str
             A name of :data:`CAPABILITIES`.
         what : str
-            What needs it (quoted in the error).
+            What needs it (in the message).
         error : type
-            The exception class raised (a subclass of :class:`~tokendynamics.errors.CapabilityError`).
+            The exception raised (a :class:`~tokendynamics.errors.CapabilityError`).
 
         Returns
         -------
         object
             The capability (usually a function of a :class:`Head`).
-
-        Raises
-        ------
-        CapabilityError
-            The kind lacks it.
         """
         if capability not in CAPABILITIES:
             raise ValueError(f"unknown capability {capability!r}; known: {sorted(CAPABILITIES)}")
@@ -240,15 +207,13 @@ class AttentionKind:
         return self.capabilities[capability]  # type: ignore[index]
 
     def weigh(self, S, w, head: Head, state=None):
-        """Weights of the scores ``S`` as ``(W, r, info)``, :math:`P = W/r` row-wise (``r`` None: ``P = W``).
-
-        ``S`` is modified in place (it is a fresh array of scores). ``w`` are the token masses (None:
-        uniform). Used by :func:`~tokendynamics.attention.velocity`.
+        """Weights of the scores ``S`` (modified in place) as ``(W, r, info)``, :math:`P=W/r` row-wise (``r`` None:
+        :math:`P=W`), for masses ``w`` (None: uniform).
 
         Parameters
         ----------
         S : array (..., m, n)
-            Scores (masked pairs at :math:`-\\infty`).
+            Scores.
         w : array (n,) or None
             Masses.
         head : Head
@@ -510,7 +475,7 @@ KINDS: dict[str, AttentionKind] = {}
 
 
 def register(kind: AttentionKind) -> AttentionKind:
-    """Add ``kind`` to :data:`KINDS`, so that ``Attention(kind.name, ...)`` finds it by name.
+    """Add ``kind`` to :data:`KINDS` so that ``Attention(kind.name, ...)`` finds it.
 
     Parameters
     ----------
@@ -520,11 +485,10 @@ def register(kind: AttentionKind) -> AttentionKind:
     Returns
     -------
     AttentionKind
-        ``kind``.
 
     References
     ----------
-    Book: CONTRIBUTING, "Add an attention variant".
+    CONTRIBUTING, "Add an attention variant".
     """
     if not isinstance(kind, AttentionKind):
         raise TypeError(f"register needs an AttentionKind, got {type(kind).__name__}")
@@ -535,7 +499,7 @@ def register(kind: AttentionKind) -> AttentionKind:
 
 
 def get_kind(kind) -> AttentionKind:
-    """The :class:`AttentionKind` named ``kind`` (or ``kind`` itself if it is one).
+    """The :class:`AttentionKind` named ``kind``, or ``kind`` itself (an unknown name is a ValueError listing them).
 
     Parameters
     ----------
@@ -545,11 +509,6 @@ def get_kind(kind) -> AttentionKind:
     Returns
     -------
     AttentionKind
-
-    Raises
-    ------
-    ValueError
-        An unknown name, or neither a name nor a kind (the message lists the registered names).
 
     References
     ----------

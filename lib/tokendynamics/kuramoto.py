@@ -64,7 +64,7 @@ _REF = """
 #: argument of one layer or a batch, and the reference of the Kuramoto–Daido form.
 CIRCLE_DOCS = {
     **PARAMETER_DOCS,
-    "layer": "layer : Attention\n    Linear attention on the circle: one head, d = 2 (:func:`require_circle_layer`).",
+    "layer": "layer : Attention\n    Linear attention on the circle: one head, d = 2 (:func:`~tokendynamics.kuramoto.require_circle_layer`).",
     "layers": (
         "layer : Attention\n    Linear attention on the circle (one head, d = 2), or a batch of B such layers\n"
         "    (broadcast with the other arguments)."
@@ -258,7 +258,7 @@ class KuramotoCoefficients:
 
     @classmethod
     def of(cls, layer: Attention) -> KuramotoCoefficients:
-        """The coefficients of a layer that passed :func:`require_circle_layer` (not checked again).
+        """The coefficients of a layer that passed :func:`~tokendynamics.kuramoto.require_circle_layer` (not checked again).
 
         Parameters
         ----------

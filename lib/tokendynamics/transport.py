@@ -705,7 +705,7 @@ def sinkhorn_potentials(
     as it is while the others go on), so a batch gives the potentials of a loop over it.
 
     **Anderson acceleration** (``memory`` > 0; ``memory=0`` is plain Sinkhorn). The first
-    :data:`SINKHORN_PLAIN_ITERS` iterations are plain (batched, as above); a system not converged by
+    ``SINKHORN_PLAIN_ITERS`` iterations are plain (batched, as above); a system not converged by
     then goes on alone, accelerated, from where it is. The column update
     is a fixed-point map :math:`g\mapsto G(g)`; from the second iteration on, the next :math:`g`
     is the combination of the last ``memory + 1`` values of :math:`G` whose residuals

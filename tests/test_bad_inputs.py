@@ -397,7 +397,6 @@ case(ma.causal_log_partition, X, "layer", W, POS, exc=TypeError, words="layer")
 case(ma.sink_attention, X, CAUSAL, "system", exc=TypeError, words="system")
 
 # -- stability --------------------------------------------------------------------------------
-case(st.has_explicit_bound, "x", exc=TypeError, words="layer")
 case(st.support_speed, SOFTMAX, -1.0, words="R")
 case(st.lipschitz_constants, SOFTMAX, "a", words="R")
 case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], -1.0, words="R0")

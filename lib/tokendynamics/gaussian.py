@@ -1,25 +1,18 @@
 r"""Gaussian token distributions: the mean/covariance ODEs of paper 1, their closed forms, diagnostics.
 
-For softmax, multi-head, L2, Sinkhorn and linear attention the field of :math:`\mu=N(\alpha,\Sigma)` is
-affine, :math:`\Gamma_\mu(x)=b+Mx`, so the Transformer PDE keeps Gaussians Gaussian and reduces to
+For softmax, multi-head, L2, Sinkhorn and linear attention the field of :math:`N(\alpha,\Sigma)` is affine,
+:math:`\Gamma(x)=b+Mx`, so the Transformer PDE keeps Gaussians Gaussian and reduces to
 
 .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma + \Sigma M^\top .
 
-With the score :math:`\beta\langle x,Ay\rangle` (paper 1 writes :math:`A_1=A^\top`), per head (heads add):
-softmax :math:`b=V\alpha`, :math:`M=\beta V\Sigma A^\top`; linear :math:`b=0`,
-:math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2 (kernel :math:`e^{-\beta|Qx-Ky|^2}`) with
-:math:`N=(I+2\beta\Sigma K^\top K)^{-1}`: :math:`b=VN\alpha`, :math:`M=2\beta VN\Sigma K^\top Q`; Sinkhorn, with
-:math:`B=(\beta/\varepsilon)A^\top`, :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}` and the cross-covariance
-:math:`C^\top=2\Sigma B\Sigma^{1/2}(I+(I+4H)^{1/2})^{-1}\Sigma^{1/2}` of the entropic self-plan:
-:math:`M=VC^\top\Sigma^+`, :math:`b=V\alpha-M\alpha`. Unnormalised softmax and sigmoid attention are not affine
-on Gaussians (:class:`NotGaussianPreservingError`).
+Per head (heads add; score :math:`\beta\langle x,Ay\rangle`, paper 1's :math:`A_1=A^\top`): softmax :math:`b=V\alpha`,
+:math:`M=\beta V\Sigma A^\top`; linear :math:`b=0`, :math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2, with
+:math:`N=(I+2\beta\Sigma K^\top K)^{-1}`: :math:`b=VN\alpha`, :math:`M=2\beta VN\Sigma K^\top Q`; Sinkhorn
+:math:`M=VC^\top\Sigma^+`, :math:`b=V\alpha-M\alpha`, :math:`C^\top` the cross-covariance of the entropic self-plan
+(:mod:`tokendynamics.kinds`). Other kinds raise :class:`NotGaussianPreservingError`. The ODEs are solved by
+:func:`solve_gaussian`, :func:`solve_covariance_batch` and the authors' scheme :func:`projected_euler`.
 
-:func:`solve_gaussian` integrates the ODEs accurately on :math:`\Sigma_t=\Phi_t\Sigma_0\Phi_t^\top`,
-:math:`\dot\Phi=M\Phi` (symmetric PSD, rank kept, blow-up time located), or by the authors' projected Euler
-scheme (:func:`projected_euler`); :func:`solve_covariance_batch` solves many covariance equations at once.
-
-References: Castin et al., arXiv:2501.18322, Gaussian initial data; book: chapter 2, eq. (eq-gauss-odes). The
-chapter's studies are in :mod:`tokendynamics.book.studies.gaussian`.
+References: Castin et al., arXiv:2501.18322, Gaussian initial data; book: chapter 2, eq. (eq-gauss-odes).
 """
 
 from __future__ import annotations
@@ -77,13 +70,7 @@ _DOC = {
         cov : array (d, d)
             The covariance :math:`\Sigma`, symmetric positive semi-definite (singular allowed).
         layer : Attention
-            A non-causal layer whose kind is in :data:`GAUSSIAN_KINDS`.
-    """,
-    "raises_state": """
-        Raises
-        ------
-        NotGaussianPreservingError
-            For a kind whose field is not affine on Gaussians, and for causal layers.
+            A non-causal layer of a kind in :data:`GAUSSIAN_KINDS` (else a NotGaussianPreservingError).
     """,
     "cov0": r"""
         cov0 : array (d, d)
@@ -157,8 +144,7 @@ def _rhs(mean, cov, layer):
 def gaussian_velocity(mean, cov, layer: Attention):
     r"""The affine field :math:`\Gamma(x)=b+Mx` of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`.
 
-    :math:`(b, M)` of each kind as in the module docstring, summed over heads. For a singular :math:`\Sigma`
-    only the action of :math:`M` on :math:`\alpha+\operatorname{range}\Sigma` (the support) is meaningful.
+    Summed over heads; for a singular :math:`\Sigma` only :math:`M` on :math:`\alpha+\mathrm{range}\,\Sigma` counts.
 
     Parameters
     ----------
@@ -168,8 +154,6 @@ def gaussian_velocity(mean, cov, layer: Attention):
     -------
     b, M : arrays (d,) and (d, d)
         The constant and the linear part of the field.
-
-    %(raises_state)s
 
     References
     ----------
@@ -195,8 +179,6 @@ def gaussian_rhs(mean, cov, layer: Attention):
     -------
     dmean, dcov : arrays (d,) and (d, d)
         The velocities of the mean and of the covariance (exactly symmetric).
-
-    %(raises_state)s
 
     References
     ----------

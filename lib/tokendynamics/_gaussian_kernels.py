@@ -1,18 +1,11 @@
 r"""Projected Euler for covariances, compiled with numba (optional accelerator).
 
-Same scheme, stopping rules and storage as the numpy implementation in
-:func:`tokendynamics.gaussian.projected_euler` (paper 1 official code), for softmax attention
-with any number of heads and single-head L2 attention, in any dimension. Each member of a batch
-is integrated by its own compiled loop (no Python work per step), which is what the cone grids
-(tens of thousands of steps for a few stragglers) and the sequential rank-histogram protocol F6
-(hundreds of runs of up to 90 000 steps) need. ``projected_euler(backend="auto")`` uses it when
-numba is installed; without numba the numpy path runs the same scheme (tested to agree: same
-iteration counts, same matrices to rounding).
-
-Right-hand sides (library convention, see :mod:`tokendynamics.gaussian`):
-softmax :math:`R=\sum_hV_h\Sigma P_h\Sigma` with :math:`P_h=\beta A_h^\top`; L2
-:math:`R=V(I+\Sigma G)^{-1}\Sigma C\,\Sigma` with :math:`G=2\beta K^\top K`, :math:`C=2\beta K^\top Q`;
-:math:`\dot\Sigma=R+R^\top`.
+The scheme, stopping rules and storage of :func:`tokendynamics.gaussian.projected_euler` (the authors' code),
+for softmax attention with any number of heads and single-head L2 attention, one compiled loop per member (no
+Python work per step): what the cone grids and the rank histograms need. Without numba the numpy path runs the
+same scheme (tested to agree: same iteration counts, same matrices to rounding). Right-hand sides: softmax
+:math:`R=\sum_hV_h\Sigma P_h\Sigma`, :math:`P_h=\beta A_h^\top`; L2 :math:`R=V(I+\Sigma G)^{-1}\Sigma C\Sigma`,
+:math:`G=2\beta K^\top K`, :math:`C=2\beta K^\top Q`; :math:`\dot\Sigma=R+R^\top`.
 """
 
 from __future__ import annotations
@@ -128,39 +121,25 @@ if HAVE_NUMBA:
     ):  # pragma: no cover - compiled
         d = S0.shape[0]
         H = Vs.shape[0]
-        S = S0.copy()
-        Sn = np.empty((d, d))
-        T1 = np.empty((d, d))
-        T2 = np.empty((d, d))
-        T3 = np.empty((d, d))
-        R = np.empty((d, d))
-        L = np.zeros((d, d))
-        lhs = np.empty((d, d))
-        status = 2
-        it = max_iter
-        nrm = np.nan
-        n_saved = 0
+        S, L, W = S0.copy(), np.zeros((d, d)), np.empty((6, d, d))
+        Sn, T1, T2, T3, R, lhs = W[0], W[1], W[2], W[3], W[4], W[5]
+        status, it, nrm, n_saved = 2, max_iter, np.nan, 0
         for i in range(max_iter):
             if save_mask[i]:
                 out_S[n_saved] = S
                 out_it[n_saved] = i
                 n_saved += 1
             if code == 0:
-                for a in range(d):
-                    for b in range(d):
-                        R[a, b] = 0.0
+                R[:, :] = 0.0
                 for hh in range(H):
                     _mm(Vs[hh], S, T1)
                     _mm(T1, Ps[hh], T2)
                     _mm(T2, S, T3)
-                    for a in range(d):
-                        for b in range(d):
-                            R[a, b] += T3[a, b]
+                    R += T3
             else:
                 _mm(S, G, T1)
+                lhs[:, :] = T1
                 for a in range(d):
-                    for b in range(d):
-                        lhs[a, b] = T1[a, b]
                     lhs[a, a] += 1.0
                 _mm(S, C, T1)
                 _mm(T1, S, T2)
@@ -194,15 +173,9 @@ if HAVE_NUMBA:
             tr = 0.0
             for a in range(d):
                 tr += Sn[a, a]
-            stop = False
-            if nrm < tol_low:
-                status = 0
-                stop = True
-            elif not tr <= tol_high:
-                status = 1
-                stop = True
-            if stop or i == max_iter - 1:
-                it = i if stop else max_iter
+            status = 0 if nrm < tol_low else (2 if tr <= tol_high else 1)
+            if status != 2 or i == max_iter - 1:
+                it = i if status != 2 else max_iter
                 if not save_mask[i]:
                     out_S[n_saved] = S
                     out_it[n_saved] = i
@@ -212,50 +185,29 @@ if HAVE_NUMBA:
         return status, it, S, Sn, nrm, n_saved
 
 
-def euler_members(C, layer, *, step, tol_low, tol_high, max_iter, floor, save_mask):
+def euler_members(C, layer, step, tol_low, tol_high, max_iter, floor, save_mask):
     """Integrate each covariance of the stack ``C`` (B, d, d) with the compiled loop.
 
-    Returns per-member lists ``status, iterations, cov_last, cov_after, rhs_norm, saved_it, saved_S``.
-    Raises :class:`~tokendynamics.errors.NonFiniteError` (with the iteration) if a right-hand side
-    overflows, like the numpy implementation.
+    Returns ``status, iterations, cov_last, cov_after, rhs_norm`` (arrays over the members) and the lists
+    ``saved_it, saved_S``; a NonFiniteError (with the iteration) if a right-hand side overflows, like numpy.
     """
     if not HAVE_NUMBA:
         raise ImportError("the compiled projected Euler needs numba, which is not installed")
     form, Vs, Ps, G, Cm = _layer_factors(layer)
     mask = np.ascontiguousarray(save_mask, dtype=np.bool_)
-    n_out = int(mask.sum()) + 1
-    d = C.shape[1]
+    n_out, d = int(mask.sum()) + 1, C.shape[1]
+    args = (float(step), float(tol_low), float(tol_high), int(max_iter), float(floor), mask)
     res = []
     for k in range(C.shape[0]):
-        out_S = np.empty((n_out, d, d))
-        out_it = np.empty(n_out, dtype=np.int64)
-        code, it, last, after, nrm, n_saved = _euler_numba(
-            np.ascontiguousarray(C[k]),
-            Vs,
-            Ps,
-            G,
-            Cm,
-            form,
-            float(step),
-            float(tol_low),
-            float(tol_high),
-            int(max_iter),
-            float(floor),
-            mask,
-            out_S,
-            out_it,
+        out_S, out_it = np.empty((n_out, d, d)), np.empty(n_out, dtype=np.int64)
+        code, it, last, after, nrm, n = _euler_numba(
+            np.ascontiguousarray(C[k]), Vs, Ps, G, Cm, form, *args, out_S, out_it
         )
         if STATUS[code] == "nonfinite":
             raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) [{k}]")
         res.append(
-            (
-                STATUS[code],
-                int(it),
-                last.copy(),
-                after.copy(),
-                float(nrm),
-                out_it[:n_saved].copy(),
-                out_S[:n_saved].copy(),
-            )
+            (STATUS[code], int(it), last.copy(), after.copy(), float(nrm), out_it[:n].astype(int), out_S[:n].copy())
         )
-    return res
+    status, its, last, after, nrm, saved_it, saved_S = (list(x) for x in zip(*res)) if res else ([],) * 7
+    arrays = np.array(status, dtype=object), np.array(its, dtype=int), np.array(last), np.array(after), np.array(nrm)
+    return (*arrays, saved_it, saved_S)

@@ -1,51 +1,18 @@
 r"""Gaussian token distributions: the mean/covariance ODEs of paper 1, their closed forms, diagnostics.
 
-For softmax, multi-head, L2, Sinkhorn (any :math:`\varepsilon`) and linear attention the
-in-context field of a Gaussian :math:`\mu = N(\alpha,\Sigma)` is affine,
-
-.. math:: \Gamma_{N(\alpha,\Sigma)}(x) = b + Mx ,
-
-so the Transformer PDE started from a Gaussian stays Gaussian and reduces to the ODEs
-(Castin et al., arXiv:2501.18322, Gaussian initial data; chapter 2 of the book, eq. (2.1))
+For softmax, multi-head, L2, Sinkhorn and linear attention the field of :math:`N(\alpha,\Sigma)` is affine,
+:math:`\Gamma(x)=b+Mx`, so the Transformer PDE keeps Gaussians Gaussian and reduces to
 
 .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma + \Sigma M^\top .
 
-Library convention (chapter 2 of the book, "Convention"): the score of query :math:`x` on key :math:`y` is
-:math:`\beta\langle x, Ay\rangle`; paper 1 writes :math:`\langle A_1x,y\rangle`, so :math:`A_1=A^\top`.
-Per head :math:`h` with value :math:`V_h` (Castin et al., arXiv:2501.18322, in library terms):
+Per head (heads add; score :math:`\beta\langle x,Ay\rangle`, paper 1's :math:`A_1=A^\top`): softmax :math:`b=V\alpha`,
+:math:`M=\beta V\Sigma A^\top`; linear :math:`b=0`, :math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2, with
+:math:`N=(I+2\beta\Sigma K^\top K)^{-1}`: :math:`b=VN\alpha`, :math:`M=2\beta VN\Sigma K^\top Q`; Sinkhorn
+:math:`M=VC^\top\Sigma^+`, :math:`b=V\alpha-M\alpha`, :math:`C^\top` the cross-covariance of the entropic self-plan
+(:mod:`tokendynamics.kinds`). Other kinds raise :class:`NotGaussianPreservingError`. The ODEs are solved by
+:func:`solve_gaussian`, :func:`solve_covariance_batch` and the authors' scheme :func:`projected_euler`.
 
-* softmax: :math:`b = V\alpha`, :math:`M = \beta V\Sigma A^\top`
-  (exponential tilting: :math:`e^{\beta\langle x,Ay\rangle}N(\alpha,\Sigma)(dy)\propto N(\alpha+\beta\Sigma A^\top
-  x,\Sigma)`);
-* linear: :math:`b = 0`, :math:`M = \beta V(\Sigma+\alpha\alpha^\top)A^\top`;
-* L2 (kernel :math:`e^{-\beta|Qx-Ky|^2}`): with :math:`N = (I+2\beta\Sigma K^\top K)^{-1}`,
-  :math:`b = VN\alpha`, :math:`M = 2\beta VN\Sigma K^\top Q`;
-* Sinkhorn: with :math:`B = (\beta/\varepsilon)A^\top`, :math:`H = \Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}`,
-  :math:`X = 2(I+(I+4H)^{1/2})^{-1}` and :math:`C^\top = \Sigma B\Sigma^{1/2}X\Sigma^{1/2}` (the
-  cross-covariance of the entropic self-plan), :math:`\mathbb E_\pi[y|x] = \alpha + C^\top\Sigma^{+}(x-\alpha)`,
-  so :math:`M = VC^\top\Sigma^+`, :math:`M\Sigma = VC^\top`, :math:`b + M\alpha = V\alpha`;
-* several heads add their :math:`(b, M)`.
-
-Unnormalised softmax and sigmoid attention do not preserve Gaussians (their field is not affine,
-chapter 2 of the book); :func:`gaussian_velocity` refuses them with :class:`NotGaussianPreservingError`.
-
-Two solvers (:func:`solve_gaussian`):
-
-* ``mode="accurate"``: ``scipy.integrate.solve_ivp`` on :math:`(\alpha,\Phi)` with
-  :math:`\Sigma_t=\Phi_t\Sigma_0\Phi_t^\top`, :math:`\dot\Phi = M\Phi`, :math:`\Phi_0 = I` — the
-  covariance is symmetric PSD by construction and keeps the rank of :math:`\Sigma_0` — and a
-  terminal event :math:`\operatorname{tr}\Sigma = ` ``blowup_trace`` that reports the blow-up time;
-* ``mode="faithful"``: the official code's projected Euler scheme
-  :math:`\Sigma\leftarrow\Pi_{\succeq0}(\Sigma+h\,\dot\Sigma)` with its stopping rules
-  (:func:`projected_euler`, vectorised over a batch of initial covariances), to regenerate the
-  paper's pictures.
-
-Closed forms derived for chapter 2 of the book (:func:`isotropic_covariance`, :func:`blowup_time`,
-:func:`rank_one_velocity`, :func:`clustering_limit`, :func:`one_dimensional_solution`, ...), the
-moments and quadrature of a Gaussian (:func:`empirical_moments`, :func:`gauss_hermite`) and
-diagnostics (eigenvalues, numerical rank) complete the module. The chapter's studies (particles
-against the ODEs, the clustering-condition search, the cone picture) are in
-:mod:`tokendynamics.book.studies.gaussian`.
+References: Castin et al., arXiv:2501.18322, Gaussian initial data; book: chapter 2, eq. (eq-gauss-odes).
 """
 
 from __future__ import annotations
@@ -72,7 +39,6 @@ from .validation import (
     validate_covariance,
     validate_finite,
     validate_finite_array,
-    validate_flag,
     validate_gaussian,
     validate_positive,
     validate_solver,
@@ -80,120 +46,72 @@ from .validation import (
     validate_weights,
 )
 
+# fmt: off
 __all__ = [
-    "GAUSSIAN_KINDS",
-    "NotGaussianPreservingError",
-    "gaussian_velocity",
-    "gaussian_rhs",
-    "GaussianTrajectory",
-    "solve_gaussian",
-    "BATCH_KINDS",
-    "CovarianceBatch",
-    "solve_covariance_batch",
-    "EulerRuns",
-    "projected_euler",
-    "empirical_moments",
-    "gauss_hermite",
-    "isotropic_covariance",
-    "blowup_time",
-    "isotropic_mean",
-    "clustering_limit",
-    "rank_one_velocity",
-    "solve_rank_one",
-    "rank_one_stationary_angles",
-    "one_dimensional_solution",
-    "decoupled_mean",
-    "growth_rate",
-    "covariance_eigenvalues",
-    "numerical_rank",
+    "GAUSSIAN_KINDS", "NotGaussianPreservingError", "gaussian_velocity", "gaussian_rhs", "GaussianTrajectory",
+    "solve_gaussian", "CovarianceBatch", "solve_covariance_batch", "EulerRuns", "projected_euler",
+    "empirical_moments", "gauss_hermite", "isotropic_covariance", "blowup_time", "isotropic_mean",
+    "clustering_limit", "rank_one_velocity", "solve_rank_one", "rank_one_stationary_angles",
+    "one_dimensional_solution", "decoupled_mean", "growth_rate", "covariance_eigenvalues",
 ]
+# fmt: on
 
-#: Built-in attention kinds whose field is affine on Gaussians (any number of heads): those with the
-#: ``gaussian`` capability (:mod:`tokendynamics.kinds`).
+#: Built-in kinds whose field is affine on Gaussians: those with the ``gaussian`` capability.
 GAUSSIAN_KINDS = tuple(name for name, k in KINDS.items() if k.has("gaussian"))
 
-_PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322)"
-_CHAPTER2 = "book: ``chapters/02_gaussian_preservation.md``"
+_PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data"
+_CH2 = "book: ``chapters/02_gaussian_preservation.md``"
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
-    # the Gaussian N(mean, cov) and the layer whose affine field acts on it
     "gaussian_state": r"""
         mean : array (d,)
-            The mean :math:`\alpha` of the Gaussian.
+            The mean :math:`\alpha`.
         cov : array (d, d)
-            Its covariance :math:`\Sigma`: symmetric positive semi-definite (singular allowed).
+            The covariance :math:`\Sigma`, symmetric positive semi-definite (singular allowed).
         layer : Attention
-            The same layer object the particle core uses; its kind one of :data:`GAUSSIAN_KINDS`, not causal.
+            A non-causal layer of a kind in :data:`GAUSSIAN_KINDS` (else a NotGaussianPreservingError).
     """,
-    # what the affine field refuses (gaussian_velocity, gaussian_rhs)
-    "raises_state": """
-        Raises
-        ------
-        NotGaussianPreservingError
-            For unnormalised softmax, sigmoid and causal layers.
-        ValueError
-            Wrong shapes, non-finite or non-PSD covariance.
-    """,
-    # the stopping rules of the official projected Euler scheme (projected_euler, solve_gaussian's faithful mode)
-    "euler_stops": r"""
-        tol_low : float
-            Projected Euler: a run stops as converged at the first iterate where
-            :math:`\|\dot\Sigma\|_F <` ``tol_low`` (official value ``1e-5``; ``0`` never stops it).
-        tol_high : float
-            Projected Euler: a run stops as a blow-up when the trace of the next iterate exceeds
-            ``tol_high`` (official value ``1e3``; ``inf`` disables the rule).
-        max_iter : int
-            Projected Euler: number of iterations after which a run that never stopped ends with
-            status ``"max_iter"`` (official value 50000).
-    """,
-    # the initial covariance of the closed forms of softmax with V = v I
-    "cov0_closed_form": r"""
+    "cov0": r"""
         cov0 : array (d, d)
-            The initial covariance :math:`\Sigma_0`: symmetric positive semi-definite (singular allowed).
+            The initial covariance :math:`\Sigma_0`, symmetric positive semi-definite (singular allowed).
     """,
-    # the times at which a closed form valid before the blow-up is evaluated
+    "layer_iso": r"""
+        layer : Attention
+            Single-head softmax layer with :math:`V=vI`.
+    """,
+    "layer_rank_one": """
+        layer : Attention
+            Softmax layer, any number of heads (not causal).
+    """,
     "t_before_blowup": r"""
         t : float or array (m,)
-            A time, or m times, at which to evaluate the closed form; every one must lie before the
-            blow-up time :math:`T^*` of :func:`blowup_time` (``inf`` when there is none).
+            Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
     """,
-    "refs_odes": f"{_PAPER1}, Gaussian initial data;\n{_CHAPTER2}, equation (eq-gauss-odes).",
-    "refs_tstar": f"""
-        {_PAPER1}, Gaussian initial data;
-        {_CHAPTER2}, section "Blow-up in finite time, or not",
-        equation (eq-gauss-tstar), where the closed form is derived.
-    """,
-    # the rank-one invariant manifold and its stationary lines
-    "refs_rank_one": f"""
-        {_PAPER1}, Gaussian initial data;
-        {_CHAPTER2}, section "Five behaviours in the cone" (convergence to two lines).
-    """,
+    "refs_odes": f"{_PAPER1}; {_CH2}, equation (eq-gauss-odes).",
+    "refs_tstar": f'{_PAPER1}; {_CH2}, section "Blow-up in finite time, or not", equation (eq-gauss-tstar).',
+    "refs_rank": f'{_PAPER1}; {_CH2}, section "Clustering: the rank of the limit", equation (eq-gauss-rank).',
+    "refs_rank_one": f'{_PAPER1}; {_CH2}, section "Five behaviours in the cone" (convergence to two lines).',
 }
+
+_NO_CLOSURE = "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) is not affine has none, chapter 2)"
 
 
 class NotGaussianPreservingError(CapabilityError):
     """The attention variant does not map Gaussians to Gaussians (its field is not affine)."""
 
 
-# ---------------------------------------------------------------------------------------------
-# the affine field on Gaussians (batched over leading axes)
-# ---------------------------------------------------------------------------------------------
+# --- the affine field on Gaussians (batched over leading axes) ---
 
 
 def _check_layer(layer: Attention) -> None:
     if not isinstance(layer, Attention):
         raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
-    layer.kind.require(
-        "gaussian",
-        "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) is not affine has none, chapter 2)",
-        error=NotGaussianPreservingError,
-    )
+    layer.kind.require("gaussian", _NO_CLOSURE, error=NotGaussianPreservingError)
     if layer.causal:
         raise NotGaussianPreservingError(
-            "layer: masked (causal) attention preserves Gaussians only for position-independent data "
-            "mu_0 = lambda x N(alpha, Sigma), and then the mask has no effect "
-            "(Castin et al., arXiv:2501.18322, masked attention): "
+            "layer: masked (causal) attention preserves only position-independent Gaussians "
+            "lambda x N(alpha, Sigma), on which the mask has no effect (Castin et al., arXiv:2501.18322): "
             "use the same layer with causal=False"
         )
 
@@ -203,11 +121,7 @@ def _sym(S):
 
 
 def _affine_field(mean, cov, layer: Attention):
-    r"""(b, M, M Sigma) of the field on N(mean, cov), summed over heads (the kind's closure); batched over leading axes.
-
-    ``M Sigma`` is returned separately because for Sinkhorn it has a closed form (:math:`VC^\top`) that
-    needs no pseudo-inverse.
-    """
+    """(b, M, M Sigma) summed over heads (M Sigma apart: Sinkhorn has it without a pseudo-inverse); batched."""
     closure = layer.kind.require("gaussian", "the Gaussian ODEs", error=NotGaussianPreservingError)
     b, M, MS = np.zeros(mean.shape), np.zeros(cov.shape), np.zeros(cov.shape)
     for h in range(layer.n_heads):
@@ -217,22 +131,20 @@ def _affine_field(mean, cov, layer: Attention):
 
 
 def _validate_state(mean, cov, layer: Attention, names=("mean", "cov")):
-    """The layer checked (:func:`_check_layer`) and the Gaussian (mean, cov) validated in its dimension."""
     _check_layer(layer)
     return validate_gaussian(mean, cov, layer.d, what="the layer has d", mean_name=names[0], name=names[1])
 
 
+def _rhs(mean, cov, layer):
+    b, M, MS = _affine_field(mean, cov, layer)
+    return b + (M @ mean[..., :, None])[..., 0], MS + np.swapaxes(MS, -1, -2)
+
+
 @fill_doc(_DOC)
 def gaussian_velocity(mean, cov, layer: Attention):
-    r"""The affine field of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`: :math:`\Gamma(x) = b + Mx`.
+    r"""The affine field :math:`\Gamma(x)=b+Mx` of ``layer`` on :math:`N(\mathrm{mean},\mathrm{cov})`.
 
-    Formulas (library convention :math:`\beta\langle x,Ay\rangle`; Castin et al., arXiv:2501.18322, with
-    :math:`A_1=A^\top`), summed over heads: softmax :math:`b=V\alpha`, :math:`M=\beta V\Sigma A^\top`;
-    linear :math:`b=0`, :math:`M=\beta V(\Sigma+\alpha\alpha^\top)A^\top`; L2
-    :math:`b=V(I+2\beta\Sigma K^\top K)^{-1}\alpha`, :math:`M=2\beta V(I+2\beta\Sigma K^\top K)^{-1}\Sigma K^\top Q`;
-    Sinkhorn :math:`M=VC^\top\Sigma^+`, :math:`b=V\alpha-M\alpha` (see the module docstring). For a
-    singular :math:`\Sigma` only the action of :math:`M` on :math:`\alpha+\operatorname{range}\Sigma`
-    (the support of the Gaussian) is meaningful.
+    Summed over heads; for a singular :math:`\Sigma` only :math:`M` on :math:`\alpha+\mathrm{range}\,\Sigma` counts.
 
     Parameters
     ----------
@@ -240,12 +152,8 @@ def gaussian_velocity(mean, cov, layer: Attention):
 
     Returns
     -------
-    b : array (d,)
-        The constant part of the field, summed over heads.
-    M : array (d, d)
-        Its linear part, summed over heads (not symmetric in general).
-
-    %(raises_state)s
+    b, M : arrays (d,) and (d, d)
+        The constant and the linear part of the field.
 
     References
     ----------
@@ -258,14 +166,10 @@ def gaussian_velocity(mean, cov, layer: Attention):
 
 @fill_doc(_DOC)
 def gaussian_rhs(mean, cov, layer: Attention):
-    r"""Right-hand side of the mean/covariance ODEs (chapter 2 of the book, eq. (2.1)): :math:`(\dot\alpha,\dot\Sigma)`.
+    r"""Right-hand side :math:`(\dot\alpha,\dot\Sigma)=(b+M\alpha,\ M\Sigma+\Sigma M^\top)` of the Gaussian ODEs.
 
-    .. math:: \dot\alpha = b + M\alpha,\qquad \dot\Sigma = M\Sigma+\Sigma M^\top,
-
-    with :math:`(b, M)` from :func:`gaussian_velocity`. E.g. softmax, one head:
-    :math:`\dot\alpha = V(I+\beta\Sigma A^\top)\alpha`,
-    :math:`\dot\Sigma = \beta(V\Sigma A^\top\Sigma + \Sigma A\Sigma V^\top)`; Sinkhorn:
-    :math:`\dot\alpha = V\alpha` (the mean decouples), :math:`\dot\Sigma = VC^\top + CV^\top`.
+    E.g. softmax, one head: :math:`\dot\Sigma=\beta(V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top)`; Sinkhorn:
+    :math:`\dot\alpha=V\alpha` (the mean decouples), :math:`\dot\Sigma=VC^\top+CV^\top`.
 
     Parameters
     ----------
@@ -273,12 +177,8 @@ def gaussian_rhs(mean, cov, layer: Attention):
 
     Returns
     -------
-    dmean : array (d,)
-        :math:`\dot\alpha=b+M\alpha`, the velocity of the mean.
-    dcov : array (d, d)
-        :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`, the velocity of the covariance; exactly symmetric.
-
-    %(raises_state)s
+    dmean, dcov : arrays (d,) and (d, d)
+        The velocities of the mean and of the covariance (exactly symmetric).
 
     References
     ----------
@@ -288,41 +188,24 @@ def gaussian_rhs(mean, cov, layer: Attention):
     return _rhs(mean, cov, layer)
 
 
-def _rhs(mean, cov, layer):
-    b, M, MS = _affine_field(mean, cov, layer)
-    dmean = b + (M @ mean[..., :, None])[..., 0]
-    return dmean, MS + np.swapaxes(MS, -1, -2)
-
-
-# ---------------------------------------------------------------------------------------------
-# trajectories and the accurate solver
-# ---------------------------------------------------------------------------------------------
+# --- trajectories and the accurate solver ---
 
 
 @dataclass(frozen=True, eq=False)
 class GaussianTrajectory:
-    r"""A solution :math:`t\mapsto N(\alpha_t,\Sigma_t)` of the Gaussian ODEs.
+    r"""A solution :math:`t\mapsto N(\alpha_t,\Sigma_t)` of the Gaussian ODEs (:func:`solve_gaussian`).
 
     Attributes
     ----------
-    t : array (m,)
-        Stored times.
-    mean : array (m, d)
-    cov : array (m, d, d)
-        Symmetric PSD covariances.
-    layer : Attention or callable
-    mode : str
-        ``"accurate"`` or ``"faithful"``.
-    status : str
-        ``"completed"`` (reached the final time), ``"blowup"`` (trace threshold crossed),
-        ``"converged"`` (faithful: :math:`\|\dot\Sigma\|_F <` ``tol_low``) or ``"max_iter"``.
-    exit_time : float or None
-        Time at which a stopping rule fired (blow-up event time in accurate mode; in faithful mode
-        ``iterations * step``, the time of the last stored iterate, as in the official code).
-    iterations : int or None
-        Faithful mode: the official loop index at which it stopped.
+    t, mean, cov : arrays (m,), (m, d), (m, d, d)
+        Stored times, means and (symmetric PSD) covariances.
+    layer, mode : Attention or callable, and str
+        The layer, and ``"accurate"`` or ``"faithful"``.
+    status, exit_time, iterations : str, float or None, int or None
+        What ended the run (``"completed"``, ``"blowup"``, faithful ``"converged"`` or ``"max_iter"``), when
+        (faithful: ``iterations * step``, the last stored iterate) and, faithful, the official loop index.
     info : dict
-        Solver details (``nfev``, tolerances, thresholds, the extrapolated blow-up time ...).
+        Solver details (``nfev``, tolerances, ``blowup_time_extrapolated`` ...).
     """
 
     t: np.ndarray
@@ -337,64 +220,45 @@ class GaussianTrajectory:
 
     @property
     def final_mean(self) -> np.ndarray:
-        """Mean at the last stored time, shape (d,)."""
+        """Mean at the last stored time."""
         return self.mean[-1]
 
     @property
     def final_cov(self) -> np.ndarray:
-        """Covariance at the last stored time, shape (d, d)."""
+        """Covariance at the last stored time."""
         return self.cov[-1]
 
     @property
     def blew_up(self) -> bool:
-        """Whether the run ended at the blow-up threshold (``status == "blowup"``)."""
+        """Whether the run ended at the blow-up threshold."""
         return self.status == "blowup"
 
     @property
     def blowup_time(self) -> float | None:
-        """Time of the blow-up event (None if there was none)."""
+        """Time of the blow-up (None if there was none)."""
         return self.exit_time if self.status == "blowup" else None
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of every stored covariance (:func:`covariance_eigenvalues`).
+        """Eigenvalues of the stored covariances (:func:`covariance_eigenvalues`).
 
         Returns
         -------
         array (m, d)
-            In decreasing order at each of the m stored times.
+            Decreasing at each stored time.
         """
         return covariance_eigenvalues(self.cov)
 
     def trace(self) -> np.ndarray:
-        r""":math:`\operatorname{tr}\Sigma_t` at every stored time.
+        r""":math:`\operatorname{tr}\Sigma_t` at the stored times.
 
         Returns
         -------
         array (m,)
-            The trace, which the blow-up criterion of :func:`solve_gaussian` watches.
         """
         return np.trace(self.cov, axis1=-2, axis2=-1)
 
-    def at(self, time: float):
-        """The Gaussian at the stored time closest to ``time`` (no interpolation).
-
-        Parameters
-        ----------
-        time : float
-            A time in the run.
-
-        Returns
-        -------
-        tuple of arrays (d,) and (d, d)
-            ``(mean, cov)``.
-        """
-        k = int(np.argmin(np.abs(self.t - time)))
-        return self.mean[k], self.cov[k]
-
 
 def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
-    """The layer at time t (constant or ``t -> Attention``), checked like the particle core's, and
-    Gaussian-preserving."""
     lay = layer_at(layer, t, d)
     _check_layer(lay)
     return lay
@@ -419,83 +283,51 @@ def solve_gaussian(
     on_blowup: str = "stop",
     **options,
 ) -> GaussianTrajectory:
-    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` (Castin et
-    al., arXiv:2501.18322, Gaussian initial data).
+    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`.
+
+    ``mode="accurate"``: a scipy solver stepped by :func:`~tokendynamics.odes.adaptive_solve` on
+    :math:`(\alpha,\Phi)`, :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (symmetric PSD, the rank
+    of :math:`\Sigma_0` kept), stopped where :math:`\operatorname{tr}\Sigma` reaches ``blowup_trace``: the
+    ``exit_time`` is the crossing on the step's dense output (or the solver's last step), never an output time,
+    and ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
+    exact for a simple pole :math:`\Sigma\sim S/(T^*-t)`. ``mode="faithful"``: the authors' projected Euler
+    scheme (:func:`projected_euler`). An option of the other mode is refused.
 
     Parameters
     ----------
     mean0 : array (d,)
-        The initial mean :math:`\alpha_0`. Never modified.
-    cov0 : array (d, d)
-        Symmetric PSD (singular allowed; the rank is kept in accurate mode). Never modified.
+        The initial mean (never modified).
+    %(cov0)s
     layer : Attention or callable ``t -> Attention``
-        Kind in :data:`GAUSSIAN_KINDS`; a callable gives depth-dependent parameters (accurate mode).
+        Kind in :data:`GAUSSIAN_KINDS`; a callable (depth-dependent parameters) in accurate mode only.
     t_span : float or (t0, T)
-        Integration interval. Required in accurate mode; optional in faithful mode (then the
-        official stopping rules alone end the run).
+        Required in accurate mode; in faithful mode without it the stopping rules alone end the run.
     mode : {"accurate", "faithful"}
-        ``accurate``: the scipy solver ``method`` (``"DOP853"``, ``"RK45"``, ...; tolerances
-        ``rtol``, ``atol``) stepped by :func:`~tokendynamics.odes.adaptive_solve` on
-        :math:`(\alpha,\Phi)` with :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi`
-        (symmetric PSD by construction), stopped where :math:`\operatorname{tr}\Sigma` reaches
-        ``blowup_trace``.
-        ``faithful``: the official projected Euler scheme (:func:`projected_euler`) with ``step``,
-        ``tol_low``, ``tol_high``, ``max_iter`` (the official defaults are ``step=0.01``,
-        ``tol_low=1e-5``, ``tol_high=1e3``, ``max_iter=50000``).
+        The solver.
     t_eval : array, optional
-        Accurate mode: output times (default: every accepted solver step). The blow-up time is
-        appended when the run stops at a blow-up.
-    **options
-        The options of the mode (the two sets do not overlap; an option of the other mode is refused):
-        accurate ``method``, ``rtol``, ``atol``, ``blowup_trace``; faithful ``step``, ``tol_low``,
-        ``tol_high``, ``max_iter``, ``save``. Each is described below.
-    method : str
-        Accurate mode: the ``scipy.integrate`` solver, one of ``"RK45", "RK23", "DOP853", "Radau",
-        "BDF", "LSODA"`` (default ``"DOP853"``).
-    rtol, atol : float
-        Accurate mode: relative and absolute tolerances of that solver on the state :math:`(\alpha,\Phi)`.
-    blowup_trace : float
-        Accurate mode: trace at which the run stops as a blow-up. The reported ``exit_time`` is
-        the time the solver reached, never an output time: the crossing of ``blowup_trace``
-        located on the dense output of the step, or, if the solver cannot continue (near a
-        singularity, with a huge ``blowup_trace``), its last accepted step;
-        ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
-        exact for a simple pole :math:`\Sigma\sim S/(T^*-t)` (softmax blow-up, chapter 2 of the book).
+        Accurate mode: output times (default every accepted step; at a blow-up its time is appended).
     on_blowup : {"stop", "raise"}
-        Return the trajectory up to the blow-up (``status="blowup"``), or raise
-        :class:`~tokendynamics.errors.BlowUpError` with the time.
-    step : float, optional
-        Faithful mode, where it is required: the Euler step :math:`h` (the official value is
-        ``0.01``). The accurate mode refuses it (a ValueError) rather than ignore it.
-    %(euler_stops)s
-    save : {"all", "log", "final"} or int
-        Faithful mode: which iterates to keep (see :func:`projected_euler`).
+        Return the run up to the blow-up (``status="blowup"``), or raise a BlowUpError with its time.
+    **options
+        Accurate: ``method`` (a ``scipy.integrate`` solver, ``"DOP853"``), ``rtol``, ``atol`` (``1e-10``,
+        ``1e-12``), ``blowup_trace`` (``1e8``). Faithful: ``step`` (required; official ``0.01``), ``tol_low``,
+        ``tol_high``, ``max_iter``, ``save`` (``"all"``) of :func:`projected_euler`.
 
     Returns
     -------
     GaussianTrajectory
-        Times, means and covariances (symmetric PSD) of the solution, the ``status`` that ended it
-        (``"completed"``, ``"blowup"``, and in faithful mode ``"converged"`` or ``"max_iter"``), the
-        exit time and the solver details in ``info``.
 
     References
     ----------
     %(refs_odes)s
-    The faithful mode is the projected Euler scheme of the authors' code (vcastin/2025-transformers-PDEs).
     """
     mode = validate_choice(mode, "mode", ("accurate", "faithful"))
     on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
-    allowed = _SOLVE_OPTIONS[mode]
-    unknown = sorted(set(options) - set(allowed))
+    unknown = sorted(set(options) - set(_SOLVE_OPTIONS[mode]))
     if unknown:
-        other = "faithful" if mode == "accurate" else "accurate"
-        hint = f" ({', '.join(k for k in unknown if k in _SOLVE_OPTIONS[other])} belong to mode={other!r})"
-        raise ValueError(
-            f"solve_gaussian(mode={mode!r}) got unknown option(s) {unknown}"
-            + (hint if any(k in _SOLVE_OPTIONS[other] for k in unknown) else "")
-            + f"; its options are {sorted(allowed)}"
-        )
-    o = {**allowed, **options}
+        allowed = sorted(_SOLVE_OPTIONS[mode])
+        raise ValueError(f"solve_gaussian(mode={mode!r}) got unknown option(s) {unknown}; its options are {allowed}")
+    o = {**_SOLVE_OPTIONS[mode], **options}
 
     if mode == "faithful":
         if not isinstance(layer, Attention):
@@ -504,51 +336,23 @@ def solve_gaussian(
         if o["step"] is None:
             raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
         step = validate_positive(o["step"], "step")
-        tol_low, tol_high, max_iter = o["tol_low"], o["tol_high"], o["max_iter"]
         if t_eval is not None:
             raise ValueError("t_eval is used by the accurate mode; faithful mode stores its iterates (see save)")
-        t_max = None
-        t0 = 0.0
-        if t_span is not None:
-            t0, T = parse_span(t_span)
-            t_max = T - t0
+        t0, T = (0.0, None) if t_span is None else parse_span(t_span)
+        stops = {k: o[k] for k in ("tol_low", "tol_high", "max_iter")}
         # a zero mean stays zero for every kind (b and M alpha vanish): then only Sigma is integrated
+        mean = mean0 if np.any(mean0) else None
         runs = projected_euler(
-            cov0,
-            layer,
-            step=step,
-            mean0=mean0 if np.any(mean0) else None,
-            tol_low=tol_low,
-            tol_high=tol_high,
-            max_iter=max_iter,
-            save=o["save"],
-            t_max=t_max,
+            cov0, layer, step=step, mean0=mean, save=o["save"], t_max=None if T is None else T - t0, **stops
         )
-        it, covs, means = runs.trajectory(0)
-        status = str(runs.status[0])
+        status, end = str(runs.status[0]), float(runs.exit_time[0])
         if status == "blowup" and on_blowup == "raise":
-            raise BlowUpError(
-                runs.exit_time[0] + step,
-                runs.exit_time[0],
-                f"trace exceeded tol_high = {tol_high:g} (projected Euler, step {step:g})",
-            )
+            why = f"trace exceeded tol_high = {o['tol_high']:g} (projected Euler, step {step:g})"
+            raise BlowUpError(end + step, end, why)
+        info = {"step": step, **stops, "rhs_norm": float(runs.rhs_norm[0]), "cov_after": runs.cov_after[0]}
+        t, its = t0 + runs.saved_iterations[0] * step, int(runs.iterations[0])
         return GaussianTrajectory(
-            t=t0 + it * step,
-            mean=means,
-            cov=covs,
-            layer=layer,
-            mode="faithful",
-            status=status,
-            exit_time=t0 + float(runs.exit_time[0]),
-            iterations=int(runs.iterations[0]),
-            info={
-                "step": step,
-                "tol_low": tol_low,
-                "tol_high": tol_high,
-                "max_iter": max_iter,
-                "rhs_norm": float(runs.rhs_norm[0]),
-                "cov_after": runs.cov_after[0],
-            },
+            t, runs.saved_mean[0], runs.saved_cov[0], layer, "faithful", status, t0 + end, its, info
         )
 
     if t_span is None:
@@ -557,85 +361,55 @@ def solve_gaussian(
     blowup_trace = validate_positive(o["blowup_trace"], "blowup_trace", allow_inf=True)
     method = validate_solver(o["method"], "method")
     rtol, atol = validate_tolerances(o["rtol"], o["atol"])
-    if t_eval is not None:
-        _, _, t_eval = time_grid((t0, T), t_eval)
     first = _layer_at(layer, t0, np.atleast_1d(real_array(mean0, "mean0")).shape[0])
-    mean0, cov0 = _validate_state(mean0, cov0, first, ("mean0", "cov0"))
+    mean0, S0 = _validate_state(mean0, cov0, first, ("mean0", "cov0"))
     d = first.d
-    if np.trace(cov0) >= blowup_trace:
-        raise ValueError(f"tr cov0 = {np.trace(cov0):.3g} is already above blowup_trace = {blowup_trace:.3g}")
-    S0 = cov0.copy()
-
-    def unpack(y):
-        return y[:d], y[d:].reshape(d, d)
+    if np.trace(S0) >= blowup_trace:
+        raise ValueError(f"tr cov0 = {np.trace(S0):.3g} is already above blowup_trace = {blowup_trace:.3g}")
+    at = (lambda t: layer) if isinstance(layer, Attention) else (lambda t: _layer_at(layer, t, d))
 
     def fun(t, y):
-        m, Phi = unpack(y)
-        S = Phi @ S0 @ Phi.T
-        b, M, _ = _affine_field(m, _sym(S), _layer_at(layer, t, d))
+        m, Phi = y[:d], y[d:].reshape(d, d)
+        b, M, _ = _affine_field(m, _sym(Phi @ S0 @ Phi.T), at(t))
         out = np.concatenate([b + M @ m, (M @ Phi).ravel()])
         if not np.all(np.isfinite(out)):
             raise NonFiniteError(f"the Gaussian ODE right-hand side became non-finite at t = {t:.6g}")
         return out
 
-    def trace(y):
-        _, Phi = unpack(y)
-        return float(np.einsum("ij,jk,ik->", Phi, S0, Phi))
-
+    trace = lambda y: float(np.einsum("ij,jk,ik->", y[d:].reshape(d, d), S0, y[d:].reshape(d, d)))
     y0 = np.concatenate([mean0, np.eye(d).ravel()])
     run = adaptive_solve(
         fun, (t0, T), y0, t_eval, solver=method, rtol=rtol, atol=atol, size=trace, threshold=blowup_trace
     )
-    ts, ys = run.t, run.y
-    status, exit_time, info = (
-        "completed",
-        None,
-        {"nfev": run.nfev, "method": method, "rtol": rtol, "atol": atol, "blowup_trace": blowup_trace},
-    )
-    if run.status != "completed":
-        # the time the solver reached: the crossing of blowup_trace located on the dense output of
-        # the step, or the last accepted step if the solver could not continue (never an output time)
-        exit_time = run.time
-        y_ev = run.y_stop
+    ts, ys, status = run.t, run.y, "completed"
+    exit_time: float | None = None
+    info = {"nfev": run.nfev, "method": method, "rtol": rtol, "atol": atol, "blowup_trace": blowup_trace}
+    if run.status != "completed":  # the time the solver reached (never an output time)
+        exit_time, y_ev = run.time, run.y_stop
         keep = ts < exit_time
-        ts = np.append(ts[keep], exit_time)
-        ys = np.vstack([ys[keep], y_ev[None]])
-        m_ev, Phi_ev = unpack(y_ev)
+        ts, ys = np.append(ts[keep], exit_time), np.vstack([ys[keep], y_ev[None]])
+        m_ev, Phi_ev = y_ev[:d], y_ev[d:].reshape(d, d)
         S_ev = Phi_ev @ S0 @ Phi_ev.T
         with np.errstate(all="ignore"):
-            _, dS = _rhs(m_ev, _sym(S_ev), _layer_at(layer, exit_time, d))
-            tr_rate = float(np.trace(dS))
+            tr_rate = float(np.trace(_rhs(m_ev, _sym(S_ev), at(exit_time))[1]))
         if tr_rate > 0 and np.isfinite(tr_rate):
             info["blowup_time_extrapolated"] = exit_time + float(np.trace(S_ev) / tr_rate)
         status = "blowup"
-        what = (
+        what = info["blowup_reason"] = (
             f"tr Sigma reached blowup_trace = {blowup_trace:.3g}"
             if run.status == "threshold"
             else f"tr Sigma = {np.trace(S_ev):.3g} when {run.reason}"
         )
-        info["blowup_reason"] = what
         if on_blowup == "raise":
             extra = info.get("blowup_time_extrapolated")
-            raise BlowUpError(
-                exit_time,
-                run.last_good,
-                what + ("" if extra is None else f" (extrapolated pole at t = {extra:.6g})"),
-            )
-    means = ys[:, :d]
+            pole = "" if extra is None else f" (extrapolated pole at t = {extra:.6g})"
+            raise BlowUpError(exit_time, run.last_good, what + pole)
     Phis = ys[:, d:].reshape(-1, d, d)
     covs = _sym(Phis @ S0 @ np.swapaxes(Phis, -1, -2))
-    return GaussianTrajectory(
-        t=ts, mean=means, cov=covs, layer=layer, mode="accurate", status=status, exit_time=exit_time, info=info
-    )
+    return GaussianTrajectory(ts, ys[:, :d], covs, layer, "accurate", status, exit_time, info=info)
 
 
-# ---------------------------------------------------------------------------------------------
-# the accurate solver for a batch of covariance equations (one layer per member)
-# ---------------------------------------------------------------------------------------------
-
-#: Built-in kinds whose covariance equation does not involve the mean (the ``covariance`` capability:
-#: :math:`M=\sum_hV_h(I+\Sigma G_h)^{-1}\Sigma C_h`, no pseudo-inverse).
-BATCH_KINDS = tuple(name for name, k in KINDS.items() if k.has("covariance"))
+# --- the accurate solver for a batch of covariance equations (one layer per member) ---
 
 
 @dataclass(frozen=True, eq=False)
@@ -646,25 +420,14 @@ class CovarianceBatch:
     ----------
     status : array (B,) of str
         ``"completed"`` (reached ``T``) or ``"blowup"`` (the trace reached ``blowup_trace``).
-    blowup_time : array (B,)
-        Time at which :math:`\operatorname{tr}\Sigma_t` reached ``blowup_trace`` (``nan`` without a blow-up).
-    pole_time : array (B,)
-        For a blow-up, :math:`t+\operatorname{tr}\Sigma_t/\frac{d}{dt}\operatorname{tr}\Sigma_t` at the
-        crossing: the exact blow-up time if :math:`\Sigma_t\sim S/(T^*-t)` (a simple pole); ``nan`` otherwise.
+    blowup_time, pole_time : arrays (B,)
+        When the trace reached ``blowup_trace``, and that time plus :math:`\operatorname{tr}\Sigma/\frac{d}{dt}
+        \operatorname{tr}\Sigma` (the time of a simple pole); ``nan`` without a blow-up.
     crossing_times : array (B, L)
-        First time at which the trace reached each of ``trace_levels`` (``nan`` if never),
-        interpolated linearly in :math:`\log\operatorname{tr}\Sigma` within the step that crossed it
-        (an error of order the step squared; exact for exponential growth).
-    cov_last : array (B, d, d)
-        The covariance at the end (at ``T``, or at the blow-up crossing).
-    t_end : array (B,)
-        Time of ``cov_last``.
-    t_eval : array (m,)
-    cov : array (B, m, d, d)
-        The covariances at ``t_eval`` (``nan`` after a member stopped).
-    steps : array (B,) of int
-        Accepted steps per member (explicit steps plus, for a stiff member, the LSODA steps).
-    trace_levels : tuple of float
+        First time the trace reached each of ``trace_levels`` (``nan`` if never), interpolated in log trace.
+    cov_last, t_end, t_eval, cov, steps, trace_levels
+        The last covariance and its time, the output times and covariances there (``nan`` after a stop), the
+        accepted steps per member (with LSODA's for a stiff one), the levels.
     """
 
     status: np.ndarray
@@ -687,26 +450,37 @@ class CovarianceBatch:
         return len(self.status)
 
 
-def _as_stack(layers) -> Attention:
-    stack = layers if isinstance(layers, Attention) and layers.batch_size is not None else Attention.stack(layers)
-    stack.kind.require("covariance", "the batched covariance solver (use solve_gaussian member by member)")
-    return stack
+def _cov_stack(cov0, d: int, B: int | None = None) -> np.ndarray:
+    """``cov0`` (d, d) or (B, d, d) as a validated (B, d, d) copy (one matrix: B = 1, or shared by B members)."""
+    C = np.array(real_array(cov0, "cov0"), dtype=float, copy=True)
+    if C.shape == (d, d):
+        C = np.repeat(C[None], B or 1, axis=0)
+    if C.ndim != 3 or C.shape[1:] != (d, d) or B not in (None, len(C)):
+        raise ValueError(f"cov0 must be ({d}, {d}) or ({B or 'B'}, {d}, {d}), got shape {np.shape(cov0)}")
+    for k in range(len(C)):
+        C[k] = validate_covariance(C[k], f"cov0[{k}]", d)
+    return C
 
 
 def _field_matrix_batch(cov, stack: Attention, idx) -> np.ndarray:
-    r""":math:`M=\sum_hV_h(I+\Sigma G_h)^{-1}\Sigma C_h` of the affine field on :math:`N(\alpha,\Sigma_b)` for the
-    members ``idx`` of a batch of layers (the kind's ``covariance`` factors), shape (b, d, d)."""
+    r""":math:`M=\sum_hV_h(I+\Sigma G_h)^{-1}\Sigma C_h` for the members ``idx`` of a batch (the kind's factors)."""
     sub = stack.take(idx)
     factors = sub.kind.require("covariance", "the batched covariance solver")
     M = np.zeros(cov.shape)
     for h in range(sub.n_heads):
         head = sub.head(h)
         G, C = factors(head)
-        right = cov @ C if G is None else np.linalg.solve(np.eye(cov.shape[-1]) + cov @ G, cov @ C)
-        M += head.V @ right
+        M += head.V @ (cov @ C if G is None else np.linalg.solve(np.eye(cov.shape[-1]) + cov @ G, cov @ C))
     return M
 
 
+def _log_crossing(level, t0, t1, tr0, tr1):
+    """When the trace reaches ``level`` within a step, interpolated linearly in the log of the trace."""
+    frac = np.log(level / tr0) / np.log(tr1 / tr0)
+    return t0 + frac * (t1 - t0)
+
+
+@fill_doc(_DOC)
 def solve_covariance_batch(
     cov0,
     layers,
@@ -722,75 +496,50 @@ def solve_covariance_batch(
 ) -> CovarianceBatch:
     r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
 
-    Member :math:`b` solves :math:`\dot\Sigma=M_b\Sigma+\Sigma M_b^\top` on :math:`[0,T]` through
-    :math:`\Sigma_t=\Phi_t\Sigma_0\Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi`, :math:`\Phi_0=I`
-    (symmetric positive semi-definite by construction, as in :func:`solve_gaussian`), where
-    :math:`M_b` is the matrix of the affine field of layer :math:`b` on a centred Gaussian:
-    softmax :math:`M=\sum_h\beta V_h\Sigma A_h^\top`, L2
-    :math:`M=\sum_h2\beta V_h(I+2\beta\Sigma K_h^\top K_h)^{-1}\Sigma K_h^\top Q_h`. For these kinds the
-    covariance equation does not involve the mean, so the mean is not integrated.
-
-    The integrator is the Dormand–Prince 5(4) pair of ``scipy.integrate.RK45`` with the same error
-    norm (root mean square of the error over :math:`(1+\texttt{rtol}\,|y|/\texttt{atol})`-scaled
-    entries of :math:`\Phi`) and step control, each member with its own step size: one call of the
-    field per stage for the whole batch instead of a Python loop over :func:`solve_gaussian`, which
-    it matches to the tolerance (tested). A member stops when its trace reaches ``blowup_trace``:
-    the crossing time is interpolated in :math:`\log\operatorname{tr}\Sigma` within the last step, and
-    ``pole_time`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`, the remaining time of a
-    simple pole :math:`\Sigma\sim S/(T^*-t)`. The first crossings of ``trace_levels`` tell a pole
-    (the crossings of :math:`10^3, 10^6, 10^9` bunch up, the gaps shrinking by :math:`10^{-3}`) from
-    exponential growth (evenly spaced crossings).
+    Member :math:`b` solves :math:`\dot\Sigma=M_b\Sigma+\Sigma M_b^\top` through :math:`\Sigma_t=\Phi_t\Sigma_0
+    \Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi`, for a kind whose :math:`M` does not involve the mean
+    (softmax :math:`M=\sum_h\beta V_h\Sigma A_h^\top`, L2), with the Dormand–Prince 5(4) pair and step control of
+    ``scipy.integrate.RK45``, one step size per member (:func:`~tokendynamics.odes.dormand_prince_batch`): it
+    matches a loop of :func:`solve_gaussian` to the tolerance. A member stops where its trace reaches
+    ``blowup_trace``; crossings of ``trace_levels`` bunching up tell a pole from exponential growth.
 
     Parameters
     ----------
     cov0 : array (d, d) or (B, d, d)
         Initial covariances (one for all members, or one each). Never modified.
     layers : Attention (a batch of layers) or sequence of Attention
-        One layer per member, all of kind ``"softmax"`` or all ``"l2"`` (:data:`BATCH_KINDS`), any
-        number of heads.
+        One layer per member, of a kind with the ``covariance`` capability (softmax, L2), any heads.
     T : float
         Final time.
     t_eval : array (m,), optional
-        Increasing times in :math:`[0,T]` at which to store the covariances (steps land on them).
-    rtol, atol : float
-        Tolerances of the error control.
-    blowup_trace : float
-        Trace at which a member counts as blown up and stops.
+        Increasing times in :math:`[0,T]` at which to store the covariances.
+    rtol, atol, blowup_trace : float
+        Tolerances, and the trace at which a member counts as blown up and stops.
     trace_levels : sequence of float
-        Traces whose first crossing times are recorded (below ``blowup_trace``).
+        Traces whose first crossing times are recorded.
     max_steps : int
-        Explicit steps after which a member counts as stiff (typically a large covariance
-        collapsing onto rank one, whose fast transverse rate forces tiny explicit steps) and is
-        finished alone by :func:`solve_gaussian` with ``method="LSODA"`` (same tolerances and event).
+        Steps after which a member counts as stiff (e.g. a covariance collapsing onto rank one) and is
+        finished by :func:`solve_gaussian` with ``method="LSODA"``.
     first_step : float, optional
         Initial step (default :math:`10^{-2}/(1+\|\dot\Sigma_0\|_F)`, at most :math:`T/10`).
 
     Returns
     -------
     CovarianceBatch
-        Per member: status, blow-up and pole times, trace-level crossing times, the last covariance
-        and, if ``t_eval`` was given, the stored covariances.
 
     References
     ----------
-    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*,
-    arXiv 2501.18322 (the Gaussian ODEs); the book's chapter "Gaussian tokens: clustering and blow-up".
+    %(refs_odes)s
     """
-    stack = _as_stack(layers)
+    stack = layers if isinstance(layers, Attention) and layers.batch_size is not None else Attention.stack(layers)
+    stack.kind.require("covariance", "the batched covariance solver (use solve_gaussian member by member)")
     B, d = len(stack), stack.d
     T = validate_positive(T, "T")
     rtol, atol = validate_tolerances(rtol, atol)
     blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
     max_steps = validate_count(max_steps, "max_steps")
-    if first_step is not None:
-        first_step = validate_positive(first_step, "first_step")
-    C0 = np.array(real_array(cov0, "cov0"), dtype=float, copy=True)
-    if C0.shape == (d, d):
-        C0 = np.broadcast_to(C0, (B, d, d)).copy()
-    if C0.shape != (B, d, d):
-        raise ValueError(f"cov0 must be ({d}, {d}) or ({B}, {d}, {d}) for {B} layers of dimension {d}, got {C0.shape}")
-    for k in range(B):
-        C0[k] = validate_covariance(C0[k], f"cov0[{k}]", d)
+    first_step = None if first_step is None else validate_positive(first_step, "first_step")
+    C0 = _cov_stack(cov0, d, B)
     tr0 = np.trace(C0, axis1=1, axis2=2)
     if np.any(tr0 >= blowup_trace):
         raise ValueError("some initial trace is already above blowup_trace")
@@ -799,46 +548,31 @@ def solve_covariance_batch(
     )
     t_eval = np.zeros(0) if t_eval is None else time_grid((0.0, T), t_eval)[2]
 
-    def covs(Phi, idx):
-        return _sym(Phi @ C0[idx] @ np.swapaxes(Phi, -1, -2))
-
-    blowup_time = np.full(B, np.nan)
-    pole_time = np.full(B, np.nan)
-    crossing = np.full((B, len(levels)), np.nan)
-    for k, lev in enumerate(levels):
-        crossing[tr0 >= lev, k] = 0.0
+    covs = lambda Phi, idx: _sym(Phi @ C0[idx] @ np.swapaxes(Phi, -1, -2))
+    blowup_time, pole_time = np.full(B, np.nan), np.full(B, np.nan)
+    crossing = np.where(tr0[:, None] >= np.array(levels), 0.0, np.nan).reshape(B, len(levels))
     tr_prev = tr0.copy()
 
     def on_step(acc, t_old, t_new, Phi_new):
-        """Trace crossings (interpolated in log trace within the step) and blow-ups of the accepted systems."""
+        """Trace crossings and blow-ups of the accepted systems."""
         S_new = covs(Phi_new, acc)
         tr_new = np.trace(S_new, axis1=1, axis2=2)
         for k, lev in enumerate(levels):
             hit = np.isnan(crossing[acc, k]) & (tr_new >= lev)
-            a = acc[hit]
-            frac = np.log(lev / tr_prev[a]) / np.log(tr_new[hit] / tr_prev[a])
-            crossing[a, k] = t_old[hit] + frac * (t_new[hit] - t_old[hit])
+            crossing[acc[hit], k] = _log_crossing(lev, t_old[hit], t_new[hit], tr_prev[acc[hit]], tr_new[hit])
         blow = tr_new >= blowup_trace
         if np.any(blow):
             a = acc[blow]
-            frac = np.log(blowup_trace / tr_prev[a]) / np.log(tr_new[blow] / tr_prev[a])
-            blowup_time[a] = t_old[blow] + frac * (t_new[blow] - t_old[blow])
+            blowup_time[a] = _log_crossing(blowup_trace, t_old[blow], t_new[blow], tr_prev[a], tr_new[blow])
             dtr = 2.0 * np.einsum("bij,bji->b", _field_matrix_batch(S_new[blow], stack, a), S_new[blow])
             pole_time[a] = t_new[blow] + tr_new[blow] / dtr
         tr_prev[acc] = tr_new
         return blow
 
-    run = dormand_prince_batch(
-        lambda Phi, idx: _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi,
-        np.broadcast_to(np.eye(d), (B, d, d)),
-        T,
-        rtol=rtol,
-        atol=atol,
-        t_eval=t_eval,
-        first_step=first_step,
-        max_steps=max_steps,
-        on_step=on_step,
-    )
+    f = lambda Phi, idx: _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi
+    I = np.broadcast_to(np.eye(d), (B, d, d))
+    opts = dict(rtol=rtol, atol=atol, t_eval=t_eval, first_step=first_step, max_steps=max_steps, on_step=on_step)
+    run = dormand_prince_batch(f, I, T, **opts)
     status = np.where(run.status == "stopped", "blowup", "completed").astype(object)
     steps = np.array(run.reason, dtype=int)
     t_end, cov_last = run.time.copy(), covs(run.y_stop, np.arange(B))
@@ -846,49 +580,31 @@ def solve_covariance_batch(
     Phis = np.swapaxes(run.y, 0, 1)  # (B, m, d, d)
     ok = np.isfinite(Phis[..., 0, 0])  # the stored states (NaN after a member stopped)
     stored[ok] = covs(Phis[ok], np.nonzero(ok)[0])
-    for b in np.flatnonzero(run.status == "stiff"):
-        # stiff member (e.g. a large covariance collapsing onto rank one): finish it with LSODA
-        S_b = cov_last[b]
-        lay = stack.member(int(b))
-        kw: dict[str, Any] = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
-        tb = float(run.time[b])
+    kw: dict[str, Any] = dict(method="LSODA", rtol=rtol, atol=atol, blowup_trace=blowup_trace)
+    for b in np.flatnonzero(run.status == "stiff"):  # e.g. a large covariance collapsing onto rank one
+        S_b, lay, tb = cov_last[b], stack.member(int(b)), float(run.time[b])
         sol = solve_gaussian(np.zeros(d), S_b, lay, (tb, T), **kw)
         steps[b] += len(sol.t)
-        trs = np.concatenate([[tr_prev[b]], sol.trace()[1:]])
-        tts = np.concatenate([[tb], sol.t[1:]])
+        trs, tts = np.concatenate([[tr_prev[b]], sol.trace()[1:]]), np.concatenate([[tb], sol.t[1:]])
         for k, lev in enumerate(levels):
             if np.isnan(crossing[b, k]) and np.any(trs >= lev):
                 j = int(np.argmax(trs >= lev))
-                frac = np.log(lev / trs[j - 1]) / np.log(trs[j] / trs[j - 1])
-                crossing[b, k] = tts[j - 1] + frac * (tts[j] - tts[j - 1])
+                crossing[b, k] = _log_crossing(lev, tts[j - 1], tts[j], trs[j - 1], trs[j])
         rest = t_eval[t_eval > tb]
         if rest.size:
             dense = solve_gaussian(np.zeros(d), S_b, lay, (tb, T), t_eval=rest, **kw)
             outs = dense.cov[:-1] if dense.status == "blowup" else dense.cov
-            first = t_eval.size - rest.size
-            stored[b, first : first + len(outs)] = outs
+            stored[b, t_eval.size - rest.size :][: len(outs)] = outs
         cov_last[b], t_end[b] = sol.cov[-1], sol.t[-1]
         if sol.status == "blowup":
-            status[b] = "blowup"
-            blowup_time[b] = sol.exit_time
+            status[b], blowup_time[b] = "blowup", sol.exit_time
             pole_time[b] = sol.info.get("blowup_time_extrapolated", np.nan)
     return CovarianceBatch(
-        status=status.astype(str),
-        blowup_time=blowup_time,
-        pole_time=pole_time,
-        crossing_times=crossing,
-        cov_last=cov_last,
-        t_end=t_end,
-        t_eval=t_eval,
-        cov=stored,
-        steps=steps,
-        trace_levels=levels,
+        status.astype(str), blowup_time, pole_time, crossing, cov_last, t_end, t_eval, stored, steps, levels
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# the official projected Euler scheme, vectorised over a batch of initial covariances
-# ---------------------------------------------------------------------------------------------
+# --- the official projected Euler scheme, vectorised over a batch of initial covariances ---
 
 
 @dataclass(frozen=True, eq=False)
@@ -897,22 +613,14 @@ class EulerRuns:
 
     Attributes
     ----------
-    status : array (B,) of str
-        ``"converged"``, ``"blowup"``, ``"max_iter"`` or ``"completed"`` (``t_max`` reached).
-    iterations : array (B,) of int
-        Official loop index ``i`` at the stop (``max_iter`` if the loop ran out).
-    exit_time : array (B,)
-        ``iterations * step``.
-    cov_last : array (B, d, d)
-        The last stored iterate (the official ``S_list[-1]``, before the final update).
-    cov_after : array (B, d, d)
-        The iterate after the final update (for a blow-up: the one above ``tol_high``).
-    mean_last : array (B, d)
-    rhs_norm : array (B,)
-        :math:`\|\dot\Sigma\|_F` at ``cov_last``.
-    saved_iterations, saved_cov, saved_mean : lists of arrays
-        Per member, the stored iteration indices and iterates.
-    step : float
+    status, iterations, exit_time : arrays (B,)
+        ``"converged"``, ``"blowup"``, ``"max_iter"`` or ``"completed"`` (``t_max``); the official loop index at
+        the stop (``max_iter`` if the loop ran out); ``iterations * step``.
+    cov_last, cov_after, rhs_norm : arrays (B, d, d), (B, d, d), (B,)
+        The last stored iterate (the official ``S_list[-1]``), the one after the final update (for a blow-up:
+        the one above ``tol_high``), and :math:`\|\dot\Sigma\|_F` at ``cov_last``.
+    saved_iterations, saved_cov, saved_mean, step : lists of arrays, float
+        Per member, the stored iteration indices, covariances and means; the step.
     """
 
     status: np.ndarray
@@ -920,37 +628,19 @@ class EulerRuns:
     exit_time: np.ndarray
     cov_last: np.ndarray
     cov_after: np.ndarray
-    mean_last: np.ndarray
     rhs_norm: np.ndarray
     saved_iterations: list
     saved_cov: list
     saved_mean: list
     step: float
 
-    def trajectory(self, k: int):
-        """The stored iterates of member k.
-
-        Parameters
-        ----------
-        k : int
-            Which initial condition (0 to ``len(self) - 1``).
-
-        Returns
-        -------
-        tuple
-            ``(iterations, covariances, means)``: the indices of the stored Euler iterations and the
-            covariances and means there.
-        """
-        return self.saved_iterations[k], self.saved_cov[k], self.saved_mean[k]
-
     def __len__(self) -> int:
         return len(self.status)
 
 
 def _project_psd(S, floor: float = 1e-14):
-    """Official projection: negative eigenvalues replaced by ``floor``; only where one is negative."""
-    d = S.shape[-1]
-    if d == 2:
+    """Official projection: negative eigenvalues replaced by ``floor``, only where one is negative."""
+    if S.shape[-1] == 2:
         a, b, c = S[:, 0, 0], S[:, 1, 1], 0.5 * (S[:, 0, 1] + S[:, 1, 0])
         lam_min = 0.5 * (a + b) - np.sqrt(0.25 * (a - b) ** 2 + c * c)
     else:
@@ -958,30 +648,25 @@ def _project_psd(S, floor: float = 1e-14):
     bad = lam_min < 0
     if np.any(bad):
         lam, U = np.linalg.eigh(S[bad])
-        lam = np.where(lam < 0, floor, lam)
         S = S.copy()
-        S[bad] = (U * lam[:, None, :]) @ np.swapaxes(U, -1, -2)
+        S[bad] = (U * np.where(lam < 0, floor, lam)[:, None, :]) @ np.swapaxes(U, -1, -2)
     return S
 
 
 def _save_mask(save, max_iter: int) -> np.ndarray:
     """Boolean mask over the iterations 0..max_iter-1 of the iterates to store."""
     mask = np.zeros(max_iter, dtype=bool)
-    if isinstance(save, str):
-        if save == "all":
-            mask[:] = True
-        elif save == "log":
-            mask[:50] = True
-            x = 50.0
-            while x < max_iter:
-                mask[int(x)] = True
-                x *= 1.02
-        elif save != "final":
+    if save == "all":
+        mask[:] = True
+    elif save == "log":
+        mask[:50], x = True, 50.0
+        while x < max_iter:
+            mask[int(x)] = True
+            x *= 1.02
+    elif save != "final":
+        if isinstance(save, str) or int(save) != save or save < 1:
             raise ValueError(f"save must be 'all', 'log', 'final' or a positive integer, got {save!r}")
-        return mask
-    if int(save) != save or save < 1:
-        raise ValueError(f"save must be 'all', 'log', 'final' or a positive integer, got {save!r}")
-    mask[:: int(save)] = True
+        mask[:: int(save)] = True
     return mask
 
 
@@ -1000,153 +685,101 @@ def projected_euler(
     psd_floor: float = 1e-14,
     backend: str = "auto",
 ) -> EulerRuns:
-    r"""The official code's projected Euler scheme for the covariance ODE, for a batch of initial covariances.
+    r"""The authors' projected Euler scheme for the covariance ODE, for a batch of initial covariances.
 
-    Loop ``i = 0, 1, ..., max_iter - 1`` (the authors' code, vcastin/2025-transformers-PDEs): store :math:`\Sigma_i`;
-    compute :math:`R=\dot\Sigma(\Sigma_i)` and :math:`r_i=\|R\|_F`; update
-    :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)`, where :math:`\Pi_{\succeq0}` replaces negative
-    eigenvalues by ``psd_floor``; stop as *converged* if :math:`r_i<` ``tol_low``, else as *blow-up*
-    if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. A member that never stops reports
-    ``status="max_iter"``. The mean (never simulated by the official code; zero there) is moved by
-    plain Euler when ``mean0`` is given, which matters only for linear attention.
-
-    Differences from the official code that do not change the scheme: the input is never
-    modified, the projection is skipped when no eigenvalue is negative (it is the identity there),
-    and members are advanced together (numpy: einsum on stacks, batched ``eigh`` only where
-    needed) or each by a compiled loop (numba, ``tokendynamics._gaussian_kernels``).
+    Loop ``i = 0, ..., max_iter - 1``: store :math:`\Sigma_i`; :math:`R=\dot\Sigma(\Sigma_i)`; stop as *converged*
+    if :math:`\|R\|_F<` ``tol_low``; :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)` (negative eigenvalues set to
+    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. A given ``mean0`` is
+    moved by plain Euler (the official mean is zero). Members advance together (numpy) or each in a compiled
+    loop (numba); the projection is skipped where it is the identity.
 
     Parameters
     ----------
     cov0 : array (d, d) or (B, d, d)
-        One initial covariance, or a batch of B of them (each symmetric positive semi-definite),
-        each integrated as its own member. Never modified.
+        One initial covariance or B of them (symmetric PSD), each its own member. Never modified.
     layer : Attention
-        Kind in :data:`GAUSSIAN_KINDS` (the official scalings are built by
-        :func:`tokendynamics.book.gaussian_figures.official_layer`).
+        Kind in :data:`GAUSSIAN_KINDS` (official scalings: :func:`tokendynamics.book.gaussian_figures.official_layer`).
     step : float
         Euler step :math:`h`.
     mean0 : array (d,) or (B, d), optional
-        Initial mean (one for every member, or one each), moved by plain Euler alongside the
-        covariance; ``None`` (default) keeps every mean at zero, as the official code does.
-    %(euler_stops)s
+        Initial mean(s); ``None`` keeps every mean at zero, as the official code does.
+    tol_low, tol_high, max_iter : float, float, int
+        The stopping rules (official ``1e-5``, ``1e3``, 50000; ``tol_low=0`` or ``tol_high=inf`` disables one);
+        a run that never stops ends with status ``"max_iter"``.
     save : {"log", "all", "final"} or int
-        Iterates to keep per member: ``"all"`` (the official ``S_list``), every k-th, ``"log"``
-        (iterations 0–49 then about 116 per decade), or only the last; the last stored iterate
-        is always kept.
+        Iterates kept per member: all (the official ``S_list``), every k-th, ``"log"`` (0–49, then about 116
+        per decade) or only the last stored one (always kept).
     t_max : float, optional
         Also stop (``status="completed"``) at iteration ``ceil(t_max / step)``.
     psd_floor : float
-        The value, at least 0, that the projection :math:`\Pi_{\succeq0}` puts in place of the
-        negative eigenvalues (the official code's ``1e-14``).
+        What the projection puts in place of negative eigenvalues (official ``1e-14``).
     backend : {"auto", "numpy", "numba"}
-        ``auto`` uses the compiled loop for softmax (any heads) and single-head L2 when numba is
-        installed and no ``mean0`` is given; numpy otherwise.
+        ``auto``: the compiled loop for softmax and single-head L2 when numba is there and no ``mean0``.
 
     Returns
     -------
     EulerRuns
-        Per member: the status and iteration at which it stopped, the last stored and the final
-        iterates, :math:`\|\dot\Sigma\|_F` there, and the stored iteration indices, covariances and means.
 
     References
     ----------
     %(refs_odes)s
-    The scheme, its steps and stopping rules are those of the authors' code (vcastin/2025-transformers-PDEs);
-    the book's section "Five behaviours in the cone" regenerates the paper's cone figures with it.
+    The scheme and its stopping rules are those of the authors' code (vcastin/2025-transformers-PDEs).
     """
     _check_layer(layer)
     step = validate_positive(step, "step")
     max_iter = validate_count(max_iter, "max_iter")
-    tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)  # 0: never stop as converged
-    tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)  # inf: no blow-up threshold
+    tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)
+    tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)
     psd_floor = validate_positive(psd_floor, "psd_floor", allow_zero=True)
     validate_choice(backend, "backend", ("auto", "numpy", "numba"))
     d = layer.d
-    C = np.array(real_array(cov0, "cov0"), copy=True)
-    if C.ndim == 2:
-        C = C[None]
-    if C.ndim != 3 or C.shape[1:] != (d, d):
-        raise ValueError(f"cov0 must be ({d}, {d}) or (B, {d}, {d}), got shape {np.shape(cov0)}")
-    for k in range(C.shape[0]):
-        C[k] = validate_covariance(C[k], f"cov0[{k}]", d)
-    B = C.shape[0]
+    C = _cov_stack(cov0, d)
     mask = _save_mask(save, max_iter)
+    # t_max: the last iteration is i_stop = ceil(t_max / step); members still running there are "completed"
+    i_stop = max_iter if t_max is None else int(math.ceil(validate_positive(t_max, "t_max") / step - 1e-9))
+    limited = i_stop + 1 <= max_iter
+    last_allowed = i_stop + 1 if limited else max_iter
+    if mean0 is not None:
+        mean0 = np.array(np.broadcast_to(np.asarray(mean0, dtype=float), (len(C), d)))
+        if not np.all(np.isfinite(mean0)):
+            raise ValueError("mean0 contains non-finite values")
 
     from . import _gaussian_kernels as kernels
 
-    # t_max: the last iteration is i_stop = ceil(t_max / step); members still running there are "completed"
-    limited = False
-    last_allowed = max_iter
-    if t_max is not None:
-        t_max = validate_positive(t_max, "t_max")
-        i_stop = int(math.ceil(t_max / step - 1e-9))
-        if i_stop + 1 <= max_iter:
-            limited, last_allowed = True, i_stop + 1
     compiled_ok = kernels.HAVE_NUMBA and kernels.supports(layer) and mean0 is None
     if backend == "numba" and not compiled_ok:
         raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
-    if backend != "numpy" and compiled_ok:
-        res = kernels.euler_members(
-            C,
-            layer,
-            step=step,
-            tol_low=tol_low,
-            tol_high=tol_high,
-            max_iter=last_allowed,
-            floor=psd_floor,
-            save_mask=mask[:last_allowed],
-        )
-        status = np.array([r[0] for r in res], dtype=object)
-        iterations = np.array([r[1] for r in res], dtype=int)
-        if limited:
-            cut = status == "max_iter"
-            status[cut], iterations[cut] = "completed", last_allowed - 1
-        return EulerRuns(
-            status=status.astype(str),
-            iterations=iterations,
-            exit_time=iterations * step,
-            cov_last=np.array([r[2] for r in res]),
-            cov_after=np.array([r[3] for r in res]),
-            mean_last=np.zeros((B, d)),
-            rhs_norm=np.array([r[4] for r in res]),
-            saved_iterations=[r[5].astype(int) for r in res],
-            saved_cov=[r[6] for r in res],
-            saved_mean=[np.zeros((len(r[5]), d)) for r in res],
-            step=float(step),
-        )
-    return _projected_euler_numpy(
-        C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor
+    if backend == "numpy" or not compiled_ok:
+        stops = (tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor)
+        return _projected_euler_numpy(C, layer, step, mean0, *stops)
+    status, its, last, after, nrm, saved_it, saved_S = kernels.euler_members(
+        C, layer, step, tol_low, tol_high, last_allowed, psd_floor, mask[:last_allowed]
     )
+    if limited:
+        cut = status == "max_iter"
+        status[cut], its[cut] = "completed", last_allowed - 1
+    saved_m = [np.zeros((len(i), d)) for i in saved_it]
+    return EulerRuns(status.astype(str), its, its * step, last, after, nrm, saved_it, saved_S, saved_m, float(step))
 
 
 def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor):
-    r"""The official scheme on the stepping layer: Euler on (mean, Sigma) with the PSD projection as retraction.
-
-    The state of a member is (d + 1, d): the mean in row 0, the covariance below. Step k goes from
-    iterate k to k + 1; a member stops as converged when the field reports :math:`\|\dot\Sigma\|_F<` tol_low
-    at its iterate (code 3), as a blow-up when the trace of the next iterate exceeds tol_high (or is not finite).
-    """
+    """The official scheme on the stepping layer: Euler on the state (mean in row 0, covariance below) with the PSD
+    projection as retraction; the field flags a converged member (code 3), the threshold a blow-up."""
     B, d = C.shape[0], C.shape[1]
-    m = np.zeros((B, d)) if mean0 is None else np.array(np.broadcast_to(np.asarray(mean0, dtype=float), (B, d)))
-    if not np.all(np.isfinite(m)):
-        raise ValueError("mean0 contains non-finite values")
+    m = np.zeros((B, d)) if mean0 is None else mean0
     rhs_norm = np.full(B, np.nan)
 
     def field(t, Y, active, t_step):
         dm, R = _rhs(Y[:, 0], Y[:, 1:], layer)
         nrm = np.sqrt(np.einsum("bij,bij->b", R, R))
         if not np.all(np.isfinite(nrm)):
-            bad = active[~np.isfinite(nrm)]
-            raise NonFiniteError(
-                f"projected Euler: non-finite right-hand side at iteration {round(t / step)} for member(s) "
-                f"{bad.tolist()[:5]}"
-            )
+            bad = active[~np.isfinite(nrm)].tolist()[:5]
+            it = round(t / step)
+            raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) {bad}")
         rhs_norm[active] = nrm
         return np.concatenate([dm[:, None], R], axis=1), np.where(nrm < tol_low, 3, 0)
 
-    def psd(Y):
-        return np.concatenate([Y[:, :1], _project_psd(Y[:, 1:], psd_floor)], axis=1)
-
+    psd = lambda Y: np.concatenate([Y[:, :1], _project_psd(Y[:, 1:], psd_floor)], axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
         run = fixed_step(
             field,
@@ -1167,70 +800,49 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
     status[~stopped] = "completed" if limited else "max_iter"
     frames = np.swapaxes(run.y, 0, 1)  # (B, saved, d + 1, d)
     saved_k = np.rint(run.t / step).astype(int)
-    cov_last, mean_last, saved_it, saved_S, saved_m = np.empty_like(C), np.empty((B, d)), [], [], []
+    saved_it, saved_S, saved_m = [], [], []
     for k in range(B):
         i = int(iterations[k])
-        keep = (
-            saved_k <= i
-            if stopped[k]
-            else (saved_k < last_allowed) & ((saved_k == i) | mask[np.minimum(saved_k, max_iter - 1)])
-        )
+        kept = (saved_k < last_allowed) & ((saved_k == i) | mask[np.minimum(saved_k, max_iter - 1)])
+        keep = saved_k <= i if stopped[k] else kept
         its, states = saved_k[keep], frames[k, keep]
         if not (its.size and its[-1] == i):  # the stop iterate is always stored (frozen at it)
             its, states = np.append(its, i), np.concatenate([states, frames[k, -1:]])
         saved_it.append(its)
         saved_S.append(states[:, 1:])
         saved_m.append(states[:, 0])
-        cov_last[k], mean_last[k] = states[-1, 1:], states[-1, 0]
+    cov_last = np.array([S[-1] for S in saved_S]).reshape(C.shape)
     cov_after = np.where(stopped[:, None, None], run.y_stop[:, 1:], frames[:, -1, 1:])
     iterations = np.where(stopped | limited, iterations, max_iter)
-    return EulerRuns(
-        status=status.astype(str),
-        iterations=iterations,
-        exit_time=iterations * step,
-        cov_last=cov_last,
-        cov_after=cov_after,
-        mean_last=mean_last,
-        rhs_norm=rhs_norm,
-        saved_iterations=saved_it,
-        saved_cov=saved_S,
-        saved_mean=saved_m,
-        step=float(step),
-    )
+    saved = (saved_it, saved_S, saved_m, float(step))
+    return EulerRuns(status.astype(str), iterations, iterations * step, cov_last, cov_after, rhs_norm, *saved)
 
 
-# ---------------------------------------------------------------------------------------------
-# moments and quadrature of a Gaussian
-# ---------------------------------------------------------------------------------------------
+# --- moments and quadrature of a Gaussian ---
 
 
 @fill_doc(_DOC)
 def empirical_moments(X, weights=None):
-    r"""Mean and covariance of the measure :math:`\mu=\sum_jw_j\delta_{x_j}` of tokens ``X`` (..., n, d).
+    r"""Mean :math:`\bar x=\sum_jw_jx_j` and covariance :math:`\sum_jw_j(x_j-\bar x)(x_j-\bar x)^\top` of tokens.
 
-    .. math:: \bar x=\sum_jw_jx_j,\qquad \hat\Sigma=\sum_jw_j(x_j-\bar x)(x_j-\bar x)^\top
-
-    with :math:`w_j=1/n` by default or the given masses (e.g. quadrature weights, :func:`gauss_hermite`);
-    leading axes are e.g. the times of a trajectory. These are the moments the Gaussian ODEs predict.
+    The moments the Gaussian ODEs predict, of :math:`\mu=\sum_jw_j\delta_{x_j}` (:math:`w_j=1/n` by default,
+    or quadrature weights, :func:`gauss_hermite`); leading axes are e.g. the times of a trajectory.
 
     Parameters
     ----------
     X : array (..., n, d)
-        Tokens: n points of dimension d (at least one of each), possibly stacked along leading axes.
+        Tokens (at least one, of dimension at least one), possibly stacked along leading axes.
     weights : array (n,), optional
-        Masses of the n tokens, non-negative and summing to 1; ``None`` gives each token mass :math:`1/n`.
+        Masses of the tokens, non-negative, summing to 1.
 
     Returns
     -------
-    mean : array (..., d)
-        The weighted mean :math:`\bar x`.
-    cov : array (..., d, d)
-        The weighted covariance :math:`\hat\Sigma` (normalised by the total mass 1, no :math:`n/(n-1)`).
+    mean, cov : arrays (..., d) and (..., d, d)
+        The weighted mean and covariance (normalised by the total mass, no :math:`n/(n-1)`).
 
     References
     ----------
     %(refs_odes)s
-    Section "Particles against the ODEs" compares these moments with the ODEs.
     """
     X = validate_finite_array(X, "X", min_ndim=2)
     n = X.shape[-2]
@@ -1244,34 +856,29 @@ def empirical_moments(X, weights=None):
 
 @fill_doc(_DOC)
 def gauss_hermite(mean, cov, k: int = 20):
-    r"""Tensor Gauss–Hermite quadrature of :math:`N(\mathrm{mean},\mathrm{cov})`: nodes (k^d, d) and weights (k^d,).
+    r"""Tensor Gauss–Hermite quadrature of :math:`N(\mathrm{mean},\mathrm{cov})`, d <= 3.
 
-    :math:`\int f\,dN(\alpha,\Sigma)\approx\sum_jw_jf(x_j)` with :math:`x_j=\alpha+\Sigma^{1/2}z_j` (symmetric
-    root, so singular covariances are allowed) and :math:`(z_j,w_j)` the probabilists' Hermite rule. Fed to
-    the particle core as weights (``simulate(..., weights=w)``) this is the mean-field Transformer PDE
-    started from the Gaussian itself rather than from a sample (d <= 3).
+    :math:`\int f\,dN(\alpha,\Sigma)\approx\sum_jw_jf(x_j)`, :math:`x_j=\alpha+\Sigma^{1/2}z_j` (symmetric root:
+    singular covariances allowed), :math:`(z_j,w_j)` the probabilists' Hermite rule. As token weights
+    (``simulate(..., weights=w)``) this is the Transformer PDE started from the Gaussian itself.
 
     Parameters
     ----------
     mean : array (d,)
-        The mean :math:`\alpha`, of dimension d <= 3.
+        The mean, d <= 3.
     cov : array (d, d)
-        The covariance :math:`\Sigma`, symmetric positive semi-definite.
+        The covariance, symmetric positive semi-definite.
     k : int
-        Nodes per coordinate; the rule integrates polynomials of degree up to :math:`2k-1` in each
-        coordinate of :math:`z` exactly.
+        Nodes per coordinate (exact for polynomials of degree up to :math:`2k-1` in each coordinate).
 
     Returns
     -------
-    nodes : array (k**d, d)
-        The points :math:`x_j`.
-    weights : array (k**d,)
-        Their masses, positive and summing to 1.
+    nodes, weights : arrays (k**d, d) and (k**d,)
+        The points and their masses (positive, summing to 1).
 
     References
     ----------
     %(refs_odes)s
-    Section "Particles against the ODEs" runs the Transformer PDE on these nodes.
     """
     from numpy.polynomial.hermite_e import hermegauss
 
@@ -1286,15 +893,13 @@ def gauss_hermite(mean, cov, k: int = 20):
     return mean + Z @ psd_sqrt(cov).T, W
 
 
-# ---------------------------------------------------------------------------------------------
-# closed forms (derived and checked in chapter 2 of the book)
-# ---------------------------------------------------------------------------------------------
+# --- closed forms (derived and checked in chapter 2 of the book) ---
 
 
-def _softmax_single(layer: Attention, what: str) -> Attention:
+def _softmax_single(layer: Attention, what: str, single: bool = True) -> Attention:
     _check_layer(layer)
     layer.kind.require("quadratic_covariance", what)
-    if layer.n_heads != 1:
+    if single and layer.n_heads != 1:
         raise ValueError(f"{what} holds for single-head softmax attention, got {layer!r}")
     return layer
 
@@ -1338,31 +943,21 @@ def _before_blowup(t, Tstar: float, what: str) -> np.ndarray:
 
 @fill_doc(_DOC)
 def isotropic_covariance(cov0, layer: Attention, t):
-    r"""Closed-form covariance for softmax with :math:`V=vI`.
+    r"""Closed-form covariance of softmax with :math:`V=vI`: :math:`\Sigma_t=R(I-vt\,RSR)^{-1}R`.
 
-    The precision solves a linear equation, :math:`\frac{d}{dt}\Sigma^{-1}=-v\beta(A+A^\top)`, so with
-    :math:`S=\beta(A+A^\top)` and :math:`R=\Sigma_0^{1/2}`
-
-    .. math:: \Sigma_t = R\,(I - vt\,RSR)^{-1}R ,
-
-    valid for singular :math:`\Sigma_0` and for :math:`t<T^*` (:func:`blowup_time`).
+    The precision solves :math:`\frac{d}{dt}\Sigma^{-1}=-vS`, :math:`S=\beta(A+A^\top)`; :math:`R=\Sigma_0^{1/2}`
+    (singular :math:`\Sigma_0` allowed), valid for :math:`t<T^*` (:func:`blowup_time`).
 
     Parameters
     ----------
-    %(cov0_closed_form)s
-    layer : Attention
-        Single-head softmax layer with :math:`V=vI` (any real :math:`v`) and any :math:`A`.
+    %(cov0)s
+    %(layer_iso)s
     %(t_before_blowup)s
 
     Returns
     -------
     array (d, d) or (m, d, d)
         :math:`\Sigma_t`, one matrix for a number ``t``, a stack for an array.
-
-    Raises
-    ------
-    BlowUpError
-        If some requested time is at or beyond :math:`T^*`.
 
     References
     ----------
@@ -1378,23 +973,19 @@ def isotropic_covariance(cov0, layer: Attention, t):
 def blowup_time(cov0, layer: Attention) -> float:
     r"""Blow-up time of softmax with :math:`V=vI`, ``inf`` if there is none.
 
-    .. math:: T^* = 1\big/\lambda_{\max}\big(v\,\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2}\big)
-
-    when that eigenvalue is positive; for :math:`\Sigma_0\succ0` a blow-up happens iff
-    :math:`v(A+A^\top)` has a positive eigenvalue.
+    :math:`T^*=1/\lambda_{\max}(v\Sigma_0^{1/2}\beta(A+A^\top)\Sigma_0^{1/2})` if that eigenvalue is positive; for
+    :math:`\Sigma_0\succ0` a blow-up happens iff :math:`v(A+A^\top)` has a positive eigenvalue.
 
     Parameters
     ----------
-    %(cov0_closed_form)s
-    layer : Attention
-        Single-head softmax layer with :math:`V=vI`; :math:`\beta` and :math:`A` enter through
-        :math:`\beta(A+A^\top)`.
+    %(cov0)s
+    %(layer_iso)s
 
     Returns
     -------
     float
-        :math:`T^*`, or ``math.inf`` when the largest eigenvalue is at most :math:`10^{-14}` times the
-        largest in absolute value.
+        :math:`T^*`, or ``math.inf`` when the largest eigenvalue is at most :math:`10^{-14}` times the largest
+        in absolute value.
 
     References
     ----------
@@ -1405,36 +996,27 @@ def blowup_time(cov0, layer: Attention) -> float:
 
 @fill_doc(_DOC)
 def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean for softmax with :math:`V=vI` and symmetric :math:`A`.
+    r"""Closed-form mean of softmax with :math:`V=vI` and a symmetric :math:`A`.
 
-    .. math:: \alpha_t = e^{vt}\big(I-2vt\,\beta\Sigma_0A\big)^{-1/2}\alpha_0
-
-    (principal matrix power; :math:`\Sigma_0A` has a real spectrum), for :math:`t<T^*` (:func:`blowup_time`).
+    :math:`\alpha_t=e^{vt}(I-2vt\beta\Sigma_0A)^{-1/2}\alpha_0`, principal matrix power (:math:`\Sigma_0A` has a
+    real spectrum), for :math:`t<T^*` (:func:`blowup_time`).
 
     Parameters
     ----------
     mean0 : array (d,)
         The initial mean :math:`\alpha_0`.
-    %(cov0_closed_form)s
-    layer : Attention
-        Single-head softmax layer with :math:`V=vI` and a symmetric :math:`A` (no closed form is known
-        otherwise: a ValueError).
+    %(cov0)s
+    %(layer_iso)s
     %(t_before_blowup)s
 
     Returns
     -------
     array (d,) or (m, d)
-        :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
-
-    Raises
-    ------
-    BlowUpError
-        If some requested time is at or beyond :math:`T^*`.
+        :math:`\alpha_t`, one row per time for an array ``t``.
 
     References
     ----------
-    %(refs_odes)s
-    Section "Blow-up in finite time, or not" has :math:`T^*`; section "The mean" the mean equation.
+    %(refs_tstar)s
     """
     layer, v, cov0, _, _, Tstar = _isotropic(cov0, layer, "the mean formula")
     A = layer.A[0]
@@ -1449,26 +1031,19 @@ def isotropic_mean(mean0, cov0, layer: Attention, t):
 
 @fill_doc(_DOC)
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
-    r"""Limit covariance :math:`\Sigma_\infty` when the dynamics cluster onto a subspace.
+    r"""Limit covariance of clustering: :math:`\Sigma_\infty=R\,P_{\ker(RSR)}R`, :math:`R=\Sigma_0^{1/2}`.
 
-    Softmax with :math:`V=vI`, :math:`v>0`, :math:`A+A^\top\preceq0`, :math:`S=\beta(A+A^\top)`:
-
-    .. math:: \Sigma_\infty = \Sigma_0^{1/2}P_{\ker(\Sigma_0^{1/2}S\Sigma_0^{1/2})}\Sigma_0^{1/2}
-              = \Sigma_0-\Sigma_0R^\top(R\Sigma_0R^\top)^{+}R\Sigma_0 ,
-
-    the conditional covariance of :math:`x\sim N(\alpha_0,\Sigma_0)` given :math:`Rx`, the rows of :math:`R`
-    spanning :math:`\operatorname{range}(A+A^\top)`; for :math:`\Sigma_0\succ0` of rank
-    :math:`\dim\ker(A+A^\top)`, reached at rate :math:`O(1/t)`. Single-head L2 with :math:`V=vI`, :math:`v>0`,
-    :math:`K^\top Q` symmetric negative semi-definite and :math:`\ker K^\top Q=\ker K`: the same limit with
-    :math:`S=K^\top Q+Q^\top K` (derived for this book: the precision's block on :math:`\ker K^\top Q` is
-    conserved). Eigenvalues of :math:`\Sigma_0^{1/2}S\Sigma_0^{1/2}` below ``tol`` times the largest count as zero.
+    Softmax with :math:`V=vI`, :math:`v>0`, :math:`S=\beta(A+A^\top)\preceq0`: the conditional covariance of
+    :math:`x\sim N(\alpha_0,\Sigma_0)` given its component in :math:`\operatorname{range}(A+A^\top)`, reached at
+    rate :math:`O(1/t)`. Single-head L2 with :math:`V=vI`, :math:`v>0`, :math:`K^\top Q` symmetric negative
+    semi-definite and :math:`\ker K^\top Q=\ker K`: the same with :math:`S=K^\top Q+Q^\top K` (derived for this
+    book). Eigenvalues below ``tol`` times the largest count as zero.
 
     Parameters
     ----------
-    %(cov0_closed_form)s
+    %(cov0)s
     layer : Attention
-        Single head with :math:`V=vI`, :math:`v>0`: softmax with :math:`A+A^\top\preceq0`, or L2 as above
-        (anything else raises a ValueError).
+        Single head with :math:`V=vI`, :math:`v>0`: softmax or L2 as above (anything else: a ValueError).
     tol : float
         Relative threshold (> 0) of the zero eigenvalues.
 
@@ -1479,9 +1054,7 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book:
-    ``chapters/02_gaussian_preservation.md``, section "Clustering: the rank of the limit", equation
-    (eq-gauss-rank), and section "Five behaviours in the cone" (convergence to a line).
+    %(refs_rank)s
     """
     _check_layer(layer)
     clustering = layer.kind.require("clustering_matrix", "the clustering limit")
@@ -1512,27 +1085,17 @@ def _rank_one(z, layer: Attention) -> np.ndarray:
     return out
 
 
-def _rank_one_layer(layer: Attention) -> Attention:
-    _check_layer(layer)
-    layer.kind.require("quadratic_covariance", "the rank-one reduction")
-    return layer
-
-
 @fill_doc(_DOC)
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
-    r"""Velocity on the rank-one invariant manifold :math:`\Sigma=zz^\top` of softmax attention.
+    r"""Velocity :math:`\dot z=\sum_h\beta(z^\top A_hz)V_hz` on the rank-one manifold :math:`\Sigma=zz^\top` of softmax.
 
-    .. math:: \dot z = \sum_h\beta\,(z^\top A_hz)\,V_hz
-
-    (a scalar quadratic form: the convention :math:`A` vs :math:`A^\top` does not matter); then
-    :math:`\Sigma_t=z_tz_t^\top` solves the covariance ODE for any :math:`V, A`.
+    :math:`\Sigma_t=z_tz_t^\top` then solves the covariance ODE, for any :math:`V, A`.
 
     Parameters
     ----------
     z : array (..., d)
         A point of the manifold, or a stack of them.
-    layer : Attention
-        Softmax layer, any number of heads (not causal).
+    %(layer_rank_one)s
 
     Returns
     -------
@@ -1543,7 +1106,7 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     ----------
     %(refs_rank_one)s
     """
-    layer = _rank_one_layer(layer)
+    layer = _softmax_single(layer, "the rank-one reduction", single=False)
     z = validate_finite_array(z, "z", min_ndim=1)
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
@@ -1558,28 +1121,22 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
     ----------
     z0 : array (d,)
         The initial point, :math:`\Sigma_0=z_0z_0^\top`.
-    layer : Attention
-        Softmax layer, any number of heads (not causal).
+    %(layer_rank_one)s
     t_eval : array (m,)
-        Strictly increasing output times, none negative, the last one positive.
+        Increasing output times, none negative, the last one positive.
     rtol, atol : float
-        Tolerances of the DOP853 solver (:func:`~tokendynamics.odes.solve_ode`).
+        Tolerances of the DOP853 solver (a BlowUpError if it fails before the last time).
 
     Returns
     -------
     array (m, d)
         :math:`z_t` at the times ``t_eval``.
 
-    Raises
-    ------
-    BlowUpError
-        If the solver fails before the last time (e.g. at a finite-time blow-up).
-
     References
     ----------
     %(refs_rank_one)s
     """
-    layer = _rank_one_layer(layer)
+    layer = _softmax_single(layer, "the rank-one reduction", single=False)
     z0 = _vector(z0, "z0", layer.d)
     _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
     rtol, atol = validate_tolerances(rtol, atol)
@@ -1592,8 +1149,8 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
 def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
     r"""Angles :math:`\theta\in(-\pi/2,\pi/2]` of the rank-one stationary lines of softmax attention in d = 2.
 
-    For :math:`V` invertible the rank-one stationary points are :math:`s\,uu^\top` with :math:`u^\top Au=0`,
-    :math:`u=(\cos\theta,\sin\theta)`: two lines when :math:`A+A^\top` is indefinite, none when it is definite.
+    For :math:`V` invertible they are :math:`s\,uu^\top` with :math:`u^\top Au=0`, :math:`u=(\cos\theta,\sin\theta)`:
+    two lines when :math:`A+A^\top` is indefinite, none when it is definite.
 
     Parameters
     ----------
@@ -1603,8 +1160,8 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
     Returns
     -------
     array (k,)
-        The angles, increasing (a singular :math:`A+A^\top` gives a double root, twice if :math:`A_{22}\ne0`,
-        once, :math:`\pi/2`, if :math:`A_{22}=0`).
+        The angles, increasing (a singular :math:`A+A^\top`: a double root, or :math:`\pi/2` once if
+        :math:`A_{22}=0`).
 
     References
     ----------
@@ -1623,20 +1180,18 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
     return np.sort(np.arctan([(-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)]))
 
 
+@fill_doc(_DOC)
 def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
-    r"""Exact solution of softmax attention in d = 1, with :math:`a=\beta A`, :math:`v=V`.
+    r"""Exact solution of softmax attention in d = 1 (:math:`a=\beta A`, :math:`v=V`).
 
-    .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
-              \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2},
+    .. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2},
 
-    blowing up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0`.
+    blowing up at :math:`T^*=1/(2va\sigma_0^2)` iff :math:`va>0` (a BlowUpError for a time at or after it).
 
     Parameters
     ----------
-    mean0 : float
-        The initial mean :math:`\alpha_0`.
-    var0 : float
-        The initial variance :math:`\sigma_0^2\ge0`.
+    mean0, var0 : float
+        The initial mean :math:`\alpha_0` and variance :math:`\sigma_0^2\ge0`.
     layer : Attention
         Single-head softmax layer in d = 1.
     t : float or array
@@ -1647,16 +1202,9 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     mean_t, var_t : float or array
         :math:`\alpha_t` and :math:`\sigma_t^2`, of the shape of ``t``.
 
-    Raises
-    ------
-    BlowUpError
-        If some requested time is at or beyond :math:`T^*`.
-
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book:
-    ``chapters/02_gaussian_preservation.md``, equation (eq-gauss-tstar), whose d = 1 case is
-    :math:`T^*=1/(2va\sigma_0^2)`.
+    %(refs_tstar)s
     """
     layer = _softmax_single(layer, "the one-dimensional solution")
     if layer.d != 1:
@@ -1669,18 +1217,15 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     if np.any(den <= 0):
         Tstar = 1.0 / (2.0 * v * a * var0)
         before = ts[ts < Tstar]
-        raise BlowUpError(
-            Tstar,
-            float(before.max()) if before.size else 0.0,
-            f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested "
-            f"time {float(ts.max()):.6g}",
-        )
+        last = float(before.max()) if before.size else 0.0
+        msg = f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested time {ts.max():.6g}"
+        raise BlowUpError(Tstar, last, msg)
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 
 @fill_doc(_DOC)
 def decoupled_mean(mean0, layer: Attention, t):
-    r"""Sinkhorn mean: :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`.
+    r"""Sinkhorn mean :math:`\alpha_t=e^{t\sum_hV_h}\alpha_0`, independent of :math:`\Sigma`.
 
     Parameters
     ----------
@@ -1694,12 +1239,11 @@ def decoupled_mean(mean0, layer: Attention, t):
     Returns
     -------
     array (d,) or (m, d)
-        :math:`\alpha_t`, one vector for a number ``t``, one row per time for an array.
+        :math:`\alpha_t`, one row per time for an array ``t``.
 
     References
     ----------
     %(refs_odes)s
-    Section "The mean" compares it with the particles.
     """
     _check_layer(layer)
     layer.kind.require("mean_decouples", "the decoupled mean")
@@ -1709,47 +1253,36 @@ def decoupled_mean(mean0, layer: Attention, t):
     return out[0] if np.ndim(t) == 0 else out
 
 
+@fill_doc(_DOC)
 def growth_rate(layer: Attention) -> float:
-    r"""Rate :math:`c` of the a-priori bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
+    r"""Rate :math:`c` of the bound :math:`\|\Sigma_t\|\le\|\Sigma_0\|e^{2ct}` (no finite-time blow-up).
 
     L2: :math:`c=\sum_h\|V_h\|\,\|K_h^\top Q_h\|/\lambda_{\min}(K_h^\top K_h)` (``inf`` unless every
-    :math:`K_h^\top K_h\succ0`), from :math:`\|M\|\le\|V\|\,\|(\Sigma^{-1}+2\beta K^\top K)^{-1}\|\,2\beta\|K^\top Q\|`;
-    Sinkhorn: :math:`c=\sum_h\|V_h\|`, because :math:`\|C\|\le\|\Sigma\|` (spectral norms).
+    :math:`K_h^\top K_h\succ0`); Sinkhorn: :math:`c=\sum_h\|V_h\|`, since :math:`\|C\|\le\|\Sigma\|` (spectral norms).
 
     Parameters
     ----------
     layer : Attention
-        A layer whose kind has a global growth bound (L2, Sinkhorn; softmax and linear attention can blow
-        up: a CapabilityError).
+        A layer whose kind has a growth bound (L2, Sinkhorn; softmax and linear can blow up: a CapabilityError).
 
     Returns
     -------
     float
-        :math:`c\ge0`, independent of :math:`\beta` and :math:`\varepsilon` (``inf`` for L2 with a numerically
-        singular :math:`K_h^\top K_h`).
+        :math:`c\ge0`, independent of :math:`\beta` and :math:`\varepsilon`.
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data (L2 and Sinkhorn attention); book:
-    ``chapters/02_gaussian_preservation.md``, section "Blow-up in finite time, or not", where the bound is derived.
+    %(refs_tstar)s
     """
     _check_layer(layer)
     rate = layer.kind.require("growth_rate", "a global growth bound (softmax and linear attention can blow up)")
     return sum(rate(layer.head(h)) for h in range(layer.n_heads))
 
 
-# ---------------------------------------------------------------------------------------------
-# diagnostics
-# ---------------------------------------------------------------------------------------------
+# --- diagnostics ---
 
 
-def _eigenvalues(cov) -> np.ndarray:
-    cov = validate_finite_array(cov, "cov", min_ndim=2)
-    if cov.shape[-1] != cov.shape[-2]:
-        raise ValueError(f"cov must be a square matrix or a stack (..., d, d), got shape {cov.shape}")
-    return np.linalg.eigvalsh(_sym(cov))[..., ::-1]
-
-
+@fill_doc(_DOC)
 def covariance_eigenvalues(cov) -> np.ndarray:
     """Eigenvalues of a covariance or a stack of them, in decreasing order.
 
@@ -1765,42 +1298,9 @@ def covariance_eigenvalues(cov) -> np.ndarray:
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data; book:
-    ``chapters/02_gaussian_preservation.md``, where the spectra show clustering (low rank) and the
-    rank-one profile of a blow-up.
+    %(refs_odes)s
     """
-    return _eigenvalues(cov)
-
-
-def numerical_rank(cov, threshold: float = 0.1, *, relative: bool = False):
-    r"""Numerical rank :math:`\#\{\lambda_i>\text{threshold}\}` and the eigenvalues themselves.
-
-    The official histograms count eigenvalues above 0.1 (absolute); with ``relative=True`` the threshold
-    is a fraction of the largest eigenvalue. Report both: a decaying eigenvalue can sit above a threshold
-    when a stopping rule fires.
-
-    Parameters
-    ----------
-    cov : array (d, d) or (..., d, d)
-        A covariance or a stack of them (the symmetric part is used).
-    threshold : float
-        Eigenvalues strictly above it count.
-    relative : bool
-        The threshold is ``threshold`` times the largest eigenvalue of each matrix.
-
-    Returns
-    -------
-    rank : int or array (...) of int
-        The number of eigenvalues above the threshold, per matrix.
-    eigenvalues : array (..., d)
-        The eigenvalues, largest first.
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), its rank histograms (the authors' code); book:
-    ``chapters/02_gaussian_preservation.md``, section "Clustering: the rank of the limit", equation (eq-gauss-rank).
-    """
-    threshold = validate_finite(threshold, "threshold")
-    lam = _eigenvalues(cov)
-    cut = threshold * lam[..., :1] if validate_flag(relative, "relative") else threshold
-    return np.sum(lam > cut, axis=-1), lam
+    cov = validate_finite_array(cov, "cov", min_ndim=2)
+    if cov.shape[-1] != cov.shape[-2]:
+        raise ValueError(f"cov must be a square matrix or a stack (..., d, d), got shape {cov.shape}")
+    return np.linalg.eigvalsh(_sym(cov))[..., ::-1]

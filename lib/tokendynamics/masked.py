@@ -1,21 +1,16 @@
 r"""Masked (causal) attention in the extended space :math:`(s, x)`, with an attention sink.
 
-Paper 1 (Castin et al., arXiv:2501.18322), masked attention; chapter 1 of the book. Tokens carry a position
-:math:`s\in[0,1]`; the state is a measure
-:math:`\mu\in\mathcal P([0,1]\times\mathbb R^d)` whose position marginal :math:`\lambda` does not
-move, and token :math:`(s,x)` attends only to positions :math:`r\le s`:
+Paper 1 (Castin et al., arXiv:2501.18322), masked attention: tokens carry a position :math:`s\in[0,1]` whose
+marginal :math:`\lambda` does not move, and :math:`(s,x)` attends only to positions :math:`r\le s`:
 
 .. math:: \Gamma_\mu(s,x)=\frac{\int_{[0,s]\times\mathbb R^d}e^{\langle x,Ay\rangle}\,Vy\,d\mu(r,y)}
           {\int_{[0,s]\times\mathbb R^d}e^{\langle x,Ay\rangle}\,d\mu(r,y)} .
 
-The denominator is at least :math:`\lambda([0,s])\,e^{-\|A\|R^2}`, which degenerates as
-:math:`s\to0`; an **attention sink** — an atom :math:`\lambda(\{0\})=m_0>0` of the position marginal
-at :math:`s=0` — bounds it below by :math:`m_0e^{-\|A\|R^2}` for every position.
-
-The library's core already evaluates this field: ``Attention(..., causal=True)`` with token
-``weights`` (masses) and ``positions`` (ties see each other). :func:`with_sink` only builds the
-discrete measure the book uses: sink token(s) at :math:`s=0` carrying mass :math:`m_0`, and
-:math:`n` tokens at :math:`s_i=i/n` with mass :math:`(1-m_0)/n` each.
+The denominator is at least :math:`\lambda([0,s])e^{-\|A\|R^2}`, which degenerates as :math:`s\to0`; an
+**attention sink**, an atom :math:`\lambda(\{0\})=m_0>0`, bounds it below by :math:`m_0e^{-\|A\|R^2}`. The core
+evaluates this field (``Attention(..., causal=True)`` with token ``weights`` and ``positions``); :func:`with_sink`
+builds the book's discrete measure: sink token(s) at :math:`s=0` of mass :math:`m_0`, and :math:`n` tokens at
+:math:`s_i=i/n` of mass :math:`(1-m_0)/n`.
 """
 
 from __future__ import annotations
@@ -41,12 +36,8 @@ __all__ = ["SinkSystem", "with_sink", "prefix_mass", "causal_log_partition", "si
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
-    # the references of masked attention with a sink
-    "ref_masked": """
-        Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book:
-        ``chapters/01_well_posedness.md``, section "Masked attention and the attention sink", equation
-        (eq-p1-masked).
-    """,
+    "ref_masked": "Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book: "
+    '``chapters/01_well_posedness.md``, section "Masked attention and the attention sink", equation (eq-p1-masked).',
 }
 
 
@@ -56,19 +47,12 @@ class SinkSystem:
 
     Attributes
     ----------
-    X : array (n_sink + n, d)
-        Sink token(s) first, then the n tokens.
-    weights : array (n_sink + n,)
-        Masses: :math:`m_0/n_{\rm sink}` per sink token, :math:`(1-m_0)/n` per token.
-    positions : array (n_sink + n,)
-        0 for the sink, :math:`s_i` (default :math:`i/n`) for the tokens.
-    n_sink : int
-        Number of sink tokens (0 when :math:`m_0=0`).
-    m0 : float
-        Sink mass :math:`\lambda(\{0\})`.
-    causal : bool
-        Whether the system is meant for a causal layer (then :meth:`simulate_kwargs` passes the
-        positions; a non-causal layer is given none, since it would ignore them).
+    X, weights, positions : arrays (n_sink + n, d), (n_sink + n,), (n_sink + n,)
+        Sink token(s) first, then the tokens; masses :math:`m_0/n_{\rm sink}` and :math:`(1-m_0)/n`; positions 0
+        and :math:`s_i`.
+    n_sink, m0, causal : int, float, bool
+        Number of sink tokens (0 when :math:`m_0=0`), the sink mass :math:`\lambda(\{0\})`, and whether the system
+        is for a causal layer (then :meth:`simulate_kwargs` passes the positions).
     """
 
     X: np.ndarray
@@ -79,12 +63,12 @@ class SinkSystem:
     causal: bool = True
 
     def tokens(self, X) -> np.ndarray:
-        """The rows of X (or of each frame of a trajectory array) that are tokens, not sink.
+        """The rows of X (or of each frame of a trajectory) that are tokens, not sink.
 
         Parameters
         ----------
         X : array (..., n_sink + n, d)
-            Points of this system (or frames of a run of it).
+            Points of this system, or frames of a run of it.
 
         Returns
         -------
@@ -93,70 +77,41 @@ class SinkSystem:
         """
         return np.asarray(X)[..., self.n_sink :, :]
 
-    def sink(self, X) -> np.ndarray:
-        """The sink rows of X (or of each frame): what :meth:`tokens` leaves out.
-
-        Parameters
-        ----------
-        X : array (..., n_sink + n, d)
-            As in :meth:`tokens`.
-
-        Returns
-        -------
-        array (..., n_sink, d)
-            A view of the first ``n_sink`` rows.
-        """
-        return np.asarray(X)[..., : self.n_sink, :]
-
-    @property
-    def token_positions(self) -> np.ndarray:
-        """Positions :math:`s_i` of the tokens (the sink rows left out)."""
-        return self.positions[self.n_sink :]
-
     def simulate_kwargs(self) -> dict:
-        """``weights`` (and, for a causal system, ``positions``) to pass to
-        :func:`~tokendynamics.particles.simulate`.
+        """``weights`` (and, for a causal system, ``positions``) for :func:`~tokendynamics.particles.simulate`.
 
         Returns
         -------
         dict
-            Keyword arguments, e.g. ``simulate(system.X, layer, T, **system.simulate_kwargs())``.
+            E.g. ``simulate(system.X, layer, T, **system.simulate_kwargs())``.
         """
-        if not self.causal:
-            return {"weights": self.weights}
-        return {"weights": self.weights, "positions": self.positions}
+        return {"weights": self.weights, "positions": self.positions} if self.causal else {"weights": self.weights}
 
 
 @fill_doc(_DOC)
 def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
-    r"""The discrete masked model (paper 1, arXiv:2501.18322; chapter 1 of the book) with an attention sink of mass
-    :math:`m_0` at :math:`s=0`.
+    r"""The discrete masked model with an attention sink of mass :math:`m_0` at :math:`s=0`.
+
+    With one sink token :math:`x_0` the core's field on the result is
+    :math:`\dot x_i=\frac{m_0e^{\langle x_i,Ax_0\rangle}Vx_0+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
+    {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}}`, :math:`\dot x_0=Vx_0`.
 
     Parameters
     ----------
     X : array (n, d)
         The tokens, in sequence order.
     m0 : float in [0, 1)
-        Sink mass :math:`\lambda(\{0\})`. ``m0 = 0`` gives the plain causal model (no sink).
+        Sink mass :math:`\lambda(\{0\})`; 0 gives the plain causal model.
     sink : array (d,) or (k, d), optional
-        The sink token (a "BOS" token), or a cloud of k sink tokens sharing the mass :math:`m_0`
-        (e.g. drawn from the token law, to realise :math:`\mu_0=\lambda\otimes\nu_0`). Default: one
-        sink token at the origin, whose value :math:`V\cdot0=0` makes attention to it a no-op.
+        The sink token, or k sink tokens sharing :math:`m_0` (e.g. drawn from the token law). Default: one at
+        the origin, whose value :math:`V\cdot0=0` makes attention to it a no-op.
     positions : array (n,), optional
-        Positions of the tokens in :math:`(0,1]` (default :math:`s_i=i/n`, :math:`i=1..n`).
+        Positions of the tokens in :math:`(0,1]` (default :math:`s_i=i/n`).
 
     Returns
     -------
     SinkSystem
-        Pass ``system.X`` and ``**system.simulate_kwargs()`` to the core with a layer built with
-        ``causal=True``. With one sink token :math:`x_0` the core's field is exactly
-
-        .. math::
-
-           \dot x_i=\frac{m_0e^{\langle x_i,Ax_0\rangle}Vx_0
-           +\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
-           {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}},
-           \qquad \dot x_0=Vx_0 .
+        Pass ``system.X`` and ``**system.simulate_kwargs()`` to the core with a ``causal=True`` layer.
 
     References
     ----------
@@ -167,20 +122,14 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     m0 = validate_finite(m0, "m0")
     if not (0.0 <= m0 < 1.0):
         raise ValueError(f"the sink mass m0 must be in [0, 1), got {m0!r}")
-    if positions is None:
-        s = np.arange(1, n + 1, dtype=float) / n
-    else:
-        s = real_array(positions, "positions")
-        if s.shape != (n,) or not np.all(np.isfinite(s)):
-            raise ValueError(f"positions must be {n} finite numbers, got shape {s.shape}")
-        if np.any(s <= 0):
-            raise ValueError("token positions must be > 0: position 0 is reserved for the sink")
+    s = np.arange(1, n + 1, dtype=float) / n if positions is None else validate_positions(positions, n)
+    if np.any(s <= 0):
+        raise ValueError("token positions must be > 0: position 0 is reserved for the sink")
     if m0 == 0.0:
         if sink is not None:
             raise ValueError("a sink token was given but m0 = 0 gives it no mass")
         return SinkSystem(X.copy(), np.full(n, 1.0 / n), s, 0, 0.0)
-    S = np.zeros((1, d)) if sink is None else np.atleast_2d(real_array(sink, "sink"))
-    S = validate_tokens(S, d, name="sink")
+    S = validate_tokens(np.zeros((1, d)) if sink is None else np.atleast_2d(real_array(sink, "sink")), d, name="sink")
     k = S.shape[0]
     w = np.concatenate([np.full(k, m0 / k), np.full(n, (1.0 - m0) / n)])
     return SinkSystem(np.vstack([S, X]), w, np.concatenate([np.zeros(k), s]), k, m0)
@@ -190,18 +139,19 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
 def prefix_mass(weights, positions) -> np.ndarray:
     r""":math:`\lambda([0,s_i])=\sum_{j:\,s_j\le s_i}w_j` for every token (ties included).
 
+    The normalisation of each token's causal attention at :math:`A=0`.
+
     Parameters
     ----------
     weights : array_like (n,)
-        Masses :math:`w_j` of the tokens (required, e.g. ``SinkSystem.weights``).
+        Masses :math:`w_j` of the tokens (required).
     positions : array_like (n,)
-        Positions :math:`s_j` of the tokens (finite numbers, in any order; equal positions count each other).
+        Positions :math:`s_j`, in any order (equal positions count each other).
 
     Returns
     -------
     numpy.ndarray (n,)
-        The mass of the prefix each token attends to, :math:`\lambda([0,s_i])`: the normalisation of its
-        causal attention with :math:`A=0`.
+        :math:`\lambda([0,s_i])`.
 
     References
     ----------
@@ -225,30 +175,27 @@ def prefix_mass(weights, positions) -> np.ndarray:
 
 @fill_doc(_DOC)
 def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0) -> np.ndarray:
-    r"""Log of the causal softmax denominators :math:`Z_i=\sum_{j:\,s_j\le s_i}w_j\,e^{\beta\langle x_i,Ax_j\rangle}`.
+    r"""Log of the causal denominators :math:`Z_i=\sum_{j:\,s_j\le s_i}w_je^{\beta\langle x_i,Ax_j\rangle}` (dense).
 
-    The quantity bounded below by :math:`m_0e^{-\beta\|A\|R^2}` when a sink of mass :math:`m_0`
-    is present (paper 1, arXiv:2501.18322, masked attention; chapter 1 of the book). Dense :math:`n\times n`; for tests
-    and figures.
+    With a sink of mass :math:`m_0`, :math:`Z_i\ge m_0e^{-\beta\|A\|R^2}`.
 
     Parameters
     ----------
     X : array_like (n, d)
         The tokens, sink rows included.
     layer : Attention
-        The layer whose score :math:`\beta\langle x,Ay\rangle` (of head ``head``) enters the softmax
-        denominator, whatever the layer's kind.
+        The layer whose score :math:`\beta\langle x,Ay\rangle` (of head ``head``) is used, whatever its kind.
     weights : array_like (n,), optional
         Masses :math:`w_j`; None gives :math:`1/n` each.
     positions : array_like (n,)
         Positions :math:`s_j` (required).
     head : int
-        Index of the head whose :math:`A` is used.
+        Index of the head.
 
     Returns
     -------
     numpy.ndarray (n,)
-        :math:`\log Z_i` for every token.
+        :math:`\log Z_i`.
 
     References
     ----------
@@ -258,8 +205,7 @@ def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0)
     X = validate_tokens(X, layer.d)
     n = X.shape[0]
     w = validate_weights(weights, n)
-    if w is None:
-        w = np.full(n, 1.0 / n)
+    w = np.full(n, 1.0 / n) if w is None else w
     if positions is None:
         raise ValueError("positions are required: the positions s_j of the tokens")
     s = validate_positions(positions, n)
@@ -275,32 +221,31 @@ def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0)
 
 @fill_doc(_DOC)
 def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np.ndarray:
-    r"""Attention mass each token puts on the sink: :math:`\sum_{j\in\text{sink}}P_{ij}`, one value per token.
+    r"""Attention mass :math:`\sum_{j\in\text{sink}}P_{ij}` each token puts on the sink.
 
-    For a row-normalised causal layer this is the share of token :math:`i`'s update that comes
-    from the sink; with :math:`A=0` it equals :math:`m_0/\lambda([0,s_i])`.
+    For a row-normalised causal layer, the share of a token's update that comes from the sink
+    (:math:`m_0/\lambda([0,s_i])` at :math:`A=0`).
 
     Parameters
     ----------
     X : array_like (n_sink + n, d)
-        Tokens of the system, sink rows first (``system.X``, or a frame of its trajectory).
+        Tokens of the system, sink rows first (``system.X``, or a frame of its run).
     layer : Attention
         The causal layer.
     system : SinkSystem
-        The measure (:func:`with_sink`): its masses, positions and number of sink rows.
+        The measure (:func:`with_sink`).
     head : int
-        Index of the head whose attention matrix is used.
+        Index of the head.
 
     Returns
     -------
     numpy.ndarray (n,)
-        The attention mass on the sink rows, for each token (the sink rows left out).
+        The mass on the sink rows, per token.
 
     References
     ----------
     %(ref_masked)s
     """
-
     validate_instance(system, SinkSystem, "system", "a SinkSystem (from with_sink)")
     P = attention_matrix(X, layer, system.weights, positions=system.positions, head=head)
     return P[system.n_sink :, : system.n_sink].sum(axis=1)

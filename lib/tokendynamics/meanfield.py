@@ -1,18 +1,14 @@
 r"""The mean-field limit in d = 1: the exact Gaussian solution of softmax attention, the oracle of the particles.
 
-Paper 1 (Castin et al., arXiv:2501.18322): the empirical measure of :math:`n` particles solves the
-Transformer PDE with empirical data, so :math:`W_p(\mu^n_t,\mu_t)\le C(t)\,W_p(\mu^n_0,\mu_0)`. In
-:math:`d=1` softmax attention with scalars :math:`a` (score) and :math:`v` (value) preserves Gaussians and
-is solved in closed form: for :math:`\mu_0=N(\alpha_0,\sigma_0^2)`,
+Paper 1 (Castin et al., arXiv:2501.18322): the empirical measure of :math:`n` particles solves the Transformer PDE,
+so :math:`W_p(\mu^n_t,\mu_t)\le C(t)W_p(\mu^n_0,\mu_0)`. In :math:`d=1` softmax attention with score :math:`a` and
+value :math:`v` keeps :math:`N(\alpha_0,\sigma_0^2)` Gaussian,
 
-.. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad
-          \alpha_t=\alpha_0e^{vt}\,(1-2va\sigma_0^2t)^{-1/2},
+.. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2},
 
-up to the blow-up time :math:`T^*=1/(2va\sigma_0^2)` when :math:`va>0`. The field is affine,
-:math:`\Gamma_{\mu_t}(x)=v(\alpha_t+a\sigma_t^2x)`, so the characteristic flow is the affine map
-:math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` (:func:`gaussian_1d_flow_map`). The
-book's convergence studies and rate fits are in :mod:`tokendynamics.book.studies.meanfield`
-(``chapters/01_well_posedness.md``, section "The mean-field limit").
+up to :math:`T^*=1/(2va\sigma_0^2)` when :math:`va>0`; its field :math:`v(\alpha_t+a\sigma_t^2x)` is affine, so the
+flow is :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)`. The convergence studies are in
+:mod:`tokendynamics.book.studies.meanfield` (``chapters/01_well_posedness.md``, "The mean-field limit").
 """
 
 from __future__ import annotations
@@ -28,23 +24,16 @@ __all__ = ["blowup_time_1d", "gaussian_1d_solution", "gaussian_1d_flow_map"]
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
-    # the scalar layer and the initial Gaussian of the 1-D oracle
     "a_v": r"""
         a, v : float
-            Score :math:`a` and value :math:`v` of the scalar softmax layer :math:`A=[a]`, :math:`V=[v]`,
-            :math:`\beta=1` (for another inverse temperature, pass :math:`a=\beta A`).
+            Score and value of the scalar softmax layer :math:`A=[a]`, :math:`V=[v]`, :math:`\beta=1`.
     """,
     "alpha0_sigma0": r"""
-        alpha0 : float
-            Mean :math:`\alpha_0` of the initial Gaussian :math:`N(\alpha_0,\sigma_0^2)`.
-        sigma0 : float
-            Its standard deviation :math:`\sigma_0>0` (not the variance).
+        alpha0, sigma0 : float
+            Mean and standard deviation :math:`\sigma_0>0` (not the variance) of :math:`N(\alpha_0,\sigma_0^2)`.
     """,
-    "ref_gauss1d": r"""
-        Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian solutions of softmax attention; book:
-        ``chapters/01_well_posedness.md``, equation (eq-p1-gauss1d) (derived in
-        ``chapters/02_gaussian_preservation.md``, equation (eq-gauss-tstar)).
-    """,
+    "ref_gauss1d": "Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian solutions of softmax attention; book: "
+    "``chapters/01_well_posedness.md``, equation (eq-p1-gauss1d).",
 }
 
 
@@ -54,20 +43,18 @@ def _layer_1d(a: float, v: float) -> Attention:
 
 @fill_doc(_DOC)
 def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
-    r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` of the 1-D Gaussian solution if :math:`va>0`, else ``inf``.
-
-    The d = 1 case of :func:`tokendynamics.gaussian.blowup_time`.
+    r"""Blow-up time :math:`T^*=1/(2va\sigma_0^2)` if :math:`va>0`, else ``inf`` (:func:`.gaussian.blowup_time`, d = 1).
 
     Parameters
     ----------
     sigma0 : float
-        Standard deviation :math:`\sigma_0>0` of the initial Gaussian (its mean does not matter).
+        Standard deviation :math:`\sigma_0>0` of the initial Gaussian.
     %(a_v)s
 
     Returns
     -------
     float
-        :math:`T^*`; ``math.inf`` when :math:`va\le0` (the solution exists for all :math:`t\ge0`).
+        :math:`T^*`, or ``math.inf``.
 
     References
     ----------
@@ -78,10 +65,7 @@ def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
 
 @fill_doc(_DOC)
 def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
-    r"""Mean :math:`\alpha_t` and standard deviation :math:`\sigma_t` of the exact 1-D solution.
-
-    The closed form of :func:`tokendynamics.gaussian.one_dimensional_solution` in terms of the standard
-    deviation; a :class:`~tokendynamics.errors.BlowUpError` if some :math:`t\ge T^*`.
+    r"""Mean :math:`\alpha_t` and deviation :math:`\sigma_t` of the exact 1-D solution (a BlowUpError past :math:`T^*`).
 
     Parameters
     ----------
@@ -93,7 +77,7 @@ def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
     Returns
     -------
     (alpha_t, sigma_t) : tuple of numpy.ndarray or of float
-        Mean and standard deviation of :math:`\mu_t` at each time, of the shape of ``t``.
+        Of the shape of ``t``.
 
     References
     ----------
@@ -105,26 +89,24 @@ def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
 
 @fill_doc(_DOC)
 def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v: float):
-    r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D Gaussian
-    solution.
+    r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D solution.
 
-    :math:`(\Phi_t)_\#N(\alpha_0,\sigma_0^2)=N(\alpha_t,\sigma_t^2)`, and :math:`\Phi_t(x_i(0))` is where the
-    mean-field flow takes a token: :math:`|x_i(t)-\Phi_t(x_i(0))|` measures how far the :math:`n`-particle
-    dynamics is from the mean-field one along each token.
+    :math:`(\Phi_t)_\#N(\alpha_0,\sigma_0^2)=N(\alpha_t,\sigma_t^2)`: :math:`|x_i(t)-\Phi_t(x_i(0))|` measures how
+    far the :math:`n`-particle dynamics is from the mean-field one, token by token.
 
     Parameters
     ----------
     x : array_like
         Initial positions, any shape.
     t : float
-        Time of the flow, before :math:`T^*`.
+        Time, before :math:`T^*`.
     %(alpha0_sigma0)s
     %(a_v)s
 
     Returns
     -------
     numpy.ndarray
-        :math:`\Phi_t(x)`, elementwise, of the shape of ``x``.
+        :math:`\Phi_t(x)`, of the shape of ``x``.
 
     References
     ----------

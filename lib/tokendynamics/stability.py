@@ -1,33 +1,21 @@
-r"""Stability of the Transformer PDE in :math:`W_p`: explicit constants and measured growth factors.
+r"""Stability of the Transformer PDE in :math:`W_p`: explicit constants and the bound they give.
 
-Paper 1 (Castin et al., arXiv:2501.18322), its well-posedness and stability theorem ([S] for the statement, [I]
-for its exact form), with explicit constants derived for this book ([D]; chapter 1 of the book). For two solutions with
-data supported in :math:`B(0,R_0)`,
+Paper 1 (Castin et al., arXiv:2501.18322), its stability theorem ([S]; its exact form [I]), with constants derived
+for this book ([D], chapter 1): for data supported in :math:`B(0,R_0)`,
 
-.. math:: W_p(\mu_t,\nu_t)\le\exp\Big(\int_0^tL_s\,ds\Big)\,W_p(\mu_0,\nu_0),\qquad
-          L_s=\mathrm{Lip}_x(R_s)+\mathrm{Lip}_\mu(R_s),
+.. math:: W_p(\mu_t,\nu_t)\le\exp\Big(\int_0^tL_s\,ds\Big)W_p(\mu_0,\nu_0),\qquad
+          L_s=\mathrm{Lip}_x(R_s)+\mathrm{Lip}_\mu(R_s),\qquad \dot R_s=\sup|\Gamma|(R_s),
 
-where :math:`\mathrm{Lip}_x` bounds the Lipschitz constant of :math:`x\mapsto\Gamma_\mu(x)` on
-:math:`B(0,R)`, :math:`\mathrm{Lip}_\mu` that of :math:`\mu\mapsto\Gamma_\mu` from :math:`W_1` to
-the sup norm on :math:`B(0,R)`, and the support radius obeys :math:`\dot R_s=\sup|\Gamma|`. With
-:math:`a=\beta\|A\|`, :math:`v=\|V\|` (operator norms; per head, summed over heads), the bounds
-:math:`(\sup|\Gamma|,\ \mathrm{Lip}_x,\ \mathrm{Lip}_\mu)` are:
-
-* softmax [D]: :math:`\sup|\Gamma|\le vR`, :math:`\mathrm{Lip}_x=avR^2`,
-  :math:`\mathrm{Lip}_\mu=v(1+2aR^2)e^{2aR^2}`;
-* masked softmax with a sink of mass :math:`m_0` [D]: the same with
-  :math:`\mathrm{Lip}_\mu` divided by :math:`m_0`, for the conditional distance :math:`W_{1,\lambda}`;
-* sigmoid [D]: :math:`vR`, :math:`avR^2/4`, :math:`v(1+aR^2/4)`;
-* l2 [D, here]: :math:`vR`, :math:`2\beta\|Q^\top K\|vR^2`,
-  :math:`v(1+4\beta\kappa(q+\kappa)R^2)e^{\beta(q+\kappa)^2R^2}`;
-* unnormalised softmax [D, here]: :math:`vRe^{aR^2}`, :math:`avR^2e^{aR^2}`, :math:`v(1+aR^2)e^{aR^2}`;
-* linear [D, here]: :math:`avR^3`, :math:`avR^2`, :math:`2avR^2`.
-
-(:math:`q=\|Q\|`, :math:`\kappa=\|K\|`.) The L2 row follows the softmax argument with the kernel
-:math:`e^{-\beta|Qx-Ky|^2}\in[e^{-\beta(q+\kappa)^2R^2},1]` on :math:`B(0,R)`. No explicit constant
-is given for Sinkhorn attention (its dependence on the measure goes through the Sinkhorn
-potentials); :func:`lipschitz_constants` says so. These bounds are very pessimistic: the
-chapter shows them next to the measured ratio :math:`W_p(\mu_t,\nu_t)/W_p(\mu_0,\nu_0)`
+with :math:`\mathrm{Lip}_x` the Lipschitz constant of :math:`x\mapsto\Gamma_\mu(x)` on :math:`B(0,R)` and
+:math:`\mathrm{Lip}_\mu` that of :math:`\mu\mapsto\Gamma_\mu` from :math:`W_1` to the sup norm. With
+:math:`a=\beta\|A\|`, :math:`v=\|V\|`, :math:`q=\|Q\|`, :math:`\kappa=\|K\|` (per head, summed), the bounds
+:math:`(\sup|\Gamma|,\mathrm{Lip}_x,\mathrm{Lip}_\mu)` [D] are: softmax :math:`vR`, :math:`avR^2`,
+:math:`v(1+2aR^2)e^{2aR^2}` (masked with a sink of mass :math:`m_0`: :math:`\mathrm{Lip}_\mu/m_0`, for
+:math:`W_{1,\lambda}`); sigmoid :math:`vR`, :math:`avR^2/4`, :math:`v(1+aR^2/4)`; L2 :math:`vR`,
+:math:`2\beta\|Q^\top K\|vR^2`, :math:`v(1+4\beta\kappa(q+\kappa)R^2)e^{\beta(q+\kappa)^2R^2}`; unnormalised
+softmax :math:`vRe^{aR^2}`, :math:`avR^2e^{aR^2}`, :math:`v(1+aR^2)e^{aR^2}`; linear :math:`avR^3`,
+:math:`avR^2`, :math:`2avR^2`. Sinkhorn attention has none (its dependence on the measure goes through the
+Sinkhorn potentials). The chapter compares these pessimistic bounds with measured ratios
 (:func:`tokendynamics.book.studies.variants.stability_study`).
 """
 
@@ -42,47 +30,18 @@ from .docstrings import fill_doc
 from .odes import rk4_step
 from .validation import validate_count, validate_finite, validate_finite_array, validate_positive
 
-__all__ = ["has_explicit_bound", "support_speed", "lipschitz_constants", "log_stability_bound"]
+__all__ = ["support_speed", "lipschitz_constants", "log_stability_bound"]
 
 
 #: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
-    # the radius at which the explicit bounds are evaluated
     "R": r"""
         R : float
-            Radius :math:`R\ge0` of the ball :math:`B(0,R)` that holds the support of the measure(s) and the
-            point :math:`x`.
+            Radius :math:`R\ge0` of the ball :math:`B(0,R)` holding the support of the measure(s) and :math:`x`.
     """,
-    # the references of the stability theorem and its explicit constants
-    "ref_stability": r"""
-        Paper 1 (Castin et al., arXiv:2501.18322), the well-posedness and stability theorem; the explicit
-        constants are derived for the book. Book: ``chapters/01_well_posedness.md``, equations
-        (eq-p1-stability) and (eq-p1-constant).
-    """,
+    "ref_stability": "Paper 1 (Castin et al., arXiv:2501.18322), the stability theorem; the constants are derived for "
+    "the book: ``chapters/01_well_posedness.md``, equations (eq-p1-stability) and (eq-p1-constant).",
 }
-
-
-@fill_doc(_DOC)
-def has_explicit_bound(layer: Attention) -> bool:
-    """Whether :func:`lipschitz_constants` knows an explicit constant for this layer (its kind has them).
-
-    Parameters
-    ----------
-    layer : Attention
-        The layer whose kind is asked (a TypeError if it is not an :class:`~tokendynamics.attention.Attention`).
-
-    Returns
-    -------
-    bool
-        False for a kind without explicit constants (Sinkhorn attention, whose dependence on the measure
-        goes through the Sinkhorn potentials; hardmax, whose field is discontinuous; a kind of one's own);
-        True otherwise (a causal row-normalised layer also needs a sink mass, see :func:`lipschitz_constants`).
-
-    References
-    ----------
-    %(ref_stability)s
-    """
-    return require_layer(layer).kind.has("lipschitz")
 
 
 def _heads(layer: Attention, capability: str, R: float):
@@ -108,25 +67,18 @@ def _lipschitz(layer: Attention, R, m0: float | None) -> tuple[float, float]:
 def support_speed(layer: Attention, R: float) -> float:
     r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)`.
 
-    So the support radius grows no faster than it: :math:`\dot R\le` this bound.
+    So the support radius obeys :math:`\dot R\le` this bound.
 
     Parameters
     ----------
     layer : Attention
-        The layer; its kind gives the bound per head (the module's table, with :math:`a=\beta\|A_h\|`,
-        :math:`v=\|V_h\|`), summed over heads.
+        The layer; its kind gives the bound per head (the module's table), summed over heads.
     %(R)s
 
     Returns
     -------
     float
-        The bound on the speed of the tokens (:math:`vR` for the normalised kinds and sigmoid,
-        :math:`vRe^{aR^2}` unnormalised, :math:`avR^3` linear and ReLU); ``inf`` once the exponential overflows.
-
-    Raises
-    ------
-    CapabilityError
-        The kind has no speed bound (e.g. a kind of one's own).
+        The bound (``inf`` once an exponential overflows); a CapabilityError for a kind without one.
 
     References
     ----------
@@ -138,36 +90,24 @@ def support_speed(layer: Attention, R: float) -> float:
 
 @fill_doc(_DOC)
 def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) -> tuple[float, float]:
-    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (derived for the book; table
-    in the module docstring).
+    r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (the module's table).
 
-    ``m0`` is the sink mass, required for causal row-normalised layers (their denominators are
-    only bounded below through it); the constant is then for the conditional distance
-    :math:`W_{1,\lambda}`.
+    A causal row-normalised layer needs the sink mass ``m0`` (its denominators are bounded below through it);
+    the constant is then for the conditional distance :math:`W_{1,\lambda}`.
 
     Parameters
     ----------
     layer : Attention
-        The layer (a kind with explicit constants); the constants are summed over its heads.
+        The layer; its kind must have explicit constants (a CapabilityError otherwise), summed over heads.
     %(R)s
     m0 : float, optional
-        Sink mass :math:`m_0=\lambda(\{0\})` of masked attention; None for a layer that needs none (every
-        non-causal layer, and the causal kinds that are not row-normalised).
+        Sink mass :math:`m_0=\lambda(\{0\})` of masked attention (a ValueError if a causal row-normalised
+        layer has none).
 
     Returns
     -------
     (lip_x, lip_mu) : tuple of float
-        :math:`\mathrm{Lip}_x(R)`, the Lipschitz bound of :math:`x\mapsto\Gamma_\mu(x)` on :math:`B(0,R)`, and
-        :math:`\mathrm{Lip}_\mu(R)`, that of :math:`\mu\mapsto\Gamma_\mu` from :math:`W_1` (or
-        :math:`W_{1,\lambda}`) to the sup norm; their sum is :math:`L` of the stability bound. Either may be
-        ``inf`` when an exponential overflows.
-
-    Raises
-    ------
-    CapabilityError
-        For a kind without explicit constants (Sinkhorn, hardmax, a kind of one's own).
-    ValueError
-        A causal row-normalised layer without ``m0 > 0``.
+        The two constants (``inf`` where an exponential overflows); their sum is :math:`L` of the bound.
 
     References
     ----------
@@ -181,40 +121,29 @@ def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) 
 def log_stability_bound(
     layer: LayerLike, t, R0: float, *, m0: float | None = None, substeps: int = 20
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of paper 1's stability theorem, and the support radius
-    :math:`R_t`.
+    r"""Logarithm of the bound :math:`C(t)=\exp\int_0^tL_s\,ds` of the stability theorem, and the support radius.
 
-    Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and
-    :math:`\frac{d}{dt}\log C=L(R)=\mathrm{Lip}_x(R)+\mathrm{Lip}_\mu(R)` (:func:`lipschitz_constants`)
-    with the classical RK4 step of :mod:`tokendynamics.particles` (``substeps`` per interval of ``t``,
-    which starts at 0). ``layer`` may depend on
-    time (a callable ``t -> Attention``). The logarithm is returned because :math:`C(t)` itself
-    overflows quickly; it is ``inf`` once the support bound has blown up (linear and unnormalised
-    attention).
+    Integrates :math:`\dot R=\sup|\Gamma|(R)` (:func:`support_speed`) and :math:`\frac{d}{dt}\log C=L(R)`
+    (:func:`lipschitz_constants`) by RK4, ``substeps`` steps per interval of ``t``. Both are ``inf`` once the
+    support bound has blown up (linear and unnormalised attention).
 
     Parameters
     ----------
     layer : Attention or callable ``t -> Attention``
-        The layer, or the layer at each depth :math:`t` (depth-dependent :math:`(A_t, V_t)`).
+        The layer, or the layer at each depth :math:`t`.
     t : array_like (m,)
-        Increasing times, starting at 0, at which the bound is returned.
+        Increasing times, starting at 0.
     R0 : float
-        Radius :math:`R_0\ge0` of a ball :math:`B(0,R_0)` that holds the initial data.
+        Radius :math:`R_0\ge0` of a ball holding the initial data.
     m0 : float, optional
-        Sink mass, passed to :func:`lipschitz_constants` (required for causal softmax/L2 layers).
+        Sink mass, passed to :func:`lipschitz_constants`.
     substeps : int
         RK4 steps per interval of ``t`` (>= 1).
 
     Returns
     -------
     (log_C, R) : tuple of numpy.ndarray (m,)
-        :math:`\log C(t)=\int_0^tL_s\,ds` and the support radius bound :math:`R_t` at the times ``t``;
-        both ``inf`` from the time the integration overflows on.
-
-    Raises
-    ------
-    ValueError
-        Where :func:`lipschitz_constants` has no constant (Sinkhorn, causal without ``m0 > 0``).
+        :math:`\log C(t)` and the support radius bound :math:`R_t` at the times ``t``.
 
     References
     ----------
@@ -244,13 +173,12 @@ def log_stability_bound(
     y = np.array([float(R0), 0.0])
     logC, Rs = [0.0], [float(R0)]
     for k in range(1, t.size):
-        h = (t[k] - t[k - 1]) / substeps
-        s = t[k - 1]
+        h, s = (t[k] - t[k - 1]) / substeps, t[k - 1]
         for _ in range(substeps):
             if not np.all(np.isfinite(y)):
                 break
             with np.errstate(over="ignore", invalid="ignore"):
-                y, _ = rk4_step(rhs, s, y, h)  # the RK4 step of the stepping layer
+                y, _ = rk4_step(rhs, s, y, h)
             if not np.all(np.isfinite(y)):
                 y = np.array([math.inf, math.inf])
             s += h

@@ -1,16 +1,8 @@
-r"""Constructors of paper 1's attention variants that its conventions need (Castin et al., arXiv:2501.18322).
+r"""Constructors of paper 1's attention variants that need more than a kind name (Castin et al., arXiv:2501.18322).
 
-Every variant is an :class:`~tokendynamics.attention.Attention` layer; two need more than a kind name:
-
-* :func:`multihead_from_rows` — multi-head attention as in the authors' code: :math:`Q, K, V` split by
-  row blocks into heads, :math:`A_h = Q_h^\top K_h` (library convention, i.e. the paper's
-  :math:`K_h^\top Q_h`), output :math:`C_h = W_h^\top V_h` with :math:`W = I` split the same way;
-* :func:`sigmoid_layer` — sigmoid attention, averaged over tokens (``normalization="mean"``:
-  :math:`\frac1n\sum_j\sigma(s_{ij}+b)Vx_j`) or summed with the bias :math:`b=-\log n` of Ramapuram et
-  al. (``normalization="sum"``, ``bias="-log n"``), which tends to unnormalised exponential attention as
-  :math:`n\to\infty`.
-
-The chapter's gallery of the eight variants is :func:`tokendynamics.book.studies.variants.paper1_variants`.
+:func:`multihead_from_rows` cuts :math:`Q, K, V` into heads by row blocks, as the authors' code does;
+:func:`sigmoid_layer` builds sigmoid attention averaged over tokens, or summed with the bias :math:`-\log n` of
+Ramapuram et al. The chapter's gallery of variants is :func:`tokendynamics.book.studies.variants.paper1_variants`.
 """
 
 from __future__ import annotations
@@ -26,69 +18,54 @@ from .validation import real_array, validate_choice, validate_count, validate_fi
 
 __all__ = ["multihead_from_rows", "sigmoid_layer"]
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
-_DOC = {
-    # the references of the variants' velocity fields
-    "ref_variants": """
-        Paper 1 (Castin et al., arXiv:2501.18322), the velocity fields of the attention variants; book:
-        ``chapters/01_well_posedness.md``, section "Eight velocity fields" (the table of fields), integrated
-        as equation (eq-p1-ips).
-    """,
-}
+_REF = (
+    "Paper 1 (Castin et al., arXiv:2501.18322), the fields of the attention variants; book: "
+    '``chapters/01_well_posedness.md``, section "Eight velocity fields", equation (eq-p1-ips).'
+)
 
 
-@fill_doc(_DOC)
+@fill_doc({"ref_variants": _REF})
 def multihead_from_rows(
     Q, K, V, n_heads: int, *, W=None, scale: float = 1.0, kind: str = "softmax", beta: float = 1.0, **layer_kwargs
 ) -> Attention:
-    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks (paper 1, arXiv:2501.18322; chapter 1
-    of the book).
+    r"""Multi-head attention with :math:`Q, K, V` split into heads by row blocks, as in the authors' code.
 
-    Head :math:`h` uses rows :math:`hk,\dots,(h+1)k-1` (:math:`k=d/H`) of :math:`Q`, :math:`K`,
-    :math:`V` and of the output matrix :math:`W` (default :math:`I_d`):
+    Head :math:`h` uses rows :math:`hk,\dots,(h+1)k-1` (:math:`k=d/H`) of :math:`Q`, :math:`K`, :math:`V` and of
+    the output matrix :math:`W` (default :math:`I_d`):
 
-    .. math::
+    .. math:: \Gamma_\mu(x)=\sum_{h=1}^H C_h\frac{\int e^{\langle x,A_hy\rangle}y\,d\mu(y)}
+              {\int e^{\langle x,A_hy\rangle}d\mu(y)},\qquad A_h=\text{scale}\cdot Q_h^\top K_h,\quad C_h=W_h^\top V_h .
 
-       \Gamma_\mu(x)=\sum_{h=1}^H C_h\,
-       \frac{\int e^{\langle x,A_hy\rangle}y\,d\mu(y)}{\int e^{\langle x,A_hy\rangle}d\mu(y)},
-       \qquad A_h=\text{scale}\cdot Q_h^\top K_h,\quad C_h=W_h^\top V_h .
-
-    The authors' code uses ``scale = 1/sqrt(k)`` (pass it to reproduce their figures); the library
-    keeps the scale out of the model. If :math:`Q, K` have fewer than :math:`Hk` rows, the heads
-    without rows have :math:`A_h=0`: they add :math:`C_h\int y\,d\mu` (the mean), and nothing to
-    the covariance equation — the situation of the paper's figure F2c.
+    The authors use ``scale = 1/sqrt(k)``. Heads without rows of :math:`Q, K` have :math:`A_h=0`: they add
+    :math:`C_h\int y\,d\mu` and nothing to the covariance equation.
 
     Parameters
     ----------
     Q, K : array_like (r, d), r <= H k
         Query and key matrices, cut into heads of :math:`k` consecutive rows (the last heads may have none).
     V : array_like (d, d)
-        Value matrix, cut into heads the same way.
+        Value matrix, cut the same way.
     n_heads : int
         Number :math:`H` of heads; must divide d.
     W : array_like (d, d), optional
-        Output matrix, cut into heads like :math:`V`; None means :math:`I_d`.
+        Output matrix, cut like :math:`V`; None means :math:`I_d`.
     scale : float
-        Positive factor of every :math:`A_h` (for ``l2``: :math:`Q_h` and :math:`K_h` are multiplied by its
-        square root).
+        Positive factor of every :math:`A_h` (``l2``: :math:`Q_h` and :math:`K_h` are multiplied by its root).
     kind : str
-        Any row-wise kind of the core (``softmax`` by default; ``l2`` uses :math:`Q_h, K_h`
-        directly and then needs every head to have rows).
+        A row-wise kind (``softmax``; ``l2`` uses :math:`Q_h, K_h` and needs rows for every head).
     beta : float
-        Inverse temperature :math:`\beta` of the layer.
+        Inverse temperature.
     **layer_kwargs
-        Further keyword arguments of :class:`~tokendynamics.attention.Attention` (e.g. ``causal=True``).
+        Further arguments of :class:`~tokendynamics.attention.Attention` (e.g. ``causal=True``).
 
     Returns
     -------
     Attention
-        A layer of :math:`H` heads with score matrices :math:`A_h` (or, for ``l2``, :math:`Q_h, K_h`) and
-        value matrices :math:`C_h`, each (d, d).
+        A layer of :math:`H` heads with matrices :math:`A_h` (or :math:`Q_h, K_h`) and values :math:`C_h`.
 
     References
     ----------
     %(ref_variants)s
-    The authors' code cuts the heads by row blocks (paper 1's official implementation).
     """
     Q = np.atleast_2d(real_array(Q, "Q"))
     K = np.atleast_2d(real_array(K, "K"))
@@ -117,35 +94,31 @@ def multihead_from_rows(
     return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)
 
 
-@fill_doc(_DOC)
+@fill_doc({"ref_variants": _REF})
 def sigmoid_layer(
     A, V, *, beta: float = 1.0, bias=0.0, normalization: str = "mean", n: int | None = None, causal: bool = False
 ) -> Attention:
-    r"""Sigmoid attention (paper 1, arXiv:2501.18322), averaged over tokens or summed as in Ramapuram et al.
+    r"""Sigmoid attention, averaged over tokens or summed as in Ramapuram et al.
 
-    * ``normalization="mean"``: :math:`\Gamma_\mu(x)=\int\sigma(\beta\langle x,Ay\rangle+b)\,Vy\,d\mu(y)`,
-      i.e. :math:`\frac1n\sum_j\sigma(s_{ij}+b)Vx_j` for particles — linear in :math:`\mu`;
-    * ``normalization="sum"``: :math:`\sum_j\sigma(s_{ij}+b)Vx_j` for :math:`n` tokens, i.e. the
-      mean form with value matrix :math:`nV` (for weighted measures: :math:`n\int\sigma\,Vy\,d\mu`).
-
-    ``bias="-log n"`` sets :math:`b=-\log n`. Since :math:`n\,\sigma(s-\log n)=e^s/(1+e^s/n)`, the
-    summed form with this bias differs from unnormalised exponential attention
-    :math:`\int e^{s}Vy\,d\mu` by :math:`\int\frac{e^{2s}}{n+e^s}Vy\,d\mu=O(e^{2\|A\|R^2}R\|V\|/n)`.
+    ``"mean"``: :math:`\Gamma_\mu(x)=\int\sigma(\beta\langle x,Ay\rangle+b)\,Vy\,d\mu(y)`; ``"sum"``: the same
+    with value matrix :math:`nV`, i.e. :math:`\sum_j\sigma(s_{ij}+b)Vx_j` for :math:`n` tokens. With
+    :math:`b=-\log n`, :math:`n\sigma(s-\log n)=e^s/(1+e^s/n)`: the summed form differs from unnormalised
+    attention :math:`\int e^sVy\,d\mu` by :math:`O(e^{2\|A\|R^2}R\|V\|/n)`.
 
     Parameters
     ----------
     A, V : array_like (d, d)
-        Score and value matrices (library convention: score :math:`\beta\langle x,Ay\rangle`).
+        Score and value matrices.
     beta : float
-        Inverse temperature :math:`\beta`.
+        Inverse temperature.
     bias : float or ``"-log n"``
-        The bias :math:`b` added to every score; ``"-log n"`` means :math:`b=-\log n` (needs ``n``).
+        The bias :math:`b` added to every score (``"-log n"`` needs ``n``).
     normalization : {"mean", "sum"}
-        Average over the tokens, or sum over them (see above; needs ``n``).
+        Average or sum over the tokens (``"sum"`` needs ``n``).
     n : int, optional
-        Number of tokens the layer is built for; required by ``normalization="sum"`` and ``bias="-log n"``.
+        Number of tokens the layer is built for.
     causal : bool
-        Masked (causal) sigmoid attention: token :math:`i` sees the positions :math:`s_j\le s_i` only.
+        Masked (causal) sigmoid attention.
 
     Returns
     -------
@@ -158,8 +131,7 @@ def sigmoid_layer(
     J. Ramapuram et al., *Theory, Analysis, and Best Practices for Sigmoid Self-Attention*, arXiv:2409.04431 (2024).
     """
     normalization = validate_choice(normalization, "normalization", ("mean", "sum"))
-    needs_n = normalization == "sum" or (isinstance(bias, str))
-    if needs_n and n is None:
+    if (normalization == "sum" or isinstance(bias, str)) and n is None:
         raise ValueError(f"normalization={normalization!r} / bias={bias!r} needs the number of tokens n")
     if n is not None:
         n = validate_count(n, "n")
@@ -171,6 +143,4 @@ def sigmoid_layer(
     else:
         b = validate_finite(bias, "bias")
     V = real_array(V, "V")
-    if normalization == "sum":
-        V = n * V
-    return Attention("sigmoid", A=A, V=V, beta=beta, bias=b, causal=causal)
+    return Attention("sigmoid", A=A, V=n * V if normalization == "sum" else V, beta=beta, bias=b, causal=causal)

@@ -362,9 +362,7 @@ case(pr.projective_flow, U, "x", 1.0, exc=TypeError, words="layer")
 case(pr.projective_flow, X, LINEAR, 1.0, words="X0")
 case(pr.projective_flow, U, LINEAR, 1.0, solver="FOO", words="solver")
 case(pr.projective_flow, U, LINEAR, 1.0, until="a", words="until")
-case(pr.solve_projective, U, A, I2, beta=0, words="beta")
-case(pr.solve_projective, XNAN, A, I2, words="X0")
-case(pr.solve_projective, U, A, I2, method="FOO", words="method")
+case(pr.projective_flow, XNAN, LINEAR, 1.0, words="X0")
 
 # -- metrics ----------------------------------------------------------------------------------
 case(me.second_moment, XNAN, words="X")

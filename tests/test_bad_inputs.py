@@ -317,8 +317,8 @@ case(ws.ws_constants, np.ones((2, 3)), words="theta0")
 case(ws.solve_watanabe_strogatz, THETA, LINEAR, method="FOO", words="method")
 case(ws.solve_watanabe_strogatz, THETA, LINEAR_BATCH, exc=TypeError, words="batch")
 case(ws.ws_reconstruct, [0.1, 0.2], [0.0], THETA, THETA, words="alpha")
-case(ws.mobius, np.nan, 0.0, THETA, words="alpha")
-case(ws.ws_order_parameter, 0.1, 0.0, [np.nan], words="c")
+case(ws.ws_reconstruct, [np.nan], [0.0], THETA, THETA, words="alpha")
+case(ws.ws_reconstruct, [0.1], [0.0], [np.nan], [0.2], words="c")
 
 # -- ott_antonsen -----------------------------------------------------------------------------
 case(oa.ott_antonsen_rhs, "z", LINEAR, words="z")

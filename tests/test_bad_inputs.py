@@ -306,7 +306,6 @@ case(ku.order_parameter, [], words="theta")
 case(ku.solve_phases, THETA, LINEAR, method="FOO", words="method")
 case(ku.solve_phases, THETA, LINEAR, t_span=-1.0, words="t_span")
 case(ku.solve_phases, THETA, LINEAR, rtol=0, words="rtol")
-case(ku.matrix_from_parts, "a", 1.0, words="m_plus")
 case(ku.cluster_velocity, np.nan, LINEAR, words="theta")
 case(ku.transverse_exponent, THETA, SOFTMAX, exc=CapabilityError, words="softmax")
 

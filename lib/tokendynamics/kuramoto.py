@@ -32,33 +32,34 @@ from .validation import (
     PARAMETER_DOCS,
     time_grid,
     validate_angles,
-    validate_complex,
     validate_count,
     validate_finite_array,
     validate_matrix2,
     validate_solver,
     validate_tolerances,
-)  # fmt: skip
+)
 
 __all__ = [
-    "J", "complex_parts", "matrix_from_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients",
-    "coefficients", "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases",
-    "cluster_velocity", "transverse_exponent",
+    "J", "complex_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients", "coefficients",
+    "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases", "cluster_velocity",
+    "transverse_exponent",
 ]  # fmt: skip
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 J.flags.writeable = False
 
-#: Numpydoc paragraphs shared by the d = 2 modules (:func:`~tokendynamics.docstrings.fill_doc`).
+#: Numpydoc paragraphs shared by the d = 2 modules (:func:`~tokendynamics.docstrings.fill_doc`); ``refs_*``
+#: fragments are whole References sections.
 CIRCLE_DOCS = {
     **PARAMETER_DOCS,
     "layer": "layer : Attention\n    Linear attention on the circle: one head, d = 2 (:func:`require_circle_layer`).",
     "layers": "layer : Attention\n    Linear attention on the circle (one head, d = 2), or a batch of such layers.",
-    "ref_kd": "Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).",
+    "refs_kd": "References\n----------\nPaper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, "
+    "equation (eq-kd).",
 }
 _DOC = {**CIRCLE_DOCS, "theta": "theta : float or array\n    Angle :math:`\\theta` of the cluster pair."}
-_DOC["R"] = "R : complex or complex array\n    Order parameter :math:`R_2`.\n\nReturns\n-------\narray"
+_DOC["R"] = "Parameters\n----------\nR : complex or complex array\n    Order parameter :math:`R_2`."
 
 
 @fill_doc(_DOC)
@@ -68,7 +69,7 @@ def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *
     Parameters
     ----------
     layer : Attention
-        The layer (a batch of layers only with ``batch=True``).
+        The layer (a batch only with ``batch=True``).
     what : str
         What needs it (quoted in errors).
     batch : bool
@@ -77,11 +78,9 @@ def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *
     Returns
     -------
     Attention
-        ``layer`` unchanged; TypeError, CapabilityError or ValueError otherwise.
+        ``layer``; TypeError, CapabilityError or ValueError otherwise.
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     if not isinstance(layer, Attention):
         raise TypeError(f"layer must be an Attention('linear', A=A, V=V, beta=beta), got {type(layer).__name__}")
@@ -108,9 +107,7 @@ def linear_layers(A, V, beta=1.0) -> Attention:
     -------
     Attention
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
     if A.ndim == 2 and V.ndim == 2 and np.ndim(beta) == 0:
@@ -128,11 +125,10 @@ def _parts(M) -> tuple[Any, Any]:
     return (complex(plus), complex(minus)) if M.ndim == 2 else (plus, minus)
 
 
+@fill_doc(_DOC)
 def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
-    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix.
-
-    :math:`m_\pm=\tfrac12[(m_{11}\pm m_{22})+i(m_{21}\mp m_{12})]`; :math:`\det M=|m_+|^2-|m_-|^2`, singular
-    values :math:`|m_+|\pm|m_-|`.
+    r"""The pair :math:`m_\pm=\tfrac12[(m_{11}\pm m_{22})+i(m_{21}\mp m_{12})]` with :math:`Mz=m_+z+m_-\bar z`
+    (:math:`\det M=|m_+|^2-|m_-|^2`, singular values :math:`|m_+|\pm|m_-|`).
 
     Parameters
     ----------
@@ -145,9 +141,7 @@ def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
     -------
     m_plus, m_minus : complex or complex array (...)
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md`` (before equation (eq-kd)).
+    %(refs_kd)s
 
     Examples
     --------
@@ -155,29 +149,6 @@ def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
     (1j, 0j)
     """
     return _parts(validate_matrix2(M, name))
-
-
-def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
-    r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`).
-
-    Parameters
-    ----------
-    m_plus, m_minus : complex or complex array
-        The complex parts (broadcast together).
-
-    Returns
-    -------
-    array (..., 2, 2)
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``.
-    """
-    p, q = validate_complex(m_plus, "m_plus"), validate_complex(m_minus, "m_minus")
-    M = np.empty(np.broadcast_shapes(p.shape, q.shape) + (2, 2))
-    M[..., 0, 0], M[..., 1, 1] = p.real + q.real, p.real - q.real
-    M[..., 1, 0], M[..., 0, 1] = p.imag + q.imag, q.imag - p.imag
-    return M
 
 
 @fill_doc(_DOC)
@@ -192,9 +163,7 @@ class KuramotoCoefficients:
     beta : float or array
         Inverse temperature.
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
 
     a_plus: complex | np.ndarray
@@ -210,7 +179,6 @@ class KuramotoCoefficients:
         Parameters
         ----------
         layer : Attention
-            One layer or a batch.
 
         Returns
         -------
@@ -222,9 +190,11 @@ class KuramotoCoefficients:
     def omega(self, R):
         r""":math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]`.
 
-        Parameters
-        ----------
         %(R)s
+
+        Returns
+        -------
+        float or array
         """
         ap, am, vp, vm, c = self.a_plus, self.a_minus, self.v_plus, self.v_minus, np.conj
         R = np.asarray(R)
@@ -234,29 +204,15 @@ class KuramotoCoefficients:
     def forcing(self, R):
         r"""The forcing :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`.
 
-        Parameters
-        ----------
         %(R)s
+
+        Returns
+        -------
+        complex or complex array
         """
         ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
         R = np.asarray(R)
         return 0.5 * self.beta * (ap * vp * R + am * vm * np.conj(R) + ap * vm + am * vp)
-
-    def phase_velocity(self, theta):
-        r""":math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`, :math:`R_2` of ``theta``.
-
-        Parameters
-        ----------
-        theta : array (..., n)
-            Angles.
-
-        Returns
-        -------
-        array (..., n)
-        """
-        e = np.exp(2j * theta)
-        R = np.asarray(e.mean(axis=-1))[..., None]
-        return self.omega(R) + np.imag(self.forcing(R) * np.conj(e))
 
     @fill_doc(_DOC)
     def cluster_velocity(self, theta):
@@ -275,6 +231,12 @@ class KuramotoCoefficients:
         return self.beta * q * s
 
 
+def _phase_velocity(coef: KuramotoCoefficients, theta):
+    e = np.exp(2j * theta)
+    R = np.asarray(e.mean(axis=-1))[..., None]
+    return coef.omega(R) + np.imag(coef.forcing(R) * np.conj(e))
+
+
 @fill_doc(_DOC)
 def coefficients(layer) -> KuramotoCoefficients:
     r"""The :class:`KuramotoCoefficients` of linear attention on the circle (one layer or a batch).
@@ -287,9 +249,7 @@ def coefficients(layer) -> KuramotoCoefficients:
     -------
     KuramotoCoefficients
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     return KuramotoCoefficients.of(require_circle_layer(layer, "coefficients", batch=True))
 
@@ -325,9 +285,8 @@ def daido_coefficients(layer) -> dict[str, complex]:
 
 
 def order_parameter(theta, m: int = 2):
-    r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis.
-
-    :math:`|R_2|=1` iff the tokens sit in one antipodal pair; :math:`|R_1|\approx0` for balanced antipodal clusters.
+    r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis
+    (:math:`|R_2|=1` iff the tokens sit in one antipodal pair; :math:`|R_1|\approx0` for balanced pairs).
 
     Parameters
     ----------
@@ -369,14 +328,13 @@ def phase_velocity(theta, layer):
     -------
     array like ``theta``
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     th = validate_angles(theta)
-    return KuramotoCoefficients.of(require_circle_layer(layer, "phase_velocity")).phase_velocity(th)
+    return _phase_velocity(KuramotoCoefficients.of(require_circle_layer(layer, "phase_velocity")), th)
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class PhaseSolution:
     """Angles of the tokens along a run of :func:`solve_phases`.
@@ -390,9 +348,7 @@ class PhaseSolution:
     params : dict
         beta, n, tolerances, solver, nfev.
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(refs_kd)s
     """
 
     t: np.ndarray
@@ -429,12 +385,10 @@ def solve_phases(
 ) -> PhaseSolution:
     r"""Integrate the n angle equations :func:`phase_velocity` (``solve_ivp``): the particle system in O(n) form.
 
-    ``theta0`` of shape (..., n) integrates independent configurations at once (``theta`` then (m, ..., n)).
-
     Parameters
     ----------
     theta0 : array (n,) or (..., n)
-        Initial angles.
+        Initial angles (independent configurations on the leading axes).
     %(layer)s
     %(t_span)s
     t_eval : array or int, optional
@@ -445,9 +399,7 @@ def solve_phases(
     -------
     PhaseSolution
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     th0 = validate_angles(theta0, "theta0")
     coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_phases"))
@@ -455,7 +407,7 @@ def solve_phases(
     method = validate_solver(method, "method")
     rtol, atol = validate_tolerances(rtol, atol)
     shape = th0.shape
-    rhs = lambda t, th: coef.phase_velocity(th.reshape(shape)).ravel()  # noqa: E731
+    rhs = lambda t, th: _phase_velocity(coef, th.reshape(shape)).ravel()  # noqa: E731
     options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the angle equations")
     sol = solve_ode(rhs, th0.ravel(), (t0, T), **options)
     params = dict(beta=float(coef.beta), n=int(shape[-1]), method=method, rtol=rtol, atol=atol, nfev=int(sol.nfev))
@@ -476,19 +428,15 @@ def cluster_velocity(theta, layer):
     -------
     float or array
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026), cluster dynamics in d = 2 (provenance [D✓]); book: ``chapters/04_kuramoto_reduction.md``.
+    %(refs_kd)s
     """
     return coefficients(layer).cluster_velocity(validate_finite_array(theta, "theta"))
 
 
 @fill_doc(_DOC)
 def transverse_exponent(theta, layer):
-    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta` (negative: transversally stable).
-
-    :math:`\lambda_\perp=\beta[\langle Jx,Ax\rangle s_V-q_A\,x^\top Vx]
-    =-2\operatorname{Re}(H(e^{2i\theta})e^{-2i\theta})`.
+    r"""Growth rate :math:`\lambda_\perp=\beta[\langle Jx,Ax\rangle s_V-q_A\,x^\top Vx]=-2\operatorname{Re}(H(e^{2i
+    \theta})e^{-2i\theta})` of the width of a cluster pair at :math:`\pm x_\theta` (negative: transversally stable).
 
     Parameters
     ----------
@@ -499,10 +447,7 @@ def transverse_exponent(theta, layer):
     -------
     float or array
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026), transverse stability in d = 2 (provenance [D✓]); book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(refs_kd)s
     """
     th = validate_finite_array(theta, "theta")
     return -2.0 * np.real(coefficients(layer).forcing(np.exp(2j * th)) * np.exp(-2j * th))

@@ -310,9 +310,9 @@ case(ku.cluster_velocity, np.nan, LINEAR, words="theta")
 case(ku.transverse_exponent, THETA, SOFTMAX, exc=CapabilityError, words="softmax")
 
 # -- watanabe_strogatz ------------------------------------------------------------------------
-case(ws.ws_constants, THETA, alpha0=2.0, words="alpha0")
-case(ws.ws_constants, THETA, alpha0="a", words="alpha0")
-case(ws.ws_constants, np.ones((2, 3)), words="theta0")
+case(ws.solve_watanabe_strogatz, THETA, LINEAR, alpha0=2.0, words="alpha0")
+case(ws.solve_watanabe_strogatz, THETA, LINEAR, alpha0="a", words="alpha0")
+case(ws.solve_watanabe_strogatz, np.ones((2, 3)), LINEAR, words="theta0")
 case(ws.solve_watanabe_strogatz, THETA, LINEAR, method="FOO", words="method")
 case(ws.solve_watanabe_strogatz, THETA, LINEAR_BATCH, exc=TypeError, words="batch")
 case(ws.ws_reconstruct, [0.1, 0.2], [0.0], THETA, THETA, words="alpha")

@@ -34,12 +34,12 @@ from .validation import (
     validate_tolerances,
 )
 
-__all__ = ["ws_constants", "ws_reconstruct", "WSSolution", "solve_watanabe_strogatz"]
+__all__ = ["ws_reconstruct", "WSSolution", "solve_watanabe_strogatz"]
 
 _DOC = {
     **CIRCLE_DOCS,
-    "refs_ws": "S. Watanabe, S. H. Strogatz, Physica D 74 (1994); paper 2 (Li et al., 2026); book:\n"
-    "``chapters/04_kuramoto_reduction.md``, equation (eq-ws).",
+    "refs_ws": "References\n----------\nS. Watanabe, S. H. Strogatz, Physica D 74 (1994); paper 2 (Li et al., "
+    "2026); book:\n``chapters/04_kuramoto_reduction.md``, equation (eq-ws).",
 }
 
 
@@ -57,6 +57,7 @@ def _reconstruct(alpha, eta, c, theta0):
 
 
 def _constants(th, alpha0):
+    """Gauge alpha0 (default R2(0)), constants c_k: e^{ic_k} = (e^{i psi_k} - alpha0)/(1 - conj(alpha0) e^{i psi_k})."""
     if th.ndim != 1:
         raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
     if alpha0 is not None and np.ndim(alpha0) != 0:
@@ -68,31 +69,6 @@ def _constants(th, alpha0):
             "cluster pair; pass alpha0=0 to use another gauge"
         )
     return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
-
-
-@fill_doc(_DOC)
-def ws_constants(theta0, alpha0=None):
-    r"""The constants :math:`c_k`, :math:`e^{ic_k}=\frac{e^{i\psi_k(0)}-\alpha_0}{1-\bar\alpha_0e^{i\psi_k(0)}}`.
-
-    Parameters
-    ----------
-    theta0 : array (n,)
-        Initial angles (:math:`\psi_k(0)=2\theta_k(0)`).
-    alpha0 : complex, optional
-        The gauge, :math:`|\alpha_0|<1` (default :math:`R_2(0)`; ``0`` gives :math:`c_k=\psi_k(0)`).
-
-    Returns
-    -------
-    alpha0 : complex
-        The gauge used.
-    c : array (n,)
-        The constants :math:`c_k`.
-
-    References
-    ----------
-    %(refs_ws)s
-    """
-    return _constants(validate_angles(theta0, "theta0"), alpha0)
 
 
 @fill_doc(_DOC)
@@ -117,8 +93,6 @@ def ws_reconstruct(alpha, eta, c, theta0):
     -------
     array (m, n)
 
-    References
-    ----------
     %(refs_ws)s
     """
     th0 = validate_angles(theta0, "theta0")
@@ -134,6 +108,7 @@ def ws_reconstruct(alpha, eta, c, theta0):
     return _reconstruct(alpha, eta, c, th0)
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class WSSolution:
     r"""A run of :func:`solve_watanabe_strogatz`.
@@ -151,9 +126,7 @@ class WSSolution:
     params : dict
         beta, n, tolerances, solver, nfev, alpha0.
 
-    References
-    ----------
-    S. Watanabe, S. H. Strogatz, Physica D 74 (1994); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-ws).
+    %(refs_ws)s
     """
 
     t: np.ndarray
@@ -217,8 +190,6 @@ def solve_watanabe_strogatz(
     -------
     WSSolution
 
-    References
-    ----------
     %(refs_ws)s
     """
     th0 = validate_angles(theta0, "theta0")

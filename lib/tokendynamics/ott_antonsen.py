@@ -44,7 +44,7 @@ __all__ = [
 
 _DOC = {
     **CIRCLE_DOCS,
-    "refs_oa": "E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:\n"
+    "refs_oa": "References\n----------\nE. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:\n"
     "``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).",
     "solve_options": """
         t_span : float or (t0, T)
@@ -84,8 +84,6 @@ class OAPolynomial:
     beta : float or list
         The inverse temperature(s), recorded in the solutions.
 
-    References
-    ----------
     %(refs_oa)s
     """
 
@@ -208,8 +206,6 @@ def ott_antonsen_rhs(z, layer):
     -------
     complex or complex array
 
-    References
-    ----------
     %(refs_oa)s
 
     Examples
@@ -223,6 +219,7 @@ def ott_antonsen_rhs(z, layer):
     return complex(out) if np.ndim(out) == 0 else out
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class OASolution:
     """A run of the Ott–Antonsen ODE.
@@ -238,9 +235,7 @@ class OASolution:
     params : dict
         beta, tolerances or step, solver, nfev.
 
-    References
-    ----------
-    E. Ott, T. M. Antonsen, Chaos 18 (2008); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    %(refs_oa)s
     """
 
     t: np.ndarray
@@ -275,8 +270,6 @@ def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
     -------
     OASolution
 
-    References
-    ----------
     %(refs_oa)s
     """
     return OAPolynomial.of(coefficients(layer)).solve(z0, t_span, **options)
@@ -345,8 +338,6 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     array (n,)
         Token angles :math:`\theta_k`.
 
-    References
-    ----------
     %(refs_oa)s
     """
     z0 = _check_centre(z0)
@@ -383,8 +374,6 @@ def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
     array (..., m)
         The double angles :math:`\psi_k\in(-\pi,\pi]`.
 
-    References
-    ----------
     %(refs_oa)s
     """
     z = np.asarray(z, dtype=complex)

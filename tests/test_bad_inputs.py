@@ -335,8 +335,6 @@ case(oa.sample_ott_antonsen, 1.0, 5, words="z0")
 # -- regimes ----------------------------------------------------------------------------------
 case(rg.case1_region, A3, words="A")
 case(rg.snic_family, np.nan, words="a")
-case(rg.case1_period, LINEAR.with_(V=VTRACELESS), 0.0, words="V = v I")
-case(rg.case1_period, LINEAR.with_(V=2 * I2), 5.0, words="z0")
 case(rg.predict_regime, LINEAR, z0=2.0, words="z0")
 case(rg.predict_regime, LINEAR, z0="a", words="z0")
 case(rg.predict_regime, LINEAR_BATCH, exc=TypeError, words="batch")

@@ -34,7 +34,7 @@ from .ott_antonsen import OAPolynomial
 from .validation import validate_complex, validate_finite, validate_finite_array, validate_flag, validate_positive
 
 __all__ = [
-    "REGIMES", "TYPES", "Prediction", "predict_regime", "case1_region", "case1_period", "snic_family",
+    "REGIMES", "TYPES", "Prediction", "predict_regime", "case1_region", "snic_family",
     "hamiltonian", "hamiltonian_centre", "classify_regime", "RegimeClassification", "rotation_period",
     "CLASSIFIER_TOLERANCES",
 ]  # fmt: skip
@@ -47,11 +47,11 @@ TYPES = {"static_clusters": "Type 1", "rotating_clusters": "Type 2", "oscillatio
 #: argument moves by more than ``arg``, settled if :math:`\max|z(t)-z(T)|<` ``fixed``.
 CLASSIFIER_TOLERANCES = {"boundary": 1e-3, "arg": 1e-3, "fixed": 1e-6}
 
+_REFS = "References\n----------\nPaper 2 (Li et al., 2026), "
 _DOC = {
     **CIRCLE_DOCS,
-    "ref": "Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.",
-    "ref_h": "Paper 2 (Li et al., 2026), the hidden Hamiltonian; book: ``chapters/05_kuramoto_regimes.md``,\n"
-    "equation (eq-hamiltonian).",
+    "refs": _REFS + "the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.",
+    "refs_h": _REFS + "the hidden Hamiltonian; book: ``chapters/05_kuramoto_regimes.md``, (eq-hamiltonian).",
     "z0": "z0 : complex\n    OA datum (initial :math:`R_2`), in the closed unit disk.",
 }
 
@@ -72,9 +72,7 @@ class Prediction:
     detail : str
         The sub-case in words.
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
 
     case: str
@@ -127,9 +125,7 @@ def case1_region(A) -> str:
     -------
     str
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
     ap, am = complex_parts(A, "A")
     return _region(ap, am, 1e-12 * _scale(np.asarray(A, dtype=float)))
@@ -151,47 +147,18 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
     -------
     array (..., 2, 2)
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
     a, b, c = np.broadcast_arrays(*(validate_finite_array(x, name) for x, name in ((a, "a"), (b, "b"), (c, "c"))))
     return np.stack([np.stack([c + a, b], -1), np.stack([-b, c - a], -1)], -2)
 
 
 def _case1_period(ap, am, z0, beta) -> float:
+    """Period 4 pi / (beta |Im a_+| sqrt((1 - |z*|^2 - r^2)^2 - 4 r^2 |z*|^2)), r = |z0 - z*| < 1 - |z*|."""
     zs = -am / np.conj(ap)
     r = abs(z0 - zs)
-    if not r < 1 - abs(zs):
-        raise ValueError("the orbit of z0 touches the circle: it is not an oscillation")
     disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
     return float(4 * math.pi / (beta * abs(ap.imag) * math.sqrt(disc)))
-
-
-@fill_doc(_DOC)
-def case1_period(layer, z0) -> float:
-    r"""Period :math:`\frac{4\pi}{\beta|v||\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}}` of the Case 1
-    oscillation (:math:`V=vI`, :math:`\operatorname{tr}A=0<\det A`), :math:`z^*=-a_-/\bar a_+`, :math:`r=|z_0-z^*|`.
-
-    Parameters
-    ----------
-    %(layer)s
-    z0 : complex
-        OA datum, :math:`r<1-|z^*|` (its orbit must not touch the circle).
-
-    Returns
-    -------
-    float
-
-    References
-    ----------
-    %(ref)s Equation (eq-case1) (provenance [D]).
-    """
-    k = KuramotoCoefficients.of(require_circle_layer(layer, "case1_period"))
-    V = layer.V[0]
-    if not _is_multiple_of_identity(V, 1e-12 * _scale(V)) or V[0, 0] == 0:
-        raise ValueError(f"Case 1 needs V = v I with v != 0, got {V.tolist()}")
-    return _case1_period(k.a_plus, k.a_minus, _one_complex(z0, "z0"), layer.beta * abs(float(V[0, 0])))
 
 
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
@@ -357,9 +324,7 @@ def predict_regime(layer, z0=0.3 + 0.2j) -> Prediction | None:
     -------
     Prediction or None
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
 
     Examples
     --------
@@ -400,9 +365,7 @@ def hamiltonian(z, layer):
     -------
     float or array
 
-    References
-    ----------
-    %(ref_h)s
+    %(refs_h)s
     """
     k = KuramotoCoefficients.of(require_circle_layer(layer, "hamiltonian"))
     if not np.allclose(layer.A[0], np.eye(2), rtol=0, atol=1e-12):
@@ -434,9 +397,7 @@ def hamiltonian_centre(V):
     complex or None
         None when :math:`\det V\le0`.
 
-    References
-    ----------
-    %(ref_h)s
+    %(refs_h)s
     """
     vp, vm = complex_parts(V, "V")
     if np.ndim(vp):
@@ -462,9 +423,7 @@ class RegimeClassification:
     params : dict
         The parameters of the run.
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
 
     regime: object
@@ -509,9 +468,8 @@ def classify_regime(
     -------
     str, array of str, or RegimeClassification
 
-    References
-    ----------
-    %(ref)s The Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    %(refs)s
+    The Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
     T = validate_positive(T, "T")
     window = validate_positive(window, "window")
@@ -576,9 +534,8 @@ def rotation_period(layer, z0=0.3 + 0.2j, T=400.0, *, transient=None, centre=0.0
     float
         The period (``math.inf`` if fewer than two crossings remain).
 
-    References
-    ----------
-    %(ref)s Equation (eq-rot-period).
+    %(refs)s
+    Equation (eq-rot-period).
     """
     T = validate_positive(T, "T")
     transient = 0.5 * T if transient is None else validate_finite(transient, "transient")

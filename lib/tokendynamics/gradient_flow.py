@@ -45,7 +45,7 @@ from .validation import (
 __all__ = [
     "layer_matrices", "partition_function", "interaction_energy", "first_variation", "first_variation_gradient",
     "energy_rate", "dissipation", "energy_curve", "kinetic_norm", "gaussian_interaction_energy",
-    "gaussian_partition_function", "gaussian_translation_hessian", "twisted_matrix", "energy_sign",
+"gaussian_translation_hessian", "twisted_matrix", "energy_sign",
     "twisted_wasserstein", "twisted_bures_wasserstein", "sinkhorn_energy", "sinkhorn_energy_gradient",
     "sinkhorn_energy_empirical", "bw_gradient_velocity", "finite_difference_gradient", "gaussian_slope",
     "second_variation", "dirac_second_variation", "Equilibrium", "linearize",
@@ -77,14 +77,11 @@ GF_DOCS = {
 _DOC = GF_DOCS
 
 
-def _is_symmetric(A, tol: float = 1e-12) -> bool:
-    return bool(np.max(np.abs(A - A.T)) <= tol * max(1.0, float(np.max(np.abs(A)))))
-
-
-def _block_rows(n_rows: int, n_cols: int, matrices: int = 1) -> int:
-    """Rows per block so that ``matrices`` blocks of (rows x n_cols) hold at most one n x n matrix."""
+def _row_blocks(n_rows: int, n_cols: int, matrices: int = 1) -> list[slice]:
+    """Blocks of rows such that ``matrices`` blocks of (rows x n_cols) hold at most one n x n matrix."""
     cap = max(1, BLOCK_ENTRIES // max(1, matrices * n_cols))
-    return max(1, min(n_rows, cap, -(-n_rows // matrices)))
+    block = max(1, min(n_rows, cap, -(-n_rows // matrices)))
+    return [slice(start, min(n_rows, start + block)) for start in range(0, n_rows, block)]
 
 
 def _exp_checked(logv: np.ndarray | float, what: str):
@@ -97,18 +94,16 @@ def _exp_checked(logv: np.ndarray | float, what: str):
 
 @fill_doc(_DOC)
 def layer_matrices(layer):
-    r"""Score and value matrices :math:`(\beta A, V)` of one single-head layer (kernel :math:`e^{\langle x,\beta
-    Ay\rangle}`).
+    r"""Score and value matrices :math:`(\beta A, V)` of one head (kernel :math:`e^{\langle x,\beta Ay\rangle}`).
 
     Parameters
     ----------
     layer : Attention
-        One layer with one head (a TypeError or ValueError otherwise).
+        One layer, one head.
 
     Returns
     -------
     A, V : numpy.ndarray (d, d)
-        ``layer.beta * layer.A[0]`` and ``layer.V[0]``.
 
     %(ref_energy)s
     """
@@ -135,9 +130,7 @@ def _partition(X, A, w, P, gradient: bool, log: bool):
     AX = X @ A.T  # rows A x_j
     with np.errstate(divide="ignore"):
         logw = np.log(w)
-    block = _block_rows(m, n)
-    for start in range(0, m, block):
-        rows = slice(start, min(m, start + block))
+    for rows in _row_blocks(m, n):
         S = P[rows] @ AX.T  # <x_i, A x_j>
         S += logw[None, :]
         top = S.max(axis=1, keepdims=True)
@@ -156,10 +149,7 @@ def _partition(X, A, w, P, gradient: bool, log: bool):
 @fill_doc(_DOC)
 def partition_function(X, layer, weights=None, at=None, *, gradient: bool = False, log: bool = False):
     r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` (:math:`A`: the layer's
-    :math:`\beta A`), and with ``gradient=True`` :math:`\nabla Z_\mu`.
-
-    ``log=True`` gives :math:`\log Z` and :math:`\nabla\log Z` (never overflows); for invertible :math:`A` the softmax
-    field is :math:`\Gamma_\mu=VA^{-1}\nabla\log Z_\mu` (paper 1 writes :math:`VA_1^{-\top}`).
+    :math:`\beta A`) and its gradient; for invertible :math:`A` softmax is :math:`\Gamma_\mu=VA^{-1}\nabla\log Z_\mu`.
 
     Parameters
     ----------
@@ -168,14 +158,12 @@ def partition_function(X, layer, weights=None, at=None, *, gradient: bool = Fals
     %(weights)s
     %(at)s
     gradient, log : bool
-        Also return the gradient in :math:`x`; return logarithms (log-sum-exp).
+        Also return the gradient in :math:`x`; return logarithms (log-sum-exp, never overflows).
 
     Returns
     -------
-    Z : numpy.ndarray (m,)
-        :math:`Z_\mu` or :math:`\log Z_\mu` (alone without ``gradient``; NonFiniteError if it overflows).
-    gradZ : numpy.ndarray (m, d)
-        :math:`\nabla Z_\mu` or :math:`\nabla\log Z_\mu`.
+    Z, gradZ : numpy.ndarray (m,), (m, d)
+        :math:`Z_\mu`, :math:`\nabla Z_\mu` or their logarithms (Z alone without ``gradient``).
 
     %(ref_energy)s
     Equation (eq-gf-softmax-gradient).
@@ -191,9 +179,7 @@ def _energy(X, A, w, log: bool = False) -> float:
         logw = np.log(w)
     AX = X @ A.T
     parts = []
-    block = _block_rows(n, n, matrices=2)  # logsumexp makes one temporary block
-    for start in range(0, n, block):
-        rows = slice(start, min(n, start + block))
+    for rows in _row_blocks(n, n, matrices=2):  # logsumexp makes one temporary block
         S = X[rows] @ AX.T
         S += logw[None, :]
         S += logw[rows, None]
@@ -204,11 +190,9 @@ def _energy(X, A, w, log: bool = False) -> float:
 
 @fill_doc(_DOC)
 def interaction_energy(X, layer, weights=None, *, log: bool = False) -> float:
-    r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` (:math:`A`: the
-    layer's :math:`\beta A`; :math:`E_A=E_{A^\top}`).
-
-    For symmetric :math:`A` unnormalised attention with :math:`V=A` is its :math:`W_2` gradient ascent, softmax
-    attention a gradient flow for a twisted, :math:`Z_\mu`-weighted metric.
+    r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of the layer's
+    :math:`\beta A` (:math:`E_A=E_{A^\top}`); for symmetric :math:`A` unnormalised attention with :math:`V=A` is its
+    :math:`W_2` gradient ascent.
 
     Parameters
     ----------
@@ -216,7 +200,7 @@ def interaction_energy(X, layer, weights=None, *, log: bool = False) -> float:
     %(layer)s
     %(weights)s
     log : bool
-        Return :math:`\log E_A(\mu)`, which never overflows (NonFiniteError otherwise).
+        Return :math:`\log E_A(\mu)` (never overflows; NonFiniteError otherwise).
 
     Returns
     -------
@@ -233,7 +217,7 @@ def _symmetrised(X, A, w, P, gradient: bool):
     out = _partition(X, A, w, P, gradient, False)
     if gradient:
         out = out[1]
-    if _is_symmetric(A):
+    if np.max(np.abs(A - A.T)) <= 1e-12 * max(1.0, float(np.max(np.abs(A)))):  # symmetric
         return out
     other = _partition(X, A.T, w, P, gradient, False)
     return 0.5 * (out + (other[1] if gradient else other))
@@ -241,9 +225,8 @@ def _symmetrised(X, A, w, P, gradient: bool):
 
 @fill_doc(_DOC)
 def first_variation(X, layer, weights=None, at=None) -> np.ndarray:
-    r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int(e^{\langle x,Ay\rangle}+e^{\langle
-    y,Ax\rangle})d\mu(y)` (:math:`Z_\mu` for symmetric :math:`A`): :math:`\frac{d}{dh}E_A(\mu+h\chi)=\int
-    \frac{\delta E_A}{\delta\mu}d\chi`.
+    r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int(e^{\langle x,Ay\rangle}+e^{\langle y,Ax
+    \rangle})d\mu(y)`: :math:`\frac{d}{dh}E_A(\mu+h\chi)=\int\frac{\delta E_A}{\delta\mu}d\chi`.
 
     Parameters
     ----------
@@ -287,7 +270,7 @@ def first_variation_gradient(X, layer, weights=None, at=None) -> np.ndarray:
 @fill_doc(_DOC)
 def energy_rate(X, layer, weights=None, *, field=None) -> float:
     r"""Rate :math:`\frac{d}{dt}E_{\beta A}(\mu_t)=\int\langle\nabla\frac{\delta E}{\delta\mu},\Gamma_\mu\rangle\,d\mu`
-    of the layer's energy along its own flow (positive: the flow raises it).
+    of the layer's energy along its own flow.
 
     Parameters
     ----------
@@ -295,7 +278,7 @@ def energy_rate(X, layer, weights=None, *, field=None) -> float:
     %(layer)s
     %(weights)s
     field : array_like (n, d), optional
-        Velocity :math:`\Gamma_\mu(x_i)` at the tokens (default: the layer's core velocity).
+        Velocity :math:`\Gamma_\mu(x_i)` at the tokens (default: the layer's).
 
     Returns
     -------
@@ -317,15 +300,13 @@ def energy_rate(X, layer, weights=None, *, field=None) -> float:
 @fill_doc(_DOC)
 def dissipation(X, layer, weights=None) -> float:
     r"""The sign-rule form :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle Z_\mu^{-k}d\mu`, :math:`M=VA^{-1}`, of
-    :math:`\frac{d}{dt}E_A(\mu_t)`: :math:`k=1` for a normalised kind (softmax), 0 otherwise (unnormalised softmax).
-
-    Equal to :func:`energy_rate` for those two kinds (symmetric invertible :math:`A`).
+    :math:`\frac{d}{dt}E_A(\mu_t)` (:func:`energy_rate`): :math:`k=1` for softmax, 0 for unnormalised softmax.
 
     Parameters
     ----------
     %(X)s
     layer : Attention
-        Softmax or unnormalised softmax attention, one head, symmetric invertible score matrix.
+        Softmax or unnormalised softmax, one head, symmetric invertible score matrix.
     %(weights)s
 
     Returns
@@ -374,12 +355,12 @@ def energy_curve(Xs, layer, weights=None) -> np.ndarray:
 @fill_doc(_DOC)
 def kinetic_norm(U, weights=None, M=None) -> float:
     r"""Length :math:`(\int\langle M^{-1}u,u\rangle d\mu)^{1/2}` of a velocity field in :math:`d_M` (:math:`W_2` for
-    :math:`M=I`): a bound on the metric speed of :math:`\mu` under :math:`\dot x=u(x)` (Benamou–Brenier).
+    :math:`M=I`), a bound on the metric speed of :math:`\mu` under :math:`\dot x=u(x)`.
 
     Parameters
     ----------
     U : array_like (n, d)
-        The field :math:`u(x_i)` at the n tokens.
+        The field :math:`u(x_i)` at the tokens.
     %(weights)s
     %(M)s
 
@@ -425,12 +406,12 @@ def _log_energy_pieces(mean, cov, A):
 
 @fill_doc(_DOC)
 def gaussian_interaction_energy(mean, cov, layer, *, log: bool = False) -> float:
-    r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}`, :math:`x,y` i.i.d.
+    r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}` (``inf`` unless
+    :math:`K\prec I`):
 
-    .. math:: E_A = \tfrac12\det(I-K)^{-1/2}\exp\big(\tfrac12\alpha^\top G\alpha\big),\quad
-              G = A+A^\top+Q+(A+Q)^\top R(I-K)^{-1}R(A+Q),
+    .. math:: E_A=\tfrac12\det(I-K)^{-1/2}e^{\frac12\alpha^\top G\alpha},\ G=A+A^\top+Q+(A+Q)^\top R(I-K)^{-1}R(A+Q),
 
-    :math:`R=\Sigma^{1/2}`, :math:`Q=A\Sigma A^\top`, :math:`K=RQR`; finite iff :math:`K\prec I` (``inf`` otherwise).
+    :math:`R=\Sigma^{1/2}`, :math:`Q=A\Sigma A^\top`, :math:`K=RQR`.
 
     Parameters
     ----------
@@ -452,43 +433,9 @@ def gaussian_interaction_energy(mean, cov, layer, *, log: bool = False) -> float
 
 
 @fill_doc(_DOC)
-def gaussian_partition_function(mean, cov, layer, at, *, gradient: bool = False):
-    r""":math:`Z_\mu(x)=\int e^{\langle x,Ay\rangle}dN(\alpha,\Sigma)(y)=\exp(\langle x,A\alpha\rangle+\tfrac12x^\top
-    A\Sigma A^\top x)`, and with ``gradient=True`` :math:`\nabla\log Z=A\alpha+A\Sigma A^\top x`.
-
-    :math:`VA^{-1}\nabla\log Z=V(\alpha+\Sigma A^\top x)` is the softmax field on Gaussians.
-
-    Parameters
-    ----------
-    %(gaussian)s
-    %(layer)s
-    at : array_like (m, d)
-        Points of evaluation.
-    gradient : bool
-        Also return :math:`\nabla\log Z_\mu`.
-
-    Returns
-    -------
-    Z : numpy.ndarray (m,)
-        Alone when ``gradient`` is False.
-    grad_log_Z : numpy.ndarray (m, d)
-
-    %(ref_energy)s
-    Equation (eq-gf-softmax-gradient); ``chapters/02_gaussian_preservation.md``, (eq-gauss-odes).
-    """
-    mean, cov, A = _gaussian_layer(mean, cov, layer)
-    P = validate_tokens(at, mean.shape[0], "at")
-    Qm = A @ cov @ A.T
-    Z = _exp_checked(P @ (A @ mean) + 0.5 * np.einsum("ij,jk,ik->i", P, Qm, P), "the Gaussian partition function")
-    return (Z, (A @ mean)[None, :] + P @ Qm.T) if validate_flag(gradient, "gradient") else Z
-
-
-@fill_doc(_DOC)
 def gaussian_translation_hessian(mean, cov, layer, w) -> float:
-    r""":math:`\frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))|_{s=0}=E_A[(w^\top G\alpha)^2+w^\top Gw]` (``inf`` where
-    :math:`E_A` is), :math:`G` of :func:`gaussian_interaction_energy`.
-
-    For :math:`A=-I`, :math:`G=-2(I+\Sigma)^{-1}`: in :math:`d\ge2` the energy is concave along some translation.
+    r""":math:`\frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))|_{s=0}=E_A[(w^\top G\alpha)^2+w^\top Gw]` (:math:`G` of
+    :func:`gaussian_interaction_energy`; for :math:`A=-I`, :math:`G=-2(I+\Sigma)^{-1}`: concave along some translation).
 
     Parameters
     ----------
@@ -523,11 +470,9 @@ def _twisted(A, V):
 
 @fill_doc(_DOC)
 def twisted_matrix(layer) -> np.ndarray:
-    r"""The matrix :math:`M=V(\beta A)^{-1}` (symmetric invertible :math:`A`) of the twisted gradient flows.
-
-    Unnormalised attention is :math:`M\nabla\frac{\delta E_A}{\delta\mu}`, softmax :math:`M\nabla\frac{\delta
-    E_A}{\delta\mu}/Z_\mu`, Sinkhorn :math:`-M\nabla\frac{\delta F_\varepsilon}{\delta\mu}`: gradient flows for
-    :math:`d_{\pm M}` when :math:`M` is symmetric and definite.
+    r"""The matrix :math:`M=V(\beta A)^{-1}` (symmetric invertible :math:`A`): unnormalised attention is
+    :math:`M\nabla\frac{\delta E_A}{\delta\mu}`, softmax :math:`M\nabla\frac{\delta E_A}{\delta\mu}/Z_\mu`, Sinkhorn
+    :math:`-M\nabla\frac{\delta F_\varepsilon}{\delta\mu}`: gradient flows for :math:`d_{\pm M}` (definite :math:`M`).
 
     Parameters
     ----------
@@ -544,9 +489,8 @@ def twisted_matrix(layer) -> np.ndarray:
 
 @fill_doc(_DOC)
 def energy_sign(layer) -> int:
-    r"""Sign rule of :math:`\frac{d}{dt}E_A` along softmax or unnormalised attention (:func:`dissipation`): ``+1`` if
-    :math:`M+M^\top\succeq0`, ``-1`` if :math:`\preceq0`, ``0`` if indefinite (eigenvalues within
-    :math:`10^{-12}\|M+M^\top\|` count as 0).
+    r"""Sign rule of :math:`\frac{d}{dt}E_A` (:func:`dissipation`): ``+1`` if :math:`M+M^\top\succeq0`, ``-1`` if
+    :math:`\preceq0`, ``0`` if indefinite (eigenvalues within :math:`10^{-12}\|M+M^\top\|` count as 0).
 
     Parameters
     ----------
@@ -564,21 +508,17 @@ def energy_sign(layer) -> int:
     return 1 if lam[0] >= -tol else -1 if lam[-1] <= tol else 0
 
 
-def _inverse_root(M, d):
-    return np.linalg.inv(psd_sqrt(validate_spd(M, "M", d)))  # M^{-1/2}
-
-
 @fill_doc(_DOC)
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
-    r"""Twisted Wasserstein distance (name [I]) :math:`d_M(\mu,\nu)^2=\min_\pi\int\langle M^{-1}(x-y),x-y\rangle d\pi
-    =W_2((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu)^2` of weighted empirical measures.
+    r""":math:`d_M(\mu,\nu)^2=\min_\pi\int\langle M^{-1}(x-y),x-y\rangle d\pi=W_2((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu)^2`,
+    the twisted Wasserstein distance (name [I]).
 
     Parameters
     ----------
     X, Y : array_like (n, d), (m, d)
         Atoms of :math:`\mu` and :math:`\nu`.
     M : array_like (d, d)
-        Symmetric positive definite matrix of the metric.
+        Symmetric positive definite.
     weights : None or (a, b)
         Masses of the atoms (uniform if None).
     method : {"exact", "auto", "sliced"}
@@ -593,20 +533,20 @@ def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> floa
     """
     X = validate_tokens(X, name="X")
     Y = validate_tokens(Y, X.shape[1], "Y")
-    R = _inverse_root(M, X.shape[1])
+    R = np.linalg.inv(psd_sqrt(validate_spd(M, "M", X.shape[1])))  # M^{-1/2}
     return wasserstein(X @ R, Y @ R, 2, weights, method=method)
 
 
 @fill_doc(_DOC)
 def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
-    r""":math:`d_M` between Gaussians: the Bures–Wasserstein distance of the :math:`M^{-1/2}`-transformed Gaussians.
+    """:math:`d_M` between Gaussians: the Bures–Wasserstein distance of the :math:`M^{-1/2}`-transformed Gaussians.
 
     Parameters
     ----------
     m1, S1, m2, S2 : array_like (d,), (d, d)
         Means and covariances of the two Gaussians.
     M : array_like (d, d)
-        Symmetric positive definite matrix of the metric.
+        Symmetric positive definite.
 
     Returns
     -------
@@ -616,7 +556,7 @@ def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
     """
     m1, S1 = validate_gaussian(m1, S1, mean_name="m1", name="S1")
     m2, S2 = validate_gaussian(m2, S2, m1.shape[0], mean_name="m2", name="S2")
-    R = _inverse_root(M, m1.shape[0])
+    R = np.linalg.inv(psd_sqrt(validate_spd(M, "M", m1.shape[0])))
     return bures_wasserstein(R @ m1, R @ S1 @ R, R @ m2, R @ S2 @ R)
 
 
@@ -633,12 +573,10 @@ def _sinkhorn_spectrum(mean, cov, layer):
 @fill_doc(_DOC)
 def sinkhorn_energy(mean, cov, layer) -> float:
     r"""Closed form of :math:`F_\varepsilon(N(\alpha,\Sigma))=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`, cost
-    :math:`-\langle x,Ay\rangle` (finite for every Gaussian).
+    :math:`-\langle x,Ay\rangle`, of whose :math:`W_2` gradient flow Sinkhorn attention with :math:`V=\beta A` is:
 
     .. math:: F_\varepsilon=-\tfrac12\alpha^\top A\alpha-\frac\varepsilon4\sum_i\Big[s_i-1-\log\frac{1+s_i}2\Big],\quad
-              s_i=\sqrt{1+4h_i/\varepsilon^2},\ h_i=\operatorname{eig}_i(\Sigma^{1/2}A\Sigma A\Sigma^{1/2});
-
-    Sinkhorn attention is its :math:`W_2` gradient flow for :math:`V=\beta A` (:math:`d_M` for :math:`V=M\beta A`).
+              s_i=\sqrt{1+4h_i/\varepsilon^2},\ h_i=\operatorname{eig}_i(\Sigma^{1/2}A\Sigma A\Sigma^{1/2}).
 
     Parameters
     ----------
@@ -659,7 +597,7 @@ def sinkhorn_energy(mean, cov, layer) -> float:
 def sinkhorn_energy_gradient(mean, cov, layer):
     r"""Gradient :math:`\nabla_\alpha F_\varepsilon=-A\alpha`, :math:`\nabla_\Sigma F_\varepsilon=-\frac1{2\varepsilon}
     A\Sigma^{1/2}X\Sigma^{1/2}A`, :math:`X=2(I+(I+4H/\varepsilon^2)^{1/2})^{-1}`,
-    :math:`H=\Sigma^{1/2}A\Sigma A\Sigma^{1/2}`, of :func:`sinkhorn_energy` (derived here, no inverse needed).
+    :math:`H=\Sigma^{1/2}A\Sigma A\Sigma^{1/2}`, of :func:`sinkhorn_energy` (derived here).
 
     Parameters
     ----------
@@ -669,7 +607,6 @@ def sinkhorn_energy_gradient(mean, cov, layer):
     Returns
     -------
     grad_mean, grad_cov : numpy.ndarray (d,), (d, d)
-        The gradient (``grad_cov`` exactly symmetric).
 
     %(ref_sinkhorn)s
     """
@@ -681,11 +618,9 @@ def sinkhorn_energy_gradient(mean, cov, layer):
 
 @fill_doc(_DOC)
 def sinkhorn_energy_empirical(X, layer, weights=None) -> float:
-    r""":math:`F_\varepsilon(\mu)=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)=\tfrac12(\int f\,d\mu+\int g\,d\mu)` of
-    :math:`\mu=\sum_iw_i\delta_{x_i}`, by the log-domain Sinkhorn of Sinkhorn attention
-    (:func:`~tokendynamics.transport.sinkhorn_potentials`; ConvergenceError if it does not converge).
-
-    Its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` of the Sinkhorn layer with :math:`V=\beta A`.
+    r""":math:`F_\varepsilon(\mu)=\tfrac12(\int f\,d\mu+\int g\,d\mu)` of :math:`\mu=\sum_iw_i\delta_{x_i}` by the
+    log-domain Sinkhorn of Sinkhorn attention; its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for
+    :math:`V=\beta A`.
 
     Parameters
     ----------
@@ -736,7 +671,6 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     Returns
     -------
     mean_dot, cov_dot : numpy.ndarray (d,), (d, d)
-        ``cov_dot`` exactly symmetric.
 
     %(ref_bw)s
     """
@@ -747,9 +681,9 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
 
 @fill_doc(_DOC)
 def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
-    r"""Central finite-difference gradient :math:`(\nabla_\alpha F,\nabla_\Sigma F)` of ``fun(mean, cov)``, in the
-    coordinates :math:`\Sigma+t(E_{ij}+E_{ji})/2` (:math:`dF=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`);
-    needs :math:`\Sigma\succ2hI`.
+    r"""Central differences :math:`(\nabla_\alpha F,\nabla_\Sigma F)` of ``fun(mean, cov)`` along
+    :math:`\Sigma+t(E_{ij}+E_{ji})/2` (so :math:`dF=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`;
+    :math:`\Sigma\succ2hI`).
 
     Parameters
     ----------
@@ -787,7 +721,7 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
 @fill_doc(_DOC)
 def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     r"""Slope :math:`(g^\top Mg+4\operatorname{tr}(GMG\Sigma))^{1/2}` of an energy at :math:`N(\alpha,\Sigma)` in
-    :math:`d_M` (along the :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2`).
+    :math:`d_M` (along its :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2`).
 
     Parameters
     ----------
@@ -806,17 +740,17 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
 
 @fill_doc(_DOC)
 def second_variation(X, U, layer, weights=None) -> float:
-    r"""Second variation of :math:`E_A` along :math:`\mu_s=(\mathrm{Id}+s\,u)_\#\mu` at :math:`s=0`
-    (:math:`\mathrm{Hess}\,E_A(\mu)[u,u]` for symmetric :math:`A`; negative: concave along :math:`u`).
+    r"""Second variation :math:`\frac{d^2}{ds^2}E_A((\mathrm{Id}+s\,u)_\#\mu)|_{s=0}` (the Hessian for symmetric
+    :math:`A`; negative: concave along :math:`u`):
 
     .. math:: \tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}\big[(\langle u_i,Ax_j\rangle+\langle x_i,Au_j
-              \rangle)^2+2\langle u_i,Au_j\rangle\big]
+              \rangle)^2+2\langle u_i,Au_j\rangle\big].
 
     Parameters
     ----------
     %(X)s
     U : array_like (n, d)
-        Displacement :math:`u(x_i)` at the tokens.
+        Displacement :math:`u(x_i)`.
     %(layer)s
     %(weights)s
 
@@ -832,8 +766,7 @@ def second_variation(X, U, layer, weights=None) -> float:
     if U.shape != X.shape or not np.all(np.isfinite(U)):
         raise ValueError(f"U must be a finite array of the tokens' shape {X.shape}, got {U.shape}")
     AX, AU = X @ A.T, U @ A.T  # rows A x_j, A u_j
-    block = _block_rows(n, n, matrices=3)  # three kernel blocks alive at a time
-    blocks = [slice(start, min(n, start + block)) for start in range(0, n, block)]
+    blocks = _row_blocks(n, n, matrices=3)  # three kernel blocks alive at a time
     top = max(float(np.max(X[rows] @ AX.T)) for rows in blocks)  # global shift of the exponent
     total = 0.0
     for rows in blocks:
@@ -857,14 +790,14 @@ def second_variation(X, U, layer, weights=None) -> float:
 
 @fill_doc(_DOC)
 def dirac_second_variation(x0, w0, layer) -> float:
-    r"""Second variation at a Dirac mass :math:`\delta_{x_0}` along :math:`w_0`:
-    :math:`\tfrac12e^{\langle x_0,Ax_0\rangle}[(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2+2\langle w_0,Aw_0
-    \rangle]` (at :math:`\delta_0`, :math:`-|w_0|^2<0` for :math:`A=-I`: not displacement convex).
+    r"""Second variation at :math:`\delta_{x_0}` along :math:`w_0`, :math:`\tfrac12e^{\langle x_0,Ax_0\rangle}
+    [(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2+2\langle w_0,Aw_0\rangle]` (:math:`-|w_0|^2` at
+    :math:`\delta_0` for :math:`A=-I`: not displacement convex).
 
     Parameters
     ----------
     x0, w0 : array_like (d,)
-        Position of the Dirac mass and its displacement.
+        The Dirac mass and its displacement.
     %(layer)s
 
     Returns
@@ -882,6 +815,7 @@ def dirac_second_variation(x0, w0, layer) -> float:
     return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin**2 + 2.0 * float(w0 @ A @ w0))
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True)
 class Equilibrium:
     r"""The linearised flow at one configuration (:func:`linearize`).
@@ -893,13 +827,11 @@ class Equilibrium:
     energy : float
         :math:`E_{\beta A}(\mu)`.
     eigenvalues : array
-        Of the Jacobian of the flow, by decreasing real part.
+        Of the Jacobian, by decreasing real part.
     unstable : int
         Eigenvalues with real part above ``tol``.
 
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), several equilibria; book: ``chapters/03_gradient_flow.md``.
+    %(ref_hessian)s
     """
 
     speed: float
@@ -920,12 +852,11 @@ def _tangent_basis(x: np.ndarray) -> np.ndarray:
     return np.linalg.qr(np.column_stack([x, np.eye(x.shape[0])]))[0][:, 1:]
 
 
+@fill_doc(_DOC)
 def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, tol: float = 1e-9):
-    r"""Speed, energy and spectrum of the linearised particle flow :math:`\dot x_i=\Gamma_\mu(x_i)` at ``X``.
-
-    The Jacobian is taken by central differences of step ``h`` in the entries of the :math:`x_j` or, on the sphere,
-    along great circles in an orthonormal basis of each tangent space (:math:`n(d-1)` directions). For softmax on the
-    circle with :math:`A=V=I` two antipodal clusters of mass :math:`\frac12` grow at the rate :math:`2/(1+e^{2\beta})`.
+    r"""Speed, energy and spectrum of the linearised flow :math:`\dot x_i=\Gamma_\mu(x_i)` at ``X``, by central
+    differences in the :math:`x_j` or, on the sphere, along great circles (:math:`n(d-1)` directions); on the circle
+    with :math:`A=V=I` softmax's antipodal pair grows at :math:`2/(1+e^{2\beta})`.
 
     Parameters
     ----------
@@ -938,16 +869,13 @@ def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, 
     sphere : bool
         Tokens on the unit sphere.
     h, tol : float
-        Finite-difference step; eigenvalues with real part above ``tol`` count as unstable.
+        Finite-difference step; real parts above ``tol`` count as unstable.
 
     Returns
     -------
     Equilibrium
 
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and several equilibria; book:
-    ``chapters/03_gradient_flow.md``.
+    %(ref_hessian)s
     """
     if not isinstance(layer, Attention):
         raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
@@ -965,19 +893,14 @@ def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, 
 
     speed = float(np.max(np.linalg.norm(field(X), axis=1)))
     bases = [_tangent_basis(x) for x in X] if sphere else [np.eye(d)] * n
-    m = bases[0].shape[1]
-    J = np.zeros((n * m, n * m))
-    for j in range(n):
-        for k in range(m):
-            cols = []
-            for sign in (1.0, -1.0):  # along great circles on the sphere, straight lines in R^d
-                Y = X.copy()
-                e = bases[j][:, k]
-                Y[j] = X[j] * math.cos(h) + sign * e * math.sin(h) if sphere else X[j] + (sign * h) * e
-                cols.append(field(Y))
-            dU = (cols[0] - cols[1]) / (2 * h)
-            J[:, j * m + k] = np.concatenate([bases[i].T @ dU[i] if sphere else dU[i] for i in range(n)])
-    lam = np.linalg.eigvals(J)
+
+    def moved(j, e, t):  # token j moved along a great circle on the sphere, a straight line in R^d
+        Y = X.copy()
+        Y[j] = X[j] * math.cos(t) + e * math.sin(t) if sphere else X[j] + t * e
+        return field(Y)
+
+    dUs = [(moved(j, e, h) - moved(j, e, -h)) / (2 * h) for j in range(n) for e in bases[j].T]
+    lam = np.linalg.eigvals(np.column_stack([np.concatenate([B.T @ u for B, u in zip(bases, dU)]) for dU in dUs]))
     lam = lam[np.argsort(-lam.real, kind="stable")]
     if np.max(np.abs(lam.imag)) <= 1e-7 * max(1e-12, float(np.max(np.abs(lam)))):
         lam = lam.real

@@ -46,18 +46,6 @@ _DOC = {
     **CIRCLE_DOCS,
     "refs_oa": "References\n----------\nE. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:\n"
     "``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).",
-    "solve_options": """
-        t_span : float or (t0, T)
-            Integration interval.
-        t_eval : array or int, optional
-            Output times.
-        method : str
-            ``"rk4"`` (fixed step ``dt``) or a ``solve_ivp`` method (tolerances ``rtol``, ``atol``, ``max_step``).
-        rtol, atol, dt, max_step : float
-            See ``method``.
-        events : callable or list of callables, optional
-            Functions ``g(t, z)`` of the complex state (adaptive methods; attributes as in ``solve_ivp``).
-    """,
 }
 
 
@@ -152,7 +140,15 @@ class OAPolynomial:
         ----------
         z0 : complex or complex array
             Initial centre(s), :math:`|z_0|\\le1`, broadcast with the coefficients.
-        %(solve_options)s
+        %(t_span)s
+        t_eval : array or int, optional
+            Output times.
+        method : str
+            ``"rk4"`` (fixed step ``dt``) or a ``solve_ivp`` method (tolerances ``rtol``, ``atol``, ``max_step``).
+        rtol, atol, dt, max_step : float
+            See ``method``.
+        events : callable or list of callables, optional
+            Functions ``g(t, z)`` of the complex state (adaptive methods; attributes as in ``solve_ivp``).
 
         Returns
         -------
@@ -262,9 +258,9 @@ def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
     z0 : complex or complex array
         Initial centre(s), :math:`|z_0|\le1`.
     %(layers)s
-    %(solve_options)s
+    %(t_span)s
     **options
-        The keywords above after ``t_span`` (those of :meth:`OAPolynomial.solve`).
+        The keywords of :meth:`OAPolynomial.solve`: ``t_eval``, ``method``, ``rtol``, ``atol``, ``dt``, ``events``...
 
     Returns
     -------

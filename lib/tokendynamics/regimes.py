@@ -63,12 +63,10 @@ class Prediction:
 
     Attributes
     ----------
-    case : str
-        ``"case1"``, ``"case2"``, ``"rotating_family"``, ``"hamiltonian"`` or ``"snic_family"``.
-    regime : str
-        One of :data:`REGIMES`.
+    case, regime : str
+        ``"case1"``, ``"case2"``, ``"rotating_family"``, ``"hamiltonian"`` or ``"snic_family"``; one of :data:`REGIMES`.
     limit, period : complex or None, float or None
-        Limit of :math:`R_2` and period of :math:`R_2`, when known.
+        Limit and period of :math:`R_2`, when known.
     detail : str
         The sub-case in words.
 
@@ -110,10 +108,9 @@ def _region(ap, am, tol) -> str:
 
 @fill_doc(_DOC)
 def case1_region(A) -> str:
-    r"""The row of the Case 1 table (:math:`V=I`) of the matrix :math:`A`.
-
-    ``"det<=0"``, ``"tr>0"`` (Type 1), ``"sym_negative_definite"`` (:math:`\frac12\operatorname{tr}A+|a_-|<0`: Type P),
-    ``"bistable"`` (:math:`\operatorname{tr}A<0<\det A`, :math:`\operatorname{sym}A` indefinite), ``"centre"``
+    r"""The row of the Case 1 table (:math:`V=I`) of :math:`A`: ``"det<=0"``, ``"tr>0"`` (Type 1),
+    ``"sym_negative_definite"`` (:math:`\frac12\operatorname{tr}A+|a_-|<0`: Type P), ``"bistable"``
+    (:math:`\operatorname{tr}A<0<\det A`, :math:`\operatorname{sym}A` indefinite), ``"centre"``
     (:math:`\operatorname{tr}A=0<\det A`).
 
     Parameters
@@ -133,10 +130,8 @@ def case1_region(A) -> str:
 
 @fill_doc(_DOC)
 def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
-    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (with :math:`A=I`).
-
-    :math:`c>0`: rotating clusters for :math:`|a|<|b|` (period :math:`\pi/(\beta\sqrt{b^2-a^2})`), static for
-    :math:`|a|>|b|`.
+    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (with :math:`A=I`):
+    for :math:`c>0` rotating clusters if :math:`|a|<|b|` (period :math:`\pi/(\beta\sqrt{b^2-a^2})`), else static.
 
     Parameters
     ----------
@@ -264,11 +259,9 @@ def _identity_score(V, vp, vm, beta, z0, tol) -> Prediction | None:
     top = c + math.sqrt(-gap)
     if abs(top) <= tol:
         return None
-    if top > 0:
-        words = f"tr V < 0, real eigenvalues, largest {top:.3g} > 0: clusters on its eigenvector [derived]"
-        return Prediction("snic_family", "static_clusters", detail=words)
-    words = f"tr V < 0, real eigenvalues, largest {top:.3g} < 0: interior equilibrium [derived]"
-    return Prediction("snic_family", "partial", detail=words)
+    words = "> 0: clusters on its eigenvector" if top > 0 else "< 0: interior equilibrium"
+    words = f"tr V < 0, real eigenvalues, largest {top:.3g} {words} [derived]"
+    return Prediction("snic_family", "static_clusters" if top > 0 else "partial", detail=words)
 
 
 def _rotating_family(A, V, beta, tol) -> Prediction | None:
@@ -301,19 +294,19 @@ def _predict(layer, k: KuramotoCoefficients, z0: complex) -> Prediction | None:
 def predict_regime(layer, z0=0.3 + 0.2j) -> Prediction | None:
     r"""The closed-form prediction of paper 2's cases for the layer and the OA datum ``z0``, or None.
 
-    * Case 1, :math:`V=vI` (:math:`v<0` is :math:`A\to-A`): the orbits of :math:`\dot z=\frac{\beta v}2(1-|z|^2)
-      (\bar a_+z+a_-)` are those of :math:`\dot w=\bar a_+w+a_-` stopped at the circle: :math:`R_2` tends to the exit
-      point (static) or to :math:`z^*=-a_-/\bar a_+` (partial); :math:`\operatorname{tr}A=0<\det A`: oscillation.
-    * :math:`A=aI` (:math:`a<0` is :math:`V\to-V`): :math:`V` symmetric (Case 2): static on the top eigenvector iff
+    * Case 1, :math:`V=vI` (:math:`v<0`: :math:`A\to-A`): the orbits are those of :math:`\dot w=\bar a_+w+a_-` stopped
+      at the circle: :math:`R_2` tends to the exit point (static) or to :math:`z^*=-a_-/\bar a_+` (partial);
+      :math:`\operatorname{tr}A=0<\det A`: oscillation of period :math:`\frac{4\pi}{\beta|v||\operatorname{Im}a_+|
+      \sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}}`, :math:`r=|z_0-z^*|`.
+    * :math:`A=aI` (:math:`a<0`: :math:`V\to-V`): :math:`V` symmetric (Case 2): static on the top eigenvector iff
       :math:`\lambda_{\max}\ge0`, else partial, limit :math:`\frac{\lambda_1-\lambda_2}{|\lambda_1+\lambda_2|}
-      e^{2i\theta_1}`; :math:`\operatorname{tr}V=0`: oscillation iff :math:`\det V>0`; otherwise (SNIC family,
-      :math:`V` as in :func:`snic_family` up to rotation): :math:`c>0`: rotating (:math:`|a|<|b|`, period
-      :math:`\pi/(\beta\sqrt{b^2-a^2})`) or static; :math:`c<0`: partial (:math:`|a|<|b|`), else static iff
-      :math:`c+\sqrt{a^2-b^2}>0` (our derivation).
-    * Rotating family: :math:`A\succ0` symmetric, :math:`V=cI+sJ`, :math:`c>0\neq s`: period
+      e^{2i\theta_1}`; :math:`\operatorname{tr}V=0`: oscillation iff :math:`\det V>0`; otherwise (:func:`snic_family`
+      up to rotation): :math:`c>0`: rotating (:math:`|a|<|b|`) or static; :math:`c<0`: partial (:math:`|a|<|b|`),
+      else static iff :math:`c+\sqrt{a^2-b^2}>0` (our derivation).
+    * Rotating family, :math:`A\succ0` symmetric, :math:`V=cI+sJ`, :math:`c>0\neq s`: period
       :math:`\pi/(\beta|s|\sqrt{\det A})`.
 
-    Degenerate values (at a bifurcation) and layers outside these families give None.
+    Degenerate values (at a bifurcation) and other layers give None.
 
     Parameters
     ----------
@@ -349,17 +342,16 @@ def _traceless(V, vp, vm):
 
 @fill_doc(_DOC)
 def hamiltonian(z, layer):
-    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0`, in the open disk.
-
-    :math:`\mathcal E(z)=\frac\beta4\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}{(1-|z|^2)^2}`,
-    :math:`\kappa=\tfrac12(v_{21}-v_{12})`; :math:`\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E`.
+    r"""The conserved quantity :math:`\mathcal E(z)=\frac\beta4\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}
+    {(1-|z|^2)^2}`, :math:`\kappa=\tfrac12(v_{21}-v_{12})`, of the OA flow for :math:`A=I`, traceless :math:`V`
+    (:math:`\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E`).
 
     Parameters
     ----------
     z : complex or complex array
         Points of the open unit disk.
     layer : Attention
-        Linear attention on the circle with :math:`A=I` and a traceless :math:`V`.
+        Linear attention on the circle, :math:`A=I`, :math:`\operatorname{tr}V=0`.
 
     Returns
     -------
@@ -381,11 +373,9 @@ def hamiltonian(z, layer):
 
 @fill_doc(_DOC)
 def hamiltonian_centre(V):
-    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (:math:`A=I`, traceless :math:`V`, :math:`\det V>0`).
-
-    For :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`, :math:`z_c=iy_c` with
-    :math:`\big(\frac{1+y_c}{1-y_c}\big)^3=\frac{v_{12}-v_{11}}{v_{12}+v_{11}}`, rotated by the phase of :math:`v_-` in
-    general; independent of :math:`\beta`.
+    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (None unless :math:`\det V>0`): for
+    :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`, :math:`z_c=iy_c`,
+    :math:`(\frac{1+y_c}{1-y_c})^3=\frac{v_{12}-v_{11}}{v_{12}+v_{11}}` (rotated by the phase of :math:`v_-`).
 
     Parameters
     ----------
@@ -395,7 +385,6 @@ def hamiltonian_centre(V):
     Returns
     -------
     complex or None
-        None when :math:`\det V\le0`.
 
     %(refs_h)s
     """
@@ -408,16 +397,14 @@ def hamiltonian_centre(V):
 @fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class RegimeClassification:
-    """What :func:`classify_regime` measured in the late window of the OA run (arrays for a batch).
+    r"""What :func:`classify_regime` measured in the late window of the OA run (arrays for a batch).
 
     Attributes
     ----------
     regime : str or array of str
         One of :data:`REGIMES`.
-    z_final : complex or array
-        :math:`z(T)`.
-    min_modulus, arg_range, z_range : float or array
-        :math:`\\min|z|`, the range of the unwrapped :math:`\\arg z` and :math:`\\max|z(t)-z(T)|` over the window.
+    z_final, min_modulus, arg_range, z_range : complex or array, float or array
+        :math:`z(T)`, :math:`\min|z|`, the range of the unwrapped :math:`\arg z`, :math:`\max|z(t)-z(T)|`.
     prediction : Prediction or None
         :func:`predict_regime` (single layers only).
     params : dict
@@ -439,28 +426,21 @@ class RegimeClassification:
 def classify_regime(
     layer, z0=0.3 + 0.2j, T=200.0, *, window=0.2, method="DOP853", dt=0.01, rtol=1e-10, atol=1e-12, details=False
 ):
-    r"""The regime of linear attention on the circle from the late window :math:`[(1-\text{window})T,T]` of the OA flow.
+    r"""The regime from the late window :math:`[(1-\text{window})T,T]` of the OA flow (thresholds
+    :data:`CLASSIFIER_TOLERANCES`).
 
-    :math:`|z|` near 1 (thresholds :data:`CLASSIFIER_TOLERANCES`) with :math:`\arg z` still: ``"static_clusters"``,
-    turning: ``"rotating_clusters"`` (if it turned by :math:`\ge\pi`, or the cluster velocity at :math:`\arg z(T)/2`
-    is :math:`\ge10^{-2}\beta\|A\|\|V\|`; slower creeping is static); :math:`z` settled inside: ``"partial"``;
-    otherwise ``"oscillation"`` (also a slow convergence near a bifurcation: raise ``T``). A batch of layers and
-    ``z0`` broadcast; ``method="rk4"`` is the fast path for one layer.
+    :math:`|z|\to1` with :math:`\arg z` still: ``"static_clusters"``; turning (by :math:`\ge\pi`, or with a cluster
+    velocity at :math:`\arg z(T)/2` of at least :math:`10^{-2}\beta\|A\|\|V\|`): ``"rotating_clusters"``; :math:`z`
+    settled inside: ``"partial"``; otherwise ``"oscillation"`` (also slow convergence near a bifurcation: raise ``T``).
 
     Parameters
     ----------
     %(layers)s
     %(z0)s
-    T : float
-        Horizon.
-    window : float
-        Fraction of ``[0, T]`` at its end that is examined.
-    method : str
-        ``"DOP853"`` (or another ``solve_ivp`` method) or ``"rk4"``.
-    dt : float
-        Step of ``"rk4"``.
-    rtol, atol : float
-        Tolerances of the adaptive methods.
+    T, window : float
+        Horizon; the examined fraction of ``[0, T]`` at its end.
+    method, dt, rtol, atol
+        ``"DOP853"`` (a ``solve_ivp`` method, tolerances) or ``"rk4"`` (step ``dt``, fast for one layer).
     details : bool
         Return a :class:`RegimeClassification`.
 
@@ -511,19 +491,15 @@ def classify_regime(
 @fill_doc(_DOC)
 def rotation_period(layer, z0=0.3 + 0.2j, T=400.0, *, transient=None, centre=0.0, rtol=1e-11, atol=1e-13) -> float:
     r"""Period of :math:`R_2` on the OA flow: the mean time between upward zero crossings of
-    :math:`\operatorname{Im}(z-\text{centre})` after ``transient``, located by the solver's event finder.
-
-    ``centre = 0``: one turn of :math:`\arg R_2` of rotating clusters ("every second zero of
-    :math:`\operatorname{Im}R_2`", paper 2); :math:`z^*` or :math:`z_c` for oscillations around an interior point.
+    :math:`\operatorname{Im}(z-\text{centre})` after ``transient`` (``centre=0``: one turn of rotating clusters;
+    :math:`z^*` or :math:`z_c` for oscillations).
 
     Parameters
     ----------
     %(layer)s
     %(z0)s
-    T : float
-        Horizon.
-    transient : float, optional
-        Crossings before it are ignored (default :math:`T/2`).
+    T, transient : float
+        Horizon; crossings before ``transient`` (default :math:`T/2`) are ignored.
     centre : complex
         Point around which the turns are counted.
     rtol, atol : float
@@ -532,7 +508,7 @@ def rotation_period(layer, z0=0.3 + 0.2j, T=400.0, *, transient=None, centre=0.0
     Returns
     -------
     float
-        The period (``math.inf`` if fewer than two crossings remain).
+        ``math.inf`` if fewer than two crossings remain.
 
     %(refs)s
     Equation (eq-rot-period).

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import BLOCK_ENTRIES, Attention, velocity_unchecked
+from .attention import BLOCK_ENTRIES, Attention, sinkhorn_failure, velocity_unchecked
 from .docstrings import fill_doc
 from .errors import ConvergenceError, NonFiniteError
 from .transport import bures_wasserstein, psd_sqrt, sinkhorn_potentials, sinkhorn_spectrum, wasserstein
@@ -641,11 +641,7 @@ def sinkhorn_energy_empirical(X, layer, weights=None) -> float:
         logw = np.log(w)
     f, g, it, err = sinkhorn_potentials((X @ A) @ X.T / eps, logw, eps=eps, max_iter=layer.sinkhorn_iters, tol=tol)
     if not err <= tol:
-        raise ConvergenceError(
-            f"Sinkhorn did not reach sinkhorn_tol = {tol:.3g} in {it} iterations: the column-marginal error reached "
-            f"is {err:.3g} (eps = {eps:g}). Raise sinkhorn_iters, loosen sinkhorn_tol, or raise eps (convergence "
-            "slows down like exp(-score range / eps))"
-        )
+        raise ConvergenceError(sinkhorn_failure(it, err, layer))
     return float(0.5 * (w @ f + w @ g))
 
 

@@ -15,29 +15,26 @@ from tokendynamics import (
     simulate,
 )
 from tokendynamics.book.studies import highdim as hd
-from tokendynamics.projective import projective_flow, solve_projective
+from tokendynamics.projective import projective_flow
 
 
 @pytest.mark.claim("projective-reduction")
-def test_solve_projective_is_the_projective_flow_of_the_layer():
-    """Paper 2 (Li et al., 2026): linear attention is an exact d x d flow, x_k = Phi x_k(0)/|Phi x_k(0)|. The
-    matrix form solve_projective(X0, A, V, beta) runs the one implementation, projective_flow(X0,
-    Attention("linear", A, V, beta)), and its Phi carries X0 to X.
+def test_projective_flow_phi_carries_the_initial_tokens_to_the_trajectory():
+    """Paper 2 (Li et al., 2026): linear attention is an exact d x d flow, x_k = Phi x_k(0)/|Phi x_k(0)|: the Phi
+    returned by projective_flow carries X0 to its tokens, keeps |Phi|_F = sqrt(d), and swapping A and V changes it.
     """
     rng = np.random.default_rng(11)
     d, n = 5, 40
     X0 = sample_sphere(n, d, rng)
     A, V = rng.standard_normal((d, d)), rng.standard_normal((d, d))
     t = np.linspace(0, 3, 31)
-    proj = solve_projective(X0, A, V, 1.3, 3.0, t_eval=t)
-    ref = projective_flow(X0, Attention("linear", A=A, V=V, beta=1.3), 3.0, t_eval=t, rtol=1e-11, atol=1e-13)
-    np.testing.assert_array_equal(proj.X, ref.X)
+    proj, Phi = projective_flow(X0, Attention("linear", A=A, V=V, beta=1.3), 3.0, t_eval=t, return_phi=True)
     np.testing.assert_array_equal(proj.t, t)
-    Y = X0 @ np.swapaxes(proj.Phi, 1, 2)
+    Y = X0 @ np.swapaxes(Phi, 1, 2)
     assert np.max(np.abs(Y / np.linalg.norm(Y, axis=2, keepdims=True) - proj.X)) < 1e-14
-    assert np.max(np.abs(np.linalg.norm(proj.Phi, axis=(1, 2)) - math.sqrt(d))) < 1e-6  # rescaled, no overflow
+    assert np.max(np.abs(np.linalg.norm(Phi, axis=(1, 2)) - math.sqrt(d))) < 1e-6  # rescaled, no overflow
     assert np.max(np.abs(proj.X[-1] - X0)) > 0.1
-    swapped = solve_projective(X0, V, A, 1.3, 3.0, t_eval=t)  # the argument order matters
+    swapped = projective_flow(X0, Attention("linear", A=V, V=A, beta=1.3), 3.0, t_eval=t)  # the order matters
     assert np.max(np.abs(swapped.X[-1] - proj.X[-1])) > 1e-2
 
 

@@ -14,7 +14,6 @@ from tokendynamics.kuramoto import J, complex_parts, linear_layers
 from tokendynamics.ott_antonsen import ott_antonsen_rhs, solve_ott_antonsen
 from tokendynamics.regimes import (
     REGIMES,
-    case1_period,
     case1_region,
     classify_regime,
     hamiltonian,
@@ -81,7 +80,7 @@ def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
 
 
 @pytest.mark.claim("case1-oscillation-period")
-def test_case1_period_matches_the_measured_oscillation_period():
+def test_predict_regime_case1_period_matches_the_measured_oscillation_period():
     """Paper 2 (Li et al., 2026), Case V = I on tr A = 0 < det A: oscillation with period
     4 pi / (beta |Im a+| sqrt((1 - |z*|^2 - r^2)^2 - 4 r^2 |z*|^2)).
     """
@@ -93,13 +92,14 @@ def test_case1_period_matches_the_measured_oscillation_period():
         zstar = -am / np.conj(ap)
         z0 = zstar + dz
         measured = rotation_period(linear_layers(A, I2, beta), z0, T=400.0, centre=zstar, transient=10.0)
-        assert abs(measured / case1_period(linear_layers(A, I2, beta), z0) - 1) < 1e-3
-    assert abs(case1_period(linear_layers([[0.2, 1.0], [-1.0, -0.2]], I2), 0j) - 13.711) < 1e-3  # the table of regimes
+        pred = predict_regime(linear_layers(A, I2, beta), z0)
+        assert (pred.case, pred.regime) == ("case1", "oscillation")
+        assert abs(measured / pred.period - 1) < 1e-3
+    assert abs(predict_regime(linear_layers([[0.2, 1.0], [-1.0, -0.2]], I2), 0j).period - 13.711) < 1e-3  # the table
     # V = v I is Case 1 at beta |v| (A -> -A for v < 0)
     A = np.array([[0.2, 1.0], [-1.0, -0.2]])
-    assert case1_period(linear_layers(A, -2 * I2), 0j) == pytest.approx(case1_period(linear_layers(-A, I2, 2.0), 0j))
-    with pytest.raises(ValueError, match="V = v I"):
-        case1_period(linear_layers(A, J), 0j)
+    period = predict_regime(linear_layers(A, -2 * I2), 0j).period
+    assert period == pytest.approx(predict_regime(linear_layers(-A, I2, 2.0), 0j).period)
 
 
 @pytest.mark.claim("case2-clusters-iff-the-top-eigenvalue-is-nonnegative")

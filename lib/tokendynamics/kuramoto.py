@@ -1,21 +1,15 @@
 r"""Linear self-attention on the circle is a second-harmonic Kuramoto–Daido model (paper 2).
 
-Tokens :math:`x_k=(\cos\theta_k,\sin\theta_k)` moved by linear attention on the circle,
-:math:`\dot x_k = P^\perp_{x_k}\big(\frac\beta n\sum_j\langle x_k,Ax_j\rangle Vx_j\big)`, obey exactly (any n)
+Tokens :math:`x_k=(\cos\theta_k,\sin\theta_k)` moved by linear attention on the circle obey exactly (any n)
 
 .. math:: \dot\theta_k=\omega(R_2)+\operatorname{Im}\big(H(R_2)\,e^{-2i\theta_k}\big),\qquad
           R_2=\frac1n\sum_j e^{2i\theta_j},
 
-with :math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]`
-and :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`, where a real 2 x 2 matrix acts
-on :math:`z=e^{i\theta}` as :math:`Mz=m_+z+m_-\bar z` (:func:`complex_parts`). The right-hand side
-costs O(n): it sees the other tokens only through :math:`R_2`.
-
-Every function of the d = 2 reductions (this module, :mod:`tokendynamics.watanabe_strogatz`,
-:mod:`tokendynamics.ott_antonsen`, :mod:`tokendynamics.regimes`) takes the model as an
-:class:`~tokendynamics.attention.Attention` layer, checked once by :func:`require_circle_layer`:
-a kind with the second-moment field (linear attention), one head, d = 2, not causal. Functions that
-integrate or evaluate many layers at once take a batch (a leading axis of the layer).
+with :math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]`,
+:math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`, where a real 2 x 2 matrix acts on :math:`z=e^{i\theta}`
+as :math:`Mz=m_+z+m_-\bar z` (:func:`complex_parts`). The d = 2 modules (this one, ``watanabe_strogatz``,
+``ott_antonsen``, ``regimes``) take the model as an :class:`~tokendynamics.attention.Attention` layer, checked once
+by :func:`require_circle_layer`.
 
 References
 ----------
@@ -43,52 +37,40 @@ from .validation import (
     validate_matrix2,
     validate_solver,
     validate_tolerances,
-)  # fmt: skip
+)
 
 __all__ = [
-    "J", "complex_parts", "matrix_from_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients",
-    "coefficients", "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases",
-    "cluster_velocity", "transverse_exponent",
+    "J", "complex_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients", "coefficients",
+    "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases", "cluster_velocity",
+    "transverse_exponent",
 ]  # fmt: skip
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 J.flags.writeable = False
 
-_REF = """
-    Paper 2 (Li et al., 2026), the d = 2 reduction of linear attention to a second-harmonic Kuramoto–Daido model;
-    book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
-"""
-
-#: Numpydoc paragraphs shared by the d = 2 modules (:func:`~tokendynamics.docstrings.fill_doc`): the layer
-#: argument of one layer or a batch, and the reference of the Kuramoto–Daido form.
+#: Numpydoc paragraphs shared by the d = 2 modules (:func:`~tokendynamics.docstrings.fill_doc`); ``refs_*``
+#: fragments are whole References sections.
 CIRCLE_DOCS = {
     **PARAMETER_DOCS,
-    "layer": "layer : Attention\n    Linear attention on the circle: one head, d = 2 (:func:`~tokendynamics.kuramoto.require_circle_layer`).",
-    "layers": (
-        "layer : Attention\n    Linear attention on the circle (one head, d = 2), or a batch of B such layers\n"
-        "    (broadcast with the other arguments)."
-    ),
-    "ref_kd": _REF,
+    "layer": "layer : Attention\n    Linear attention on the circle: one head, d = 2\n"
+    "    (:func:`~tokendynamics.kuramoto.require_circle_layer`).",
+    "layers": "layer : Attention\n    Linear attention on the circle (one head, d = 2), or a batch of such layers.",
+    "refs_kd": "References\n----------\nPaper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, "
+    "equation (eq-kd).",
 }
-_DOC = {
-    **CIRCLE_DOCS,
-    "R": "R : complex or complex array\n    Order parameter :math:`R_2`.",
-    "theta": "theta : float or array\n    Angle :math:`\\theta` of the cluster pair.",
-}
+_DOC = {**CIRCLE_DOCS, "theta": "theta : float or array\n    Angle :math:`\\theta` of the cluster pair."}
+_DOC["R"] = "Parameters\n----------\nR : complex or complex array\n    Order parameter :math:`R_2`."
 
 
 @fill_doc(_DOC)
 def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *, batch: bool = False) -> Attention:
-    """``layer`` itself if it is linear attention on the circle: one head, d = 2, not causal.
-
-    The one check of the d = 2 modules. Linear attention is asked by its capability (the field
-    :math:`\\beta VM_2A^\\top x` of the second moment :math:`M_2`), never by its name.
+    """``layer`` itself if it is linear attention (the second-moment capability) with one head, d = 2, not causal.
 
     Parameters
     ----------
     layer : Attention
-        The layer (a batch of layers only with ``batch=True``).
+        The layer (a batch only with ``batch=True``).
     what : str
         What needs it (quoted in errors).
     batch : bool
@@ -97,20 +79,9 @@ def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *
     Returns
     -------
     Attention
-        ``layer`` unchanged.
+        ``layer``; TypeError, CapabilityError or ValueError otherwise.
 
-    Raises
-    ------
-    TypeError
-        Not an :class:`~tokendynamics.attention.Attention`, or a batch where one layer is needed.
-    CapabilityError
-        A kind without the second-moment field (not linear attention).
-    ValueError
-        Several heads, d != 2, or a causal layer.
-
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     if not isinstance(layer, Attention):
         raise TypeError(f"layer must be an Attention('linear', A=A, V=V, beta=beta), got {type(layer).__name__}")
@@ -124,15 +95,12 @@ def require_circle_layer(layer, what: str = "the d = 2 reductions of paper 2", *
 
 @fill_doc(_DOC)
 def linear_layers(A, V, beta=1.0) -> Attention:
-    """Linear attention with the matrices ``A``, ``V``: one layer, or a batch for stacks of matrices.
-
-    Two matrices (and a number ``beta``) make one layer; stacks (B, d, d), a matrix shared by all and
-    ``beta`` of shape (B,) broadcast into a batch of B layers (a leading axis), built at once.
+    """Linear attention with the matrices ``A``, ``V``: one layer, or a batch (leading axis) for stacks (B, d, d).
 
     Parameters
     ----------
     A, V : array (d, d) or (B, d, d)
-        Score and value matrices.
+        Score and value matrices (broadcast together).
     beta : float or array (B,)
         Inverse temperature(s).
 
@@ -140,9 +108,7 @@ def linear_layers(A, V, beta=1.0) -> Attention:
     -------
     Attention
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
     if A.ndim == 2 and V.ndim == 2 and np.ndim(beta) == 0:
@@ -154,25 +120,16 @@ def linear_layers(A, V, beta=1.0) -> Attention:
     return Attention("linear", A=pick(A), V=pick(V), beta=np.broadcast_to(np.asarray(beta, dtype=float), B))
 
 
-# ---------------------------------------------------------------------------------------------
-# complex encoding of 2 x 2 matrices
-# ---------------------------------------------------------------------------------------------
-
-
 def _parts(M) -> tuple[Any, Any]:
     m11, m12, m21, m22 = M[..., 0, 0], M[..., 0, 1], M[..., 1, 0], M[..., 1, 1]
     plus, minus = 0.5 * ((m11 + m22) + 1j * (m21 - m12)), 0.5 * ((m11 - m22) + 1j * (m21 + m12))
     return (complex(plus), complex(minus)) if M.ndim == 2 else (plus, minus)
 
 
+@fill_doc(_DOC)
 def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
-    r"""The pair :math:`(m_+, m_-)` with :math:`Mz=m_+z+m_-\bar z` for a real 2 x 2 matrix.
-
-    .. math:: m_+=\tfrac12[(m_{11}+m_{22})+i(m_{21}-m_{12})],\qquad
-              m_-=\tfrac12[(m_{11}-m_{22})+i(m_{21}+m_{12})];
-
-    :math:`\operatorname{tr}M=2\operatorname{Re}m_+`, :math:`\det M=|m_+|^2-|m_-|^2`, singular values
-    :math:`|m_+|\pm|m_-|`.
+    r"""The pair :math:`m_\pm=\tfrac12[(m_{11}\pm m_{22})+i(m_{21}\mp m_{12})]` with :math:`Mz=m_+z+m_-\bar z`
+    (:math:`\det M=|m_+|^2-|m_-|^2`, singular values :math:`|m_+|\pm|m_-|`).
 
     Parameters
     ----------
@@ -184,11 +141,8 @@ def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
     Returns
     -------
     m_plus, m_minus : complex or complex array (...)
-        The complex parts (complex scalars for one matrix).
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md`` (before equation (eq-kd)).
+    %(refs_kd)s
 
     Examples
     --------
@@ -198,45 +152,10 @@ def complex_parts(M, name: str = "M") -> tuple[Any, Any]:
     return _parts(validate_matrix2(M, name))
 
 
-def matrix_from_parts(m_plus, m_minus) -> np.ndarray:
-    r"""The real 2 x 2 matrix with :math:`Mz=m_+z+m_-\bar z` (inverse of :func:`complex_parts`).
-
-    Parameters
-    ----------
-    m_plus, m_minus : complex or complex array
-        The complex parts (broadcast together).
-
-    Returns
-    -------
-    array (..., 2, 2)
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``.
-    """
-    p, q = np.asarray(m_plus), np.asarray(m_minus)
-    for arr, nm in ((p, "m_plus"), (q, "m_minus")):
-        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool) or not np.all(np.isfinite(arr)):
-            raise ValueError(f"{nm} must be a finite complex number or array, got {arr!r:.60}")
-    p, q = p.astype(complex), q.astype(complex)
-    M = np.empty(np.broadcast_shapes(p.shape, q.shape) + (2, 2))
-    M[..., 0, 0], M[..., 1, 1] = p.real + q.real, p.real - q.real
-    M[..., 1, 0], M[..., 0, 1] = p.imag + q.imag, q.imag - p.imag
-    return M
-
-
-# ---------------------------------------------------------------------------------------------
-# the Kuramoto–Daido coefficients (book equation (eq-kd))
-# ---------------------------------------------------------------------------------------------
-
-
 @fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class KuramotoCoefficients:
-    r"""The complex parts of :math:`A` and :math:`V` and :math:`\beta`: everything the d = 2 dynamics need.
-
-    Fields are complex arrays of shape (B,) for a batch of layers. Build it with :func:`coefficients`
-    (which checks the layer) or :meth:`of` (for a layer already checked).
+    r"""The complex parts of :math:`A`, :math:`V` and :math:`\beta` (arrays (B,) for a batch): all the dynamics need.
 
     Attributes
     ----------
@@ -245,9 +164,7 @@ class KuramotoCoefficients:
     beta : float or array
         Inverse temperature.
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
 
     a_plus: complex | np.ndarray
@@ -258,43 +175,36 @@ class KuramotoCoefficients:
 
     @classmethod
     def of(cls, layer: Attention) -> KuramotoCoefficients:
-        """The coefficients of a layer that passed :func:`~tokendynamics.kuramoto.require_circle_layer` (not checked again).
+        """The coefficients of a checked circle layer (:func:`~tokendynamics.kuramoto.require_circle_layer`; not again).
 
         Parameters
         ----------
         layer : Attention
-            One layer or a batch.
 
         Returns
         -------
         KuramotoCoefficients
         """
-        A, V = layer.A[..., 0, :, :], layer.V[..., 0, :, :]
-        return cls(*_parts(A), *_parts(V), layer.beta)
+        return cls(*_parts(layer.A[..., 0, :, :]), *_parts(layer.V[..., 0, :, :]), layer.beta)
 
     @fill_doc(_DOC)
     def omega(self, R):
         r""":math:`\omega(R)=\frac\beta2\operatorname{Im}[\bar a_+v_++\bar a_-v_-+\bar a_-v_+R+\bar a_+v_-\bar R]`.
 
-        Parameters
-        ----------
         %(R)s
 
         Returns
         -------
         float or array
         """
-        ap, am, vp, vm = self.a_plus, self.a_minus, self.v_plus, self.v_minus
+        ap, am, vp, vm, c = self.a_plus, self.a_minus, self.v_plus, self.v_minus, np.conj
         R = np.asarray(R)
-        c = np.conj
         return 0.5 * self.beta * np.imag(c(ap) * vp + c(am) * vm + c(am) * vp * R + c(ap) * vm * c(R))
 
     @fill_doc(_DOC)
     def forcing(self, R):
         r"""The forcing :math:`H(R)=\frac\beta2[a_+v_+R+a_-v_-\bar R+a_+v_-+a_-v_+]`.
 
-        Parameters
-        ----------
         %(R)s
 
         Returns
@@ -305,27 +215,9 @@ class KuramotoCoefficients:
         R = np.asarray(R)
         return 0.5 * self.beta * (ap * vp * R + am * vm * np.conj(R) + ap * vm + am * vp)
 
-    def phase_velocity(self, theta, R=None):
-        r"""Angle velocities :math:`\dot\theta_k=\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})`.
-
-        Parameters
-        ----------
-        theta : array (..., n)
-            Angles.
-        R : complex or complex array, optional
-            :math:`R_2` to use (default: the order parameter of ``theta``).
-
-        Returns
-        -------
-        array (..., n)
-        """
-        e = np.exp(2j * theta)
-        R = np.asarray(e.mean(axis=-1) if R is None else R)[..., None]
-        return self.omega(R) + np.imag(self.forcing(R) * np.conj(e))
-
     @fill_doc(_DOC)
     def cluster_velocity(self, theta):
-        r"""Angle velocity :math:`\beta\,q_A(\theta)\,s_V(\theta)` of a cluster pair (see :func:`cluster_velocity`).
+        r"""Angle velocity :math:`\beta\,q_A(\theta)\,s_V(\theta)` of a cluster pair (:func:`cluster_velocity`).
 
         Parameters
         ----------
@@ -340,6 +232,12 @@ class KuramotoCoefficients:
         return self.beta * q * s
 
 
+def _phase_velocity(coef: KuramotoCoefficients, theta):
+    e = np.exp(2j * theta)
+    R = np.asarray(e.mean(axis=-1))[..., None]
+    return coef.omega(R) + np.imag(coef.forcing(R) * np.conj(e))
+
+
 @fill_doc(_DOC)
 def coefficients(layer) -> KuramotoCoefficients:
     r"""The :class:`KuramotoCoefficients` of linear attention on the circle (one layer or a batch).
@@ -352,22 +250,19 @@ def coefficients(layer) -> KuramotoCoefficients:
     -------
     KuramotoCoefficients
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     return KuramotoCoefficients.of(require_circle_layer(layer, "coefficients", batch=True))
 
 
 @fill_doc(_DOC)
 def daido_coefficients(layer) -> dict[str, complex]:
-    r"""The coefficients :math:`b_1,b_2,b_3,c_1,c_2` of the authors' code for paper 2, without :math:`\beta`.
+    r"""The coefficients :math:`b_1,b_2,b_3,c_1,c_2` of the authors' code, without :math:`\beta`.
 
     :math:`\dot\theta=\beta[C(R)+2\operatorname{Re}(B(R)e^{2i\theta})]`, :math:`B=b_1R+b_2\bar R+b_3`,
-    :math:`C=c_1R+\bar c_1\bar R+c_2`, with :math:`b_1=\tfrac i4\bar a_-\bar v_-`,
-    :math:`b_2=\tfrac i4\bar a_+\bar v_+`, :math:`b_3=\tfrac i4(\bar a_+\bar v_-+\bar a_-\bar v_+)`,
-    :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`, :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`;
-    so :math:`\omega=\beta C` and :math:`H=2i\beta\bar B`.
+    :math:`C=c_1R+\bar c_1\bar R+c_2`: :math:`b_1=\tfrac i4\bar a_-\bar v_-`, :math:`b_2=\tfrac i4\bar a_+\bar v_+`,
+    :math:`b_3=\tfrac i4(\bar a_+\bar v_-+\bar a_-\bar v_+)`, :math:`c_1=-\tfrac i4(\bar a_-v_+-a_+\bar v_-)`,
+    :math:`c_2=\tfrac12\operatorname{Im}(\bar a_+v_++\bar a_-v_-)`; so :math:`\omega=\beta C`, :math:`H=2i\beta\bar B`.
 
     Parameters
     ----------
@@ -385,25 +280,14 @@ def daido_coefficients(layer) -> dict[str, complex]:
     """
     k = KuramotoCoefficients.of(require_circle_layer(layer, "daido_coefficients"))
     ap, am, vp, vm, c = k.a_plus, k.a_minus, k.v_plus, k.v_minus, np.conj
-    return {
-        "b1": 0.25j * c(am) * c(vm),
-        "b2": 0.25j * c(ap) * c(vp),
-        "b3": 0.25j * (c(ap) * c(vm) + c(am) * c(vp)),
-        "c1": -0.25j * (c(am) * vp - ap * c(vm)),
-        "c2": 0.5 * np.imag(c(ap) * vp + c(am) * vm),
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# the angle equations (any n), O(n)
-# ---------------------------------------------------------------------------------------------
+    b1, b2, b3 = 0.25j * c(am) * c(vm), 0.25j * c(ap) * c(vp), 0.25j * (c(ap) * c(vm) + c(am) * c(vp))
+    c1, c2 = -0.25j * (c(am) * vp - ap * c(vm)), 0.5 * np.imag(c(ap) * vp + c(am) * vm)
+    return {"b1": b1, "b2": b2, "b3": b3, "c1": c1, "c2": c2}
 
 
 def order_parameter(theta, m: int = 2):
-    r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis.
-
-    :math:`m=2` is the natural one for linear attention (:math:`|R_2|=1` iff the tokens sit in one
-    antipodal pair); :math:`m=1` is a diagnostic (:math:`|R_1|\approx 0` for balanced antipodal clusters).
+    r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis
+    (:math:`|R_2|=1` iff the tokens sit in one antipodal pair; :math:`|R_1|\approx0` for balanced pairs).
 
     Parameters
     ----------
@@ -415,7 +299,6 @@ def order_parameter(theta, m: int = 2):
     Returns
     -------
     complex or complex array (...)
-        :math:`R_m`.
 
     References
     ----------
@@ -433,48 +316,40 @@ def order_parameter(theta, m: int = 2):
 
 @fill_doc(_DOC)
 def phase_velocity(theta, layer):
-    r"""Exact angle velocities of linear attention on the circle, O(n) through :math:`R_2`.
-
-    .. math:: \dot\theta_k=\frac\beta n\sum_j\langle x_k,Ax_j\rangle\langle Vx_j,Jx_k\rangle
-              =\omega(R_2)+\operatorname{Im}\big(H(R_2)e^{-2i\theta_k}\big),
-
-    the tangent field :math:`\langle\dot x_k,Jx_k\rangle` of the layer on the circle (to round-off).
+    r"""Exact angle velocities :math:`\dot\theta_k=\frac\beta n\sum_j\langle x_k,Ax_j\rangle\langle Vx_j,Jx_k\rangle
+    =\omega(R_2)+\operatorname{Im}(H(R_2)e^{-2i\theta_k})` of linear attention on the circle, O(n).
 
     Parameters
     ----------
     theta : array (n,) or (..., n)
-        Angles (several configurations sharing the layer on the leading axes).
+        Angles (several configurations on the leading axes).
     %(layer)s
 
     Returns
     -------
     array like ``theta``
-        :math:`\dot\theta_k`.
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     th = validate_angles(theta)
-    return KuramotoCoefficients.of(require_circle_layer(layer, "phase_velocity")).phase_velocity(th)
+    return _phase_velocity(KuramotoCoefficients.of(require_circle_layer(layer, "phase_velocity")), th)
 
 
+@fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class PhaseSolution:
-    """Angles of the tokens along a run of the angle equations.
+    """Angles of the tokens along a run of :func:`solve_phases`.
 
     Attributes
     ----------
     t : array (m,)
         Output times.
     theta : array (m, n) or (m, ..., n)
-        Angles, unwrapped in time, so each token keeps its branch.
+        Angles, unwrapped in time (each token keeps its branch).
     params : dict
-        A, V, beta, tolerances, solver, nfev.
+        beta, n, tolerances, solver, nfev.
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(refs_kd)s
     """
 
     t: np.ndarray
@@ -496,7 +371,7 @@ class PhaseSolution:
         return order_parameter(self.theta, m)
 
     def tokens(self) -> np.ndarray:
-        r"""Planar tokens :math:`x_i(t)=(\cos\theta_i(t),\sin\theta_i(t))` at the stored times.
+        r"""Planar tokens :math:`(\cos\theta_i(t),\sin\theta_i(t))`.
 
         Returns
         -------
@@ -509,29 +384,23 @@ class PhaseSolution:
 def solve_phases(
     theta0, layer, t_span=10.0, *, t_eval=None, method: str = "DOP853", rtol: float = 1e-10, atol: float = 1e-12
 ) -> PhaseSolution:
-    r"""Integrate the n angle equations :func:`phase_velocity` with ``scipy.integrate.solve_ivp``.
-
-    The particle system ``simulate(circle_tokens(theta0), layer, ..., sphere=True)`` in its O(n)
-    Kuramoto–Daido form, for large n. ``theta0`` of shape (..., n) integrates independent
-    configurations (e.g. seeds) at once; ``theta`` then has shape (m, ..., n).
+    r"""Integrate the n angle equations :func:`phase_velocity` (``solve_ivp``): the particle system in O(n) form.
 
     Parameters
     ----------
     theta0 : array (n,) or (..., n)
-        Initial angles.
+        Initial angles (independent configurations on the leading axes).
     %(layer)s
     %(t_span)s
     t_eval : array or int, optional
-        Output times (or their number).
+        Output times.
     %(solve_ivp)s
 
     Returns
     -------
     PhaseSolution
 
-    References
-    ----------
-    %(ref_kd)s
+    %(refs_kd)s
     """
     th0 = validate_angles(theta0, "theta0")
     coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_phases"))
@@ -539,30 +408,17 @@ def solve_phases(
     method = validate_solver(method, "method")
     rtol, atol = validate_tolerances(rtol, atol)
     shape = th0.shape
-
-    def rhs(t, th):
-        return coef.phase_velocity(th.reshape(shape)).ravel()
-
+    rhs = lambda t, th: _phase_velocity(coef, th.reshape(shape)).ravel()  # noqa: E731
     options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the angle equations")
     sol = solve_ode(rhs, th0.ravel(), (t0, T), **options)
-    params = dict(A=layer.A[0].tolist(), V=layer.V[0].tolist(), beta=float(coef.beta), n=int(shape[-1]))
-    params.update(method=method, rtol=rtol, atol=atol, nfev=int(sol.nfev))
+    params = dict(beta=float(coef.beta), n=int(shape[-1]), method=method, rtol=rtol, atol=atol, nfev=int(sol.nfev))
     return PhaseSolution(t=sol.t, theta=sol.y.T.reshape((sol.t.size,) + shape), params=params)
-
-
-# ---------------------------------------------------------------------------------------------
-# clustered states
-# ---------------------------------------------------------------------------------------------
 
 
 @fill_doc(_DOC)
 def cluster_velocity(theta, layer):
-    r"""Angle velocity of one antipodal cluster pair at :math:`\pm x_\theta`.
-
-    .. math:: \dot\theta_c=\beta\,q_A(\theta)\,s_V(\theta),\quad q_A=x_\theta^\top Ax_\theta,\quad
-              s_V=\langle Vx_\theta,Jx_\theta\rangle ;
-
-    zeros of :math:`q_A` are isotropic directions of :math:`A`, zeros of :math:`s_V` real eigenvectors of :math:`V`.
+    r"""Angle velocity :math:`\dot\theta_c=\beta\,q_A(\theta)\,s_V(\theta)` of one antipodal cluster pair at
+    :math:`\pm x_\theta`, :math:`q_A=x_\theta^\top Ax_\theta`, :math:`s_V=\langle Vx_\theta,Jx_\theta\rangle`.
 
     Parameters
     ----------
@@ -572,24 +428,16 @@ def cluster_velocity(theta, layer):
     Returns
     -------
     float or array
-        :math:`\dot\theta_c`.
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026), cluster dynamics in d = 2 (provenance [D✓]); book: ``chapters/04_kuramoto_reduction.md``.
+    %(refs_kd)s
     """
-    th = validate_finite_array(theta, "theta")
-    return coefficients(layer).cluster_velocity(th)
+    return coefficients(layer).cluster_velocity(validate_finite_array(theta, "theta"))
 
 
 @fill_doc(_DOC)
 def transverse_exponent(theta, layer):
-    r"""Growth rate of the width of a cluster pair at :math:`\pm x_\theta`.
-
-    .. math:: \lambda_\perp(\theta)=\beta\big[\langle Jx,Ax\rangle s_V(\theta)-q_A(\theta)\,x^\top Vx\big]
-              =-2\operatorname{Re}\big(H(e^{2i\theta})e^{-2i\theta}\big);
-
-    negative: the pair attracts nearby tokens (transverse stability).
+    r"""Growth rate :math:`\lambda_\perp=\beta[\langle Jx,Ax\rangle s_V-q_A\,x^\top Vx]=-2\operatorname{Re}(H(e^{2i
+    \theta})e^{-2i\theta})` of the width of a cluster pair at :math:`\pm x_\theta` (negative: transversally stable).
 
     Parameters
     ----------
@@ -599,12 +447,8 @@ def transverse_exponent(theta, layer):
     Returns
     -------
     float or array
-        :math:`\lambda_\perp(\theta)`.
 
-    References
-    ----------
-    Paper 2 (Li et al., 2026), transverse stability in d = 2 (provenance [D✓]); book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-kd).
+    %(refs_kd)s
     """
     th = validate_finite_array(theta, "theta")
     return -2.0 * np.real(coefficients(layer).forcing(np.exp(2j * th)) * np.exp(-2j * th))

@@ -1,19 +1,17 @@
 r"""The Ott–Antonsen reduction of linear attention on the circle: one complex ODE (paper 2).
 
-If the double angles :math:`\psi=2\theta` are distributed by a wrapped Cauchy (Poisson kernel) law with
-centre :math:`z` (:math:`|z|<1`), they stay so, with :math:`R_2=z` and
+If the double angles :math:`\psi=2\theta` are wrapped Cauchy (Poisson kernel) with centre :math:`z`
+(:math:`|z|<1`), they stay so, with :math:`R_2=z` and
 
 .. math:: \dot z = 2i\,\omega(z)\,z + H(z) - \overline{H(z)}\,z^2 \;=\;2i\beta\,(Bz^2+Cz+\bar B)
 
-(:math:`\omega, H` of :mod:`tokendynamics.kuramoto`). The unit circle (clustered states) is invariant, and
-so is the open disk. For a finite sample of n tokens :math:`|R_2(t)-z(t)|=O(n^{-1/2})` on bounded time
-intervals (paper 2's structural stability; its exact constants: [I]). For :math:`A=I` and
-:math:`\operatorname{tr}V=0` the flow is Hamiltonian up to a factor (:func:`~tokendynamics.regimes.hamiltonian`).
+(:math:`\omega, H` of :mod:`tokendynamics.kuramoto`); the unit circle and the open disk are invariant. For n
+sampled tokens :math:`|R_2(t)-z(t)|=O(n^{-1/2})` on bounded time intervals (its exact constants: [I]).
 
 References
 ----------
 E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026). Book: ``chapters/04_kuramoto_reduction.md``,
-equations (eq-poisson), (eq-oa); ``chapters/05_kuramoto_regimes.md``, equation (eq-hamiltonian).
+equations (eq-poisson), (eq-oa).
 """
 
 from __future__ import annotations
@@ -44,27 +42,10 @@ __all__ = [
     "poisson_kernel_atoms",
 ]  # fmt: skip
 
-_REFS_OA = """\
-E. Ott, T. M. Antonsen, *Low dimensional behavior of large systems of globally coupled oscillators*,
-Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen reduction; book:
-``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa)."""
-
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     **CIRCLE_DOCS,
-    "refs_oa": _REFS_OA,
-    "solve_options": """
-        t_span : float or (t0, T)
-            Integration interval.
-        t_eval : array or int, optional
-            Output times.
-        method : str
-            ``"rk4"`` or a ``solve_ivp`` method.
-        rtol, atol, dt, max_step : float
-            Tolerances and largest step of the adaptive methods; the step of ``"rk4"``.
-        events : callable or list of callables, optional
-            Functions ``g(t, z)`` of the complex state (adaptive methods, attributes as in ``solve_ivp``).
-    """,
+    "refs_oa": "References\n----------\nE. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026); book:\n"
+    "``chapters/04_kuramoto_reduction.md``, equations (eq-poisson) and (eq-oa).",
 }
 
 
@@ -78,17 +59,11 @@ def _check_centre(z0):
 @fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class OAPolynomial:
-    r"""The Ott–Antonsen field as a polynomial in :math:`z,\bar z`, and its integrator.
+    r"""The Ott–Antonsen field :math:`\dot z=k_0+k_1z+k_2\bar z+k_3|z|^2+k_4z^2+k_5|z|^2z+k_6z^3`, and its integrator.
 
-    .. math:: \dot z=k_0+k_1z+k_2\bar z+k_3|z|^2+k_4z^2+k_5|z|^2z+k_6z^3,
-
-    with :math:`\frac2\beta k_0=a_+v_-+a_-v_+`,
-    :math:`\frac2\beta k_1=\bar a_+v_++2ia_+\operatorname{Im}v_++2i\operatorname{Im}(\bar a_-v_-)`,
-    :math:`\frac2\beta k_2=a_-v_-`, :math:`\frac2\beta k_3=\bar a_+v_--a_-\bar v_+`,
-    :math:`\frac2\beta k_4=2i\bar a_-\operatorname{Im}v_+-2\bar v_-\operatorname{Re}a_+`,
-    :math:`\frac2\beta k_5=-\bar a_+\bar v_+`, :math:`\frac2\beta k_6=-\bar a_-\bar v_-`; identical to
-    :math:`2i\omega(z)z+H(z)-\overline{H(z)}z^2`. Calling it evaluates the field on numpy arrays
-    (coefficients broadcast) or, fast, on Python complex numbers; :meth:`solve` integrates it.
+    :math:`\frac2\beta(k_0,\dots,k_6)=(a_+v_-+a_-v_+,\ \bar a_+v_++2ia_+\operatorname{Im}v_++2i\operatorname{Im}(\bar
+    a_-v_-),\ a_-v_-,\ \bar a_+v_--a_-\bar v_+,\ 2i\bar a_-\operatorname{Im}v_+-2\bar v_-\operatorname{Re}a_+,\
+    -\bar a_+\bar v_+,\ -\bar a_-\bar v_-)`. Calling it evaluates the field (fast on Python complex numbers).
 
     Attributes
     ----------
@@ -97,8 +72,6 @@ class OAPolynomial:
     beta : float or list
         The inverse temperature(s), recorded in the solutions.
 
-    References
-    ----------
     %(refs_oa)s
     """
 
@@ -107,19 +80,17 @@ class OAPolynomial:
 
     @classmethod
     def of(cls, coef: KuramotoCoefficients) -> OAPolynomial:
-        """The polynomial of the Kuramoto–Daido coefficients ``coef``.
+        """The polynomial of the coefficients ``coef`` (:func:`~tokendynamics.kuramoto.coefficients`).
 
         Parameters
         ----------
         coef : KuramotoCoefficients
-            From :func:`~tokendynamics.kuramoto.coefficients`.
 
         Returns
         -------
         OAPolynomial
         """
-        ap, am, vp, vm, b = coef.a_plus, coef.a_minus, coef.v_plus, coef.v_minus, coef.beta
-        c = np.conj
+        ap, am, vp, vm, b, c = coef.a_plus, coef.a_minus, coef.v_plus, coef.v_minus, coef.beta, np.conj
         ks = (
             ap * vm + am * vp,
             c(ap) * vp + 2j * ap * np.imag(vp) + 2j * np.imag(c(am) * vm),
@@ -137,8 +108,7 @@ class OAPolynomial:
     def __call__(self, z):
         k0, k1, k2, k3, k4, k5, k6 = self.k
         zc = z.conjugate()
-        r2 = z * zc
-        z2 = z * z
+        r2, z2 = z * zc, z * z
         return k0 + k1 * z + k2 * zc + k3 * r2 + k4 * z2 + k5 * r2 * z + k6 * z2 * z
 
     def rate(self):
@@ -164,13 +134,21 @@ class OAPolynomial:
         events=None,
         max_step: float = np.inf,
     ) -> OASolution:
-        """Integrate :math:`\\dot z` from ``z0`` (:func:`solve_ott_antonsen` for the layer of this field).
+        """Integrate :math:`\\dot z` from ``z0`` (see :func:`solve_ott_antonsen`).
 
         Parameters
         ----------
         z0 : complex or complex array
             Initial centre(s), :math:`|z_0|\\le1`, broadcast with the coefficients.
-        %(solve_options)s
+        %(t_span)s
+        t_eval : array or int, optional
+            Output times.
+        method : str
+            ``"rk4"`` (fixed step ``dt``) or a ``solve_ivp`` method (tolerances ``rtol``, ``atol``, ``max_step``).
+        rtol, atol, dt, max_step : float
+            See ``method``.
+        events : callable or list of callables, optional
+            Functions ``g(t, z)`` of the complex state (adaptive methods; attributes as in ``solve_ivp``).
 
         Returns
         -------
@@ -181,9 +159,8 @@ class OAPolynomial:
         rtol, atol = validate_tolerances(rtol, atol)
         max_step = validate_positive(max_step, "max_step", allow_inf=True)
         events = [] if events is None else list(events) if isinstance(events, (list, tuple)) else [events]
-        for g in events:
-            if not callable(g):
-                raise TypeError(f"events must be a callable g(t, z) or a list of them, got {type(g).__name__}")
+        if not all(callable(g) for g in events):
+            raise TypeError("events must be a callable g(t, z) or a list of them")
         shape = np.broadcast_shapes(z0.shape, *(np.shape(k) for k in self.k))
         t0, T, t_eval = time_grid(t_span, t_eval)
         if method == "rk4":
@@ -192,9 +169,7 @@ class OAPolynomial:
             return _solve_rk4(self, np.broadcast_to(z0, shape), t0, T, t_eval, dt, self.beta)
         z0 = np.broadcast_to(z0, shape).ravel()
         size = z0.size
-
-        def as_z(y):
-            return (y[:size] + 1j * y[size:]).reshape(shape)
+        as_z = lambda y: (y[:size] + 1j * y[size:]).reshape(shape)  # noqa: E731
 
         def rhs(t, y):
             zd = self(as_z(y)).ravel()
@@ -206,10 +181,8 @@ class OAPolynomial:
             return ev
 
         options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, max_step=max_step)
-        options["events"] = [wrap(g) for g in events] or None
-        sol = solve_ode(
-            rhs, np.concatenate([z0.real, z0.imag]), (t0, T), what="the Ott-Antonsen integration", **options
-        )
+        options.update(events=[wrap(g) for g in events] or None, what="the Ott-Antonsen integration")
+        sol = solve_ode(rhs, np.concatenate([z0.real, z0.imag]), (t0, T), **options)
         z = (sol.y[:size] + 1j * sol.y[size:]).T.reshape((sol.t.size,) + shape)
         params = dict(beta=self.beta, method=method, rtol=rtol, atol=atol, nfev=int(sol.nfev), T=T, t0=t0)
         return OASolution(t=sol.t, z=z, t_events=list(sol.t_events) if sol.t_events is not None else [], params=params)
@@ -228,10 +201,7 @@ def ott_antonsen_rhs(z, layer):
     Returns
     -------
     complex or complex array
-        :math:`\dot z`.
 
-    References
-    ----------
     %(refs_oa)s
 
     Examples
@@ -241,8 +211,7 @@ def ott_antonsen_rhs(z, layer):
     >>> ott_antonsen_rhs(0.5, Attention("linear", A=np.eye(2), V=np.eye(2)))  # (beta/2)(1-|z|^2) z
     (0.1875+0j)
     """
-    z = validate_complex(z, "z")
-    out = OAPolynomial.of(coefficients(layer))(z)
+    out = OAPolynomial.of(coefficients(layer))(validate_complex(z, "z"))
     return complex(out) if np.ndim(out) == 0 else out
 
 
@@ -260,10 +229,8 @@ class OASolution:
     t_events : list of arrays
         Event times (when events were requested).
     params : dict
-        beta, tolerances, solver, nfev.
+        beta, tolerances or step, solver, nfev.
 
-    References
-    ----------
     %(refs_oa)s
     """
 
@@ -280,31 +247,25 @@ class OASolution:
 
 @fill_doc(_DOC)
 def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
-    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0``.
+    r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (centres and a batch of layers broadcast).
 
-    ``z0`` and a batch of layers broadcast together: one call integrates many centres or layers.
-
-    * ``method="DOP853"`` (or any ``solve_ivp`` method): adaptive, on the stacked real and imaginary
-      parts (one step for the whole batch, error norm over all components); event times in ``t_events``.
-    * ``method="rk4"``: classical Runge–Kutta with the fixed step ``dt`` (adjusted so that an integer
-      number of steps reaches T), output at the grid times nearest to ``t_eval``. For one centre the
-      loop runs on Python complex numbers: a few microseconds per step (the live explorer).
+    ``method="DOP853"`` (any ``solve_ivp`` method): adaptive on the stacked real and imaginary parts, event times in
+    ``t_events``. ``method="rk4"``: fixed step ``dt`` (adjusted to reach T), output at the grid times nearest to
+    ``t_eval``; for one centre it runs on Python complex numbers (microseconds per step: the live explorer).
 
     Parameters
     ----------
     z0 : complex or complex array
         Initial centre(s), :math:`|z_0|\le1`.
     %(layers)s
-    %(solve_options)s
+    %(t_span)s
     **options
-        The keywords above after ``t_span`` (those of :meth:`OAPolynomial.solve`).
+        The keywords of :meth:`OAPolynomial.solve`: ``t_eval``, ``method``, ``rtol``, ``atol``, ``dt``, ``events``...
 
     Returns
     -------
     OASolution
 
-    References
-    ----------
     %(refs_oa)s
     """
     return OAPolynomial.of(coefficients(layer)).solve(z0, t_span, **options)
@@ -348,9 +309,8 @@ def _moebius_angles(z, c):
 def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
     r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0``.
 
-    :math:`c_k\sim U[0,2\pi)` i.i.d. (or :math:`c_k=2\pi k/n+c` with ``equispaced=True``, for which
-    :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\psi_k=\arg\frac{e^{ic_k}+z_0}{1+\bar z_0e^{ic_k}}`,
-    :math:`\theta_k=\psi_k/2+\pi s_k` with :math:`s_k\sim` Bernoulli(1/2) (``branches=False``: :math:`s_k=0`).
+    :math:`\psi_k=\arg\frac{e^{ic_k}+z_0}{1+\bar z_0e^{ic_k}}` with :math:`c_k\sim U[0,2\pi)` (or equispaced,
+    :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\theta_k=\psi_k/2+\pi s_k`, :math:`s_k\sim` Bernoulli(1/2) (or 0).
 
     Parameters
     ----------
@@ -361,7 +321,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     rng : int or numpy.random.Generator, optional
         Seed or generator.
     equispaced : bool
-        Equispaced constants :math:`c_k` instead of i.i.d. uniform ones.
+        Equispaced constants :math:`c_k=2\pi k/n+c` instead of i.i.d. uniform ones.
     branches : bool
         Draw the branch :math:`s_k` of each token at random.
 
@@ -370,33 +330,29 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     array (n,)
         Token angles :math:`\theta_k`.
 
-    References
-    ----------
     %(refs_oa)s
     """
     z0 = _check_centre(z0)
     if z0.ndim != 0:
         raise ValueError(f"z0 must be one complex number, got shape {z0.shape}")
-    z0 = complex(z0)
     if abs(z0) >= 1:
         raise ValueError("sampling needs |z0| < 1 (|z0| = 1 is a point mass, not a density)")
     n = validate_count(n, "n")
-    equispaced = validate_flag(equispaced, "equispaced")
-    branches = validate_flag(branches, "branches")
+    equispaced, branches = validate_flag(equispaced, "equispaced"), validate_flag(branches, "branches")
     rng = np.random.default_rng(rng)
     c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi) if equispaced else rng.uniform(0, 2 * np.pi, n)
-    psi = _moebius_angles(z0, c)  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
+    psi = _moebius_angles(complex(z0), c)  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
     s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
     return psi / 2 + np.pi * s
 
 
+@fill_doc(_DOC)
 def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
-    r"""m equal-mass atoms standing for the Poisson kernel :math:`p_z` on the circle of double angles.
+    r"""m equal-mass atoms of the Poisson kernel :math:`p_z(\psi)=\frac1{2\pi}\frac{1-|z|^2}{|e^{i\psi}-z|^2}`.
 
-    The Möbius map :math:`e^{ic}\mapsto\frac{e^{ic}+z}{1+\bar ze^{ic}}` pushes the uniform law to
-    :math:`p_z(\psi)=\frac1{2\pi}\frac{1-|z|^2}{|e^{i\psi}-z|^2}` and is increasing, so the images of
-    :math:`c_k=2\pi(k+\frac12)/m` are the medians of m arcs of mass :math:`1/m`:
-    :math:`W_1(p_z,\frac1m\sum_k\delta_{\psi_k})\le2\pi/m`. For :math:`|z|=1` every atom is at :math:`\arg z`.
+    The increasing Möbius map :math:`e^{ic}\mapsto\frac{e^{ic}+z}{1+\bar ze^{ic}}` pushes the uniform law to
+    :math:`p_z`, so the images of :math:`c_k=2\pi(k+\frac12)/m` are medians of arcs of mass :math:`1/m`:
+    :math:`W_1\le2\pi/m`. For :math:`|z|=1` every atom is at :math:`\arg z`.
 
     Parameters
     ----------
@@ -410,19 +366,13 @@ def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
     array (..., m)
         The double angles :math:`\psi_k\in(-\pi,\pi]`.
 
-    References
-    ----------
-    E. Ott, T. M. Antonsen, Chaos 18 (2008); paper 2 (Li et al., 2026), the Ott–Antonsen manifold; book:
-    ``chapters/04_kuramoto_reduction.md``, equation (eq-poisson).
+    %(refs_oa)s
     """
     z = np.asarray(z, dtype=complex)
     if not np.all(np.isfinite(z)) or np.any(np.abs(z) > 1 + 1e-9):
         raise ValueError("the centres must be finite and lie in the closed unit disk")
     z = z / np.maximum(1.0, np.abs(z))  # solver round-off just outside the circle
-    if int(m) != m or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m!r}")
-    out = _moebius_angles(z, 2 * np.pi * (np.arange(int(m)) + 0.5) / int(m))
+    m = validate_count(m, "m")
+    out = _moebius_angles(z, 2 * np.pi * (np.arange(m) + 0.5) / m)
     on_circle = np.abs(z) >= 1 - 1e-15
-    if np.any(on_circle):
-        out = np.where(on_circle[..., None], np.angle(z)[..., None], out)
-    return out
+    return np.where(on_circle[..., None], np.angle(z)[..., None], out) if np.any(on_circle) else out

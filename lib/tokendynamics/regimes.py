@@ -1,7 +1,5 @@
 r"""Regimes of linear attention on the circle: closed forms, the hidden Hamiltonian and an Ott–Antonsen classifier.
 
-Names (paper 2, Li et al. 2026; the "Types" of its published summary):
-
 =========================  ========  ==============================================================
 name                       Type      long-time behaviour of :math:`R_2` (OA centre :math:`z`)
 =========================  ========  ==============================================================
@@ -11,17 +9,15 @@ name                       Type      long-time behaviour of :math:`R_2` (OA cent
 ``"partial"``              P         :math:`z\to z^*`, :math:`|z^*|<1`: partial clustering
 =========================  ========  ==============================================================
 
-:func:`predict_regime` gives the closed forms of paper 2's cases where a case applies (Case 1
-:math:`V=I`; Case 2 :math:`A=I`, :math:`V` symmetric; the rotating family :math:`A\succ0`, :math:`V=cI+sJ`;
-the hidden Hamiltonian :math:`A=I`, :math:`\operatorname{tr}V=0` (:func:`hamiltonian`); the SNIC family
-:math:`A=I`), :func:`classify_regime` decides from a long Ott–Antonsen run. The statements are our
-derivations made to match the paper's claims; the paper's exact theorem hypotheses are [I].
+:func:`predict_regime` gives the closed forms of paper 2's cases (Case 1 :math:`V=I`; Case 2 :math:`A=I`,
+:math:`V` symmetric; the rotating family; the hidden Hamiltonian; the SNIC family), :func:`classify_regime` decides
+from a long Ott–Antonsen run. The statements are our derivations matching the paper's claims; its exact theorem
+hypotheses are [I].
 
 References
 ----------
-Paper 2: S. Li et al., *On the Diverse Dynamical Behaviors Arising in Deep Linear Transformers* (2026),
-the cases and regimes. Book: ``chapters/05_kuramoto_regimes.md``, equations (eq-case1), (eq-case2-limit),
-(eq-rot-period) and (eq-hamiltonian).
+Paper 2 (Li et al., 2026), the cases and regimes. Book: ``chapters/05_kuramoto_regimes.md``, equations (eq-case1),
+(eq-case2-limit), (eq-rot-period) and (eq-hamiltonian).
 """
 
 from __future__ import annotations
@@ -35,16 +31,10 @@ from scipy.optimize import brentq
 from .docstrings import fill_doc
 from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients, complex_parts, require_circle_layer
 from .ott_antonsen import OAPolynomial
-from .validation import (
-    validate_complex,
-    validate_finite,
-    validate_finite_array,
-    validate_flag,
-    validate_positive,
-)
+from .validation import validate_complex, validate_finite, validate_finite_array, validate_flag, validate_positive
 
 __all__ = [
-    "REGIMES", "TYPES", "Prediction", "predict_regime", "case1_region", "case1_period", "snic_family",
+    "REGIMES", "TYPES", "Prediction", "predict_regime", "case1_region", "snic_family",
     "hamiltonian", "hamiltonian_centre", "classify_regime", "RegimeClassification", "rotation_period",
     "CLASSIFIER_TOLERANCES",
 ]  # fmt: skip
@@ -53,18 +43,15 @@ __all__ = [
 REGIMES = ("static_clusters", "rotating_clusters", "oscillation", "partial")
 #: The paper's Type labels of the regime names.
 TYPES = {"static_clusters": "Type 1", "rotating_clusters": "Type 2", "oscillation": "Type 3", "partial": "Type P"}
+#: Thresholds of :func:`classify_regime`: on the circle if :math:`\min|z|>1-` ``boundary``, turning if the
+#: argument moves by more than ``arg``, settled if :math:`\max|z(t)-z(T)|<` ``fixed``.
+CLASSIFIER_TOLERANCES = {"boundary": 1e-3, "arg": 1e-3, "fixed": 1e-6}
 
-_REF = """
-    Paper 2 (Li et al., 2026), the cases and regimes of linear attention on the circle; book:
-    ``chapters/05_kuramoto_regimes.md``.
-"""
+_REFS = "References\n----------\nPaper 2 (Li et al., 2026), "
 _DOC = {
     **CIRCLE_DOCS,
-    "ref": _REF,
-    "ref_h": """
-        Paper 2 (Li et al., 2026), the hidden Hamiltonian structure for :math:`A=I` and traceless :math:`V`;
-        book: ``chapters/05_kuramoto_regimes.md``, equation (eq-hamiltonian).
-    """,
+    "refs": _REFS + "the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``.",
+    "refs_h": _REFS + "the hidden Hamiltonian; book: ``chapters/05_kuramoto_regimes.md``, (eq-hamiltonian).",
     "z0": "z0 : complex\n    OA datum (initial :math:`R_2`), in the closed unit disk.",
 }
 
@@ -72,24 +59,18 @@ _DOC = {
 @fill_doc(_DOC)
 @dataclass(frozen=True)
 class Prediction:
-    """A closed-form prediction for one of paper 2's cases (:func:`predict_regime`).
+    """A closed-form prediction of :func:`predict_regime`.
 
     Attributes
     ----------
-    case : str
-        ``"case1"``, ``"case2"``, ``"rotating_family"``, ``"hamiltonian"`` or ``"snic_family"``.
-    regime : str
-        One of :data:`REGIMES`.
-    limit : complex or None
-        Predicted limit of :math:`R_2` (boundary point or interior :math:`z^*`) when known.
-    period : float or None
-        Predicted period of :math:`R_2` (rotation of :math:`\\arg R_2` or oscillation) when known.
+    case, regime : str
+        ``"case1"``, ``"case2"``, ``"rotating_family"``, ``"hamiltonian"`` or ``"snic_family"``; one of :data:`REGIMES`.
+    limit, period : complex or None, float or None
+        Limit and period of :math:`R_2`, when known.
     detail : str
         The sub-case in words.
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
 
     case: str
@@ -114,11 +95,6 @@ def _one_complex(z, name: str) -> complex:
     return complex(z)
 
 
-# ---------------------------------------------------------------------------------------------
-# Case 1: V = I (book equation (eq-case1))
-# ---------------------------------------------------------------------------------------------
-
-
 def _region(ap, am, tol) -> str:
     tr, det = 2 * ap.real, abs(ap) ** 2 - abs(am) ** 2
     if det <= 0:
@@ -132,10 +108,8 @@ def _region(ap, am, tol) -> str:
 
 @fill_doc(_DOC)
 def case1_region(A) -> str:
-    r"""Which row of the Case 1 table (:math:`V=I`) the matrix :math:`A` falls in.
-
-    ``"det<=0"`` (Type 1), ``"tr>0"`` (Type 1), ``"sym_negative_definite"``
-    (:math:`\frac12\operatorname{tr}A+|a_-|<0`: Type P), ``"bistable"``
+    r"""The row of the Case 1 table (:math:`V=I`) of :math:`A`: ``"det<=0"``, ``"tr>0"`` (Type 1),
+    ``"sym_negative_definite"`` (:math:`\frac12\operatorname{tr}A+|a_-|<0`: Type P), ``"bistable"``
     (:math:`\operatorname{tr}A<0<\det A`, :math:`\operatorname{sym}A` indefinite), ``"centre"``
     (:math:`\operatorname{tr}A=0<\det A`).
 
@@ -148,9 +122,7 @@ def case1_region(A) -> str:
     -------
     str
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
     ap, am = complex_parts(A, "A")
     return _region(ap, am, 1e-12 * _scale(np.asarray(A, dtype=float)))
@@ -158,10 +130,8 @@ def case1_region(A) -> str:
 
 @fill_doc(_DOC)
 def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
-    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (with :math:`A=I`).
-
-    :math:`c>0`: rotating clusters for :math:`|a|<|b|` with period :math:`\pi/(\beta\sqrt{b^2-a^2})`,
-    static clusters for :math:`|a|>|b|` (saddle-node on the invariant circle at :math:`|a|=|b|`).
+    r"""The value matrices :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` of the SNIC family (with :math:`A=I`):
+    for :math:`c>0` rotating clusters if :math:`|a|<|b|` (period :math:`\pi/(\beta\sqrt{b^2-a^2})`), else static.
 
     Parameters
     ----------
@@ -172,64 +142,24 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
     -------
     array (..., 2, 2)
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
     a, b, c = np.broadcast_arrays(*(validate_finite_array(x, name) for x, name in ((a, "a"), (b, "b"), (c, "c"))))
-    V = np.empty(a.shape + (2, 2))
-    V[..., 0, 0], V[..., 0, 1], V[..., 1, 0], V[..., 1, 1] = c + a, b, -b, c - a
-    return V
+    return np.stack([np.stack([c + a, b], -1), np.stack([-b, c - a], -1)], -2)
 
 
 def _case1_period(ap, am, z0, beta) -> float:
+    """Period 4 pi / (beta |Im a_+| sqrt((1 - |z*|^2 - r^2)^2 - 4 r^2 |z*|^2)), r = |z0 - z*| < 1 - |z*|."""
     zs = -am / np.conj(ap)
     r = abs(z0 - zs)
-    if not r < 1 - abs(zs):
-        raise ValueError("the orbit of z0 touches the circle: it is not an oscillation")
     disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
     return float(4 * math.pi / (beta * abs(ap.imag) * math.sqrt(disc)))
 
 
-def _identity_multiple(M, what) -> float:
-    if not _is_multiple_of_identity(M, 1e-12 * _scale(M)) or M[0, 0] == 0:
-        raise ValueError(f"{what}, got {M.tolist()}")
-    return float(M[0, 0])
-
-
-@fill_doc(_DOC)
-def case1_period(layer, z0) -> float:
-    r"""Period of the Case 1 oscillation (:math:`V=vI`, :math:`\operatorname{tr}A=0<\det A`).
-
-    .. math:: P=\frac{4\pi}{\beta|v||\operatorname{Im}a_+|\sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}},\quad
-              z^*=-a_-/\bar a_+,\ r=|z_0-z^*|<1-|z^*| .
-
-    Parameters
-    ----------
-    layer : Attention
-        Linear attention on the circle with :math:`V=vI` (:math:`v\neq0`) and :math:`\operatorname{tr}A=0<\det A`.
-    z0 : complex
-        OA datum (its orbit must not touch the circle).
-
-    Returns
-    -------
-    float
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026), the cases and regimes; book: ``chapters/05_kuramoto_regimes.md``, equation
-    (eq-case1) (provenance [D]).
-    """
-    k = KuramotoCoefficients.of(require_circle_layer(layer, "case1_period"))
-    v = _identity_multiple(layer.V[0], "Case 1 needs V = v I with v != 0")
-    return _case1_period(k.a_plus, k.a_minus, _one_complex(z0, "z0"), layer.beta * abs(v))
-
-
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
-    r"""First point where the orbit of :math:`\dot w=\lambda w+b` from ``z0`` reaches :math:`|w|=1`, or None.
+    """First point where the orbit of w' = lam w + b from z0 reaches |w| = 1 (the Case 1 limit), or None.
 
-    Case 1 orbits are time changes of this affine flow, stopped at the circle (book equation (eq-case1)), so
-    the exit point is the limit of :math:`R_2`. Sampled in the flow time, refined by ``brentq``.
+    Case 1 orbits are time changes of this affine flow stopped at the circle; sampled, refined by ``brentq``.
     """
     if abs(z0) >= 1:
         return complex(z0 / abs(z0))
@@ -238,21 +168,19 @@ def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: comp
         flow = lambda s: zs + np.exp(lam * s) * (z0 - zs)  # noqa: E731
     else:
         flow = lambda s: z0 + b * s  # noqa: E731
-    speed = max(abs(lam), abs(b), 1e-300)
-    h = 0.02 / speed
+    h = 0.02 / max(abs(lam), abs(b), 1e-300)
     start = 0.0
     for _ in range(2000):  # at most 2000 chunks of 5000 steps
         s = start + h * np.arange(1, 5001)
         hit = np.nonzero(np.abs(flow(s)) >= 1)[0]
         if hit.size:
             k = hit[0]
-            lo = s[k - 1] if k else start
-            root = brentq(lambda u: abs(flow(u)) - 1, lo, s[k], xtol=1e-14, rtol=1e-14)
+            root = brentq(lambda u: abs(flow(u)) - 1, s[k - 1] if k else start, s[k], xtol=1e-14, rtol=1e-14)
             w = flow(root)
             return complex(w / abs(w))
         start = s[-1]
+        # |w - z*| shrinks like e^{Re(lam) s}: once inside the disk of radius 1 - |z*| it never exits
         if contracting_centre is not None and lam.real < 0:
-            # |w - z*| shrinks like e^{Re(lam) s}: once inside the disk of radius 1 - |z*| it never exits
             if abs(flow(start) - contracting_centre) < 1 - abs(contracting_centre):
                 return None
     raise RuntimeError("the affine orbit neither left the disk nor settled (degenerate parameters?)")
@@ -283,68 +211,57 @@ def _case1(A, ap, am, beta, z0) -> Prediction:
     return Prediction("case1", "static_clusters", exit_point, None, words)
 
 
-# ---------------------------------------------------------------------------------------------
-# A = I: Case 2, the hidden Hamiltonian, the SNIC family
-# ---------------------------------------------------------------------------------------------
-
-
 def _centre(kappa, vm) -> complex | None:
     """The interior centre of the Hamiltonian flow of a traceless V with Im v_+ = kappa, or None."""
     if kappa**2 - abs(vm) ** 2 <= 0:
         return None
     v11, v12 = abs(vm), -kappa
     q = np.cbrt((v12 - v11) / (v12 + v11))
-    y = (q - 1) / (q + 1)
-    phase = vm / abs(vm) if abs(vm) > 0 else 1.0
+    y, phase = (q - 1) / (q + 1), vm / abs(vm) if abs(vm) > 0 else 1.0
     return complex(1j * y * phase)
 
 
 def _identity_score(V, vp, vm, beta, z0, tol) -> Prediction | None:
     c, b = vp.real, -vp.imag  # V = [[c + a, b], [-b, c - a]] up to a rotation, |a| = |v_-|
     if abs(b) <= tol:  # V symmetric: Case 2
-        lam = np.linalg.eigvalsh(0.5 * (V + V.T))
-        l2, l1 = float(lam[0]), float(lam[1])
+        l2, l1 = (float(x) for x in np.linalg.eigvalsh(0.5 * (V + V.T)))
         if abs(l1 - l2) <= tol:
             return None  # V multiple of I: Case 1
         top = np.exp(2j * (0.5 * np.angle(vm)))  # v_- = (l1 - l2)/2 e^{2 i theta1}
         if l1 >= 0:
             words = f"lambda_max(V) = {l1:.4g} >= 0: clusters on the top eigenvector"
             return Prediction("case2", "static_clusters", complex(top), None, words)
-        words = f"lambda_max(V) = {l1:.4g} < 0"
-        return Prediction("case2", "partial", complex((l1 - l2) / abs(l1 + l2) * top), None, words)
+        limit = complex((l1 - l2) / abs(l1 + l2) * top)
+        return Prediction("case2", "partial", limit, None, f"lambda_max(V) = {l1:.4g} < 0")
+    gap = b * b - abs(vm) ** 2  # det V - c^2
     if abs(c) <= tol:  # traceless: hidden Hamiltonian
-        det = b * b - abs(vm) ** 2
-        if det > tol:
+        if gap > tol:
             zc = _centre(vp.imag, vm)
             if abs(z0 - zc) < 1e-12:
                 return Prediction("hamiltonian", "partial", zc, None, "z0 at the centre")
             return Prediction("hamiltonian", "oscillation", detail="det V > 0: closed level sets of the Hamiltonian")
-        if det < -tol:
+        if gap < -tol:
             return Prediction("hamiltonian", "static_clusters", detail="det V < 0: level sets run to the boundary")
         return None  # det V = 0: saddle-node on the circle, degenerate
-    gap = b * b - abs(vm) ** 2
     if abs(gap) <= tol:
         return None  # at the SNIC itself
     if c > 0 and gap > 0:
         words = "tr V > 0, complex eigenvalues: rotation on the circle"
         return Prediction("snic_family", "rotating_clusters", None, math.pi / (beta * math.sqrt(gap)), words)
     if c > 0:
-        return Prediction(
-            "snic_family", "static_clusters", detail="tr V > 0, real eigenvectors: clusters stop at one of them"
-        )
+        words = "tr V > 0, real eigenvectors: clusters stop at one of them"
+        return Prediction("snic_family", "static_clusters", detail=words)
     if gap > 0:
         return Prediction("snic_family", "partial", detail="tr V < 0, complex eigenvalues: interior focus")
-    # tr V < 0 with real eigenvalues c +- sqrt(a^2 - b^2): the boundary equilibrium on the top eigenvector has
-    # transverse exponent -beta (c + sqrt(a^2 - b^2)) (kuramoto.transverse_exponent). Our derivation, checked
-    # against planar particle runs (tests/book/test_studies_highdim.py): clusters iff that eigenvalue is >= 0.
+    # tr V < 0, real eigenvalues c +- sqrt(a^2 - b^2): the boundary equilibrium on the top eigenvector has transverse
+    # exponent -beta (c + sqrt(a^2 - b^2)) (kuramoto.transverse_exponent); our derivation, checked against planar
+    # particle runs (tests/book/test_studies_highdim.py): clusters iff that eigenvalue is >= 0.
     top = c + math.sqrt(-gap)
     if abs(top) <= tol:
         return None
-    if top > 0:
-        words = f"tr V < 0, real eigenvalues, largest {top:.3g} > 0: clusters on its eigenvector [derived]"
-        return Prediction("snic_family", "static_clusters", detail=words)
-    words = f"tr V < 0, real eigenvalues, largest {top:.3g} < 0: interior equilibrium [derived]"
-    return Prediction("snic_family", "partial", detail=words)
+    words = "> 0: clusters on its eigenvector" if top > 0 else "< 0: interior equilibrium"
+    words = f"tr V < 0, real eigenvalues, largest {top:.3g} {words} [derived]"
+    return Prediction("snic_family", "static_clusters" if top > 0 else "partial", detail=words)
 
 
 def _rotating_family(A, V, beta, tol) -> Prediction | None:
@@ -357,9 +274,8 @@ def _rotating_family(A, V, beta, tol) -> Prediction | None:
     if c <= tol or abs(s) <= tol:
         return None
     period = math.pi / (beta * abs(s) * math.sqrt(float(np.linalg.det(S))))
-    return Prediction(
-        "rotating_family", "rotating_clusters", None, period, "A symmetric positive definite, V = cI + sJ with c > 0"
-    )
+    words = "A symmetric positive definite, V = cI + sJ with c > 0"
+    return Prediction("rotating_family", "rotating_clusters", None, period, words)
 
 
 def _predict(layer, k: KuramotoCoefficients, z0: complex) -> Prediction | None:
@@ -378,24 +294,19 @@ def _predict(layer, k: KuramotoCoefficients, z0: complex) -> Prediction | None:
 def predict_regime(layer, z0=0.3 + 0.2j) -> Prediction | None:
     r"""The closed-form prediction of paper 2's cases for the layer and the OA datum ``z0``, or None.
 
-    * Case 1, :math:`V=vI` (:math:`v<0` is :math:`A\to-A`): orbits of
-      :math:`\dot z=\frac{\beta v}2(1-|z|^2)(\bar a_+z+a_-)` are those of the affine flow
-      :math:`\dot w=\bar a_+w+a_-` stopped at the circle, so :math:`R_2` tends to the point where that orbit
-      leaves the disk (static clusters), or to :math:`z^*=-a_-/\bar a_+` if it never leaves (partial; always
-      when :math:`\operatorname{sym}A\prec0`, for some data in the bistable wedge);
-      :math:`\operatorname{tr}A=0<\det A`: circles around :math:`z^*` (oscillation, :func:`case1_period`).
-    * :math:`A=aI` (:math:`a<0` is :math:`V\to-V`): :math:`V` symmetric (Case 2): static on the top
-      eigenvector iff :math:`\lambda_{\max}\ge0`, else partial with limit
-      :math:`\frac{\lambda_1-\lambda_2}{|\lambda_1+\lambda_2|}e^{2i\theta_1}`; :math:`\operatorname{tr}V=0`:
-      oscillation if :math:`\det V>0`, static if :math:`\det V<0`; otherwise (SNIC family,
-      :math:`V=\begin{pmatrix}c+a&b\\-b&c-a\end{pmatrix}` up to rotation): :math:`c>0`, :math:`|a|<|b|`:
-      rotating, period :math:`\pi/(\beta\sqrt{b^2-a^2})`; :math:`c>0`, :math:`|a|>|b|`: static; :math:`c<0`,
-      :math:`|a|<|b|`: partial; :math:`c<0`, :math:`|a|>|b|`: static iff :math:`c+\sqrt{a^2-b^2}>0`, else
-      partial (our derivation from :func:`~tokendynamics.kuramoto.transverse_exponent`).
-    * Rotating family: :math:`A` symmetric positive definite, :math:`V=cI+sJ`, :math:`c>0\neq s`: rotating,
-      period :math:`\pi/(\beta|s|\sqrt{\det A})`.
+    * Case 1, :math:`V=vI` (:math:`v<0`: :math:`A\to-A`): the orbits are those of :math:`\dot w=\bar a_+w+a_-` stopped
+      at the circle: :math:`R_2` tends to the exit point (static) or to :math:`z^*=-a_-/\bar a_+` (partial);
+      :math:`\operatorname{tr}A=0<\det A`: oscillation of period :math:`\frac{4\pi}{\beta|v||\operatorname{Im}a_+|
+      \sqrt{(1-|z^*|^2-r^2)^2-4r^2|z^*|^2}}`, :math:`r=|z_0-z^*|`.
+    * :math:`A=aI` (:math:`a<0`: :math:`V\to-V`): :math:`V` symmetric (Case 2): static on the top eigenvector iff
+      :math:`\lambda_{\max}\ge0`, else partial, limit :math:`\frac{\lambda_1-\lambda_2}{|\lambda_1+\lambda_2|}
+      e^{2i\theta_1}`; :math:`\operatorname{tr}V=0`: oscillation iff :math:`\det V>0`; otherwise (:func:`snic_family`
+      up to rotation): :math:`c>0`: rotating (:math:`|a|<|b|`) or static; :math:`c<0`: partial (:math:`|a|<|b|`),
+      else static iff :math:`c+\sqrt{a^2-b^2}>0` (our derivation).
+    * Rotating family, :math:`A\succ0` symmetric, :math:`V=cI+sJ`, :math:`c>0\neq s`: period
+      :math:`\pi/(\beta|s|\sqrt{\det A})`.
 
-    Degenerate parameter values (exactly at a bifurcation) return None, as do layers outside these families.
+    Degenerate values (at a bifurcation) and other layers give None.
 
     Parameters
     ----------
@@ -406,9 +317,7 @@ def predict_regime(layer, z0=0.3 + 0.2j) -> Prediction | None:
     -------
     Prediction or None
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
 
     Examples
     --------
@@ -424,11 +333,6 @@ def predict_regime(layer, z0=0.3 + 0.2j) -> Prediction | None:
     return _predict(layer, k, z0)
 
 
-# ---------------------------------------------------------------------------------------------
-# the hidden Hamiltonian (book equation (eq-hamiltonian))
-# ---------------------------------------------------------------------------------------------
-
-
 def _traceless(V, vp, vm):
     """(Im v_+, v_-) of a traceless V (a ValueError otherwise)."""
     if abs(V[0, 0] + V[1, 1]) > 1e-12 * _scale(V):
@@ -438,29 +342,22 @@ def _traceless(V, vp, vm):
 
 @fill_doc(_DOC)
 def hamiltonian(z, layer):
-    r"""The conserved quantity of the OA flow for :math:`A=I`, :math:`\operatorname{tr}V=0`.
-
-    .. math:: \mathcal E(z)=\frac\beta4\,\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}{(1-|z|^2)^2},
-              \qquad \kappa=\tfrac12(v_{21}-v_{12}),
-
-    and :math:`\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E`: the OA field divided by
-    :math:`(1-|z|^2)^3` is divergence-free. Defined in the open disk.
+    r"""The conserved quantity :math:`\mathcal E(z)=\frac\beta4\frac{-\kappa(1+|z|^2)+2\operatorname{Im}(\bar v_-z)}
+    {(1-|z|^2)^2}`, :math:`\kappa=\tfrac12(v_{21}-v_{12})`, of the OA flow for :math:`A=I`, traceless :math:`V`
+    (:math:`\dot z=-2i(1-|z|^2)^3\partial_{\bar z}\mathcal E`).
 
     Parameters
     ----------
     z : complex or complex array
         Points of the open unit disk.
     layer : Attention
-        Linear attention on the circle with :math:`A=I` and a traceless :math:`V`.
+        Linear attention on the circle, :math:`A=I`, :math:`\operatorname{tr}V=0`.
 
     Returns
     -------
     float or array
-        :math:`\mathcal E(z)`.
 
-    References
-    ----------
-    %(ref_h)s
+    %(refs_h)s
     """
     k = KuramotoCoefficients.of(require_circle_layer(layer, "hamiltonian"))
     if not np.allclose(layer.A[0], np.eye(2), rtol=0, atol=1e-12):
@@ -476,12 +373,9 @@ def hamiltonian(z, layer):
 
 @fill_doc(_DOC)
 def hamiltonian_centre(V):
-    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (:math:`A=I`, traceless :math:`V`, :math:`\det V>0`).
-
-    For :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`, :math:`z_c=iy_c` with
-    :math:`\big(\frac{1+y_c}{1-y_c}\big)^3=\frac{v_{12}-v_{11}}{v_{12}+v_{11}}`; a general traceless :math:`V`
-    is a rotation of this family (:math:`v_-=|v_-|e^{i\varphi}`, :math:`z_c\mapsto e^{i\varphi}z_c`). It
-    depends on :math:`V` only, not on :math:`\beta`.
+    r"""The interior centre :math:`z_c` of the Hamiltonian OA flow (None unless :math:`\det V>0`): for
+    :math:`V=\begin{pmatrix}v_{11}&v_{12}\\-v_{12}&-v_{11}\end{pmatrix}`, :math:`z_c=iy_c`,
+    :math:`(\frac{1+y_c}{1-y_c})^3=\frac{v_{12}-v_{11}}{v_{12}+v_{11}}` (rotated by the phase of :math:`v_-`).
 
     Parameters
     ----------
@@ -491,11 +385,8 @@ def hamiltonian_centre(V):
     Returns
     -------
     complex or None
-        :math:`z_c`; None when :math:`\det V\le0` (no interior centre).
 
-    References
-    ----------
-    %(ref_h)s
+    %(refs_h)s
     """
     vp, vm = complex_parts(V, "V")
     if np.ndim(vp):
@@ -503,36 +394,23 @@ def hamiltonian_centre(V):
     return _centre(*_traceless(np.asarray(V, dtype=float), vp, vm))
 
 
-# ---------------------------------------------------------------------------------------------
-# the classifier (long-time Ott-Antonsen flow)
-# ---------------------------------------------------------------------------------------------
-
-
 @fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class RegimeClassification:
-    """What :func:`classify_regime` measured in the late window of the OA run.
+    r"""What :func:`classify_regime` measured in the late window of the OA run (arrays for a batch).
 
     Attributes
     ----------
     regime : str or array of str
-        One of :data:`REGIMES` (per layer for a batch).
-    z_final : complex or array
-        :math:`z(T)`.
-    min_modulus : float or array
-        :math:`\\min|z|` over the window.
-    arg_range : float or array
-        Range of the unwrapped :math:`\\arg z` over the window.
-    z_range : float or array
-        :math:`\\max|z(t)-z(T)|` over the window.
+        One of :data:`REGIMES`.
+    z_final, min_modulus, arg_range, z_range : complex or array, float or array
+        :math:`z(T)`, :math:`\min|z|`, the range of the unwrapped :math:`\arg z`, :math:`\max|z(t)-z(T)|`.
     prediction : Prediction or None
-        The closed form of :func:`predict_regime` (single layers only).
+        :func:`predict_regime` (single layers only).
     params : dict
         The parameters of the run.
 
-    References
-    ----------
-    %(ref)s
+    %(refs)s
     """
 
     regime: object
@@ -544,55 +422,34 @@ class RegimeClassification:
     params: dict = field(default_factory=dict)
 
 
-#: Thresholds of :func:`classify_regime`: on the circle if :math:`\min|z|>1-` ``boundary``, turning if the
-#: argument moves by more than ``arg``, settled if :math:`\max|z(t)-z(T)|<` ``fixed``.
-CLASSIFIER_TOLERANCES = {"boundary": 1e-3, "arg": 1e-3, "fixed": 1e-6}
-
-
 @fill_doc(_DOC)
 def classify_regime(
     layer, z0=0.3 + 0.2j, T=200.0, *, window=0.2, method="DOP853", dt=0.01, rtol=1e-10, atol=1e-12, details=False
 ):
-    r"""The regime of linear attention on the circle, decided from the long-time Ott–Antonsen flow.
+    r"""The regime from the late window :math:`[(1-\text{window})T,T]` of the OA flow (thresholds
+    :data:`CLASSIFIER_TOLERANCES`).
 
-    Integrates the OA flow (:func:`~tokendynamics.ott_antonsen.solve_ott_antonsen`) from ``z0`` to ``T`` and
-    looks at the late window :math:`[(1-\text{window})T,T]` (thresholds :data:`CLASSIFIER_TOLERANCES`):
-    :math:`|z|` near 1 and :math:`\arg z` still: ``"static_clusters"``; near 1 and turning:
-    ``"rotating_clusters"``; :math:`z` settled inside: ``"partial"``; otherwise ``"oscillation"``. A turning
-    argument counts as rotation only if it turned by at least :math:`\pi` in the window or the clusters' own
-    velocity at :math:`\arg z(T)/2` (:func:`~tokendynamics.kuramoto.cluster_velocity`) is at least
-    :math:`10^{-2}\beta\|A\|\|V\|`; otherwise the orbit still creeps towards an equilibrium of the circle (slow
-    Case 1 approaches) and is reported as ``"static_clusters"``. A slowly converging orbit (near a bifurcation)
-    can be reported as ``"oscillation"``; raise ``T``.
-
-    A batch of layers and ``z0`` broadcast: one call integrates them all and returns an array of names.
-    ``method="rk4"`` with step ``dt`` is the fast path for one layer (about 0.05 s for T = 200, dt = 0.02).
+    :math:`|z|\to1` with :math:`\arg z` still: ``"static_clusters"``; turning (by :math:`\ge\pi`, or with a cluster
+    velocity at :math:`\arg z(T)/2` of at least :math:`10^{-2}\beta\|A\|\|V\|`): ``"rotating_clusters"``; :math:`z`
+    settled inside: ``"partial"``; otherwise ``"oscillation"`` (also slow convergence near a bifurcation: raise ``T``).
 
     Parameters
     ----------
     %(layers)s
     %(z0)s
-    T : float
-        Horizon.
-    window : float
-        Fraction of ``[0, T]`` at its end that is examined.
-    method : str
-        ``"DOP853"`` (or another ``solve_ivp`` method) or ``"rk4"``.
-    dt : float
-        Step of ``"rk4"``.
-    rtol, atol : float
-        Tolerances of the adaptive methods.
+    T, window : float
+        Horizon; the examined fraction of ``[0, T]`` at its end.
+    method, dt, rtol, atol
+        ``"DOP853"`` (a ``solve_ivp`` method, tolerances) or ``"rk4"`` (step ``dt``, fast for one layer).
     details : bool
-        Return a :class:`RegimeClassification` (with, for one layer, :func:`predict_regime`).
+        Return a :class:`RegimeClassification`.
 
     Returns
     -------
     str, array of str, or RegimeClassification
-        The regime name(s) of :data:`REGIMES`.
 
-    References
-    ----------
-    %(ref)s The Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
+    %(refs)s
+    The Ott–Antonsen flow: ``chapters/04_kuramoto_reduction.md``, equation (eq-oa).
     """
     T = validate_positive(T, "T")
     window = validate_positive(window, "window")
@@ -602,25 +459,21 @@ def classify_regime(
     coef = coefficients(layer)
     poly = OAPolynomial.of(coef)
     # sample the window finely enough to unwrap arg z: |d arg z/dt| <= |dz/dt| / |z| <= sum |k_i| near the circle
+    # (a coarser sampling of a large batch can misstate arg_range but not static vs rotating)
     speed = float(np.max(poly.rate()))
     batch = int(np.prod(np.broadcast_shapes(np.shape(z0), *(np.shape(k) for k in poly.k))))
-    # (a coarser sampling of a large batch can misstate arg_range but not static vs rotating)
     m = int(min(20_000, max(401, 2 * window * T * speed), max(401, 4_000_000 // max(batch, 1))))
-    sol = poly.solve(
-        z0, (0.0, T), t_eval=np.linspace((1 - window) * T, T, m), method=method, rtol=rtol, atol=atol, dt=dt
-    )
-    z = sol.z
+    t_eval = np.linspace((1 - window) * T, T, m)
+    sol = poly.solve(z0, (0.0, T), t_eval=t_eval, method=method, rtol=rtol, atol=atol, dt=dt)
+    z, tols = sol.z, CLASSIFIER_TOLERANCES
     min_mod = np.abs(z).min(axis=0)
     arg_range = np.ptp(np.unwrap(np.angle(z), axis=0), axis=0)
     z_range = np.max(np.abs(z - z[-1]), axis=0)
-    tols = CLASSIFIER_TOLERANCES
-    boundary = min_mod > 1 - tols["boundary"]
-    # velocity of a cluster pair at the final boundary point, against the scale beta |A| |V|
     cluster_speed = np.abs(coef.cluster_velocity(0.5 * np.angle(z[-1])))
     scale = coef.beta * (np.abs(coef.a_plus) + np.abs(coef.a_minus)) * (np.abs(coef.v_plus) + np.abs(coef.v_minus))
     turning = (arg_range >= tols["arg"]) & ((arg_range >= np.pi) | (cluster_speed >= 1e-2 * scale))
     names = np.where(
-        boundary,
+        min_mod > 1 - tols["boundary"],
         np.where(turning, "rotating_clusters", "static_clusters"),
         np.where(z_range < tols["fixed"], "partial", "oscillation"),
     )
@@ -638,21 +491,15 @@ def classify_regime(
 @fill_doc(_DOC)
 def rotation_period(layer, z0=0.3 + 0.2j, T=400.0, *, transient=None, centre=0.0, rtol=1e-11, atol=1e-13) -> float:
     r"""Period of :math:`R_2` on the OA flow: the mean time between upward zero crossings of
-    :math:`\operatorname{Im}(z-\text{centre})`.
-
-    With ``centre = 0`` this is "the time between every second zero of :math:`\operatorname{Im}R_2`" of paper
-    2 for rotating clusters (one turn of :math:`\arg R_2`: the clusters turn by :math:`\pi`); use ``centre`` =
-    :math:`z^*` or :math:`z_c` for oscillations around an interior point. Crossings are located by the
-    solver's event finder; those before ``transient`` (default :math:`T/2`) are ignored.
+    :math:`\operatorname{Im}(z-\text{centre})` after ``transient`` (``centre=0``: one turn of rotating clusters;
+    :math:`z^*` or :math:`z_c` for oscillations).
 
     Parameters
     ----------
     %(layer)s
     %(z0)s
-    T : float
-        Horizon.
-    transient : float, optional
-        Crossings before it are ignored (default :math:`T/2`).
+    T, transient : float
+        Horizon; crossings before ``transient`` (default :math:`T/2`) are ignored.
     centre : complex
         Point around which the turns are counted.
     rtol, atol : float
@@ -661,11 +508,10 @@ def rotation_period(layer, z0=0.3 + 0.2j, T=400.0, *, transient=None, centre=0.0
     Returns
     -------
     float
-        The period (``math.inf`` if fewer than two crossings remain: no rotation).
+        ``math.inf`` if fewer than two crossings remain.
 
-    References
-    ----------
-    %(ref)s Equation (eq-rot-period).
+    %(refs)s
+    Equation (eq-rot-period).
     """
     T = validate_positive(T, "T")
     transient = 0.5 * T if transient is None else validate_finite(transient, "transient")

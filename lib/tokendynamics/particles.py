@@ -30,7 +30,6 @@ from .validation import (
     time_grid,
     validate_choice,
     validate_count,
-    validate_dimension,
     validate_finite_array,
     validate_flag,
     validate_gaussian,
@@ -145,7 +144,7 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
     Book: ``chapters/index.md``, equation (eq-intro-sa) (tokens on the sphere).
     """
     n = validate_count(n, "n")
-    d = validate_dimension(d, "d", minimum=1)
+    d = validate_count(d, "d")
     rng = np.random.default_rng(rng)
     return normalize_rows(rng.standard_normal((n, d)))
 

@@ -1,8 +1,8 @@
 """Input validation shared by every module of the library.
 
 Every public entry point checks its arguments here, once; a wrong argument raises a ``ValueError``
-(``TypeError`` for a wrong kind of object) whose message names the argument and says what was
-expected. This module imports only :mod:`tokendynamics.docstrings`, so every module can use it.
+(``TypeError`` for a wrong kind of object) whose message names the argument (``name``) and says what
+was expected. It imports no other module of the library, so every module can use it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import math
 import numbers
 
 import numpy as np
-
-from .docstrings import fill_doc
 
 __all__ = [
     "real_array",
@@ -63,11 +61,6 @@ PARAMETER_DOCS = {
     "solve_ivp": "method : str\n    ``scipy.integrate.solve_ivp`` method.\nrtol, atol : float\n    Tolerances.",
 }
 
-_DOC = {
-    "name": "name : str\n    Name in error messages.",
-    "name_d": "name : str\n    Name in error messages.\nd : int, optional\n    Required size.",
-}
-
 
 def _all_finite(arr: np.ndarray, name: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
@@ -75,15 +68,13 @@ def _all_finite(arr: np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-@fill_doc(_DOC)
 def real_array(x, name: str) -> np.ndarray:
     """``x`` as a float64 array; complex, object or string input is refused.
 
     Parameters
     ----------
-    x : array_like
-        The input.
-    %(name)s
+    x, name
+        The input, and its name in error messages.
 
     Returns
     -------
@@ -103,17 +94,13 @@ def real_array(x, name: str) -> np.ndarray:
     return np.asarray(arr, dtype=float)
 
 
-@fill_doc(_DOC)
 def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: int = 0) -> np.ndarray:
-    """A real float64 array with finite entries (of ``ndim`` dimensions, or at least ``min_ndim``).
+    """A real float64 array with finite entries, of ``ndim`` dimensions (if given) and at least ``min_ndim``.
 
     Parameters
     ----------
-    x : array_like
-        The array.
-    %(name)s
-    ndim, min_ndim : int
-        Required, or smallest accepted, number of dimensions.
+    x, name, ndim, min_ndim
+        The array, its name in error messages, the required and the smallest numbers of dimensions.
 
     Returns
     -------
@@ -127,17 +114,13 @@ def validate_finite_array(x, name: str, *, ndim: int | None = None, min_ndim: in
     return _all_finite(arr, name)
 
 
-@fill_doc(_DOC)
 def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
     """Finite float64 tokens (n, d), n >= 1, of dimension ``d`` if given.
 
     Parameters
     ----------
-    X : array_like (n, d)
-        Tokens.
-    d : int, optional
-        Required dimension.
-    %(name)s
+    X, d, name
+        Tokens, the layer's dimension (optional), the name in error messages.
 
     Returns
     -------
@@ -155,15 +138,13 @@ def validate_tokens(X, d: int | None = None, name: str = "X") -> np.ndarray:
     return _all_finite(X, name)
 
 
-@fill_doc(_DOC)
 def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
     """A finite real float64 square matrix (d x d if ``d`` is given).
 
     Parameters
     ----------
-    M : array_like (d, d)
-        The matrix.
-    %(name_d)s
+    M, name, d
+        The matrix, its name in error messages, its required size (optional).
 
     Returns
     -------
@@ -177,15 +158,13 @@ def validate_square(M, name: str = "M", d: int | None = None) -> np.ndarray:
     return _all_finite(M, name)
 
 
-@fill_doc(_DOC)
 def validate_matrix2(M, name: str = "M") -> np.ndarray:
     """A finite real 2 x 2 matrix or stack (..., 2, 2), as float64.
 
     Parameters
     ----------
-    M : array_like (..., 2, 2)
-        Matrix or stack.
-    %(name)s
+    M, name
+        The matrix, and its name in error messages.
 
     Returns
     -------
@@ -197,15 +176,13 @@ def validate_matrix2(M, name: str = "M") -> np.ndarray:
     return _all_finite(arr, name)
 
 
-@fill_doc(_DOC)
 def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e-12) -> np.ndarray:
-    """A finite real symmetric matrix, returned exactly symmetrised :math:`(A+A^\\top)/2`.
+    """A finite real symmetric matrix, returned exactly symmetrised, :math:`(A+A^\\top)/2`.
 
     Parameters
     ----------
-    A : array_like (d, d)
-        The matrix.
-    %(name_d)s
+    A, name, d
+        As in :func:`validate_square`.
     tol : float
         Largest accepted :math:`\\max_{ij}|A-A^\\top|_{ij}`, relative to :math:`\\max(1,\\max_{ij}|A_{ij}|)`.
 
@@ -219,15 +196,13 @@ def validate_symmetric(A, name: str = "A", d: int | None = None, tol: float = 1e
     return 0.5 * (A + A.T)
 
 
-@fill_doc(_DOC)
 def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
     """A symmetric positive definite matrix (smallest eigenvalue above 1e-12 times the largest).
 
     Parameters
     ----------
-    M : array_like (d, d)
-        The matrix.
-    %(name_d)s
+    M, name, d
+        As in :func:`validate_square`.
 
     Returns
     -------
@@ -240,15 +215,13 @@ def validate_spd(M, name: str = "M", d: int | None = None) -> np.ndarray:
     return M
 
 
-@fill_doc(_DOC)
 def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float = 1e-10) -> np.ndarray:
     """A finite symmetric positive semi-definite matrix, symmetrised.
 
     Parameters
     ----------
-    S : array_like (d, d)
-        A covariance matrix.
-    %(name_d)s
+    S, name, d
+        As in :func:`validate_square`.
     tol : float
         Relative tolerance on the asymmetry (as in :func:`validate_symmetric`) and on a negative
         eigenvalue (relative to the largest entry).
@@ -270,12 +243,8 @@ def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name:
 
     Parameters
     ----------
-    mean : array_like (d,)
-        :math:`\alpha`.
-    cov : array_like (d, d)
-        :math:`\Sigma`.
-    d : int, optional
-        Required dimension.
+    mean, cov, d
+        :math:`\alpha`, :math:`\Sigma` and their required dimension (optional).
     what, name, mean_name : str
         Words of the error messages: what requires ``d`` (e.g. "the layer has d"), the names of the
         covariance and of the mean.
@@ -285,25 +254,22 @@ def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name:
     mean : numpy.ndarray (d,)
     cov : numpy.ndarray (d, d)
     """
-    mean = _all_finite(np.atleast_1d(real_array(mean, mean_name)), mean_name)
+    mean = np.atleast_1d(real_array(mean, mean_name))
     if mean.ndim != 1:
         raise ValueError(f"{mean_name} must be a vector (d,), got shape {mean.shape}")
+    _all_finite(mean, mean_name)
     if d is not None and mean.shape[0] != d:
         raise ValueError(f"{mean_name} has dimension {mean.shape[0]} but {what} = {d}")
     return mean, validate_covariance(np.atleast_2d(real_array(cov, name)), name, mean.shape[0])
 
 
-@fill_doc(_DOC)
 def validate_weights(weights, n: int, name: str = "weights") -> np.ndarray | None:
     """A probability vector of length ``n`` (finite, non-negative, sum 1 to 1e-9); None (uniform) stays None.
 
     Parameters
     ----------
-    weights : array_like (n,) or None
-        Masses of the tokens.
-    n : int
-        Number of tokens.
-    %(name)s
+    weights, n, name
+        Masses of the tokens (or None), the number of tokens, the name in error messages.
 
     Returns
     -------
@@ -341,14 +307,12 @@ def validate_measure(X, weights, d: int | None = None, name: str = "X"):
 
 
 def validate_positions(positions, n: int) -> np.ndarray:
-    """Finite positions (n,) of tokens for causal attention (default ``0, 1, ..., n-1``).
+    """Finite positions (n,) of tokens for causal attention (None: ``0, 1, ..., n-1``).
 
     Parameters
     ----------
-    positions : array_like (n,) or None
-        Positions of the tokens in the sequence.
-    n : int
-        Number of tokens.
+    positions, n
+        The positions (or None), and the number of tokens.
 
     Returns
     -------
@@ -362,15 +326,13 @@ def validate_positions(positions, n: int) -> np.ndarray:
     return _all_finite(s, "positions")
 
 
-@fill_doc(_DOC)
 def validate_angles(theta, name: str = "theta") -> np.ndarray:
     """Finite float64 angles (..., n), n >= 1.
 
     Parameters
     ----------
-    theta : array_like (..., n)
-        Angles.
-    %(name)s
+    theta, name
+        The angles, and their name in error messages.
 
     Returns
     -------
@@ -382,15 +344,13 @@ def validate_angles(theta, name: str = "theta") -> np.ndarray:
     return _all_finite(th, name)
 
 
-@fill_doc(_DOC)
 def validate_complex(z, name: str) -> np.ndarray:
     """A complex128 array (or number) with finite entries; real input is accepted.
 
     Parameters
     ----------
-    z : complex or array_like
-        The value(s).
-    %(name)s
+    z, name
+        The value(s), and the name in error messages.
 
     Returns
     -------
@@ -402,15 +362,13 @@ def validate_complex(z, name: str) -> np.ndarray:
     return _all_finite(arr.astype(complex), name)
 
 
-@fill_doc(_DOC)
 def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
     """A finite positive inverse temperature (a number, or an array for a batch of layers).
 
     Parameters
     ----------
-    beta : float or array_like
-        Inverse temperature(s).
-    %(name)s
+    beta, name
+        The inverse temperature(s), and the name in error messages.
 
     Returns
     -------
@@ -432,15 +390,13 @@ def _scalar(x, name: str) -> float:
     return float(x)
 
 
-@fill_doc(_DOC)
 def validate_finite(x, name: str) -> float:
     """A finite real number (booleans, strings, complex numbers and arrays are refused).
 
     Parameters
     ----------
-    x : float
-        The number.
-    %(name)s
+    x, name
+        The number, and its name in error messages.
 
     Returns
     -------
@@ -452,17 +408,13 @@ def validate_finite(x, name: str) -> float:
     return v
 
 
-@fill_doc(_DOC)
 def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
     """A finite real number > 0 (>= 0 with ``allow_zero``; ``+inf`` too with ``allow_inf``).
 
     Parameters
     ----------
-    x : float
-        The number.
-    %(name)s
-    allow_zero, allow_inf : bool
-        Accept 0, or :math:`+\\infty`.
+    x, name, allow_zero, allow_inf
+        The number, its name in error messages, and whether 0 or :math:`+\\infty` are accepted.
 
     Returns
     -------
@@ -476,17 +428,13 @@ def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool
     return v
 
 
-@fill_doc(_DOC)
 def validate_count(n, name: str, *, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (a float with an integer value is accepted; 2.7 is not).
 
     Parameters
     ----------
-    n : int
-        The count.
-    %(name)s
-    minimum : int
-        Smallest accepted value.
+    n, name, minimum
+        The count, its name in error messages, the smallest accepted value.
 
     Returns
     -------
@@ -498,15 +446,13 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
     return int(n)
 
 
-@fill_doc(_DOC)
 def validate_flag(x, name: str) -> bool:
     """A boolean (True/False or ``numpy.bool_``); any other value, even a truthy one, is refused.
 
     Parameters
     ----------
-    x : bool
-        The flag.
-    %(name)s
+    x, name
+        The flag, and its name in error messages.
 
     Returns
     -------
@@ -517,17 +463,13 @@ def validate_flag(x, name: str) -> bool:
     raise ValueError(f"{name} must be True or False, got {x!r}")
 
 
-@fill_doc(_DOC)
 def validate_choice(x, name: str, choices) -> str:
     """One of the strings ``choices`` (anything else, e.g. a wrong case or a non-string, is refused).
 
     Parameters
     ----------
-    x : str
-        The value.
-    %(name)s
-    choices : iterable of str
-        Accepted values.
+    x, name, choices
+        The value, its name in error messages, the accepted strings.
 
     Returns
     -------
@@ -539,15 +481,13 @@ def validate_choice(x, name: str, choices) -> str:
     return x
 
 
-@fill_doc(_DOC)
 def validate_solver(method, name: str = "solver") -> str:
     """A ``solve_ivp`` method among :data:`SOLVERS` (the error names the library's argument).
 
     Parameters
     ----------
-    method : str
-        The method.
-    %(name)s
+    method, name
+        The method, and the name of the argument in error messages.
 
     Returns
     -------
@@ -561,12 +501,9 @@ def validate_instance(x, cls, name: str, what: str | None = None):
 
     Parameters
     ----------
-    x : object
-        The value.
-    cls : type or tuple of types
-        Accepted types.
-    name, what : str
-        Its name, and the expected type in words (default: the class names), in error messages.
+    x, cls, name, what
+        The value, the accepted type(s), its name and the expected type in words (default: the class
+        names) in error messages.
 
     Returns
     -------
@@ -583,10 +520,8 @@ def validate_tolerances(rtol, atol, *, rtol_name: str = "rtol", atol_name: str =
 
     Parameters
     ----------
-    rtol, atol : float
-        Tolerances.
-    rtol_name, atol_name : str
-        Their names in error messages.
+    rtol, atol, rtol_name, atol_name
+        The tolerances, and their names in error messages.
 
     Returns
     -------
@@ -623,16 +558,12 @@ def parse_span(t_span) -> tuple[float, float]:
 
 
 def time_grid(t_span, t_eval, default: int = 401):
-    """``(t0, T, t_eval)``: the span and increasing output times inside it (``default`` points if None).
+    """``(t0, T, t_eval)``: the span and increasing output times inside it (``default`` of them if None).
 
     Parameters
     ----------
-    t_span : float or (float, float)
-        ``T`` or ``(t0, T)``.
-    t_eval : array_like or None
-        Output times.
-    default : int
-        Number of output times when ``t_eval`` is None.
+    t_span, t_eval, default
+        ``T`` or ``(t0, T)``, the output times (or None) and their number when None.
 
     Returns
     -------
@@ -656,12 +587,8 @@ def validate_unit_rows(X: np.ndarray, name: str = "X0", tol: float = 1e-6) -> np
 
     Parameters
     ----------
-    X : array (..., d)
-        Tokens.
-    name : str
-        Name in error messages.
-    tol : float
-        Largest accepted deviation of a norm from 1.
+    X, name, tol
+        Tokens (..., d), their name in error messages, the largest accepted deviation of a norm from 1.
 
     Returns
     -------

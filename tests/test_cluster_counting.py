@@ -13,7 +13,6 @@ from tokendynamics.metrics import (
     cluster_outcomes,
     count_clusters,
     is_single_cluster,
-    is_two_antipodal_clusters,
     ward_clusters,
 )
 
@@ -32,6 +31,10 @@ def _scipy_components(X, thr):
     Xn = flat / np.linalg.norm(flat, axis=-1, keepdims=True)
     counts = [connected_components(Y @ Y.T > thr, directed=False)[0] for Y in Xn]
     return np.array(counts).reshape(X.shape[:-2])
+
+
+def is_two_antipodal_clusters(X, threshold=THR):
+    return bool(cluster_outcomes(X, threshold)["antipodal"])
 
 
 def _all_counts(X):
@@ -112,7 +115,6 @@ def test_counts_are_batched_over_leading_axes():
     np.testing.assert_array_equal(count_clusters(X, method="rank"), expected)
     np.testing.assert_array_equal(ward_clusters(X), expected)
     np.testing.assert_array_equal(is_single_cluster(X), expected == 1)
-    np.testing.assert_array_equal(is_two_antipodal_clusters(X), [[False, True], [False, False]])
     for k, Y in enumerate(clouds):
         assert count_clusters(Y) == expected.flat[k]
     out = cluster_outcomes(X)

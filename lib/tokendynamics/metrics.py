@@ -1,17 +1,10 @@
-r"""Order parameters and cluster detectors of a cloud of tokens, in any dimension.
-
-Through the second moment :math:`\Sigma=\frac1n\sum_j x_jx_j^\top` (no Gram matrix):
-:func:`order_parameters` (:math:`\hat R_1,\hat R_2`), :func:`top_direction`, :func:`axis_speed`. From the
-Gram matrix of one state: :func:`detect_clusters`, :func:`sorted_gram`, :func:`pair_overlaps`. Batched
-over clouds (..., n, d): :func:`count_clusters`, :func:`cluster_outcomes`, :func:`ward_clusters` (the
-independent check), :func:`is_single_cluster`, :func:`is_two_antipodal_clusters`. Oscillations:
-:func:`coordinate_means`, :func:`plane_order_parameters`, :func:`window_ranges`, :func:`first_passage_times`.
+r"""Order parameters and cluster detectors of a cloud of tokens in any dimension, batched over clouds (..., n, d).
 
 References
 ----------
 Paper 2 (Li et al., 2026), its high-dimensional experiments (book: ``chapters/06_high_dimensional.md``,
-equation (eq-hd-R)); B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *The emergence of clusters
-in self-attention dynamics*, NeurIPS 2023 (arXiv:2305.05465), for the link threshold 0.999.
+equation (eq-hd-R)); B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, NeurIPS 2023
+(arXiv:2305.05465), for the link threshold 0.999.
 """
 
 from __future__ import annotations
@@ -41,7 +34,6 @@ __all__ = [
     "cluster_outcomes",
     "ward_clusters",
     "is_single_cluster",
-    "is_two_antipodal_clusters",
     "coordinate_means",
     "plane_order_parameters",
     "window_ranges",
@@ -82,8 +74,7 @@ def second_moment(X) -> np.ndarray:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``,
-    equation (eq-hd-sigma).
+    Paper 2 (Li et al., 2026); book: ``chapters/06_high_dimensional.md``, equation (eq-hd-sigma).
     """
     return _second_moment(_tokens(X))
 
@@ -97,7 +88,7 @@ def order_parameters(X):
        \hat R_1=\frac{n^2|\bar x|^2-\sum_i|x_i|^2}{n(n-1)},
 
     :math:`O(n\min(n,d)^2)` per frame. Uniform tokens: :math:`\hat R_2\approx1/d`, :math:`\hat R_1\approx0`;
-    two antipodal clusters :math:`\hat R_2=1,\ \hat R_1\approx0`; one cluster both 1.
+    two antipodal clusters :math:`(\approx0, 1)`; one cluster :math:`(1, 1)`.
 
     Parameters
     ----------
@@ -142,12 +133,11 @@ def top_direction(X):
 
     Returns
     -------
-    lam1 : float or array (m,)
-    u1 : array (d,) or (m, d)
+    lam1, u1 : float or array (m,), array (d,) or (m, d)
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``.
+    Paper 2 (Li et al., 2026); book: ``chapters/06_high_dimensional.md``.
     """
     return _top_eigenpair(_second_moment(_tokens(X)))
 
@@ -170,12 +160,11 @@ def _top_eigenpair(S: np.ndarray):
 
 
 def pair_overlaps(X) -> np.ndarray:
-    r"""All :math:`\langle x_i,x_j\rangle` for :math:`i<j`, for histograms.
+    r"""All :math:`\langle x_i,x_j\rangle`, :math:`i<j`, of tokens X (n, d), for histograms.
 
     Parameters
     ----------
     X : array (n, d)
-        Tokens.
 
     Returns
     -------
@@ -183,7 +172,7 @@ def pair_overlaps(X) -> np.ndarray:
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``.
+    Paper 2 (Li et al., 2026); book: ``chapters/06_high_dimensional.md``.
     """
     X = _tokens(X, one_cloud=True)
     i, j = np.triu_indices(X.shape[0], k=1)
@@ -194,27 +183,20 @@ def sorted_gram(X, axis=None):
     r"""Gram matrix :math:`\langle x_i,x_j\rangle` with the tokens ordered by the sign of their projection on
     ``axis`` (default: the top eigenvector of :math:`\Sigma`), as in paper 2's high-dimensional figures.
 
-    Two antipodal clusters give two diagonal blocks of +1 and off-diagonal blocks of -1.
-
     Parameters
     ----------
-    X : array (n, d)
-        Tokens.
-    axis : array (d,), optional
-        Direction of the split.
+    X, axis : arrays (n, d) and (d,)
+        Tokens and the direction of the split.
 
     Returns
     -------
-    G : array (n, n)
-        The sorted Gram matrix.
-    order : array of int (n,)
-        The permutation (to draw another state in the same order).
-    split : int
-        Number of tokens with a non-negative projection (the block border).
+    G, order, split
+        The sorted Gram matrix (n, n), the permutation (to draw another state in the same order), and the
+        number of tokens with a non-negative projection (the block border).
 
     References
     ----------
-    Paper 2 (Li et al., 2026), its high-dimensional experiments; book: ``chapters/06_high_dimensional.md``.
+    Paper 2 (Li et al., 2026); book: ``chapters/06_high_dimensional.md``.
     """
     X = _tokens(X, one_cloud=True)
     u = _top_eigenpair(_second_moment(X))[1] if axis is None else validate_finite_array(axis, "axis")
@@ -228,25 +210,11 @@ def sorted_gram(X, axis=None):
 
 @dataclass(frozen=True)
 class ClusterReport:
-    r"""Result of :func:`detect_clusters`.
-
-    Attributes
-    ----------
-    n_clusters : int
-        Connected components of the graph :math:`\langle x_i,x_j\rangle >` threshold (singletons count).
-    n_axes : int
-        Components after identifying :math:`x` with :math:`-x` (:math:`\langle x_i,x_j\rangle^2 >` threshold²).
-    antipodal : bool
-        At least two clusters, each with a cluster of opposite mean direction (within the threshold).
-    sizes : tuple of int
-        Cluster sizes, largest first.
-    labels : array (n,)
-        Cluster of every token (numbered by decreasing size).
-    clustered_pairs : float
-        Fraction of pairs with :math:`\langle x_i,x_j\rangle^2 >` threshold.
-    threshold : float
-        The threshold.
-    """
+    r"""Result of :func:`detect_clusters`: ``n_clusters`` (components of the graph
+    :math:`\langle x_i,x_j\rangle >` threshold, singletons count), ``n_axes`` (components once :math:`x` is
+    identified with :math:`-x`), ``antipodal`` (at least two clusters, each with an opposite one), ``sizes``
+    (largest first), ``labels`` (the cluster of each token, by decreasing size), ``clustered_pairs`` (the
+    fraction of pairs with :math:`\langle x_i,x_j\rangle^2 >` threshold) and ``threshold``."""
 
     n_clusters: int
     n_axes: int
@@ -274,10 +242,8 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens.
-    threshold : float
-        Link threshold, in (0, 1).
+    X, threshold
+        Tokens (n, d), and the link threshold in (0, 1).
 
     Returns
     -------
@@ -285,8 +251,7 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
 
     References
     ----------
-    Geshkovski, Letrouit, Polyanskiy, Rigollet, NeurIPS 2023 (arXiv:2305.05465), the threshold 0.999;
-    paper 2 (Li et al., 2026), antipodal clusters; book: ``chapters/06_high_dimensional.md``.
+    Geshkovski et al., NeurIPS 2023 (arXiv:2305.05465), the threshold; book: ``chapters/06_high_dimensional.md``.
     """
     X = _tokens(X, one_cloud=True)
     threshold = validate_finite(threshold, "threshold")
@@ -312,12 +277,8 @@ def first_passage_times(t, R, levels=(0.1, 0.5, 0.99)) -> np.ndarray:
 
     Parameters
     ----------
-    t : array (m,)
-        Increasing times.
-    R : array (m,)
-        The signal (e.g. :math:`\hat R_2(t)`).
-    levels : sequence of float
-        Levels x.
+    t, R, levels
+        Increasing times (m,), the signal (m,) (e.g. :math:`\hat R_2(t)`), the levels x.
 
     Returns
     -------
@@ -345,15 +306,13 @@ def axis_speed(t, axis) -> np.ndarray:
 
     Parameters
     ----------
-    t : array (m,)
-        Increasing times.
-    axis : array (m, d)
-        Unit vectors.
+    t, axis
+        Increasing times (m,), and unit vectors (m, d).
 
     Returns
     -------
     array (m-1,)
-        Radians per unit time (no more than a quarter turn between samples is seen).
+        Radians per unit time (at most a quarter turn between samples is seen).
 
     References
     ----------
@@ -423,12 +382,9 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
 
     Parameters
     ----------
-    X : array (n, d) or (..., n, d)
-        Unit tokens.
-    threshold : float
-        Link threshold on :math:`\langle x_i,x_j\rangle`, in (0, 1).
+    X, threshold
+        Unit tokens (n, d) or (..., n, d), and the link threshold in (0, 1).
     method : {"components", "rank"}
-        How to count.
 
     Returns
     -------
@@ -437,8 +393,7 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
 
     References
     ----------
-    Geshkovski, Letrouit, Polyanskiy, Rigollet, NeurIPS 2023 (arXiv:2305.05465), the threshold 0.999;
-    book: ``chapters/07_phase_diagrams.md``.
+    Geshkovski et al., NeurIPS 2023 (arXiv:2305.05465), the threshold; book: ``chapters/07_phase_diagrams.md``.
 
     Examples
     --------
@@ -450,8 +405,9 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
 
 
 def cluster_outcomes(X, threshold: float = 0.999) -> dict:
-    """:func:`is_single_cluster`, :func:`is_two_antipodal_clusters` and :func:`count_clusters` from one Gram
-    matrix per cloud (one-cluster clouds are counted without a graph).
+    r"""Whether each cloud is one cluster (every pair linked) or two antipodal clusters (every
+    :math:`|\langle x_i,x_j\rangle| >` threshold, some :math:`\langle x_i,x_j\rangle <` -threshold: the
+    natural limit of linear attention, odd in each token), and its :func:`count_clusters`, from one Gram matrix.
 
     Parameters
     ----------
@@ -465,7 +421,7 @@ def cluster_outcomes(X, threshold: float = 0.999) -> dict:
 
     References
     ----------
-    Book: ``chapters/07_phase_diagrams.md``.
+    Paper 2 (Li et al., 2026), antipodal clusters; book: ``chapters/07_phase_diagrams.md``.
     """
     G = _unit_gram(X, threshold)
     n = G.shape[-1]
@@ -524,32 +480,9 @@ def is_single_cluster(X, threshold: float = 0.999):
 
     References
     ----------
-    Geshkovski, Letrouit, Polyanskiy, Rigollet, NeurIPS 2023 (arXiv:2305.05465); book:
-    ``chapters/07_phase_diagrams.md``.
+    Geshkovski et al., NeurIPS 2023 (arXiv:2305.05465); book: ``chapters/07_phase_diagrams.md``.
     """
     return _scalar(_unit_gram(X, threshold).min(axis=(-1, -2)) > threshold, bool)
-
-
-def is_two_antipodal_clusters(X, threshold: float = 0.999):
-    r"""Whether a cloud is two antipodal clusters (the natural limit of linear attention, odd in each token):
-    every pair has :math:`|\langle x_i,x_j\rangle| >` ``threshold`` and some pair :math:`\langle x_i,x_j\rangle <`
-    ``-threshold``.
-
-    Parameters
-    ----------
-    X, threshold
-        As in :func:`count_clusters`.
-
-    Returns
-    -------
-    bool or bool array
-
-    References
-    ----------
-    Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-r2).
-    """
-    G = _unit_gram(X, threshold)
-    return _scalar((np.abs(G).min(axis=(-1, -2)) > threshold) & (G.min(axis=(-1, -2)) < -threshold), bool)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,7 +497,6 @@ def coordinate_means(X) -> np.ndarray:
     Parameters
     ----------
     X : array (n, d) or (m, n, d)
-        Tokens.
 
     Returns
     -------
@@ -586,10 +518,9 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
 
     Parameters
     ----------
-    X : array (n, d) or (m, n, d)
-        Tokens.
-    planes : sequence of pairs (i, j), optional
-        Default :math:`(0,1),(2,3),\dots` (the rotation planes of the block recipes of chapter 6).
+    X, planes
+        Tokens (n, d) or (m, n, d), and pairs (i, j) (default :math:`(0,1),(2,3),\dots`, the rotation planes
+        of the block recipes of chapter 6).
 
     Returns
     -------
@@ -615,18 +546,13 @@ def window_ranges(t, y, window: float) -> tuple[np.ndarray, np.ndarray]:
 
     Parameters
     ----------
-    t : array (m,)
-        Increasing times.
-    y : array (m, ...)
-        The signal (one range per column).
-    window : float
-        Window length.
+    t, y, window
+        Increasing times (m,), the signal (m, ...) (one range per column), the window length.
 
     Returns
     -------
-    starts : array (w,)
-        Start of each complete window.
-    ranges : array (w, ...)
+    starts, ranges : arrays (w,) and (w, ...)
+        Start of each complete window, and the range over it.
 
     References
     ----------

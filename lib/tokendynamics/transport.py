@@ -1,18 +1,10 @@
-r"""Optimal-transport distances, with one convention: always the distance, never its square.
-
-:func:`wasserstein` (:math:`W_p` of weighted empirical measures: POT's exact LP, the quantile formula
-in d = 1, or a labelled sliced estimate), :func:`bures_wasserstein` (:math:`W_2` of Gaussians),
-:func:`wasserstein_gaussian_1d`, the conditional distance :math:`W_{p,\lambda}` of masked attention
-(:func:`conditional_wasserstein`), :math:`W_1` and the bounded-Lipschitz distance on a circle
-(:math:`\tfrac2\pi W_1\le d_{BL}\le W_1` on the circle of length :math:`2\pi`), and the Sinkhorn solve
-of Sinkhorn attention (:func:`sinkhorn_potentials`, :func:`sinkhorn_spectrum`).
+r"""Optimal-transport distances (always the distance, never its square) and the Sinkhorn solve of
+Sinkhorn attention.
 
 References
 ----------
-Paper 1 (Castin et al., arXiv:2501.18322), book ``chapters/01_well_posedness.md`` (eq-p1-stability),
-(eq-p1-conditional); G. Peyré, M. Cuturi, *Computational Optimal Transport* (2019); POT (Flamary et al.,
-JMLR 2021); J. Rabin, J. Delon, Y. Gousseau, J. Math. Imaging Vis. 41 (2011) (the circle); paper 2 (Li et
-al., 2026), book ``chapters/04_kuramoto_reduction.md`` (eq-dbl).
+Paper 1 (Castin et al., arXiv:2501.18322); G. Peyré, M. Cuturi, *Computational Optimal Transport* (2019);
+POT (Flamary et al., JMLR 2021); book: ``chapters/01_well_posedness.md``, equation (eq-p1-stability).
 """
 
 from __future__ import annotations
@@ -112,10 +104,8 @@ def wasserstein(
 
     Parameters
     ----------
-    X, Y : arrays (n, d) and (m, d)
-        Atoms of the two measures (a 1-D array: points on the line).
-    p : float >= 1
-        Order.
+    X, Y, p : arrays (n, d) and (m, d), float >= 1
+        Atoms of the two measures (a 1-D array: points on the line), and the order.
     weights : None or (a, b)
         Masses of the two measures (uniform if None; either entry may be None).
     method : {"auto", "exact", "sliced"}
@@ -123,10 +113,8 @@ def wasserstein(
         optimal plan is then a permutation), POT's network simplex otherwise (its warnings are errors).
         ``sliced``: the sliced distance, a different, smaller quantity (Monte Carlo over ``n_projections``
         directions). ``auto``: exact up to ``EXACT_MAX_PAIRS`` pairs or in d = 1, sliced with a warning beyond.
-    n_projections : int
-        Directions of the sliced estimate.
-    rng : int or numpy.random.Generator, optional
-        Seed of those directions.
+    n_projections, rng
+        Directions of the sliced estimate, and their seed.
     return_method : bool
         Return a :class:`Distance` (value and method) instead of a float.
 
@@ -137,8 +125,7 @@ def wasserstein(
 
     References
     ----------
-    Peyré and Cuturi (2019); POT (Flamary et al., JMLR 2021); paper 1 (Castin et al., arXiv:2501.18322),
-    stability and mean-field limit; book: ``chapters/01_well_posedness.md``, equation (eq-p1-stability).
+    Peyré and Cuturi (2019); paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``.
 
     Examples
     --------
@@ -179,25 +166,20 @@ def wasserstein(
 
 
 def psd_sqrt(S, *, pinv_rtol: float | None = None):
-    r"""Symmetric square root :math:`S^{1/2}=U\Lambda^{1/2}U^\top` of a PSD matrix or stack (..., d, d).
-
-    ``S`` is symmetrised and its eigenvalues clipped at 0 (use
-    :func:`~tokendynamics.validation.validate_covariance` on user input first).
+    r"""Symmetric square root :math:`S^{1/2}=U\Lambda^{1/2}U^\top` of a PSD matrix or stack (..., d, d),
+    symmetrised, its eigenvalues clipped at 0 (check user input with ``validate_covariance`` first).
 
     Parameters
     ----------
     S : array (..., d, d)
-        Symmetric positive semi-definite matrix (or a stack).
     pinv_rtol : float, optional
         If given, also return the pseudo-inverse :math:`(S^{1/2})^+` from the same eigen-decomposition,
         eigenvalues of :math:`S^{1/2}` below ``pinv_rtol`` times the largest counting as zero.
 
     Returns
     -------
-    root : array (..., d, d)
-        :math:`S^{1/2}`.
-    pinv : array (..., d, d)
-        :math:`(S^{1/2})^+` (only with ``pinv_rtol``).
+    root, pinv : arrays (..., d, d)
+        :math:`S^{1/2}`, and :math:`(S^{1/2})^+` (only with ``pinv_rtol``).
 
     References
     ----------
@@ -225,10 +207,8 @@ def bures_wasserstein(m1, S1, m2, S2) -> float:
 
     Parameters
     ----------
-    m1, m2 : array (d,)
-        Means.
-    S1, S2 : array (d, d)
-        Covariances (symmetric positive semi-definite).
+    m1, S1, m2, S2 : arrays (d,), (d, d)
+        Means and covariances (symmetric positive semi-definite).
 
     Returns
     -------
@@ -236,8 +216,7 @@ def bures_wasserstein(m1, S1, m2, S2) -> float:
 
     References
     ----------
-    R. Bhatia, T. Jain, Y. Lim, Expo. Math. 37 (2019); paper 1's Gaussian solutions (Castin et al.,
-    arXiv:2501.18322); book: ``chapters/02_gaussian_preservation.md``, ``chapters/03_gradient_flow.md``.
+    R. Bhatia, T. Jain, Y. Lim, Expo. Math. 37 (2019); book: ``chapters/02_gaussian_preservation.md``.
 
     Examples
     --------
@@ -262,12 +241,8 @@ def wasserstein_gaussian_1d(x, mean: float, std: float, weights=None) -> float:
 
     Parameters
     ----------
-    x : array (n,)
-        Atoms.
-    mean, std : float
-        :math:`m` and :math:`s \ge 0`.
-    weights : array (n,), optional
-        Masses :math:`w_i` (uniform if omitted).
+    x, mean, std, weights
+        Atoms (n,), :math:`m`, :math:`s \ge 0`, masses :math:`w_i` (n,) (uniform if omitted).
 
     Returns
     -------
@@ -275,8 +250,7 @@ def wasserstein_gaussian_1d(x, mean: float, std: float, weights=None) -> float:
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), mean-field limit (the Gaussian oracle in d = 1); book:
-    ``chapters/01_well_posedness.md``, equation (eq-p1-gauss1d).
+    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/01_well_posedness.md``, (eq-p1-gauss1d).
     """
     from scipy.special import ndtri
 
@@ -327,17 +301,13 @@ def conditional_wasserstein(
     ----------
     X, Y, p, weights
         As in :func:`wasserstein`.
-    positions : array (n,)
-        Positions of the rows of X (and of Y unless ``positions_Y``).
-    positions_Y : array (m,), optional
-        Positions of the rows of Y.
+    positions, positions_Y : arrays (n,) and (m,)
+        Positions of the rows of X, and of Y (default: ``positions``).
     bins : None, int or array of edges
-        None: one group per distinct position. Otherwise position bins (an int: that many equal bins),
-        an estimate for continuous :math:`\lambda`.
-    reduce : {"mean", "sup"}
-        Integrate the per-group distances against :math:`\lambda`, or take their supremum.
-    return_profile : bool
-        Return a :class:`ConditionalProfile`.
+        None: one group per distinct position; else position bins (an int: that many), an estimate for
+        continuous :math:`\lambda`.
+    reduce, return_profile
+        "mean" (integrate against :math:`\lambda`) or "sup"; return a :class:`ConditionalProfile`.
 
     Returns
     -------
@@ -423,10 +393,8 @@ def circle_wasserstein1(x, y, x_weights=None, y_weights=None, *, period: float =
 
     Parameters
     ----------
-    x, y : arrays (n,) and (m,)
-        Positions of the atoms (read modulo ``period``).
-    x_weights, y_weights : arrays, optional
-        Masses (uniform if omitted; each sums to 1).
+    x, y, x_weights, y_weights : arrays (n,), (m,), optional (n,), (m,)
+        Positions of the atoms (read modulo ``period``), and their masses (uniform if omitted).
     period : float
         Length of the circle (:math:`2\pi` for the double angles of paper 2).
 
@@ -436,9 +404,8 @@ def circle_wasserstein1(x, y, x_weights=None, y_weights=None, *, period: float =
 
     References
     ----------
-    J. Rabin, J. Delon, Y. Gousseau, *Transportation distances on the circle*, J. Math. Imaging Vis. 41
-    (2011); paper 2 (Li et al., 2026), structural stability; book: ``chapters/04_kuramoto_reduction.md``,
-    equation (eq-dbl).
+    J. Rabin, J. Delon, Y. Gousseau, J. Math. Imaging Vis. 41 (2011); paper 2 (Li et al., 2026), structural
+    stability; book: ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl).
 
     >>> round(circle_wasserstein1([0.1], [2 * np.pi - 0.1]), 12)  # the short way round
     0.2
@@ -472,8 +439,7 @@ def circle_bounded_lipschitz(x, y, x_weights=None, y_weights=None, *, period: fl
 
     References
     ----------
-    R. M. Dudley, *Real Analysis and Probability* (the metric); paper 2 (Li et al., 2026), structural
-    stability; book: ``chapters/04_kuramoto_reduction.md``, equation (eq-dbl).
+    R. M. Dudley, *Real Analysis and Probability*; book: ``chapters/04_kuramoto_reduction.md``, (eq-dbl).
 
     >>> round(circle_bounded_lipschitz([0.0], [3.0]), 12)  # two point masses: min(distance, 2)
     2.0
@@ -520,33 +486,21 @@ def sinkhorn_potentials(
     r"""Sinkhorn for the entropic self-transport of :math:`\mu=\sum_j w_j\delta_{x_j}`, in potentials.
 
     Finds :math:`f, g` such that :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j)/\varepsilon + \mathrm{logK}_{ij})`
-    has both marginals :math:`w`, iterating
+    has both marginals :math:`w`, alternating
     :math:`f_i \leftarrow -\varepsilon\,\mathrm{LSE}_j(g_j/\varepsilon+\mathrm{logK}_{ij}+\log w_j)` and the
-    same for :math:`g` until the column-marginal relative error is below ``tol``. The row update comes
-    last, so rows of :math:`\pi/w_i` sum to one to round-off; one iteration from :math:`g=0` is the row
-    softmax of ``logK``.
-
-    Three paths, one fixed point: kernels spanning at most :math:`e^{30}` iterate in the exponential
-    domain (matrix scaling, two products per iteration), wider ones in the log domain; leading batch
-    axes are solved at once, each system stopping at its own iteration. With ``memory`` > 0, a system
-    not converged after 50 plain iterations goes on alone with Anderson acceleration of the map
-    :math:`g\mapsto G(g)` (the last ``memory + 1`` values mixed to minimise the residual; a step that
-    raises the error tenfold restarts plainly from the best iterate). Plain Sinkhorn stalls on tight
-    clusters (contraction :math:`1-O(e^{-\Delta/\varepsilon})`, :math:`\Delta` the score gap), which
-    the acceleration resolves.
+    same for :math:`g` until the column-marginal error is below ``tol``; the row update comes last, so the
+    rows of :math:`\pi/w_i` sum to one. Kernels spanning at most :math:`e^{30}` iterate in the exponential
+    domain (matrix scaling), others in the log domain; batch axes are solved at once, each system stopping
+    at its own iteration. A system not converged after 50 iterations goes on with Anderson acceleration
+    (``memory`` > 0): plain Sinkhorn stalls on tight clusters, contracting by :math:`1-O(e^{-\Delta/\varepsilon})`
+    (:math:`\Delta` the score gap); a step that raises the error tenfold restarts plainly from the best iterate.
 
     Parameters
     ----------
-    logK : array (..., n, n)
-        The scores divided by :math:`\varepsilon` (batch axes allowed).
-    logw : array (n,) or (..., n)
-        Logarithms of the masses :math:`w_j`.
-    eps : float
-        Entropic regularisation :math:`\varepsilon > 0`.
-    max_iter : int
-        Cap on the iterations.
-    tol : float
-        Tolerance on :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
+    logK, logw : arrays (..., n, n) and (n,) or (..., n)
+        The scores divided by :math:`\varepsilon`, and the logarithms of the masses.
+    eps, max_iter, tol
+        :math:`\varepsilon > 0`, the cap on the iterations, the tolerance on :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
     g0 : array (n,) or (..., n), optional
         Warm start of the column potential (default zero).
     memory : int
@@ -554,18 +508,14 @@ def sinkhorn_potentials(
 
     Returns
     -------
-    f, g : array (..., n)
-        Row and column potentials.
-    iterations : int or array of int
-        Iterations used (per system for a batch).
-    error : float or array
-        Column-marginal relative error reached.
+    f, g, iterations, error
+        Row and column potentials (..., n), the iterations used and the column-marginal error reached
+        (per system for a batch).
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; M. E. Sander, P. Ablin, M. Blondel,
-    G. Peyré, *Sinkformers*, AISTATS 2022; D. G. Anderson, J. ACM 12 (1965), and L. Chizat (2020) for its use
-    with Sinkhorn. Book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
+    Paper 1 (Castin et al., arXiv:2501.18322); M. E. Sander et al., *Sinkformers*, AISTATS 2022; D. G.
+    Anderson, J. ACM 12 (1965); book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
     """
     n = logK.shape[-1]
     batch = logK.shape[:-2]
@@ -687,24 +637,19 @@ def sinkhorn_spectrum(root, cov, B):
 
     Parameters
     ----------
-    root : array (..., d, d)
-        :math:`\Sigma^{1/2}` (e.g. from :func:`psd_sqrt`; not checked against ``cov``).
-    cov : array (..., d, d)
-        :math:`\Sigma`, symmetric positive semi-definite.
-    B : array (d, d) or (..., d, d)
-        The kernel's matrix; a Sinkhorn head uses :math:`B=(\beta/\varepsilon)A^\top`.
+    root, cov, B : arrays (..., d, d)
+        :math:`\Sigma^{1/2}` (not checked against :math:`\Sigma`), :math:`\Sigma` (PSD), and the kernel's
+        matrix (a Sinkhorn head uses :math:`B=(\beta/\varepsilon)A^\top`).
 
     Returns
     -------
-    sq : array (..., d)
-        :math:`\sqrt{1+4h_i}` for the eigenvalues of :math:`H` in increasing order (negatives clipped to 0).
-    W : array (..., d, d)
-        Orthonormal eigenvectors of :math:`H` (columns), in the same order.
+    sq, W : arrays (..., d) and (..., d, d)
+        :math:`\sqrt{1+4h_i}` for the eigenvalues of :math:`H` in increasing order (negatives clipped to 0),
+        and the orthonormal eigenvectors (columns).
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention on Gaussian data; book:
-    ``chapters/02_gaussian_preservation.md`` and ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
+    Paper 1 (Castin et al., arXiv:2501.18322), Sinkhorn attention; book: ``chapters/02_gaussian_preservation.md``.
     """
     H = root @ np.swapaxes(B, -1, -2) @ cov @ B @ root
     lam, W = np.linalg.eigh(0.5 * (H + np.swapaxes(H, -1, -2)))

@@ -37,10 +37,8 @@ def wilson_interval(k, n, confidence: float = 0.95):
 
     Parameters
     ----------
-    k, n : int or array
-        Successes and trials (broadcast together).
-    confidence : float
-        Confidence level in (0, 1).
+    k, n, confidence
+        Successes and trials (ints or arrays, broadcast together), and the confidence level in (0, 1).
 
     Returns
     -------
@@ -77,14 +75,10 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
 
     Parameters
     ----------
-    x : array (m,)
-        Increasing grid (positive if ``log``).
-    p : array (m,) or (..., m)
-        Sampled curves.
-    level : float
-        The level.
-    log : bool
-        Interpolate in :math:`\log x`.
+    x, p : arrays (m,) and (m,) or (..., m)
+        Increasing grid (positive if ``log``), and the sampled curves.
+    level, log
+        The level, and whether to interpolate in :math:`\log x`.
 
     Returns
     -------
@@ -137,18 +131,12 @@ def cluster_statistics(
 
     Parameters
     ----------
-    kind : str or AttentionKind
-        Attention kind.
-    recipe : str
-        One of :data:`~tokendynamics.ensembles.RECIPES`.
+    kind, recipe
+        Attention kind (a name or an ``AttentionKind``), and one of :data:`~tokendynamics.ensembles.RECIPES`.
     betas, depths : sequence of float
         Inverse temperatures and examined depths.
-    n, d, clouds : int
-        Tokens per cloud, dimension, clouds per :math:`\beta`.
-    seed : int
-        Seed of the clouds.
-    dt : float
-        Step.
+    n, d, clouds, seed, dt
+        Tokens per cloud, dimension, clouds per :math:`\beta`, seed of the clouds, step.
     **options
         ``layer_seed`` (1, the seed of the layers), ``threshold`` (0.999, of
         :func:`~tokendynamics.metrics.cluster_outcomes`), ``method`` ("rk4" or "euler"), ``sphere`` (True),
@@ -164,8 +152,7 @@ def cluster_statistics(
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet (arXiv:2312.10794), the clustering model; book:
-    ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
+    Geshkovski et al. (arXiv:2312.10794), the clustering model; book: ``chapters/07_phase_diagrams.md``.
     """
     o = {key: options.pop(key, default) for key, default in _RUN.items()}  # the rest goes to the layers
     betas = np.atleast_1d(real_array(betas, "betas"))

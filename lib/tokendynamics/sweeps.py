@@ -37,7 +37,7 @@ def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
 
     References
     ----------
-    Book: ``chapters/07_phase_diagrams.md`` (sweeps).
+    Book: ``chapters/07_phase_diagrams.md``.
 
     Examples
     --------
@@ -69,17 +69,14 @@ def sweep(
 
     Parameters
     ----------
-    fn : callable
-        A module-level (picklable) function of keyword arguments.
-    points : iterable of dicts
-        The grid, e.g. ``grid(beta=[0.5, 1, 2], seed=range(3))``.
+    fn, points
+        A module-level (picklable) function of keyword arguments, and the grid (dicts), e.g.
+        ``grid(beta=[0.5, 1, 2], seed=range(3))``.
     n_jobs : int
         joblib workers (1: serial, here; -1: all cores); on Dask, tasks in flight (default: every worker).
-    backend : str, optional
-        ``None`` (joblib's ``"loky"``), ``"threading"``, or ``"dask"`` (the cluster of ``client``, or of
-        the current default ``dask.distributed.Client``).
-    client : dask.distributed.Client, optional
-        Run on this client's cluster.
+    backend, client
+        ``None`` (joblib's ``"loky"``), ``"threading"``, or ``"dask"`` (the cluster of ``client``, a
+        ``dask.distributed.Client``, or of the current default client).
     progress, desc
         Show a progress bar (tqdm, on stderr) as results arrive, and its label.
     **fixed
@@ -139,7 +136,7 @@ def _backend_context(backend, client):
         import distributed
     except ImportError:  # pragma: no cover - depends on the installation
         raise ImportError(
-            "sweeps on Dask need dask.distributed: install the extra with `pip install -e .[cluster]`"
+            "sweeps on Dask need dask.distributed: install the extra (pip install -e .[cluster])"
         ) from None
     from joblib import parallel_config
 
@@ -162,17 +159,14 @@ def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_leve
 
     Parameters
     ----------
-    results : iterable of dict
-        Results of :func:`sweep`.
-    key, value : str
-        The entry to group by, and the entry to average.
+    results, key, value
+        Results of :func:`sweep` (dicts), the entry to group by, and the entry to average.
 
     Returns
     -------
-    xs : array
-        The distinct values of ``key``, increasing.
-    means : array
-        The mean of ``value`` in each group (``inf`` if a member is ``inf``, e.g. a level never reached).
+    xs, means : arrays
+        The distinct values of ``key``, increasing, and the mean of ``value`` in each group (``inf`` if a
+        member is ``inf``, e.g. a level never reached).
 
     References
     ----------

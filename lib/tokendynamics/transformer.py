@@ -14,10 +14,9 @@ a first-order scheme of :math:`\dot x=P^\perp_x\Gamma(x)`.
 
 References
 ----------
-W. E, Commun. Math. Stat. 5 (2017); R. T. Q. Chen et al., NeurIPS 2018 (arXiv:1806.07366); M. E. Sander,
-P. Ablin, G. Peyré, NeurIPS 2022 (arXiv:2205.14612); LayerNorm: J. L. Ba, J. R. Kiros, G. E. Hinton,
-arXiv:1607.06450, and R. Xiong et al., ICML 2020 (arXiv:2002.04745); the sphere model: B. Geshkovski et al.
-(arXiv:2312.10794). Book: ``chapters/08_transformer.md``, equation (eq-tf-block) [D].
+Residual networks as ODE schemes: W. E (2017); R. T. Q. Chen et al. (arXiv:1806.07366); M. E. Sander, P.
+Ablin, G. Peyré (arXiv:2205.14612); pre- and post-LN: R. Xiong et al. (arXiv:2002.04745). Book:
+``chapters/08_transformer.md``, equation (eq-tf-block) [D].
 """
 
 from __future__ import annotations
@@ -49,10 +48,8 @@ def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
 
     Parameters
     ----------
-    X : array (..., d)
-        Tokens (rows along the last axis), d >= 2.
-    eps : float
-        :math:`\epsilon > 0`.
+    X, eps
+        Tokens (..., d), d >= 2, and :math:`\epsilon > 0`.
 
     Returns
     -------
@@ -81,17 +78,12 @@ class MLP:
 
     Parameters
     ----------
-    width : int
-        Hidden width m >= 1.
-    strength : float
-        s >= 0 (0: no MLP).
-    activation : {"relu", "tanh"}
-        :math:`\varphi`.
+    width, strength, activation
+        The hidden width m >= 1, s >= 0 (0: no MLP), and :math:`\varphi`, "relu" or "tanh".
 
     References
     ----------
-    K. He et al., *Delving deep into rectifiers*, ICCV 2015 (arXiv:1502.01852), for the variance
-    rule; book: ``chapters/08_transformer.md``, section "The MLP".
+    K. He et al., ICCV 2015 (arXiv:1502.01852), the variance rule; book: ``chapters/08_transformer.md``.
     """
 
     width: int
@@ -108,15 +100,12 @@ class MLP:
 
         Parameters
         ----------
-        d : int
-            Token dimension.
-        rng : int or numpy.random.Generator, optional
-            Seed or generator.
+        d, rng
+            Token dimension, and a seed or generator.
 
         Returns
         -------
-        W1 : array (width, d)
-        W2 : array (d, width)
+        W1, W2 : arrays (width, d) and (d, width)
         """
         d = validate_count(d, "d")
         rng = np.random.default_rng(rng)
@@ -129,10 +118,8 @@ class MLP:
 
         Parameters
         ----------
-        X : array (n, d)
-            Tokens.
-        weights : (array, array)
-            :math:`(W_1, W_2)` from :meth:`sample`.
+        X, weights
+            Tokens (n, d), and :math:`(W_1, W_2)` from :meth:`sample`.
 
         Returns
         -------
@@ -172,35 +159,25 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
     Parameters
     ----------
     X0 : array (n, d)
-        Input tokens (unit rows for ``norm="sphere"``). Never modified.
+        Input tokens (unit rows for ``norm="sphere"``), never modified.
     layer : Attention or sequence of L Attention
         Tied or fresh attention weights.
-    T : float
-        Depth of the ODE the network discretises, T > 0; the step is h = T/L.
-    L : int
-        Number of blocks, L >= 1.
+    T, L
+        Depth T > 0 of the ODE the network discretises, and the number of blocks L >= 1.
     norm : {None, "pre", "post", "sphere"}
         LayerNorm inside the residual branch (pre-LN), after the sum (post-LN), or the unit-norm retraction.
-    mlp : MLP, optional
-        A random feed-forward block added to the attention in each residual branch.
-    rng : int or numpy.random.Generator, optional
-        Seed of the MLP's weights (only with ``mlp``).
+    mlp, rng
+        A random feed-forward :class:`MLP` added in each residual branch, and the seed of its weights.
 
     Returns
     -------
     array (L + 1, n, d)
-        The input and the tokens after each block.
-
-    Raises
-    ------
-    BlowUpError
-        The attention field or the tokens overflowed (its time is the depth of the block).
+        The input and the tokens after each block; an overflow raises ``BlowUpError`` at the block's depth.
 
     References
     ----------
     Book: ``chapters/08_transformer.md``, equation (eq-tf-block): ``norm=None`` without MLP equals
-    :func:`~tokendynamics.particles.simulate` (``method="euler"``, ``dt=T/L``) to round-off [D]; paper 1
-    (Castin et al., arXiv:2501.18322) for the particle system.
+    :func:`~tokendynamics.particles.simulate` (``method="euler"``, ``dt=T/L``) to round-off [D].
 
     Examples
     --------

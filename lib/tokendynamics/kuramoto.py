@@ -36,13 +36,14 @@ from .docstrings import fill_doc
 from .odes import solve_ode
 from .validation import (
     PARAMETER_DOCS,
+    SOLVERS,
     time_grid,
     validate_angles,
+    validate_choice,
     validate_count,
     validate_finite_array,
     validate_matrix2,
-    validate_solver,
-    validate_tolerances,
+    validate_positive,
 )  # fmt: skip
 
 __all__ = [
@@ -536,8 +537,8 @@ def solve_phases(
     th0 = validate_angles(theta0, "theta0")
     coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_phases"))
     t0, T, t_eval = time_grid(t_span, t_eval)
-    method = validate_solver(method, "method")
-    rtol, atol = validate_tolerances(rtol, atol)
+    method = validate_choice(method, "method", SOLVERS)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     shape = th0.shape
 
     def rhs(t, th):

@@ -26,6 +26,7 @@ from .errors import BlowUpError, NonFiniteError
 from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, adaptive_solve, fixed_step, step_count
 from .transport import psd_sqrt
 from .validation import (
+    SOLVERS,
     parse_span,
     time_grid,
     validate_choice,
@@ -35,7 +36,6 @@ from .validation import (
     validate_gaussian,
     validate_positions,
     validate_positive,
-    validate_solver,
     validate_tokens,
     validate_unit_rows,
     validate_weights,
@@ -673,7 +673,7 @@ def _options(options: dict, method: str) -> dict:
     if opt["stop_when"] is not None and not callable(opt["stop_when"]):
         raise ValueError("stop_when must be a function of the tokens X (n, d)")
     if method == "adaptive":
-        opt["solver"] = validate_solver(opt["solver"], "solver")
+        opt["solver"] = validate_choice(opt["solver"], "solver", SOLVERS)
         opt["rtol"] = validate_positive(opt["rtol"], "rtol")
         opt["atol"] = validate_positive(opt["atol"], "atol")
     return opt

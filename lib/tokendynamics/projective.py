@@ -25,14 +25,15 @@ from .odes import solve_ode
 from .particles import Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
+    SOLVERS,
     parse_span,
     time_grid,
     validate_beta,
+    validate_choice,
     validate_finite,
     validate_flag,
-    validate_solver,
+    validate_positive,
     validate_tokens,
-    validate_tolerances,
 )
 
 __all__ = ["projective_flow", "ProjectiveSolution", "solve_projective"]
@@ -116,8 +117,8 @@ def projective_flow(
     n, d = X0.shape
     t0, T = parse_span(t_span)
     _, _, t_eval = time_grid((t0, T), t_eval, default=201)
-    solver = validate_solver(solver, "solver")
-    rtol, atol = validate_tolerances(rtol, atol)
+    solver = validate_choice(solver, "solver", SOLVERS)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     return_phi = validate_flag(return_phi, "return_phi")
     AT = A.T
 
@@ -228,7 +229,7 @@ def solve_projective(
     X0 = validate_tokens(X0, name="X0")
     layer = Attention("linear", A=A, V=V, beta=float(validate_beta(beta)))
     t0, T, t_eval = time_grid(t_span, t_eval)
-    method = validate_solver(method, "method")
+    method = validate_choice(method, "method", SOLVERS)
     traj, Phi = projective_flow(X0, layer, (t0, T), t_eval=t_eval, solver=method, rtol=rtol, atol=atol, return_phi=True)
     n, d = X0.shape
     return ProjectiveSolution(

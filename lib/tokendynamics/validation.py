@@ -32,8 +32,6 @@ __all__ = [
     "validate_flag",
     "validate_choice",
     "validate_instance",
-    "validate_solver",
-    "validate_tolerances",
     "validate_finite_array",
     "validate_complex",
     "parse_span",
@@ -481,21 +479,6 @@ def validate_choice(x, name: str, choices) -> str:
     return x
 
 
-def validate_solver(method, name: str = "solver") -> str:
-    """A ``solve_ivp`` method among :data:`SOLVERS` (the error names the library's argument).
-
-    Parameters
-    ----------
-    method, name
-        The method, and the name of the argument in error messages.
-
-    Returns
-    -------
-    str
-    """
-    return validate_choice(method, name, SOLVERS)
-
-
 def validate_instance(x, cls, name: str, what: str | None = None):
     """``x`` itself if it is an instance of ``cls``; else a TypeError naming ``name`` and the expected type.
 
@@ -513,21 +496,6 @@ def validate_instance(x, cls, name: str, what: str | None = None):
         expected = what or (cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls))
         raise TypeError(f"{name} must be {expected}, got {type(x).__name__} {x!r:.60}")
     return x
-
-
-def validate_tolerances(rtol, atol, *, rtol_name: str = "rtol", atol_name: str = "atol") -> tuple[float, float]:
-    """Positive finite tolerances of an adaptive solver (scipy would clamp or only warn).
-
-    Parameters
-    ----------
-    rtol, atol, rtol_name, atol_name
-        The tolerances, and their names in error messages.
-
-    Returns
-    -------
-    rtol, atol : float
-    """
-    return validate_positive(rtol, rtol_name), validate_positive(atol, atol_name)
 
 
 def parse_span(t_span) -> tuple[float, float]:

@@ -31,7 +31,6 @@ from .validation import (
 )
 
 __all__ = [
-    "Distance",
     "wasserstein",
     "bures_wasserstein",
     "wasserstein_gaussian_1d",
@@ -48,19 +47,6 @@ EXACT_MAX_PAIRS = 4_000_000  # above this many pairs n * m the exact LP is slow 
 SINKHORN_MEMORY = 5  # past iterates mixed by the Anderson acceleration of sinkhorn_potentials
 SINKHORN_PLAIN_ITERS = 50  # plain batched iterations before a system not yet converged is accelerated alone
 SCALING_MAX_RANGE = 30.0  # kernels spanning at most e^30 run in the exponential (scaling) domain
-
-
-@dataclass(frozen=True)
-class Distance:
-    """A distance ``value`` (not its square) of order ``p`` and the ``method`` that computed it
-    (``"exact"``, ``"quantile"`` or ``"sliced"``); ``float()`` gives the value."""
-
-    value: float
-    method: str
-    p: float
-
-    def __float__(self) -> float:
-        return self.value
 
 
 def _uniform(w, n, name):
@@ -94,13 +80,9 @@ def _two_measures(X, Y, p, weights):
     return X, Y, _uniform(weights[0], X.shape[0], "weights[0]"), _uniform(weights[1], Y.shape[0], "weights[1]"), p
 
 
-def wasserstein(
-    X, Y, p: float = 2, weights=None, *, method: str = "auto", n_projections: int = 200, rng=None, return_method=False
-):
-    r"""Wasserstein distance of two weighted empirical measures :math:`\mu=\sum_i a_i\delta_{x_i}`,
-    :math:`\nu=\sum_j b_j\delta_{y_j}`:
-
-    .. math:: W_p(\mu,\nu) = \Big(\min_{\pi\in\Pi(a,b)}\sum_{ij}\pi_{ij}|x_i-y_j|^p\Big)^{1/p}
+def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_projections: int = 200, rng=None):
+    r"""Wasserstein distance :math:`W_p(\mu,\nu) = \big(\min_{\pi\in\Pi(a,b)}\sum_{ij}\pi_{ij}|x_i-y_j|^p\big)^{1/p}`
+    of two weighted empirical measures :math:`\mu=\sum_i a_i\delta_{x_i}`, :math:`\nu=\sum_j b_j\delta_{y_j}`.
 
     Parameters
     ----------
@@ -109,19 +91,16 @@ def wasserstein(
     weights : None or (a, b)
         Masses of the two measures (uniform if None; either entry may be None).
     method : {"auto", "exact", "sliced"}
-        ``exact``: the quantile formula in d = 1, an assignment for two uniform clouds of one size (an
-        optimal plan is then a permutation), POT's network simplex otherwise (its warnings are errors).
+        ``exact``: the quantile formula in d = 1, an assignment for two uniform clouds of one size, POT's
+        network simplex otherwise (its warnings are errors).
         ``sliced``: the sliced distance, a different, smaller quantity (Monte Carlo over ``n_projections``
         directions). ``auto``: exact up to ``EXACT_MAX_PAIRS`` pairs or in d = 1, sliced with a warning beyond.
     n_projections, rng
         Directions of the sliced estimate, and their seed.
-    return_method : bool
-        Return a :class:`Distance` (value and method) instead of a float.
 
     Returns
     -------
-    float or Distance
-        :math:`W_p(\mu,\nu)` (not its p-th power).
+    float
 
     References
     ----------
@@ -137,7 +116,6 @@ def wasserstein(
     X, Y, a, b, p = _two_measures(X, Y, p, weights)
     method = validate_choice(method, "method", ("auto", "exact", "sliced"))
     n_projections = validate_count(n_projections, "n_projections")
-    return_method = validate_flag(return_method, "return_method")
     if method == "auto":
         method = "exact" if (X.shape[1] == 1 or X.shape[0] * Y.shape[0] <= EXACT_MAX_PAIRS) else "sliced"
         if method == "sliced":
@@ -146,23 +124,20 @@ def wasserstein(
                 "returning the sliced Wasserstein distance instead",
                 stacklevel=2,
             )
-    if method == "sliced":
+    if method == "sliced":  # a different, smaller quantity: asked for, or announced by the warning above
         seed = int(np.random.default_rng(rng).integers(2**31))
-        value = float(ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=p, seed=seed))
-        used = "sliced"
-    elif X.shape[1] == 1:
-        value, used = float(ot.wasserstein_1d(X[:, 0], Y[:, 0], a, b, p=p)) ** (1.0 / p), "quantile"
+        return float(ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=p, seed=seed))
+    if X.shape[1] == 1:
+        return float(ot.wasserstein_1d(X[:, 0], Y[:, 0], a, b, p=p)) ** (1.0 / p)
+    M = ot.dist(X, Y, metric="euclidean") ** p if p != 2 else ot.dist(X, Y)  # sqeuclidean for p = 2
+    if X.shape[0] == Y.shape[0] and np.ptp(a) == 0 and np.ptp(b) == 0:  # an optimal plan is a permutation
+        rows, cols = linear_sum_assignment(M)
+        cost = float(M[rows, cols].mean())
     else:
-        M = ot.dist(X, Y, metric="euclidean") ** p if p != 2 else ot.dist(X, Y)  # sqeuclidean for p = 2
-        if X.shape[0] == Y.shape[0] and np.ptp(a) == 0 and np.ptp(b) == 0:
-            rows, cols = linear_sum_assignment(M)
-            cost = float(M[rows, cols].mean())
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # POT warns (and returns garbage) when it stops early
-                cost = float(ot.emd2(a, b, M, numItermax=max(1_000_000, 50 * M.size)))
-        value, used = max(cost, 0.0) ** (1.0 / p), "exact"
-    return Distance(value, used, p) if return_method else value
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # POT warns (and returns garbage) when it stops early
+            cost = float(ot.emd2(a, b, M, numItermax=max(1_000_000, 50 * M.size)))
+    return max(cost, 0.0) ** (1.0 / p)
 
 
 def psd_sqrt(S, *, pinv_rtol: float | None = None):
@@ -541,12 +516,9 @@ def sinkhorn_potentials(
 
 
 def _active_set_loop(m: int, n: int, max_iter: int, tol: float, state: np.ndarray, step):
-    """The iteration loop of both Sinkhorn domains on m systems; each stops at its own iteration.
-
-    ``step(active, every)`` does one iteration on the systems ``active`` (all m if ``every``) and
-    returns their f, their errors and ``update(sel)``, the new ``state`` rows (g or v) of
-    ``active[sel]`` (updated in place). Returns f (m, n), the iterations and the errors.
-    """
+    """The loop of both Sinkhorn domains on m systems, each stopping at its own iteration: ``step(active,
+    every)`` iterates the systems ``active`` (all if ``every``) and returns their f, errors and ``update(sel)``,
+    the new ``state`` rows (g or v, set in place) of ``active[sel]``. Returns f (m, n), iterations, errors."""
     f = np.zeros((m, n))
     err = np.full(m, np.inf)
     its = np.zeros(m, dtype=int)

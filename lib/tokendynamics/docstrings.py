@@ -1,20 +1,6 @@
-"""Shared paragraphs of numpydoc docstrings.
-
-A docstring names a shared fragment on a line of its own, ``%(name)s``; :func:`fill_doc` substitutes
-it at import, indented like the placeholder, so ``help()``, doctests and the API pages see the whole
-text (the technique of SciPy's ``scipy._lib.doccer`` and MNE's ``mne.utils.fill_doc``).
-
->>> @fill_doc({"seed": "seed : int\\n    Seed of the generator."})
-... def draw(seed):
-...     '''Draw.
-...
-...     Parameters
-...     ----------
-...     %(seed)s
-...     '''
->>> print(draw.__doc__.splitlines()[4].strip())
-seed : int
-"""
+"""Shared paragraphs of numpydoc docstrings: a docstring names a fragment on a line of its own, ``%(name)s``,
+and :func:`fill_doc` substitutes it at import, indented like the placeholder, so ``help()``, doctests and the
+API pages see the whole text (the technique of SciPy's ``scipy._lib.doccer`` and MNE's ``mne.utils.fill_doc``)."""
 
 from __future__ import annotations
 

@@ -22,17 +22,8 @@ class ConvergenceError(TokenDynamicsError, RuntimeError):
 
 
 class BlowUpError(TokenDynamicsError, RuntimeError):
-    """An integration left every bounded set: the state became non-finite or exceeded a threshold.
-
-    Attributes
-    ----------
-    time : float
-        First time at which the state was found non-finite or above the threshold.
-    last_good_time : float
-        Last time at which the state was still finite and below the threshold.
-    reason : str
-        What was detected.
-    """
+    """An integration left every bounded set: the state became non-finite or exceeded a threshold at
+    ``time``; it was last finite and below the threshold at ``last_good_time``; ``reason`` says what was seen."""
 
     def __init__(self, time: float, last_good_time: float, reason: str):
         self.time = float(time)

@@ -1,12 +1,7 @@
-"""Parameter sweeps through joblib, with a progress bar: serially, on the local cores, or on a Dask cluster.
-
-``sweep(fn, grid(...))`` calls ``fn(**point)`` for every point and returns the results in the order
-of the grid. Dask is an optional extra (``pip install -e .[cluster]``): ``sweep(fn, points,
-client=Client("tcp://host:8786"))``, or ``backend="dask"`` for the current default client; joblib's
-Dask backend exists only inside ``joblib.parallel_config(backend="dask")``, which :func:`sweep`
-opens itself. Each point is computed by a module-level function of plain arguments and carries its
-own seed, so results do not depend on the order or the worker (tested bit for bit on a ``LocalCluster``).
-"""
+"""Parameter sweeps through joblib, with a progress bar: serially, on the local cores, or on a Dask cluster
+(the optional extra ``[cluster]``; :func:`sweep` opens joblib's Dask backend itself). Each point is a call of a
+module-level function with plain arguments and its own seed, so results depend neither on the order nor on
+the worker (tested bit for bit on a ``LocalCluster``)."""
 
 from __future__ import annotations
 

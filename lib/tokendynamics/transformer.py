@@ -7,10 +7,8 @@ optional LayerNorm, a random MLP and fresh weights per block (numpy only).
    \text{post:}\quad & x \leftarrow \mathrm{LN}\big(x + h\,(\Gamma_k(x) + F_k(x))\big),\\
    \text{sphere:}\quad & x \leftarrow y/|y|,\quad y = x + h\,(\Gamma_k(x) + F_k(x)),
 
-with :math:`\Gamma_k` the attention field of block k (:func:`~tokendynamics.attention.velocity`), :math:`F_k`
-its MLP and :math:`\mathrm{LN}\,x=(x-\bar x\mathbf 1)/\sqrt{\sigma^2(x)+\epsilon}` without gain or bias.
-Without norm and MLP this is the explicit Euler scheme of :math:`\dot x_i=\Gamma(x_i)`; the sphere mode is
-a first-order scheme of :math:`\dot x=P^\perp_x\Gamma(x)`.
+with :math:`\Gamma_k` the attention field of block k, :math:`F_k` its MLP and :math:`\mathrm{LN}` a LayerNorm
+without gain or bias: without norm and MLP, the explicit Euler scheme of :math:`\dot x_i=\Gamma(x_i)`.
 
 References
 ----------

@@ -2,9 +2,8 @@ r"""Order parameters and cluster detectors of a cloud of tokens in any dimension
 
 References
 ----------
-Paper 2 (Li et al., 2026), its high-dimensional experiments (book: ``chapters/06_high_dimensional.md``,
-equation (eq-hd-R)); B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, NeurIPS 2023
-(arXiv:2305.05465), for the link threshold 0.999.
+Paper 2 (Li et al., 2026), book ``chapters/06_high_dimensional.md``; B. Geshkovski, C. Letrouit, Y. Polyanskiy,
+P. Rigollet, NeurIPS 2023 (arXiv:2305.05465), the link threshold 0.999.
 """
 
 from __future__ import annotations
@@ -66,7 +65,6 @@ def second_moment(X) -> np.ndarray:
     Parameters
     ----------
     X : array (n, d) or (m, n, d)
-        Tokens.
 
     Returns
     -------
@@ -93,7 +91,6 @@ def order_parameters(X):
     Parameters
     ----------
     X : array (n, d) or (m, n, d)
-        Tokens (one cloud or m frames).
 
     Returns
     -------
@@ -129,7 +126,6 @@ def top_direction(X):
     Parameters
     ----------
     X : array (n, d) or (m, n, d)
-        Tokens.
 
     Returns
     -------
@@ -324,11 +320,6 @@ def axis_speed(t, axis) -> np.ndarray:
     return np.arccos(np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)) / np.diff(t)
 
 
-# ---------------------------------------------------------------------------------------------
-# counting clusters of many clouds at once (ensembles, phase diagrams)
-# ---------------------------------------------------------------------------------------------
-
-
 def _unit(X, threshold) -> np.ndarray:
     """The tokens (..., n, d) normalised, the threshold checked."""
     X = _tokens(X)
@@ -372,13 +363,10 @@ def _scalar(out, kind=int):
 
 
 def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
-    r"""Number of clusters of each cloud of unit tokens (n, d) or (..., n, d).
-
-    Two tokens are linked when :math:`\langle x_i,x_j\rangle >` ``threshold`` (strictly), an angle below
-    :math:`\arccos(\text{threshold})` (2.56° at 0.999). ``method="components"``: connected components of
-    the link graph (chains join clusters; a lone token is a cluster), vectorised over the batch.
-    ``method="rank"``: the rank of the 0/1 link matrix, the number of blocks when clusters are cliques;
-    the two differ when links chain, a sign that the threshold cuts through a spread cloud.
+    r"""Number of clusters of each cloud: tokens are linked when :math:`\langle x_i,x_j\rangle >` ``threshold``
+    (strictly; an angle below 2.56° at 0.999), and clusters are the connected components of the links
+    (chains join; a lone token is a cluster) or, with ``method="rank"``, counted as the rank of the 0/1
+    link matrix (the two differ when links chain: the threshold cuts through a spread cloud).
 
     Parameters
     ----------
@@ -389,7 +377,6 @@ def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
     Returns
     -------
     int or int array
-        One count per cloud.
 
     References
     ----------
@@ -439,12 +426,9 @@ def cluster_outcomes(X, threshold: float = 0.999) -> dict:
 
 
 def ward_clusters(X, threshold: float = 0.999):
-    r"""Number of clusters of each cloud by Ward linkage, cut at the chord :math:`\delta=\sqrt{2(1-\text{threshold})}`
-    of the link angle of :func:`count_clusters`.
-
-    Ward merges the two groups whose union raises the within-group sum of squares least (height
-    :math:`\sqrt{2ab/(a+b)}\,|c_a-c_b|`); tight, well-separated clusters get the count of
-    :func:`count_clusters`, a spread cloud does not (Ward does not chain). One linkage per cloud.
+    r"""Number of clusters of each cloud by Ward linkage cut at the chord :math:`\sqrt{2(1-\text{threshold})}` of
+    the link angle: the count of :func:`count_clusters` for tight, separated clusters, not for a spread
+    cloud (Ward does not chain). One linkage per cloud.
 
     Parameters
     ----------
@@ -485,14 +469,9 @@ def is_single_cluster(X, threshold: float = 0.999):
     return _scalar(_unit_gram(X, threshold).min(axis=(-1, -2)) > threshold, bool)
 
 
-# ---------------------------------------------------------------------------------------------
-# oscillations in high dimension
-# ---------------------------------------------------------------------------------------------
-
-
 def coordinate_means(X) -> np.ndarray:
-    r"""Per-coordinate mean :math:`m_l=\frac1n\sum_k x_k^{(l)}`: the authors' diagnostic of cyclic motion [R]
-    (it settles when the tokens rest and moves on when clusters rotate; :math:`|m|\approx n^{-1/2}` if uniform).
+    r"""Per-coordinate mean :math:`m_l=\frac1n\sum_k x_k^{(l)}`, the authors' diagnostic of cyclic motion [R]:
+    it settles when the tokens rest and moves on when clusters rotate.
 
     Parameters
     ----------

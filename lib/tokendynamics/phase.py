@@ -1,10 +1,8 @@
 r"""Phase diagrams of clustering: outcome frequencies over ensembles, with their uncertainty.
 
-:func:`cluster_statistics` runs random clouds at every inverse temperature :math:`\beta` of a grid as one
-batch and records at each depth whether each cloud is one cluster, two antipodal clusters, and how many
-clusters it has. The same clouds (and layers) serve every :math:`\beta` (common random numbers).
-Frequencies :math:`k/N` come with Wilson intervals (:func:`wilson_interval`); :func:`crossing` finds
-where a probability crosses a level (interpolated in :math:`\log\beta`).
+:func:`cluster_statistics` runs random clouds at every :math:`\beta` of a grid as one batch, the same clouds
+and layers at every :math:`\beta` (common random numbers); frequencies come with Wilson intervals, and
+:func:`crossing` finds where a probability crosses a level.
 
 References
 ----------
@@ -124,10 +122,9 @@ def cluster_statistics(
 ) -> dict[str, np.ndarray]:
     r"""Clustering outcomes of ``clouds`` random clouds at every :math:`\beta` and depth: one batched run.
 
-    Each cloud is n tokens uniform on the sphere of :math:`\mathbb R^d`, with its own random layer from the
-    recipe (:func:`~tokendynamics.ensembles.recipe_matrices`); the same clouds and layers serve every
-    :math:`\beta`. The len(betas) x clouds systems run as one batch with step ``dt``; every depth of
-    ``depths`` (multiples of ``dt``) is examined.
+    Each cloud is n tokens uniform on the sphere of :math:`\mathbb R^d` with its own random layer from the recipe
+    (:func:`~tokendynamics.ensembles.recipe_matrices`); the len(betas) x clouds systems run as one batch with
+    step ``dt``, examined at every depth of ``depths`` (multiples of ``dt``).
 
     Parameters
     ----------

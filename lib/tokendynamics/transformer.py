@@ -55,8 +55,7 @@ def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
 
     References
     ----------
-    J. L. Ba, J. R. Kiros, G. E. Hinton, *Layer normalization*, arXiv:1607.06450; book:
-    ``chapters/08_transformer.md``, equation (eq-tf-block).
+    J. L. Ba, J. R. Kiros, G. E. Hinton, arXiv:1607.06450; book: ``chapters/08_transformer.md``, (eq-tf-block).
     """
     X = np.asarray(X, dtype=float)
     if X.ndim < 1 or X.shape[-1] < 2 or not np.all(np.isfinite(X)):
@@ -147,12 +146,9 @@ def _layers(layer, L: int, d: int) -> list[Attention]:
 
 
 def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | None = None, rng=None) -> np.ndarray:
-    r"""The tokens after each of L residual blocks of step T/L (the rule of the module doc): a transformer
-    of depth T at initialisation.
-
-    Tied weights (one :class:`~tokendynamics.attention.Attention`): the same layer and one draw of the MLP
-    in every block; fresh weights (a sequence of L layers): block k uses ``layer[k]`` and its own draw of
-    the MLP (in block order from ``rng``).
+    r"""The tokens after each of L residual blocks of step T/L (the rule of the module doc). Tied weights (one
+    :class:`~tokendynamics.attention.Attention`): the same layer and one draw of the MLP in every block; fresh
+    weights (L layers): block k uses ``layer[k]`` and its own draw of the MLP (in block order from ``rng``).
 
     Parameters
     ----------

@@ -148,8 +148,7 @@ def psd_sqrt(S, *, pinv_rtol: float | None = None):
     ----------
     S : array (..., d, d)
     pinv_rtol : float, optional
-        If given, also return the pseudo-inverse :math:`(S^{1/2})^+` from the same eigen-decomposition,
-        eigenvalues of :math:`S^{1/2}` below ``pinv_rtol`` times the largest counting as zero.
+        If given, also return :math:`(S^{1/2})^+`, eigenvalues below ``pinv_rtol`` times the largest counting as 0.
 
     Returns
     -------
@@ -261,16 +260,11 @@ class ConditionalProfile:
 def conditional_wasserstein(
     X, Y, positions, p: float = 2, weights=None, *, positions_Y=None, bins=None, reduce="mean", return_profile=False
 ):
-    r"""Conditional Wasserstein distance of two measures on :math:`[0,1]\times\mathbb R^d` with one position
-    marginal :math:`\lambda` (masked attention).
-
-    With :math:`\mu=\int\mu^s\,d\lambda(s)`, :math:`\nu=\int\nu^s\,d\lambda(s)`,
+    r"""Conditional Wasserstein distance of :math:`\mu=\int\mu^s\,d\lambda(s)` and :math:`\nu=\int\nu^s\,d\lambda(s)`
+    on :math:`[0,1]\times\mathbb R^d` (masked attention; which form the paper uses is not known [I]):
 
     .. math:: W_{p,\lambda}(\mu,\nu)=\Big(\int W_p(\mu^s,\nu^s)^p\,d\lambda(s)\Big)^{1/p}
-              \quad(\texttt{reduce="mean"}),\qquad \sup_s W_p(\mu^s,\nu^s)\quad(\texttt{reduce="sup"}),
-
-    the first being :math:`W_p` over couplings that never move the position. Which one the paper
-    uses is not known [I].
+              \quad(\texttt{reduce="mean"}),\qquad \sup_s W_p(\mu^s,\nu^s)\quad(\texttt{reduce="sup"}).
 
     Parameters
     ----------
@@ -287,7 +281,7 @@ def conditional_wasserstein(
     Returns
     -------
     float or ConditionalProfile
-        :math:`W_{p,\lambda}(\mu,\nu)`; measures whose group masses differ raise a ``ValueError``.
+        Measures whose group masses differ raise a ``ValueError``.
 
     References
     ----------
@@ -359,12 +353,8 @@ def _circle_measures(x, y, x_weights, y_weights, period):
 
 
 def circle_wasserstein1(x, y, x_weights=None, y_weights=None, *, period: float = 2 * np.pi) -> float:
-    r"""Exact :math:`W_1(\mu,\nu)` of two weighted empirical measures on a circle of length :math:`L` (arc length).
-
-    .. math:: W_1(\mu,\nu)=\min_{c\in\mathbb R}\int_0^{L}\big|F_\mu(s)-F_\nu(s)-c\big|\,ds,
-
-    :math:`F_\mu(s)=\mu([0,s))`; the optimal :math:`c` is a weighted median of :math:`F_\mu-F_\nu`,
-    which is constant between atoms: one sort, :math:`O(N\log N)`.
+    r"""Exact :math:`W_1(\mu,\nu)=\min_{c}\int_0^{L}|F_\mu(s)-F_\nu(s)-c|\,ds` of two weighted empirical measures
+    on a circle of length :math:`L` (arc length; :math:`F_\mu(s)=\mu([0,s))`, :math:`c` a weighted median).
 
     Parameters
     ----------
@@ -394,13 +384,8 @@ def circle_wasserstein1(x, y, x_weights=None, y_weights=None, *, period: float =
 
 
 def circle_bounded_lipschitz(x, y, x_weights=None, y_weights=None, *, period: float = 2 * np.pi) -> float:
-    r"""Exact bounded-Lipschitz distance of two weighted empirical measures on a circle of length :math:`L`.
-
-    .. math:: d_{BL}(\mu,\nu)=\sup\Big\{\int f\,d(\mu-\nu):\ \|f\|_\infty\le1,\ \mathrm{Lip}(f)\le1\Big\}.
-
-    Only the values :math:`f_i` at the atoms matter, and on a circle :math:`|f_{i+1}-f_i|\le s_{i+1}-s_i`
-    for consecutive atoms suffices: a linear program with :math:`2N` constraints (HiGHS). Since a
-    1-Lipschitz :math:`f` shifted by a constant has :math:`\|f\|_\infty\le L/4`,
+    r"""Exact :math:`d_{BL}(\mu,\nu)=\sup\{\int f\,d(\mu-\nu):\|f\|_\infty\le1,\mathrm{Lip}(f)\le1\}` on a circle of
+    length :math:`L`: a linear program in the values at the atoms, consecutive atoms constrained (HiGHS).
     :math:`\min(1,4/L)\,W_1\le d_{BL}\le W_1`.
 
     Parameters
@@ -433,11 +418,6 @@ def circle_bounded_lipschitz(x, y, x_weights=None, y_weights=None, *, period: fl
     if res.status != 0:
         raise RuntimeError(f"the bounded-Lipschitz linear program failed: {res.message}")
     return float(max(-res.fun, 0.0))
-
-
-# ---------------------------------------------------------------------------------------------
-# entropic self-transport: the Sinkhorn solve of Sinkhorn attention and its Gaussian spectrum
-# ---------------------------------------------------------------------------------------------
 
 
 def _lse(a: np.ndarray, axis: int) -> np.ndarray:
@@ -599,13 +579,9 @@ def _sinkhorn_anderson(logK, logw, g, eps, max_iter, tol, memory):
 
 
 def sinkhorn_spectrum(root, cov, B):
-    r"""Spectrum of the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}`
-    (batched).
-
-    With :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\operatorname{diag}(h)W^\top`, returns
-    :math:`(\sqrt{1+4h},W)`: the plan's cross-covariance is :math:`C^\top=\Sigma B\Sigma^{1/2}X\Sigma^{1/2}`
-    with :math:`X=W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top`, and the Sinkhorn energy is a sum over the
-    same :math:`\sqrt{1+4h}`.
+    r"""Spectrum :math:`(\sqrt{1+4h},W)` of :math:`H=\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}=W\,\mathrm{diag}(h)W^\top`
+    (batched): the entropic self-plan of :math:`N(\alpha,\Sigma)` for the kernel :math:`e^{\langle Bx,y\rangle}` has
+    the cross-covariance :math:`C^\top=\Sigma B\Sigma^{1/2}W\operatorname{diag}(2/(1+\sqrt{1+4h}))W^\top\Sigma^{1/2}`.
 
     Parameters
     ----------

@@ -1,9 +1,6 @@
-"""Input validation shared by every module of the library.
-
-Every public entry point checks its arguments here, once; a wrong argument raises a ``ValueError``
-(``TypeError`` for a wrong kind of object) whose message names the argument (``name``) and says what
-was expected. It imports no other module of the library, so every module can use it.
-"""
+"""Input validation for every module of the library (it imports none): each public entry point checks its
+arguments here, once, and a wrong one raises a ``ValueError`` (``TypeError`` for a wrong kind of object)
+that names it (``name``) and says what was expected."""
 
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ SOLVERS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
 _MATRICES2 = "A, V : array (2, 2)\n    Score and value matrices."
 _BETA = "beta : float\n    Inverse temperature."
 
-#: Numpydoc entries of parameters that this module checks, for the docstrings of the whole library
-#: (``@fill_doc(PARAMETER_DOCS)``, see :func:`~tokendynamics.docstrings.fill_doc`).
+#: Numpydoc entries of parameters checked here, for the whole library's ``@fill_doc(PARAMETER_DOCS)``.
 #:
 #: :meta hide-value:
 PARAMETER_DOCS = {
@@ -221,8 +217,7 @@ def validate_covariance(S, name: str = "cov", d: int | None = None, tol: float =
     S, name, d
         As in :func:`validate_square`.
     tol : float
-        Relative tolerance on the asymmetry (as in :func:`validate_symmetric`) and on a negative
-        eigenvalue (relative to the largest entry).
+        Relative tolerance on the asymmetry (as in :func:`validate_symmetric`) and on a negative eigenvalue.
 
     Returns
     -------
@@ -244,8 +239,7 @@ def validate_gaussian(mean, cov, d: int | None = None, *, what: str = "d", name:
     mean, cov, d
         :math:`\alpha`, :math:`\Sigma` and their required dimension (optional).
     what, name, mean_name : str
-        Words of the error messages: what requires ``d`` (e.g. "the layer has d"), the names of the
-        covariance and of the mean.
+        Words of the error messages: what requires ``d`` (e.g. "the layer has d"), the names of cov and mean.
 
     Returns
     -------
@@ -296,8 +290,7 @@ def validate_measure(X, weights, d: int | None = None, name: str = "X"):
 
     Returns
     -------
-    X : numpy.ndarray (n, d)
-    w : numpy.ndarray (n,)
+    X, w : numpy.ndarray (n, d) and (n,)
     """
     X = validate_tokens(X, d, name)
     w = validate_weights(weights, X.shape[0])
@@ -438,7 +431,7 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
     -------
     int
     """
-    integral = isinstance(n, numbers.Integral) or (isinstance(n, numbers.Real) and math.isfinite(n) and n == int(n))
+    integral = isinstance(n, numbers.Integral) or (isinstance(n, numbers.Real) and float(n).is_integer())
     if isinstance(n, (bool, np.bool_)) or not integral or int(n) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     return int(n)
@@ -485,8 +478,7 @@ def validate_instance(x, cls, name: str, what: str | None = None):
     Parameters
     ----------
     x, cls, name, what
-        The value, the accepted type(s), its name and the expected type in words (default: the class
-        names) in error messages.
+        The value, the accepted type(s), its name and the expected type in words (default: class names).
 
     Returns
     -------
@@ -535,8 +527,7 @@ def time_grid(t_span, t_eval, default: int = 401):
 
     Returns
     -------
-    t0, T : float
-    t_eval : numpy.ndarray
+    t0, T, t_eval : float, float, numpy.ndarray
     """
     t0, T = parse_span(t_span)
     t_eval = real_array(np.linspace(t0, T, default) if t_eval is None else t_eval, "t_eval")

@@ -1,26 +1,6 @@
-"""Shared paragraphs of numpydoc docstrings.
-
-Sibling functions often document the same parameter, return value or reference in the same
-words. Rather than copying those paragraphs, a docstring names a shared fragment on a line of
-its own, ``%(name)s``, and :func:`fill_doc` substitutes the fragment when the module is
-imported, indented like the placeholder. ``help()``, doctests and the API pages therefore see
-the complete text. This is the technique of SciPy's ``scipy._lib.doccer`` and MNE's
-``mne.utils.fill_doc``.
-
-Examples
---------
->>> from tokendynamics.docstrings import fill_doc
->>> @fill_doc({"seed": "seed : int\\n    Seed of the generator."})
-... def draw(seed):
-...     '''Draw.
-...
-...     Parameters
-...     ----------
-...     %(seed)s
-...     '''
->>> print(draw.__doc__.splitlines()[4].strip())
-seed : int
-"""
+"""Shared paragraphs of numpydoc docstrings: a docstring names a fragment on a line of its own, ``%(name)s``,
+and :func:`fill_doc` substitutes it at import, indented like the placeholder, so ``help()``, doctests and the
+API pages see the whole text (the technique of SciPy's ``scipy._lib.doccer`` and MNE's ``mne.utils.fill_doc``)."""
 
 from __future__ import annotations
 
@@ -37,34 +17,21 @@ _PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)%\((?P<name>\w+)\)s[ \t]*$", re.M
 
 
 def substitute(doc: str | None, fragments: Mapping[str, str]) -> str | None:
-    """Replace each whole-line placeholder ``%(name)s`` of ``doc`` by its fragment.
-
-    Every line of the fragment (dedented with ``textwrap.dedent``) is indented like the
-    placeholder, so a multi-line Parameters entry or References paragraph lands at the right
-    depth of the numpydoc section it is written in.
+    """Replace each whole-line placeholder ``%(name)s`` of ``doc`` by its fragment (dedented), every
+    line indented like the placeholder.
 
     Parameters
     ----------
     doc : str or None
-        A docstring; ``None`` (docstrings stripped with ``python -OO``) is returned unchanged.
+        A docstring; ``None`` (``python -OO``) is returned unchanged.
     fragments : mapping of str to str
         The shared fragments, by name.
 
     Returns
     -------
     str or None
-        The docstring with every placeholder replaced.
-
-    Raises
-    ------
-    KeyError
-        If a placeholder names no fragment (a typo would otherwise print ``%(nmae)s`` on the
-        API page).
-
-    References
-    ----------
-    SciPy's ``scipy._lib.doccer`` (https://github.com/scipy/scipy) substitutes docstring
-    fragments the same way.
+        The docstring with every placeholder replaced; a placeholder naming no fragment raises a
+        ``KeyError``.
     """
     if doc is None:
         return None
@@ -74,9 +41,8 @@ def substitute(doc: str | None, fragments: Mapping[str, str]) -> str | None:
         if name not in fragments:
             known = ", ".join(sorted(fragments))
             raise KeyError(f"docstring placeholder %({name})s has no fragment; known fragments: {known}")
-        indent = match["indent"]
         lines = textwrap.dedent(fragments[name]).strip("\n").splitlines()
-        return "\n".join(indent + line if line.strip() else "" for line in lines)
+        return "\n".join(match["indent"] + line if line.strip() else "" for line in lines)
 
     return _PLACEHOLDER.sub(replace, doc)
 
@@ -93,10 +59,6 @@ def fill_doc(fragments: Mapping[str, str]) -> Callable[[T], T]:
     -------
     callable
         A decorator returning its argument with ``__doc__`` completed.
-
-    References
-    ----------
-    MNE-Python's ``mne.utils.fill_doc`` (https://mne.tools) decorates docstrings the same way.
     """
 
     def decorate(obj: T) -> T:

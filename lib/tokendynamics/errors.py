@@ -1,65 +1,29 @@
-"""Exceptions raised by the library.
-
-Every numerical failure the book can meet (a blow-up during integration, a non-finite field)
-is reported by an exception that says what happened and when, never by a silent NaN.
-"""
+"""Exceptions of the library: every numerical failure (a blow-up, a non-finite field, a solver that
+did not converge) is an error that says what happened and when, never a silent NaN."""
 
 from __future__ import annotations
 
 
 class TokenDynamicsError(Exception):
-    """Base class of the library's own errors.
-
-    Parameters
-    ----------
-    message : str
-        What happened, and what to change.
-    """
+    """Base class of the library's own errors."""
 
 
 class NonFiniteError(TokenDynamicsError, FloatingPointError):
-    """A velocity field or right-hand side produced inf or NaN values.
-
-    Parameters
-    ----------
-    message : str
-        What happened, and what to change.
-    """
+    """A velocity field or right-hand side produced inf or NaN values."""
 
 
 class CapabilityError(TokenDynamicsError, ValueError):
-    """A computation needs something the attention kind does not know (a Gaussian closure, a stability
-    constant, a rule for token masses...): the message names the kind and the missing capability.
-
-    Parameters
-    ----------
-    message : str
-        What was needed, and which kinds have it.
-    """
+    """A computation needs a capability the attention kind lacks (a Gaussian closure, a stability constant,
+    a rule for token masses...); the message names the kind and the capability."""
 
 
 class ConvergenceError(TokenDynamicsError, RuntimeError):
-    """An inner iterative solver (e.g. Sinkhorn) did not reach its tolerance.
-
-    Parameters
-    ----------
-    message : str
-        What happened, and what to change.
-    """
+    """An inner iterative solver (e.g. Sinkhorn) did not reach its tolerance."""
 
 
 class BlowUpError(TokenDynamicsError, RuntimeError):
-    """An integration left every bounded set: the state became non-finite or exceeded a threshold.
-
-    Attributes
-    ----------
-    time : float
-        First time at which the state was found non-finite or above the threshold.
-    last_good_time : float
-        Last time at which the state was still finite and below the threshold.
-    reason : str
-        Human-readable description of what was detected.
-    """
+    """An integration left every bounded set: the state became non-finite or exceeded a threshold at
+    ``time``; it was last finite and below the threshold at ``last_good_time``; ``reason`` says what was seen."""
 
     def __init__(self, time: float, last_good_time: float, reason: str):
         self.time = float(time)

@@ -31,6 +31,7 @@ from .kinds import KINDS
 from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step, solve_ode
 from .transport import psd_sqrt
 from .validation import (
+    SOLVERS,
     parse_span,
     real_array,
     time_grid,
@@ -41,8 +42,6 @@ from .validation import (
     validate_finite_array,
     validate_gaussian,
     validate_positive,
-    validate_solver,
-    validate_tolerances,
     validate_weights,
 )
 
@@ -359,8 +358,8 @@ def solve_gaussian(
         raise ValueError("accurate mode needs t_span (T or (t0, T))")
     t0, T = parse_span(t_span)
     blowup_trace = validate_positive(o["blowup_trace"], "blowup_trace", allow_inf=True)
-    method = validate_solver(o["method"], "method")
-    rtol, atol = validate_tolerances(o["rtol"], o["atol"])
+    method = validate_choice(o["method"], "method", SOLVERS)
+    rtol, atol = validate_positive(o["rtol"], "rtol"), validate_positive(o["atol"], "atol")
     first = _layer_at(layer, t0, np.atleast_1d(real_array(mean0, "mean0")).shape[0])
     mean0, S0 = _validate_state(mean0, cov0, first, ("mean0", "cov0"))
     d = first.d
@@ -535,7 +534,7 @@ def solve_covariance_batch(
     stack.kind.require("covariance", "the batched covariance solver (use solve_gaussian member by member)")
     B, d = len(stack), stack.d
     T = validate_positive(T, "T")
-    rtol, atol = validate_tolerances(rtol, atol)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
     max_steps = validate_count(max_steps, "max_steps")
     first_step = None if first_step is None else validate_positive(first_step, "first_step")
@@ -1139,7 +1138,7 @@ def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: f
     layer = _softmax_single(layer, "the rank-one reduction", single=False)
     z0 = _vector(z0, "z0", layer.d)
     _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
-    rtol, atol = validate_tolerances(rtol, atol)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     options = {"t_eval": t_eval, "method": "DOP853", "rtol": rtol, "atol": atol}
     sol = solve_ode(lambda t, z: _rank_one(z, layer), z0, (0.0, float(t_eval[-1])), blowup=True, **options)
     return sol.y.T

@@ -30,14 +30,15 @@ from .docstrings import fill_doc
 from .odes import solve_ode
 from .validation import (
     PARAMETER_DOCS,
+    SOLVERS,
     time_grid,
     validate_angles,
+    validate_choice,
     validate_count,
     validate_finite_array,
     validate_matrix2,
-    validate_solver,
-    validate_tolerances,
-)
+    validate_positive,
+)  # fmt: skip
 
 __all__ = [
     "J", "complex_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients", "coefficients",
@@ -405,8 +406,8 @@ def solve_phases(
     th0 = validate_angles(theta0, "theta0")
     coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_phases"))
     t0, T, t_eval = time_grid(t_span, t_eval)
-    method = validate_solver(method, "method")
-    rtol, atol = validate_tolerances(rtol, atol)
+    method = validate_choice(method, "method", SOLVERS)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     shape = th0.shape
     rhs = lambda t, th: _phase_velocity(coef, th.reshape(shape)).ravel()  # noqa: E731
     options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, what="the angle equations")

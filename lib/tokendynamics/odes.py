@@ -29,9 +29,9 @@ from .validation import (
     SOLVERS,
     parse_span,
     time_grid,
+    validate_choice,
     validate_count,
     validate_positive,
-    validate_solver,
 )
 
 __all__ = [
@@ -199,7 +199,7 @@ def adaptive_solve(
     E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993) (dense output).
     """
     t0, T = parse_span(t_span)
-    solver = validate_solver(solver, "solver")
+    solver = validate_choice(solver, "solver", SOLVERS)
     rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     if t_eval is not None:
         _, _, t_eval = time_grid((t0, T), t_eval)

@@ -34,7 +34,6 @@ from .validation import (
     validate_count,
     validate_flag,
     validate_positive,
-    validate_tolerances,
 )
 
 __all__ = [
@@ -156,7 +155,7 @@ class OAPolynomial:
         """
         z0 = _check_centre(z0)
         method = validate_choice(method, "method", ("rk4", *SOLVERS))
-        rtol, atol = validate_tolerances(rtol, atol)
+        rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
         max_step = validate_positive(max_step, "max_step", allow_inf=True)
         events = [] if events is None else list(events) if isinstance(events, (list, tuple)) else [events]
         if not all(callable(g) for g in events):

@@ -23,17 +23,16 @@ from .errors import BlowUpError, NonFiniteError
 from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, adaptive_solve, fixed_step, step_count
 from .transport import psd_sqrt
 from .validation import (
+    SOLVERS,
     parse_span,
     time_grid,
     validate_choice,
     validate_count,
-    validate_dimension,
     validate_finite_array,
     validate_flag,
     validate_gaussian,
     validate_positions,
     validate_positive,
-    validate_solver,
     validate_tokens,
     validate_unit_rows,
     validate_weights,
@@ -128,7 +127,7 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
     ----------
     %(sphere)s
     """
-    n, d = validate_count(n, "n"), validate_dimension(d, "d", minimum=1)
+    n, d = validate_count(n, "n"), validate_count(d, "d")
     return normalize_rows(np.random.default_rng(rng).standard_normal((n, d)))
 
 
@@ -581,7 +580,7 @@ def _options(options: dict, method: str) -> dict:
     if opt["stop_when"] is not None and not callable(opt["stop_when"]):
         raise ValueError("stop_when must be a function of the tokens X (n, d)")
     if method == "adaptive":
-        opt["solver"] = validate_solver(opt["solver"], "solver")
+        opt["solver"] = validate_choice(opt["solver"], "solver", SOLVERS)
         opt["rtol"] = validate_positive(opt["rtol"], "rtol")
         opt["atol"] = validate_positive(opt["atol"], "atol")
     return opt

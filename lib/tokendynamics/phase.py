@@ -1,24 +1,13 @@
 r"""Phase diagrams of clustering: outcome frequencies over ensembles, with their uncertainty.
 
-:func:`cluster_statistics` integrates ``clouds`` random initial clouds for each inverse temperature
-:math:`\beta` of a grid, as one batch (:func:`~tokendynamics.ensembles.simulate_batch`), and
-records at each requested depth whether each cloud is one cluster, two antipodal clusters, and how
-many clusters it has (:mod:`tokendynamics.metrics`). The same clouds (and, for random recipes,
-the same layers) are used at every :math:`\beta` — common random numbers: differences between
-:math:`\beta` values are then not blurred by different draws, and a bootstrap resamples whole
-clouds across the grid.
-
-Statistics: a frequency :math:`k/N` is reported with the Wilson score interval
-(:func:`wilson_interval`), and the value of :math:`\beta` where a probability crosses a level by
-:func:`crossing` (linear interpolation in :math:`\log\beta`); the chapter's bootstrap and inversion
-bands of a crossing are in :mod:`tokendynamics.book.studies.phase`.
+:func:`cluster_statistics` runs random clouds at every :math:`\beta` of a grid as one batch, the same clouds
+and layers at every :math:`\beta` (common random numbers); frequencies come with Wilson intervals, and
+:func:`crossing` finds where a probability crosses a level.
 
 References
 ----------
-E. B. Wilson, *Probable inference, the law of succession, and statistical inference*, J. Amer. Statist.
-Assoc. 22 (1927); B. Efron, R. Tibshirani, *An Introduction to the Bootstrap* (1993). The clustering
-model: Geshkovski, Letrouit, Polyanskiy, Rigollet (arXiv:2312.10794). Book: ``chapters/07_phase_diagrams.md``,
-equation (eq-phase-model).
+E. B. Wilson, J. Amer. Statist. Assoc. 22 (1927); Geshkovski, Letrouit, Polyanskiy, Rigollet
+(arXiv:2312.10794), the clustering model. Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
 """
 
 from __future__ import annotations
@@ -37,26 +26,21 @@ __all__ = ["wilson_interval", "crossing", "cluster_statistics"]
 
 
 def wilson_interval(k, n, confidence: float = 0.95):
-    r"""Wilson score interval of a binomial proportion: :math:`k` successes out of :math:`n` trials.
+    r"""Wilson score interval of a binomial proportion, :math:`k` successes in :math:`n` trials:
 
     .. math:: \frac{\hat p+\frac{z^2}{2n}\pm z\sqrt{\frac{\hat p(1-\hat p)}{n}+\frac{z^2}{4n^2}}}{1+\frac{z^2}{n}},
-              \qquad \hat p=k/n,\ z=\Phi^{-1}\big(\tfrac{1+\text{confidence}}2\big).
+              \qquad \hat p=k/n,\ z=\Phi^{-1}\big(\tfrac{1+\text{confidence}}2\big),
 
-    Unlike :math:`\hat p\pm z\sqrt{\hat p(1-\hat p)/n}`, it never leaves [0, 1] and does not
-    collapse to a point at :math:`k=0` or :math:`k=n` (at :math:`k=0`, the upper end is about
-    :math:`z^2/n`).
+    which stays in [0, 1] and does not collapse at :math:`k=0` or :math:`k=n`.
 
     Parameters
     ----------
-    k, n : int or array
-        Successes and trials (vectorised, broadcast together).
-    confidence : float
-        Confidence level in (0, 1).
+    k, n, confidence
+        Successes and trials (ints or arrays, broadcast together), and the confidence level in (0, 1).
 
     Returns
     -------
     lo, hi : float or array
-        The interval's ends.
 
     References
     ----------
@@ -84,27 +68,19 @@ def wilson_interval(k, n, confidence: float = 0.95):
 
 
 def crossing(x, p, level: float = 0.5, *, log: bool = True):
-    r"""First :math:`x` at which the sampled curve :math:`p(x)` crosses ``level`` (either way).
-
-    Linear interpolation between the two grid points that bracket the first sign change of
-    :math:`p-\text{level}` (in :math:`\log x` when ``log``); a grid point exactly at the level is
-    returned as is. NaN if :math:`p` stays on one side.
+    r"""First :math:`x` at which the sampled curve :math:`p(x)` crosses ``level`` (either way): linear
+    interpolation (in :math:`\log x` if ``log``) across the first sign change; NaN if there is none.
 
     Parameters
     ----------
-    x : array (m,)
-        Increasing grid (positive if ``log``).
-    p : array (m,) or (..., m)
-        One or several sampled curves.
-    level : float
-        The level.
-    log : bool
-        Interpolate in :math:`\log x`.
+    x, p : arrays (m,) and (m,) or (..., m)
+        Increasing grid (positive if ``log``), and the sampled curves.
+    level, log
+        The level, and whether to interpolate in :math:`\log x`.
 
     Returns
     -------
     float or array
-        The crossing(s).
 
     References
     ----------
@@ -138,105 +114,68 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
     return float(out) if out.ndim == 0 else out
 
 
-def _tiled_stack(kind, M, betas, clouds, shared):
-    """One layer per (beta, cloud): the ``clouds`` drawn matrices, repeated at every beta."""
-    nb = len(betas)
-    tiled = {k: np.tile(v, (nb, 1, 1)) for k, v in M.items()}
-    return stack_from_matrices(kind, tiled, np.repeat(betas, clouds), **shared)
+_RUN = {"layer_seed": 1, "threshold": 0.999, "method": "rk4", "sphere": True, "resample_every": None}
 
 
 def cluster_statistics(
-    kind: str,
-    recipe: str = "identity",
-    betas=(1.0,),
-    depths=(10.0,),
-    *,
-    n: int = 32,
-    d: int = 3,
-    clouds: int = 64,
-    seed: int = 0,
-    layer_seed: int = 1,
-    dt: float = 0.5,
-    method: str = "rk4",
-    threshold: float = 0.999,
-    resample_every: float | None = None,
-    sphere: bool = True,
-    **shared,
+    kind, recipe: str = "identity", betas=(1.0,), depths=(10.0,), *, n=32, d=3, clouds=64, seed=0, dt=0.5, **options
 ) -> dict[str, np.ndarray]:
     r"""Clustering outcomes of ``clouds`` random clouds at every :math:`\beta` and depth: one batched run.
 
-    The clouds are n tokens uniform on the sphere of :math:`\mathbb R^d` (seed ``seed``); the
-    layers come from the named recipe (:func:`~tokendynamics.ensembles.recipe_matrices`, seed
-    ``layer_seed``), one random layer per cloud, the same clouds and layers at every
-    :math:`\beta`. With ``resample_every`` = :math:`\tau`, fresh layers are drawn every
-    :math:`\tau` in depth (a residual network whose weights change every :math:`\tau/\mathrm{d}t`
-    layers) instead of fixed ones. The :math:`B=\text{len(betas)}\times\text{clouds}` systems run
-    as one batch with fixed step ``dt`` (``method`` "rk4" or "euler"), and every depth of
-    ``depths`` (multiples of ``dt``) is examined.
-
-    Returns a dict of arrays (plain data, for caches and sweeps): ``single``, ``antipodal``
-    (booleans (len(depths), len(betas), clouds): one cluster, two antipodal clusters, at the
-    threshold ``threshold`` of :func:`~tokendynamics.metrics.is_single_cluster`), ``clusters``
-    (ints, :func:`~tokendynamics.metrics.count_clusters`), ``blowup`` (booleans (len(betas),
-    clouds): the system was frozen), ``betas``, ``depths``, ``seconds`` (wall time of the run).
+    Each cloud is n tokens uniform on the sphere of :math:`\mathbb R^d` with its own random layer from the recipe
+    (:func:`~tokendynamics.ensembles.recipe_matrices`); the len(betas) x clouds systems run as one batch with
+    step ``dt``, examined at every depth of ``depths`` (multiples of ``dt``).
 
     Parameters
     ----------
-    kind : str
-        Attention kind.
-    recipe : str
-        One of :data:`~tokendynamics.ensembles.RECIPES`.
+    kind, recipe
+        Attention kind (a name or an ``AttentionKind``), and one of :data:`~tokendynamics.ensembles.RECIPES`.
     betas, depths : sequence of float
         Inverse temperatures and examined depths.
-    n, d, clouds : int
-        Tokens per cloud, dimension, clouds per :math:`\beta`.
-    seed, layer_seed : int
-        Seeds of the clouds and of the layers.
-    dt : float
-        Step.
-    method : {"rk4", "euler"}
-        Integrator.
-    threshold : float
-        Cluster threshold.
-    resample_every : float, optional
-        Depth between fresh layers.
-    sphere : bool
-        Tokens on the unit sphere.
-    **shared
-        Passed to the layer stacks (``eps``, ``bias``, ...).
+    n, d, clouds, seed, dt
+        Tokens per cloud, dimension, clouds per :math:`\beta`, seed of the clouds, step.
+    **options
+        ``layer_seed`` (1, the seed of the layers), ``threshold`` (0.999, of
+        :func:`~tokendynamics.metrics.cluster_outcomes`), ``method`` ("rk4" or "euler"), ``sphere`` (True),
+        ``resample_every`` (None; else fresh layers every :math:`\tau` in depth, a network whose weights
+        change every :math:`\tau/\mathrm{d}t` layers); any other keyword goes to the layers (``eps``,
+        ``bias``, ``sinkhorn_tol``, ...).
 
     Returns
     -------
     dict
-        As above (also ``cpu_seconds``).
+        Plain arrays: ``single``, ``antipodal`` (bool), ``clusters`` (int), of shape (len(depths), len(betas),
+        clouds); ``blowup`` (len(betas), clouds); ``betas``, ``depths``, ``seconds`` and ``cpu_seconds``.
 
     References
     ----------
-    B. Geshkovski, C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-    (arXiv:2312.10794), the clustering model; book: ``chapters/07_phase_diagrams.md``, equation
-    (eq-phase-model).
+    Geshkovski et al. (arXiv:2312.10794), the clustering model; book: ``chapters/07_phase_diagrams.md``.
     """
+    o = {key: options.pop(key, default) for key, default in _RUN.items()}  # the rest goes to the layers
     betas = np.atleast_1d(real_array(betas, "betas"))
     depths = np.atleast_1d(real_array(depths, "depths"))
     n, d, clouds = validate_count(n, "n", minimum=2), validate_count(d, "d"), validate_count(clouds, "clouds")
     nb = betas.size
     X0 = np.tile(sample_clouds(clouds, n, d, seed), (nb, 1, 1))
-    if resample_every is None:
-        layers = _tiled_stack(kind, recipe_matrices(recipe, d, clouds, layer_seed), betas, clouds, shared)
-    else:
-        pieces = max(1, int(math.ceil(depths.max() / resample_every - 1e-9)))
-        seqs = np.random.SeedSequence(layer_seed).spawn(pieces)
-        layers = Schedule(
-            tuple(_tiled_stack(kind, recipe_matrices(recipe, d, clouds, s), betas, clouds, shared) for s in seqs),
-            resample_every,
+
+    def stack(rng):  # one layer per (beta, cloud): the clouds' drawn matrices, repeated at every beta
+        M = recipe_matrices(recipe, d, clouds, rng)
+        return stack_from_matrices(
+            kind, {k: np.tile(v, (nb, 1, 1)) for k, v in M.items()}, np.repeat(betas, clouds), **options
         )
+
+    if o["resample_every"] is None:
+        layers = stack(o["layer_seed"])
+    else:
+        pieces = max(1, int(math.ceil(depths.max() / o["resample_every"] - 1e-9)))
+        layers = Schedule(tuple(map(stack, np.random.SeedSequence(o["layer_seed"]).spawn(pieces))), o["resample_every"])
     start, cpu = time.perf_counter(), time.process_time()
-    run = simulate_batch(X0, layers, float(depths.max()), dt=dt, method=method, sphere=sphere, save_at=depths)
+    run = simulate_batch(X0, layers, float(depths.max()), dt=dt, method=o["method"], sphere=o["sphere"], save_at=depths)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     X = run.X.reshape(len(depths), nb, clouds, n, d)
-    per_depth = [cluster_outcomes(Xt, threshold) for Xt in X]  # one depth at a time: Gram matrices stay small
+    per_depth = [cluster_outcomes(Xt, o["threshold"]) for Xt in X]  # one depth at a time: Gram matrices stay small
     return {
-        **{key: np.stack([o[key] for o in per_depth]) for key in ("single", "antipodal", "clusters")},
+        **{key: np.stack([r[key] for r in per_depth]) for key in ("single", "antipodal", "clusters")},
         "blowup": run.blew_up.reshape(nb, clouds),
         "betas": betas,
         "depths": run.t,

@@ -20,7 +20,15 @@ from .attention import Attention, require_layer
 from .metrics import order_parameters
 from .odes import solve_ode
 from .particles import Trajectory, normalize_rows
-from .validation import time_grid, validate_finite, validate_flag, validate_solver, validate_tokens, validate_tolerances
+from .validation import (
+    SOLVERS,
+    time_grid,
+    validate_choice,
+    validate_finite,
+    validate_flag,
+    validate_positive,
+    validate_tokens,
+)
 
 __all__ = ["projective_flow"]
 
@@ -85,8 +93,8 @@ def projective_flow(
     X0 = normalize_rows(X0)
     n, d = X0.shape
     t0, T, t_eval = time_grid(t_span, t_eval, default=201)
-    solver = validate_solver(solver, "solver")
-    rtol, atol = validate_tolerances(rtol, atol)
+    solver = validate_choice(solver, "solver", SOLVERS)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     return_phi = validate_flag(return_phi, "return_phi")
 
     def tokens(Phi):

@@ -1,25 +1,7 @@
-"""Parameter sweeps through joblib, with a progress bar.
-
-``sweep(fn, grid)`` calls ``fn(**point)`` for every point of ``grid`` (a list of keyword dicts, e.g.
-from :func:`grid`) and returns the results in the order of the grid. The work is handed to
-:class:`joblib.Parallel`, so the same call runs serially (``n_jobs=1``), on the local cores
-(``n_jobs=-1``, backend ``"loky"``), or on a Dask cluster:
-
-.. code-block:: python
-
-    from dask.distributed import Client
-    client = Client("tcp://scheduler-host:8786")     # or Client(LocalCluster(...)), or Client()
-    results = sweep(fn, points, client=client)       # or backend="dask": the current default client
-
-Dask is an optional extra (``pip install -e .[cluster]``). joblib registers its Dask backend only
-inside ``joblib.parallel_config(backend="dask")``; :func:`sweep` opens that context itself, with the
-given client, so ``Parallel(backend="dask")`` never has to be called by hand (it fails with
-"Invalid backend: dask" outside the context).
-
-Every point must be computed by a module-level function of plain arguments (so that it can be sent
-to another process or machine), and must carry its own seed: results never depend on the order or
-the worker (a test checks that a sweep on a ``LocalCluster`` equals the serial run bit for bit).
-"""
+"""Parameter sweeps through joblib, with a progress bar: serially, on the local cores, or on a Dask cluster
+(the optional extra ``[cluster]``; :func:`sweep` opens joblib's Dask backend itself). Each point is a call of a
+module-level function with plain arguments and its own seed, so results depend neither on the order nor on
+the worker (tested bit for bit on a ``LocalCluster``)."""
 
 from __future__ import annotations
 
@@ -37,7 +19,7 @@ __all__ = ["grid", "sweep", "mean_by"]
 
 
 def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
-    """Cartesian product of the given axes as a list of keyword dicts (last axis fastest).
+    """Cartesian product of the given axes as a list of keyword dicts (the last axis varying fastest).
 
     Parameters
     ----------
@@ -47,27 +29,24 @@ def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        Every combination, the last axis varying fastest.
 
     References
     ----------
-    Book: ``chapters/07_phase_diagrams.md`` (sweeps).
+    Book: ``chapters/07_phase_diagrams.md``.
 
     Examples
     --------
     >>> grid(beta=[1, 2], d=[10])
     [{'beta': 1, 'd': 10}, {'beta': 2, 'd': 10}]
     """
-    names = list(axes)
-    values = []
+    values: dict[str, list] = {}
     for name, v in axes.items():
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
             raise ValueError(f"axis {name!r} of the grid must be a list of values, got {v!r:.60}")
-        values.append(list(v))
-    for name, v in zip(names, values):
-        if not v:
+        values[name] = list(v)
+        if not values[name]:
             raise ValueError(f"axis {name!r} of the grid is empty")
-    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+    return [dict(zip(values, combo)) for combo in itertools.product(*values.values())]
 
 
 def sweep(
@@ -85,34 +64,28 @@ def sweep(
 
     Parameters
     ----------
-    fn : callable
-        A module-level function (picklable) of keyword arguments.
-    points : iterable of dicts
-        The grid, e.g. ``grid(beta=[0.5, 1, 2], seed=range(3))``.
+    fn, points
+        A module-level (picklable) function of keyword arguments, and the grid (dicts), e.g.
+        ``grid(beta=[0.5, 1, 2], seed=range(3))``.
     n_jobs : int
-        Number of joblib workers (1: serial, in this process; -1: all cores). On Dask, the number
-        of tasks in flight (default: every worker of the cluster).
-    backend : str, optional
-        joblib backend: ``None`` (joblib's default, ``"loky"``), ``"threading"``, or ``"dask"``:
-        the Dask cluster of ``client``, or of the current default ``dask.distributed.Client``.
-    client : dask.distributed.Client, optional
-        Run on this Dask client's cluster (implies ``backend="dask"``).
-    progress : bool
-        Show a text progress bar (tqdm, on stderr) that advances as results arrive.
-    desc : str, optional
-        Label of the progress bar.
+        joblib workers (1: serial, here; -1: all cores); on Dask, tasks in flight (default: all workers).
+    backend, client
+        ``None`` (joblib's ``"loky"``), ``"threading"``, or ``"dask"`` (the cluster of ``client``, a
+        ``dask.distributed.Client``, or of the current default client).
+    progress, desc
+        Show a progress bar (tqdm, on stderr) as results arrive, and its label.
     **fixed
         Keyword arguments shared by every point.
 
     Returns
     -------
     list
-        ``[fn(**fixed, **p) for p in points]``, in the order of ``points``.
+        ``[fn(**fixed, **p) for p in points]``.
 
     References
     ----------
     joblib (https://joblib.readthedocs.io) and Dask (https://www.dask.org); book:
-    ``chapters/06_high_dimensional.md`` (clustering-time scaling) and ``chapters/07_phase_diagrams.md``.
+    ``chapters/06_high_dimensional.md`` and ``chapters/07_phase_diagrams.md``.
     """
     from joblib import Parallel, delayed
     from tqdm import tqdm
@@ -131,19 +104,18 @@ def sweep(
         raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
     progress = validate_flag(progress, "progress")
     jobs = (delayed(fn)(**fixed, **p) for p in pts)
-    bar = tqdm(total=len(pts), desc=desc, disable=not progress, file=sys.stderr, leave=True)
     out = []
-    try:
-        with _backend_context(backend, client) as dask_jobs:
-            if dask_jobs:  # on Dask, n_jobs=1 would mean "serial, here": use the cluster's workers
-                parallel = Parallel(n_jobs=n_jobs if n_jobs != 1 else -1, return_as="generator")
-            else:
-                parallel = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator")
-            for result in parallel(jobs):
-                out.append(result)
-                bar.update(1)
-    finally:
-        bar.close()
+    with (
+        tqdm(total=len(pts), desc=desc, disable=not progress, file=sys.stderr) as bar,
+        _backend_context(backend, client) as dask_jobs,
+    ):
+        if dask_jobs:  # on Dask, n_jobs=1 would mean "serial, here": use the cluster's workers
+            parallel = Parallel(n_jobs=n_jobs if n_jobs != 1 else -1, return_as="generator")
+        else:
+            parallel = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator")
+        for result in parallel(jobs):
+            out.append(result)
+            bar.update(1)
     return out
 
 
@@ -159,7 +131,7 @@ def _backend_context(backend, client):
         import distributed
     except ImportError:  # pragma: no cover - depends on the installation
         raise ImportError(
-            "sweeps on Dask need dask.distributed: install the extra with `pip install -e .[cluster]`"
+            "sweeps on Dask need dask.distributed: install the extra (pip install -e .[cluster])"
         ) from None
     from joblib import parallel_config
 
@@ -182,20 +154,14 @@ def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_leve
 
     Parameters
     ----------
-    results : iterable of dict
-        Results of :func:`sweep`.
-    key : str
-        The entry to group by.
-    value : str
-        The entry to average.
+    results, key, value
+        Results of :func:`sweep` (dicts), the entry to group by, and the entry to average.
 
     Returns
     -------
-    xs : array
-        The distinct values of ``key`` in increasing order.
-    means : array
-        The mean of ``value`` for each (``inf`` if any member of a group is ``inf``, e.g. a level never
-        reached).
+    xs, means : arrays
+        The distinct values of ``key``, increasing, and the mean of ``value`` in each group (``inf`` if a
+        member is ``inf``, e.g. a level never reached).
 
     References
     ----------

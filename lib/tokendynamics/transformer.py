@@ -1,34 +1,20 @@
-r"""A transformer of finite depth: L residual attention blocks of step T/L, with optional
-LayerNorm, a random MLP and fresh weights per block (numpy only, networks at initialisation).
-
-Block k (k = 0, ..., L-1) with step :math:`h=T/L`, layer :math:`\ell_k` and MLP map :math:`F_k`:
+r"""A transformer of finite depth at initialisation: L residual attention blocks of step h = T/L, with
+optional LayerNorm, a random MLP and fresh weights per block (numpy only).
 
 .. math::
    \text{None:}\quad & x \leftarrow x + h\,(\Gamma_k(x) + F_k(x)),\\
    \text{pre:}\quad & x \leftarrow x + h\,(\Gamma_k(\mathrm{LN}\,x) + F_k(\mathrm{LN}\,x)),\\
    \text{post:}\quad & x \leftarrow \mathrm{LN}\big(x + h\,(\Gamma_k(x) + F_k(x))\big),\\
-   \text{sphere:}\quad & x \leftarrow \frac{y}{|y|},\quad y = x + h\,(\Gamma_k(x) + F_k(x)),
+   \text{sphere:}\quad & x \leftarrow y/|y|,\quad y = x + h\,(\Gamma_k(x) + F_k(x)),
 
-where :math:`\Gamma_k` is the attention field of :math:`\ell_k` on the current tokens
-(:func:`~tokendynamics.attention.velocity`) and
-:math:`\mathrm{LN}\,x=(x-\bar x\mathbf 1)/\sqrt{\sigma^2(x)+\epsilon}` the LayerNorm of each token
-over its d features, without gain or bias (their values at initialisation). Without norm and MLP
-this is exactly the explicit Euler scheme of the particle system :math:`\dot x_i=\Gamma(x_i)` with
-step T/L (:func:`~tokendynamics.particles.simulate` with ``method="euler"``). The sphere mode is
-the retraction of the papers' sphere model: since :math:`y/|y|` is also the retraction of the
-tangent step :math:`x+h'\,P^\perp_x\Gamma(x)` with :math:`h'=h/(1+h\langle x,\Gamma(x)\rangle)`, it
-is a first-order scheme of :math:`\dot x=P^\perp_x\Gamma(x)`.
+with :math:`\Gamma_k` the attention field of block k, :math:`F_k` its MLP and :math:`\mathrm{LN}` a LayerNorm
+without gain or bias: without norm and MLP, the explicit Euler scheme of :math:`\dot x_i=\Gamma(x_i)`.
 
 References
 ----------
-Residual networks as discretised ODEs: W. E, *A proposal on machine learning via dynamical systems*,
-Commun. Math. Stat. 5 (2017); R. T. Q. Chen et al., *Neural ordinary differential equations*,
-NeurIPS 2018 (arXiv:1806.07366); M. E. Sander, P. Ablin, G. Peyré, *Do residual neural networks
-discretize neural ordinary differential equations?*, NeurIPS 2022 (arXiv:2205.14612). LayerNorm:
-J. L. Ba, J. R. Kiros, G. E. Hinton, arXiv:1607.06450; pre- and post-LN: R. Xiong et al., ICML 2020
-(arXiv:2002.04745). The sphere model: B. Geshkovski et al., *A mathematical perspective on
-Transformers* (arXiv:2312.10794); paper 1 (Castin et al., arXiv:2501.18322) and paper 2 (Li et al.,
-2026) for the ODE limit. Book: ``chapters/08_transformer.md``, equation (eq-tf-block) [D].
+Residual networks as ODE schemes: W. E (2017); R. T. Q. Chen et al. (arXiv:1806.07366); M. E. Sander, P.
+Ablin, G. Peyré (arXiv:2205.14612); pre- and post-LN: R. Xiong et al. (arXiv:2002.04745). Book:
+``chapters/08_transformer.md``, equation (eq-tf-block) [D].
 """
 
 from __future__ import annotations
@@ -40,13 +26,7 @@ import numpy as np
 
 from .attention import Attention, velocity
 from .errors import BlowUpError, NonFiniteError
-from .validation import (
-    validate_choice,
-    validate_count,
-    validate_instance,
-    validate_positive,
-    validate_tokens,
-)
+from .validation import validate_choice, validate_count, validate_instance, validate_positive, validate_tokens
 
 __all__ = ["NORMS", "LAYER_NORM_EPS", "MLP", "layer_norm", "forward"]
 
@@ -58,20 +38,16 @@ _GAINS = {"relu": 2.0, "tanh": 1.0}  # the He and LeCun variances of the first m
 
 
 def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
-    r"""LayerNorm of each token over its features, without gain or bias.
+    r"""LayerNorm of each token over its features, without gain or bias (its output lies, up to
+    :math:`\epsilon`, on the sphere of radius :math:`\sqrt d` of :math:`\mathbf 1^\perp`).
 
     .. math:: \mathrm{LN}\,x = \frac{x-\bar x\,\mathbf 1}{\sqrt{\sigma^2(x)+\epsilon}},\qquad
        \bar x=\frac1d\sum_a x_a,\quad \sigma^2(x)=\frac1d\sum_a (x_a-\bar x)^2 .
 
-    Its output lies (up to :math:`\epsilon`) on the sphere of radius :math:`\sqrt d` of the
-    hyperplane :math:`\mathbf 1^\perp`.
-
     Parameters
     ----------
-    X : array (..., d)
-        Tokens (rows along the last axis), d >= 2.
-    eps : float
-        :math:`\epsilon > 0`.
+    X, eps
+        Tokens (..., d), d >= 2, and :math:`\epsilon > 0`.
 
     Returns
     -------
@@ -79,8 +55,7 @@ def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
 
     References
     ----------
-    J. L. Ba, J. R. Kiros, G. E. Hinton, *Layer normalization*, arXiv:1607.06450; book:
-    ``chapters/08_transformer.md``, equation (eq-tf-block).
+    J. L. Ba, J. R. Kiros, G. E. Hinton, arXiv:1607.06450; book: ``chapters/08_transformer.md``, (eq-tf-block).
     """
     X = np.asarray(X, dtype=float)
     if X.ndim < 1 or X.shape[-1] < 2 or not np.all(np.isfinite(X)):
@@ -92,27 +67,20 @@ def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
 
 @dataclass(frozen=True)
 class MLP:
-    r"""A random two-layer feed-forward block at initialisation,
-    :math:`F(x)=s\,W_2\,\varphi(W_1x)` (no biases).
+    r"""A random two-layer feed-forward block at initialisation, :math:`F(x)=s\,W_2\,\varphi(W_1x)` (no biases).
 
     :math:`W_1\in\mathbb R^{m\times d}` has entries :math:`N(0, g/d)` (:math:`g=2` for ReLU, He's rule;
-    :math:`g=1` for tanh) and :math:`W_2\in\mathbb R^{d\times m}` entries :math:`N(0, 1/m)`, so that
-    :math:`\mathbb E|F(x)|^2\approx s^2|x|^2` for ReLU: the strength s is the size of the block's
-    output relative to its input.
+    :math:`g=1` for tanh), :math:`W_2\in\mathbb R^{d\times m}` entries :math:`N(0, 1/m)`: for ReLU
+    :math:`\mathbb E|F(x)|^2\approx s^2|x|^2`, the strength s is the output's size relative to the input.
 
     Parameters
     ----------
-    width : int
-        Hidden width m >= 1.
-    strength : float
-        s >= 0 (0: no MLP).
-    activation : {"relu", "tanh"}
-        :math:`\varphi`.
+    width, strength, activation
+        The hidden width m >= 1, s >= 0 (0: no MLP), and :math:`\varphi`, "relu" or "tanh".
 
     References
     ----------
-    K. He et al., *Delving deep into rectifiers*, ICCV 2015 (arXiv:1502.01852), for the variance
-    rule; book: ``chapters/08_transformer.md``, section "The MLP".
+    K. He et al., ICCV 2015 (arXiv:1502.01852), the variance rule; book: ``chapters/08_transformer.md``.
     """
 
     width: int
@@ -129,15 +97,12 @@ class MLP:
 
         Parameters
         ----------
-        d : int
-            Token dimension.
-        rng : int or numpy.random.Generator, optional
-            Seed or generator.
+        d, rng
+            Token dimension, and a seed or generator.
 
         Returns
         -------
-        W1 : array (width, d)
-        W2 : array (d, width)
+        W1, W2 : arrays (width, d) and (d, width)
         """
         d = validate_count(d, "d")
         rng = np.random.default_rng(rng)
@@ -150,10 +115,8 @@ class MLP:
 
         Parameters
         ----------
-        X : array (n, d)
-            Tokens.
-        weights : (array, array)
-            :math:`(W_1, W_2)` from :meth:`sample`.
+        X, weights
+            Tokens (n, d), and :math:`(W_1, W_2)` from :meth:`sample`.
 
         Returns
         -------
@@ -183,49 +146,32 @@ def _layers(layer, L: int, d: int) -> list[Attention]:
 
 
 def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | None = None, rng=None) -> np.ndarray:
-    r"""The tokens after each of L residual blocks of step T/L: a transformer of depth T at initialisation.
-
-    Block k applies the rule of the module doc (equation (eq-tf-block) of the book) with the layer
-    :math:`\ell_k` and, if ``mlp`` is given, its map :math:`F_k`. Tied weights (``layer`` one
-    :class:`~tokendynamics.attention.Attention`): the same layer and one draw of the MLP in every
-    block. Fresh weights (``layer`` a sequence of L layers): block k uses ``layer[k]`` and its own
-    draw of the MLP (drawn in block order from ``rng``).
+    r"""The tokens after each of L residual blocks of step T/L (the rule of the module doc). Tied weights (one
+    :class:`~tokendynamics.attention.Attention`): the same layer and one draw of the MLP in every block; fresh
+    weights (L layers): block k uses ``layer[k]`` and its own draw of the MLP (in block order from ``rng``).
 
     Parameters
     ----------
     X0 : array (n, d)
-        Input tokens (unit rows for ``norm="sphere"``). Never modified.
+        Input tokens (unit rows for ``norm="sphere"``), never modified.
     layer : Attention or sequence of L Attention
         Tied or fresh attention weights.
-    T : float
-        Depth of the ODE the network discretises, T > 0; the step is h = T/L.
-    L : int
-        Number of blocks, L >= 1.
+    T, L
+        Depth T > 0 of the ODE the network discretises, and the number of blocks L >= 1.
     norm : {None, "pre", "post", "sphere"}
-        No normalisation, LayerNorm inside the residual branch (pre-LN), after the sum (post-LN),
-        or the unit-norm retraction.
-    mlp : MLP, optional
-        A random feed-forward block added to the attention in each residual branch.
-    rng : int or numpy.random.Generator, optional
-        Seed of the MLP's weights (only with ``mlp``).
+        LayerNorm inside the residual branch (pre-LN), after the sum (post-LN), or the unit-norm retraction.
+    mlp, rng
+        A random feed-forward :class:`MLP` added in each residual branch, and the seed of its weights.
 
     Returns
     -------
     array (L + 1, n, d)
-        The input and the tokens after each block.
-
-    Raises
-    ------
-    BlowUpError
-        The attention field or the tokens overflowed (its time is the depth of the block).
+        The input and the tokens after each block; an overflow raises ``BlowUpError`` at the block's depth.
 
     References
     ----------
-    Book: ``chapters/08_transformer.md``, equation (eq-tf-block), where ``norm=None`` without MLP is
-    checked to equal :func:`~tokendynamics.particles.simulate` (``method="euler"``, ``dt=T/L``) to
-    round-off and to converge to the ODE at order 1 in 1/L [D]. E (2017), Chen et al. (2018) and
-    Sander, Ablin, Peyré (arXiv:2205.14612) for residual networks as ODE schemes; paper 1 (Castin
-    et al., arXiv:2501.18322) for the particle system.
+    Book: ``chapters/08_transformer.md``, equation (eq-tf-block): ``norm=None`` without MLP equals
+    :func:`~tokendynamics.particles.simulate` (``method="euler"``, ``dt=T/L``) to round-off [D].
 
     Examples
     --------
@@ -237,8 +183,7 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
     """
     X = validate_tokens(X0, name="X0").copy()
     n, d = X.shape
-    T = validate_positive(T, "T")
-    L = validate_count(L, "L")
+    T, L = validate_positive(T, "T"), validate_count(L, "L")
     if norm is not None:
         validate_choice(norm, "norm", NORMS[1:])
     if norm in ("pre", "post") and d < 2:

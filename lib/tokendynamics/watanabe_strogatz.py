@@ -26,12 +26,13 @@ from .docstrings import fill_doc
 from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, require_circle_layer
 from .odes import solve_ode
 from .validation import (
+    SOLVERS,
     time_grid,
     validate_angles,
+    validate_choice,
     validate_complex,
     validate_finite_array,
-    validate_solver,
-    validate_tolerances,
+    validate_positive,
 )
 
 __all__ = ["ws_reconstruct", "WSSolution", "solve_watanabe_strogatz"]
@@ -198,8 +199,8 @@ def solve_watanabe_strogatz(
     t0, T, t_eval = time_grid(t_span, t_eval)
     if t_eval[0] > t0:  # the first entry must be the initial gauge, as the reconstruction expects
         raise ValueError("t_eval must start at t0 so that the tokens can be reconstructed")
-    method = validate_solver(method, "method")
-    rtol, atol = validate_tolerances(rtol, atol)
+    method = validate_choice(method, "method", SOLVERS)
+    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
 
     def rhs(t, y):
         a = y[0] + 1j * y[1]

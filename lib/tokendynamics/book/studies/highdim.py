@@ -44,7 +44,6 @@ from ...regimes import case1_region, predict_regime
 from ...validation import (
     validate_choice,
     validate_count,
-    validate_dimension,
     validate_finite,
     validate_finite_array,
     validate_instance,
@@ -189,7 +188,7 @@ def case1(d: int, spectrum="positive", *, skew_scale: float = 0.5, seed: int = 4
     -------
     MatrixCase
     """
-    d = validate_dimension(d)
+    d = validate_count(d, "d", minimum=2)
     s = validate_finite(skew_scale, "skew_scale")
     rng = _rng(seed)
     Q = ortho_group.rvs(d, random_state=rng)
@@ -245,7 +244,7 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
     -------
     MatrixCase
     """
-    d = validate_dimension(d)
+    d = validate_count(d, "d", minimum=2)
     top = validate_finite(top, "top")
     spread = validate_positive(spread, "spread", allow_zero=True)
     rng = _rng(seed)
@@ -261,7 +260,7 @@ def case2(d: int, top: float = 2.0, *, spread: float = 0.5, seed: int = 42) -> M
 
 def _blocks(name, d, a, b, seed, sign, dominant=1.0) -> MatrixCase:
     """Cases 3 (sign +1) and 4 (sign -1): V block-diagonal with 2 x 2 blocks [[a, b], [-b, sign a]]."""
-    d, a, b = validate_dimension(d), validate_finite(a, "a"), validate_finite(b, "b")
+    d, a, b = validate_count(d, "d", minimum=2), validate_finite(a, "a"), validate_finite(b, "b")
     block = np.array([[a, b], [-b, sign * a]])
     V = np.zeros((d, d))
     for i in range(0, d - 1, 2):
@@ -346,7 +345,7 @@ def random_case(d: int, sigma: float = 1.0, *, seed: int = 42) -> MatrixCase:
     -------
     MatrixCase
     """
-    d = validate_dimension(d)
+    d = validate_count(d, "d", minimum=2)
     sigma = validate_positive(sigma, "sigma")
     rng = _rng(seed)
     A, V = rng.normal(0.0, sigma / math.sqrt(d), (2, d, d))
@@ -445,7 +444,7 @@ def near_plane_tokens(n: int, d: int, spread: float = 0.05, rng=None) -> np.ndar
     -------
     array (n, d)
     """
-    n, d = validate_count(n, "n"), validate_dimension(d)
+    n, d = validate_count(n, "n"), validate_count(d, "d", minimum=2)
     if d < 2:
         raise ValueError(f"need d >= 2 for tokens near a plane, got d = {d}")
     spread = validate_positive(spread, "spread", allow_zero=True)

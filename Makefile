@@ -125,6 +125,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_highdim.py
 	$(BIN)/python benchmarks/bench_gaussian.py
 	$(BIN)/python benchmarks/bench_ensembles.py
+	$(BIN)/python benchmarks/bench_phase.py
 	@if [ -f _build/html/index.html ]; then $(BIN)/python benchmarks/bench_pages.py; else echo "bench_pages: no built book (make book): page weights skipped"; fi
 
 clean:

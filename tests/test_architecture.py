@@ -17,7 +17,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "tokendynamics"
 FORBIDDEN_IN_CORE = ("matplotlib", "ipywidgets", "IPython", "myst_nb", "tokendynamics.book")
-LAZY_ACCELERATORS = {"tokendynamics._kernels", "tokendynamics._gaussian_kernels"}
+LAZY_ACCELERATORS = {"tokendynamics._kernels", "tokendynamics._gaussian_kernels", "tokendynamics._batch_kernels"}
 
 
 def _module_name(path: Path) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
-from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, fixed_step, step_count
+from .odes import EUCLIDEAN, FIELD_REASONS, MAX_STEPS, SPHERE, fixed_step, step_count
 from .particles import Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
@@ -306,7 +306,10 @@ def simulate_batch(
         Store exactly these step times instead.
     **options
         ``blowup_threshold`` (default 1e8), ``seeds`` (array (B,), recorded), ``max_steps`` (budget,
-        default :data:`~tokendynamics.odes.MAX_STEPS`, checked before the run).
+        default :data:`~tokendynamics.odes.MAX_STEPS`, checked before the run), ``backend``: ``"auto"``
+        (default) runs one-head softmax layers through the compiled kernel
+        (``tokendynamics._batch_kernels``, all steps compiled, both cores) where it was measured to win and
+        numba is installed, ``"numba"`` forces it, ``"numpy"`` the library's batched field.
 
     Returns
     -------
@@ -318,11 +321,13 @@ def simulate_batch(
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322); %(refs)s
     """
-    unknown = sorted(set(options) - {"blowup_threshold", "seeds", "max_steps"})
+    unknown = sorted(set(options) - {"blowup_threshold", "seeds", "max_steps", "backend"})
     if unknown:
         raise TypeError(
-            f"simulate_batch() got unknown option(s) {unknown}; its options are blowup_threshold, seeds, max_steps"
+            f"simulate_batch() got unknown option(s) {unknown}; its options are blowup_threshold, seeds, "
+            "max_steps, backend"
         )
+    backend = validate_choice(options.get("backend", "auto"), "backend", ("auto", "numpy", "numba"))
     method = validate_choice(method, "method", ("rk4", "euler"))
     threshold = validate_positive(options.get("blowup_threshold", 1e8), "blowup_threshold", allow_inf=True)
     sphere = validate_flag(sphere, "sphere")
@@ -363,6 +368,39 @@ def simulate_batch(
     if n_saved * B * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {B} x {n} x {d} tokens is too much: raise save_every")
 
+    info = {"steps": steps, "save_every": int(save_every), "blowup_threshold": threshold}
+    common = dict(
+        layer=lay0, method=method, dt=h, sphere=sphere, weights=w, seed=None if seeds is None else np.asarray(seeds)
+    )
+    if fixed and backend != "numpy" and _kernel_fits(lay0, n, d, backend):
+        from . import _batch_kernels as kernel  # numba, imported on first use
+
+        reasons = {kernel.FIELD_OVERFLOW: FIELD_REASONS[1], kernel.TOKENS_NONFINITE: "the state became non-finite"}
+        run_k = kernel.run_batch(
+            X0,
+            lay0.A[..., 0, :, :],
+            lay0.V[..., 0, :, :],
+            lay0.beta,
+            h,
+            steps,
+            scheme=method,
+            sphere=sphere,
+            save_steps=[k for k in range(steps + 1) if saved(k)],
+            weights=w,
+            blowup_threshold=threshold,
+        )
+        flagged = run_k.flagged_step >= 0
+        return Trajectory(
+            t=t0 + run_k.saved * h,
+            X=run_k.frames,
+            blowup_time=np.where(flagged, t0 + run_k.flagged_step * h, np.nan),
+            reasons=tuple(
+                reasons.get(int(c), "max |x_i| exceeded blowup_threshold") if f else None
+                for c, f in zip(run_k.status, flagged)
+            ),
+            info={**info, "nfev": steps * (4 if method == "rk4" else 1), "backend": "numba"},
+            **common,
+        )
     state: dict = {}  # Sinkhorn warm start of the active systems
     cache: dict = {}  # the layers of the active systems, and which systems the state holds
 
@@ -395,17 +433,25 @@ def simulate_batch(
         threshold=threshold,
     )
     stopped = run.status != "completed"
-    info = {"steps": steps, "nfev": run.nfev, "save_every": int(save_every), "blowup_threshold": threshold}
     return Trajectory(
         t=run.t,
         X=run.y,
-        layer=lay0,
-        method=method,
-        dt=h,
-        sphere=sphere,
-        weights=w,
-        seed=None if seeds is None else np.asarray(seeds),
         blowup_time=np.where(stopped, run.time, np.nan),
         reasons=tuple(r if stop else None for r, stop in zip(run.reason, stopped)),
-        info=info,
+        info={**info, "nfev": run.nfev, "backend": "numpy"},
+        **common,
     )
+
+
+def _kernel_fits(layer: Attention, n: int, d: int, backend: str) -> bool:
+    """Whether the compiled batch kernel runs this layer: exponential weights on bilinear scores with
+    normalised rows (the kind says so: fused and not factored), one head, not masked; with ``backend="auto"``
+    also where it was measured to win (:data:`tokendynamics._batch_kernels.CROSSOVER`)."""
+    from . import _batch_kernels as kernel  # numba, imported on first use
+
+    fits = layer.kind.fused and not layer.kind.factored and layer.n_heads == 1 and not layer.causal
+    if backend == "numba":
+        if not (fits and kernel.HAVE_NUMBA):
+            raise ValueError(f"backend='numba' needs numba and a one-head, unmasked softmax-type layer, got {layer!r}")
+        return True
+    return fits and kernel.prefer_kernel(n, d)

@@ -761,7 +761,7 @@ def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
                 failed |= missed
             elif np.any(missed):
                 raise ConvergenceError(
-                    _sinkhorn_failure(int(np.max(info["iterations"])), float(np.max(info["marginal_error"])), layer)
+                    sinkhorn_failure(int(np.max(info["iterations"])), float(np.max(info["marginal_error"])), layer)
                 )
             out += W @ values
             continue
@@ -774,7 +774,7 @@ def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
     return out
 
 
-def _sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
+def sinkhorn_failure(iterations: int, error: float, layer: Attention) -> str:
     """What a Sinkhorn ConvergenceError says: the tolerance missed, the error reached, and what to change."""
     return (
         f"Sinkhorn attention did not reach sinkhorn_tol = {layer.sinkhorn_tol:.3g} in {iterations} iterations: "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .attention import BLOCK_ENTRIES, Attention, _sinkhorn_failure, velocity_unchecked
+from .attention import BLOCK_ENTRIES, Attention, sinkhorn_failure, velocity_unchecked
 from .docstrings import fill_doc
 from .errors import ConvergenceError, NonFiniteError
 from .transport import bures_wasserstein, psd_sqrt, sinkhorn_potentials, sinkhorn_spectrum, wasserstein
@@ -641,7 +641,7 @@ def sinkhorn_energy_empirical(X, layer, weights=None) -> float:
         logw = np.log(w)
     f, g, it, err = sinkhorn_potentials((X @ A) @ X.T / eps, logw, eps=eps, max_iter=layer.sinkhorn_iters, tol=tol)
     if not err <= tol:
-        raise ConvergenceError(_sinkhorn_failure(it, err, layer))
+        raise ConvergenceError(sinkhorn_failure(it, err, layer))
     return float(0.5 * (w @ f + w @ g))
 
 

@@ -95,13 +95,14 @@ test-book: setup
 #  - the built book as a reader sees it (markers browser and book): _build/browser-report.json and
 #    _build/screenshots/ (each page's first screen; the whole page where a check fails);
 #    `make screenshots` runs the same checks with every page photographed whole (~35 s more).
-# Each runs its one file (collecting the whole suite with its doctests takes ~10 s).
+#    tests/test_browser_static_explorers.py moves every control of every static explorer there.
+# Each runs its own files (collecting the whole suite with its doctests takes ~10 s).
 # TOKENDYNAMICS_REQUIRE_BROWSER=1: a missing chromium or JupyterLab fails the run instead of skipping.
 test-lab: browser-setup
 	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and not book" tests/test_lab.py
 
 test-browser: browser-setup
-	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py tests/test_browser_static_explorers.py
 
 screenshots: browser-setup
 	TOKENDYNAMICS_SCREENSHOTS=whole TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
@@ -112,7 +113,7 @@ test: setup browser-setup lint
 	$(BIN)/python scripts/build_book.py all
 	$(BIN)/python -m pytest -m "book and not browser"
 	$(BIN)/python scripts/book_pdf.py --no-api
-	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py
+	TOKENDYNAMICS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -m "browser and book" tests/test_browser.py tests/test_browser_static_explorers.py
 
 chapter: setup
 	@test -n "$(NAME)" || { echo "usage: make chapter NAME=<chapter> [PARAMS='-p key value ...']"; exit 2; }
@@ -127,6 +128,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_ensembles.py
 	$(BIN)/python benchmarks/bench_phase.py
 	@if [ -f _build/html/index.html ]; then $(BIN)/python benchmarks/bench_pages.py; else echo "bench_pages: no built book (make book): page weights skipped"; fi
+	@if [ -f _build/html/index.html ]; then $(BIN)/python benchmarks/bench_static_explorers.py; else echo "bench_static_explorers: no built book (make book): skipped"; fi
 
 clean:
 	rm -rf _build _stage

@@ -15,6 +15,10 @@ After the HTML is written (``build-finished``), every page is made light:
   to ``_images/frames/<hash>.png`` and the player keeps their addresses: the first frame loads with
   the page, the others when the animation is played or scrubbed (``_static/book.js`` fetches them all
   on the first touch of its controls).
+* **Static explorers' states** (``tokendynamics.book.static_explorers``: each state's picture a data
+  URI in the twin's JSON and its ``<img>``) are written to ``_images/states/<hash>.png``; ``_static/book.js``
+  fetches a state when a control moves to it, and its neighbours ahead. Where the page has launch
+  buttons (the book built for its repository), the twin's caption gets the same Binder and Colab links.
 * **Images** load lazily (``loading="lazy"``, ``decoding="async"``): a phone downloads the figures
   it scrolls to.
 * **Icons**: pydata-sphinx-theme's font-awesome script (1.5 MB on every page) is dropped; its own
@@ -127,21 +131,24 @@ SEARCH_SCRIPTS = re.compile(r'[ \t]*<script src="[^"]*(?:searchtools|language_da
 IMG = re.compile(r"<img(?![^>]*\bloading=)(?=[^>]*\bsrc=)")
 
 
+def _to_file(data: bytes, suffix: str, folder: Path, page: Path) -> str:
+    """Write ``data`` to ``folder/<hash>.<suffix>`` (once) and return its address from ``page``."""
+    target = folder / (hashlib.sha256(data).hexdigest()[:24] + "." + suffix.replace("jpeg", "jpg"))
+    if not target.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return Path(os.path.relpath(target, page.parent)).as_posix()
+
+
 def frames_to_files(html: str, page: Path, outdir: Path) -> tuple[str, int]:
     """Write the base64 frames of ``html``'s animations to ``outdir/_images/frames`` and point the player at them."""
-    frames_dir = outdir / "_images" / "frames"
     count = 0
 
     def replace(match: re.Match[str]) -> str:
         nonlocal count
-        data = base64.b64decode(re.sub(r"[\\\s]", "", match[3]))
-        name = hashlib.sha256(data).hexdigest()[:24] + "." + match[2].replace("jpeg", "jpg")
-        target = frames_dir / name
-        if not target.exists():
-            frames_dir.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
         count += 1
-        return match[1] + Path(os.path.relpath(target, page.parent)).as_posix() + match[4]
+        data = base64.b64decode(re.sub(r"[\\\s]", "", match[3]))
+        return match[1] + _to_file(data, match[2], outdir / "_images" / "frames", page) + match[4]
 
     html = FRAME.sub(replace, html)
     if count:
@@ -154,15 +161,42 @@ def frames_to_files(html: str, page: Path, outdir: Path) -> tuple[str, int]:
     return html, count
 
 
+#: A state of a static explorer: ``"data:image/png;base64,..."`` in its JSON or its ``<img src>``
+STATE = re.compile(r'"data:image/png;base64,([A-Za-z0-9+/=]+)"')
+LAUNCH_SLOT = '<span class="static-explorer-launch"></span>'
+LAUNCH_LINKS = {
+    "Binder": re.compile(r'href="(https://mybinder\.org/v2/gh/[^"]+)"'),
+    "Colab": re.compile(r'href="(https://colab\.research\.google\.com/github/[^"]+)"'),
+}
+
+
+def states_to_files(html: str, page: Path, outdir: Path) -> tuple[str, int]:
+    """Write the static explorers' states of ``html`` to ``outdir/_images/states`` and fill their captions'
+    launch links from the page's launch buttons (none without a repository)."""
+    folder = outdir / "_images" / "states"
+    html, count = STATE.subn(lambda m: f'"{_to_file(base64.b64decode(m[1]), "png", folder, page)}"', html)
+    found = {name: pattern.search(html) for name, pattern in LAUNCH_LINKS.items()}
+    links = " or ".join(f'<a href="{m[1]}">{name}</a>' for name, m in found.items() if m)
+    slot = LAUNCH_SLOT.replace("></", f">, or open it on {links}</") if links else LAUNCH_SLOT
+    return html.replace(LAUNCH_SLOT, slot), count
+
+
 def lighten(html: str, page: Path, outdir: Path, *, search_page: bool) -> tuple[str, dict]:
     """The page ``html`` (written at ``page`` under ``outdir``) made light; returns it and what was done."""
     html, frames = frames_to_files(html, page, outdir)
+    html, states = states_to_files(html, page, outdir)
     html, icons = FONT_AWESOME.subn("", html)
     searches = 0
     if not search_page:
         html, searches = SEARCH_SCRIPTS.subn("", html)
     html, lazy = IMG.subn('<img loading="lazy" decoding="async"', html)
-    return html, {"frames": frames, "icon_scripts": icons, "search_scripts": searches, "lazy_images": lazy}
+    return html, {
+        "frames": frames,
+        "states": states,
+        "icon_scripts": icons,
+        "search_scripts": searches,
+        "lazy_images": lazy,
+    }
 
 
 #: ``.fa-bars:before,.fa-navicon:before{content:"\f0c9"}`` in pydata-sphinx-theme's stylesheet

@@ -14,6 +14,9 @@
  * 4. Numbered equations wider than their column put the number under the formula, which then
  *    scrolls sideways on its own line instead of sliding under the number.
  * 5. Tables wider than their column say that they scroll sideways.
+ * 6. Static explorers (tokendynamics.book.static_explorers): a control moved shows its precomputed
+ *    state (image, status line, value); the states next to it on every axis are fetched ahead,
+ *    from the first touch or focus of the explorer on.
  */
 (function () {
   "use strict";
@@ -155,6 +158,49 @@
     });
   }
 
+  // ---- 6. static explorers: precomputed states paged by their controls
+  function staticExplorers() {
+    document.querySelectorAll(".static-explorer").forEach((box) => {
+      const data = JSON.parse(box.querySelector("script.static-explorer-states").textContent);
+      const fields = Array.from(box.querySelectorAll("[data-axis]"));
+      const img = box.querySelector("img.static-explorer-image");
+      const status = box.querySelector(".static-explorer-status");
+      const fetched = new Map();
+      const index = (at) => at.reduce((k, p, axis) => k * data.shape[axis] + p, 0);
+      const position = () => fields.map((field) => Number(field.value));
+      const prefetch = (at) =>
+        at.forEach((p, axis) =>
+          [p - 1, p + 1].forEach((q) => {
+            if (q < 0 || q >= data.shape[axis]) return;
+            const k = index(at.map((r, b) => (b === axis ? q : r)));
+            if (fetched.has(k)) return;
+            fetched.set(k, new Image()); // kept: the browser holds the picture until it is shown
+            fetched.get(k).src = data.frames[k];
+          }),
+        );
+      const show = () => {
+        const at = position();
+        const k = index(at);
+        img.src = data.frames[k];
+        img.alt = "The explorer for the state chosen above: " + data.status[k];
+        status.textContent = data.status[k];
+        status.classList.toggle("static-explorer-error", data.errors.includes(k));
+        fields
+          .filter((field) => field.type === "range")
+          .forEach((field) => {
+            const value = data.labels[field.dataset.axis][at[field.dataset.axis]];
+            field.parentElement.querySelector("output").textContent = value;
+            field.setAttribute("aria-valuetext", value);
+          });
+        prefetch(at);
+      };
+      fields.forEach((field) => field.addEventListener("input", show));
+      for (const type of ["pointerenter", "focusin", "touchstart"]) {
+        box.addEventListener(type, () => prefetch(position()), { once: true, passive: true });
+      }
+    });
+  }
+
   let pending = null;
   const relayout = () => {
     window.cancelAnimationFrame(pending);
@@ -168,6 +214,7 @@
     wireToggles();
     enlargeableFigures();
     framesOnDemand();
+    staticExplorers();
     markScrollingTables();
     window.addEventListener("resize", relayout);
     const mathjax = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;

@@ -26,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
-EXPLORER_PATTERN = re.compile(r"^[a-z_]+_explorer\(", re.MULTILINE)
+# a live explorer's call, not its twin's (``static_explorer("variants_explorer", mode)``, built in the book only)
+EXPLORER_PATTERN = re.compile(r"^(?!static_explorer\()[a-z_]+_explorer\(", re.MULTILINE)
 _BUILTINS = set(dir(builtins)) | {"display", "get_ipython"}
 
 

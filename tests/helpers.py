@@ -227,3 +227,70 @@ def paper1_tokens():
     A = np.array([[-1.0, 0.5], [-0.5, -0.5]]) + 0.3 * rng.standard_normal((2, 2))
     V = np.eye(2) + 0.4 * rng.standard_normal((2, 2))
     return X, A, V, rng
+
+
+# ---- the static explorers (tests/test_browser_static_explorers.py, benchmarks/bench_static_explorers.py)
+
+#: Installed on a ``.static-explorer`` box (``locator.evaluate``): the time of each key press and of
+#: each load of its image, in ``box.bookMoves`` (what the reader waits for: key down to picture shown).
+STATIC_EXPLORER_PROBE_JS = r"""
+(box) => {
+  const img = box.querySelector('img.static-explorer-image');
+  box.bookMoves = [];
+  box.addEventListener('keydown', () => { box.bookKey = performance.now(); }, true);
+  const at = () => performance.now() - box.bookKey;
+  img.addEventListener('load', () => box.bookMoves.push({ms: at(), src: img.getAttribute('src')}));
+  img.addEventListener('error', () => box.bookMoves.push({ms: null, src: img.getAttribute('src'), error: true}));
+  return JSON.parse(box.querySelector('script.static-explorer-states').textContent);
+}
+"""
+
+#: What the reader sees in a box after a move, once its image has loaded ``n`` times (``wait``) or after two
+#: animation frames (a move to the same picture loads nothing); the last load's time and address.
+STATIC_EXPLORER_VIEW_JS = r"""
+async (box, {n, wait, timeout}) => {
+  const frame = () => new Promise((ok) => requestAnimationFrame(ok));
+  const start = performance.now();
+  while (wait && box.bookMoves.length < n && performance.now() - start < timeout) await frame();
+  if (!wait) { await frame(); await frame(); }
+  const img = box.querySelector('img.static-explorer-image');
+  const status = box.querySelector('.static-explorer-status');
+  return {src: img.getAttribute('src'), complete: img.complete, natural_width: img.naturalWidth,
+          status: status.textContent, error_class: status.classList.contains('static-explorer-error'),
+          values: Array.from(box.querySelectorAll('[data-axis]')).map((f) => Number(f.value)),
+          shown: Array.from(box.querySelectorAll('output')).map((o) => o.textContent),
+          loads: box.bookMoves.length, last: box.bookMoves[box.bookMoves.length - 1] || null};
+}
+"""
+
+
+def walk_static_explorer(page, box, timeout_ms: int = 15_000) -> tuple[dict, list[dict]]:
+    """Move every control of the static explorer ``box`` (a Playwright locator) through all its values with the
+    arrow keys: each from where it is to its last value, then to its first. Returns the twin's JSON and one
+    record per key press: ``axis``, the expected state ``k``, whether its picture differs from the previous
+    one (``new_picture``), the view after it (:data:`STATIC_EXPLORER_VIEW_JS`, once the new picture has
+    loaded) and ``ms``, key down to that picture loaded (None where the picture stayed the same)."""
+    box.scroll_into_view_if_needed()
+    box.locator("img").evaluate("(img) => { img.loading = 'eager'; return img.decode(); }")
+    data = box.evaluate(STATIC_EXPLORER_PROBE_JS)
+    shape, loads = data["shape"], 0
+    at = box.evaluate(STATIC_EXPLORER_VIEW_JS, {"n": 0, "wait": False, "timeout": 0})["values"]
+    index = lambda pos: int(np.ravel_multi_index(pos, shape))  # noqa: E731
+    moves = []
+    for axis, field in enumerate(box.locator("[data-axis]").all()):
+        up, down = ("ArrowRight", "ArrowLeft") if field.get_attribute("type") == "range" else ("ArrowDown", "ArrowUp")
+        field.focus()
+        for key in [up] * (shape[axis] - 1 - at[axis]) + [down] * (shape[axis] - 1):
+            before = index(at)
+            at = [*at[:axis], at[axis] + (1 if key == up else -1), *at[axis + 1 :]]
+            k = index(at)
+            new_picture = data["frames"][k] != data["frames"][before]
+            loads += new_picture
+            page.keyboard.press(key)
+            view = box.evaluate(STATIC_EXPLORER_VIEW_JS, {"n": loads, "wait": new_picture, "timeout": timeout_ms})
+            last = view.pop("last") or {}
+            moves.append(
+                {"axis": axis, "key": key, "k": k, "before": before, "new_picture": new_picture, "view": view,
+                 "ms": last.get("ms") if new_picture else None, "loaded_src": last.get("src") if new_picture else None}
+            )  # fmt: skip
+    return data, moves

@@ -509,7 +509,9 @@ def smallest_text(fig) -> tuple[float, str]:
 _JSHTML_FRAME = re.compile(r'(frames\[\d+\] = "data:image/png;base64,)([^"]*)(")')
 
 
-def palette_png(png: bytes, colors: int = 256) -> bytes:
+def palette_png(
+    png: bytes, colors: int = 256, *, text: dict[str, str] | None = None, dpi: float | None = None
+) -> bytes:
     """``png`` re-encoded with a palette of at most ``colors`` colours, its text chunks kept.
 
     A frame of a token animation (dots, lines and text on white) has a few hundred distinct
@@ -523,6 +525,10 @@ def palette_png(png: bytes, colors: int = 256) -> bytes:
         A PNG file.
     colors : int
         Size of the palette (at most 256).
+    text : dict of str to str, optional
+        More ``tEXt`` chunks (replacing the original's of the same key).
+    dpi : float, optional
+        Resolution to record (default: the original's, else 72).
 
     Returns
     -------
@@ -534,14 +540,15 @@ def palette_png(png: bytes, colors: int = 256) -> bytes:
 
     source = Image.open(io.BytesIO(png))
     info = PngImagePlugin.PngInfo()
-    for key, value in source.text.items():  # type: ignore[attr-defined]
+    for key, value in (source.text | (text or {})).items():  # type: ignore[attr-defined]
         info.add_text(key, value)
     image: Image.Image = source
     if image.mode == "RGBA" and image.getchannel("A").getextrema() == (255, 255):
         image = image.convert("RGB")  # opaque: no alpha in the palette
     quantized = image.quantize(colors=colors, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     out = io.BytesIO()
-    quantized.save(out, format="PNG", optimize=True, pnginfo=info, dpi=source.info.get("dpi", (72, 72)))
+    resolution = (dpi, dpi) if dpi else source.info.get("dpi", (72, 72))
+    quantized.save(out, format="PNG", optimize=True, pnginfo=info, dpi=resolution)
     return out.getvalue()
 
 

@@ -189,3 +189,18 @@ def test_no_core_module_branches_on_the_name_of_an_attention_kind():
         if pattern.search(line)
     ]
     assert not bad, "comparisons on a kind name (ask the kind for a capability instead): " + "; ".join(bad)
+
+
+def test_no_public_function_takes_more_than_ten_parameters_without_saying_why():
+    """A public function of the core takes at most 10 parameters, or its docstring has a line "Why N parameters"."""
+    bad = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            a = node.args
+            names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg not in ("self", "cls")]
+            doc = ast.get_docstring(node) or ""
+            if len(names) > 10 and f"Why {len(names)} parameters" not in doc:
+                bad.append(f"{m}.{node.name} ({len(names)})")
+    assert not bad, "public functions with more than 10 parameters and no reason given: " + "; ".join(bad)

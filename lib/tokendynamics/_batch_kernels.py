@@ -569,6 +569,10 @@ def run_batch(
     Equals ``simulate_batch(X0, layers, (0, steps * h), dt=h, method=scheme, sphere=sphere)`` with
     softmax layers to round-off (tested to 1e-10).
 
+    Why 12 parameters: a compiled kernel takes arrays, not an ``Attention`` (``A``, ``V``, ``beta`` and
+    ``weights`` are the layer's fields, unpacked by ``simulate_batch``), beside the scheme, the geometry,
+    what to store and the blow-up threshold.
+
     Parameters
     ----------
     X0 : array (B, n, d)

@@ -69,7 +69,7 @@ _DOC = {
         cov : array (d, d)
             The covariance :math:`\Sigma`, symmetric positive semi-definite (singular allowed).
         layer : Attention
-            A non-causal layer of a kind in :data:`GAUSSIAN_KINDS` (else a NotGaussianPreservingError).
+            A non-causal layer whose kind belongs to :data:`GAUSSIAN_KINDS` (else a NotGaussianPreservingError).
     """,
     "cov0": r"""
         cov0 : array (d, d)
@@ -691,6 +691,9 @@ def projected_euler(
     ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. A given ``mean0`` is
     moved by plain Euler (the official mean is zero). Members advance together (numpy) or each in a compiled
     loop (numba); the projection is skipped where it is the identity.
+
+    Why 11 parameters: it reproduces the authors' scheme, whose step, two tolerances, iteration cap and PSD
+    floor are all parameters of their code; the rest are the state, the layer, what to store and the backend.
 
     Parameters
     ----------

@@ -168,6 +168,10 @@ def adaptive_solve(
     floating-point numbers, or a field raising :class:`~tokendynamics.errors.NonFiniteError` at every trial)
     reports the last accepted step.
 
+    Why 11 parameters: it is the one adaptive integrator behind every accurate solver of the library, so it
+    takes the problem (``fun``, ``t_span``, ``y0``, ``t_eval``), the scipy solver and its tolerances, the two
+    stopping tests (a size crossing a threshold, an event) and the work budget, each used by some caller.
+
     Parameters
     ----------
     fun : callable ``(t, y) -> array``
@@ -465,6 +469,11 @@ def fixed_step(
     whose field failed. The field is evaluated at the retracted stage states and projected, each new state
     retracted. A system stops — frozen at its last good state — when its field fails, its state is not finite,
     its size exceeds ``threshold`` or grows by more than ``max_growth`` in one step; the others go on.
+
+    Why 12 parameters: it is the one fixed-step loop of the library (particles, batches, covariances, the
+    Ott–Antonsen centres), so it takes the problem (``field``, ``y0``, ``t0``, ``steps``, ``h``), the scheme and
+    geometry, what to store (``saved``, ``fill``) and the three stopping tests (``threshold``, ``max_growth``,
+    ``size``), each used by some caller.
 
     Parameters
     ----------

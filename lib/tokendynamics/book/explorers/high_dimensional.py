@@ -68,6 +68,8 @@ def highdim_update(
 ) -> dict[str, Any]:
     r"""One update of chapter 06's explorer: the chosen case at a small size, every variant in ``kinds``.
 
+    Why 11 parameters: one per control of the explorer (its widgets call it with their values).
+
     ``knobs`` are the flat controls (``spectrum, top, a, b, skew_scale, sigma``); the ones the case
     uses are picked by :func:`~tokendynamics.book.studies.highdim.case_parameters`. Runs every variant from the
     same tokens with loose tolerances (:func:`~tokendynamics.book.studies.highdim.run_variant`; LA by its

@@ -48,6 +48,8 @@ def transformer_update(
 ) -> dict[str, Any]:
     r"""One update of chapter 08's explorer: L blocks of the chosen kind against the sphere ODE.
 
+    Why 12 parameters: one per control of the explorer (its widgets call it with their values).
+
     Parameters
     ----------
     L : int

@@ -99,6 +99,9 @@ def compare_with_particles(
     r"""Run n particles from :math:`N(\alpha_0,\Sigma_0)` with :func:`~tokendynamics.particles.simulate` and compare
     them with the ODEs.
 
+    Why 11 parameters: the Gaussian state and layer, the particle sample (n, seed) and the integrators' steps and
+    tolerances on both sides of the comparison.
+
     The ODEs (:func:`~tokendynamics.gaussian.solve_gaussian`, accurate) are solved from
     :math:`(\alpha_0,\Sigma_0)` and from the sample's moments (which removes the sampling error of the
     initial condition); at every stored time the particle cloud is summarised by its fitted Gaussian

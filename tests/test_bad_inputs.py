@@ -18,12 +18,14 @@ import numpy as np
 import pytest
 
 from tokendynamics import attention as att
+from tokendynamics import ensembles as en
 from tokendynamics import gaussian as ga
 from tokendynamics import gradient_flow as gf
 from tokendynamics import kuramoto as ku
 from tokendynamics import masked as ma
 from tokendynamics import meanfield as mf
 from tokendynamics import metrics as me
+from tokendynamics import odes as od
 from tokendynamics import ott_antonsen as oa
 from tokendynamics import particles as pa
 from tokendynamics import projective as pr
@@ -436,6 +438,44 @@ case(sw.mean_by, [], "d", words="results")
 case(sw.mean_by, [{"d": 1}], "d", "t", words="['t']")
 
 
+# -- work, memory and seeds (issue 24): refused up front, in one line naming the argument ------------------
+case(pa.simulate, U, SOFTMAX, 1e9, dt=1e-3, words=("max_steps", "dt"))  # 1e12 steps: refused before the first
+case(en.simulate_batch, np.stack([U, U]), SOFTMAX, 1e9, dt=1e-3, words="max_steps")
+case(pa.simulate, U, SOFTMAX, 10.0, dt=0.1, max_steps=5, words="max_steps")
+case(pa.simulate, U, SOFTMAX, 10.0, dt=0.1, max_steps=0, words="max_steps")
+case(ku.solve_phases, THETA, LINEAR, 1e12, exc=ConvergenceError, words="max_nfev")  # stops at the budget
+case(ws.solve_watanabe_strogatz, THETA, LINEAR, 1e12, exc=ConvergenceError, words="max_nfev")
+case(od.solve_ode, lambda t, y: -y, [1.0], (0.0, 1e12), max_nfev=100, exc=ConvergenceError, words="max_nfev")
+case(od.solve_ode, lambda t, y: -y, [1.0], (0.0, 1.0), max_nfev=0, words="max_nfev")
+case(od.step_count, 0.0, 1e9, 1e-3, words=("max_steps", "dt"))
+case(od.step_count, 0.0, 1.0, np.nan, words="dt")
+case(od.step_count, 0.0, 1.0, -0.1, words="dt")
+case(pa.sample_sphere, 10**10, 1, exc=MemoryError, words=("n = 10000000000", "GiB"))
+case(pa.sample_sphere, 10**400, 2, exc=MemoryError, words="GiB")  # an int too large for a float
+case(pa.sample_gaussian, 10**11, MEAN, COV, exc=MemoryError, words=("n = 100000000000", "GiB"))
+case(en.sample_clouds, 10**6, 10**4, 3, exc=MemoryError, words=("size = 1000000", "GiB"))
+case(tf.forward, U, SOFTMAX, 1.0, 10**12, exc=MemoryError, words=("L = 1000000000000", "GiB"))
+case(att.velocity, np.zeros((30_000, 2)), SINKHORN, exc=MemoryError, words=("n = 30000", "GiB"))
+case(pa.sample_sphere, 4, 2, rng="abc", exc=TypeError, words="rng")
+case(pa.sample_sphere, 4, 2, rng=1.5, exc=TypeError, words="rng")
+case(pa.sample_sphere, 4, 2, rng=-3, exc=TypeError, words="rng")
+case(pa.sample_gaussian, 4, MEAN, COV, rng=True, exc=TypeError, words="rng")
+case(en.sample_clouds, 2, 4, 2, "abc", exc=TypeError, words="rng")
+case(en.recipe_matrices, "gaussian", 2, 3, rng=[1.5], exc=TypeError, words="rng")
+case(tf.forward, U, SOFTMAX, 1.0, 4, mlp=tf.MLP(8, 1.0), rng="seed", exc=TypeError, words="rng")
+case(en.simulate_batch, np.stack([U, U]), SOFTMAX, 1.0, dt=0.1, sphere="no", words="sphere")
+case(en.simulate_batch, np.stack([U, U]) + 0j, SOFTMAX, 1.0, dt=0.1, words="X0")
+case(en.simulate_batch, np.stack([U, U]), SOFTMAX, 1.0, dt=np.inf, words="dt")
+case(en.simulate_batch, np.stack([U, U]), SOFTMAX, 1.0, dt=0.1, backend="gpu", words="backend")
+case(en.simulate_batch, np.stack([U, U]), SIGMOID, 1.0, dt=0.1, backend="numba", words="numba")
+case(en.simulate_batch, np.stack([U, U]), SOFTMAX, np.nan, dt=0.1, words="t_span")
+case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", t_eval=[0.0, np.nan, 1.0], words="t_eval")
+case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", stop_when=lambda X: np.nan, words="stop_when")
+case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", rtol=np.nan, words="rtol")
+case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", atol=-1.0, words="atol")
+case(pa.sample_sphere, np.float64(np.inf), 2, words="n")
+
+
 # ---------------------------------------------------------------------------------------------
 # the runner
 # ---------------------------------------------------------------------------------------------
@@ -480,6 +520,8 @@ def test_the_table_covers_every_module_and_is_large_enough():
         "meanfield",
         "sweeps",
         "transformer",
+        "ensembles",
+        "odes",
     }
 
 

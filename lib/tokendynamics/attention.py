@@ -28,6 +28,7 @@ from .errors import ConvergenceError, NonFiniteError
 from .kinds import AttentionKind, Head, get_kind
 from .validation import (
     real_array,
+    require_memory,
     validate_beta,
     validate_choice,
     validate_count,
@@ -755,6 +756,7 @@ def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
             continue
         values = X @ np.swapaxes(layer.head(h).V, -1, -2)
         if kind.has("solve"):  # the weights couple all rows: one solve for the whole matrix
+            require_memory(4 * n * n * math.prod(X.shape[:-2]), f"{kind.name} attention at n = {n} (an n x n plan)")
             W, _, info = _head_weights(X, layer, w, s, h, {} if sinkhorn_state is None else sinkhorn_state)
             missed = np.logical_not(np.asarray(info["marginal_error"]) <= layer.sinkhorn_tol)
             if failed is not None:

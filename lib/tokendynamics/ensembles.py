@@ -35,10 +35,12 @@ from .validation import (
     PARAMETER_DOCS,
     parse_span,
     real_array,
+    require_memory,
     validate_choice,
     validate_count,
     validate_flag,
     validate_positive,
+    validate_rng,
     validate_unit_rows,
     validate_weights,
 )
@@ -89,7 +91,9 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
     %(refs)s
     """
     size, n, d = validate_count(size, "size"), validate_count(n, "n"), validate_count(d, "d")
-    return normalize_rows(np.random.default_rng(rng).standard_normal((size, n, d)))
+    gen = validate_rng(rng)
+    require_memory(2 * size * n * d, f"sample_clouds(size = {size}, n = {n}, d = {d})")
+    return normalize_rows(gen.standard_normal((size, n, d)))
 
 
 @fill_doc(_DOC)
@@ -117,7 +121,7 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
     """
     validate_choice(recipe, "recipe", RECIPES)
     d, size = validate_count(d, "d"), validate_count(size, "size")
-    rng = np.random.default_rng(rng)
+    rng = validate_rng(rng)
     eye = np.broadcast_to(np.eye(d), (size, d, d)).copy()
     if recipe in ("identity", "minus_identity"):
         return {"Q": eye, "K": eye.copy(), "V": eye.copy() if recipe == "identity" else -eye}

@@ -25,6 +25,7 @@ from .transport import psd_sqrt
 from .validation import (
     SOLVERS,
     parse_span,
+    require_memory,
     time_grid,
     validate_choice,
     validate_count,
@@ -33,6 +34,7 @@ from .validation import (
     validate_gaussian,
     validate_positions,
     validate_positive,
+    validate_rng,
     validate_tokens,
     validate_unit_rows,
     validate_weights,
@@ -128,7 +130,9 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
     %(sphere)s
     """
     n, d = validate_count(n, "n"), validate_count(d, "d")
-    return normalize_rows(np.random.default_rng(rng).standard_normal((n, d)))
+    gen = validate_rng(rng)
+    require_memory(2 * n * d, f"sample_sphere(n = {n}, d = {d})")
+    return normalize_rows(gen.standard_normal((n, d)))
 
 
 def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
@@ -153,7 +157,9 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
     """
     n = validate_count(n, "n")
     mean, cov = validate_gaussian(mean, cov)
-    return mean + np.random.default_rng(rng).standard_normal((n, mean.shape[0])) @ psd_sqrt(cov)
+    gen = validate_rng(rng)
+    require_memory(3 * n * mean.shape[0], f"sample_gaussian(n = {n}, d = {mean.shape[0]})")
+    return mean + gen.standard_normal((n, mean.shape[0])) @ psd_sqrt(cov)
 
 
 @fill_doc(_DOC)

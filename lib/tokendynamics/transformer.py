@@ -26,7 +26,15 @@ import numpy as np
 
 from .attention import Attention, velocity
 from .errors import BlowUpError, NonFiniteError
-from .validation import validate_choice, validate_count, validate_instance, validate_positive, validate_tokens
+from .validation import (
+    require_memory,
+    validate_choice,
+    validate_count,
+    validate_instance,
+    validate_positive,
+    validate_rng,
+    validate_tokens,
+)
 
 __all__ = ["NORMS", "LAYER_NORM_EPS", "MLP", "layer_norm", "forward"]
 
@@ -105,7 +113,7 @@ class MLP:
         W1, W2 : arrays (width, d) and (d, width)
         """
         d = validate_count(d, "d")
-        rng = np.random.default_rng(rng)
+        rng = validate_rng(rng)
         W1 = rng.standard_normal((self.width, d)) * np.sqrt(_GAINS[self.activation] / d)
         W2 = rng.standard_normal((d, self.width)) / np.sqrt(self.width)
         return W1, W2
@@ -184,6 +192,7 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
     X = validate_tokens(X0, name="X0").copy()
     n, d = X.shape
     T, L = validate_positive(T, "T"), validate_count(L, "L")
+    require_memory((L + 1) * n * d, f"forward with L = {L} blocks of {n} x {d} tokens")
     if norm is not None:
         validate_choice(norm, "norm", NORMS[1:])
     if norm in ("pre", "post") and d < 2:
@@ -193,7 +202,7 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
     layers = _layers(layer, L, d)
     if mlp is not None:
         validate_instance(mlp, MLP, "mlp", "an MLP (or None)")
-        gen = np.random.default_rng(rng)
+        gen = validate_rng(rng)
         weights = [mlp.sample(d, gen) for _ in layers]
     elif rng is not None:
         raise ValueError("rng seeds the MLP's weights: give mlp, or drop rng")

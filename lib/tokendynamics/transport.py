@@ -26,6 +26,7 @@ from .validation import (
     validate_flag,
     validate_gaussian,
     validate_positive,
+    validate_rng,
     validate_tokens,
     validate_weights,
 )
@@ -125,7 +126,7 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
                 stacklevel=2,
             )
     if method == "sliced":  # a different, smaller quantity: asked for, or announced by the warning above
-        seed = int(np.random.default_rng(rng).integers(2**31))
+        seed = int(validate_rng(rng).integers(2**31))
         return float(ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=p, seed=seed))
     if X.shape[1] == 1:
         return float(ot.wasserstein_1d(X[:, 0], Y[:, 0], a, b, p=p)) ** (1.0 / p)

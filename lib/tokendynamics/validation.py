@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -36,6 +37,9 @@ __all__ = [
     "SOLVERS",
     "PARAMETER_DOCS",
     "validate_unit_rows",
+    "validate_rng",
+    "require_memory",
+    "MEMORY_FRACTION",
 ]
 
 #: The ``scipy.integrate.solve_ivp`` methods the library's adaptive integrators accept.
@@ -431,10 +435,68 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
     -------
     int
     """
-    integral = isinstance(n, numbers.Integral) or (isinstance(n, numbers.Real) and float(n).is_integer())
+    integral = isinstance(n, numbers.Integral) or (
+        isinstance(n, numbers.Real) and math.isfinite(float(n)) and float(n).is_integer()
+    )
     if isinstance(n, (bool, np.bool_)) or not integral or int(n) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     return int(n)
+
+
+def validate_rng(rng, name: str = "rng") -> np.random.Generator:
+    """A ``numpy.random.Generator`` from ``rng``: None, a non-negative int seed, a ``SeedSequence`` or a Generator.
+
+    Parameters
+    ----------
+    rng, name
+        The seed or generator, and its name in error messages.
+
+    Returns
+    -------
+    numpy.random.Generator
+    """
+    if isinstance(rng, (bool, np.bool_, float, str, bytes)):
+        raise TypeError(f"{name} must be None, an int seed, a SeedSequence or a numpy Generator, got {rng!r}")
+    try:
+        return np.random.default_rng(rng)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{name} must be None, an int seed >= 0, a SeedSequence or a numpy Generator, got {rng!r} ({err})"
+        ) from None
+
+
+#: Share of the machine's physical memory one array (with its working copies) may take before it is refused.
+MEMORY_FRACTION = 0.5
+
+
+def _physical_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return math.inf
+
+
+def require_memory(floats, what: str) -> None:
+    """Refuse, before allocating, work that needs more than :data:`MEMORY_FRACTION` of the physical memory.
+
+    Parameters
+    ----------
+    floats : int or float
+        How many float64 values the work holds at once (its arrays and working copies).
+    what : str
+        What needs them, with its sizes (quoted in the error, e.g. ``"Sinkhorn attention at n = 30000"``).
+
+    Raises
+    ------
+    MemoryError
+        Naming ``what``, the memory it would take and the memory of the machine.
+    """
+    need, have = 8 * floats, _physical_memory()  # an int stays exact, however large
+    if need > MEMORY_FRACTION * have:
+        raise MemoryError(
+            f"{what} needs about {float(min(need, 1e300)) / 2**30:.3g} GiB, more than {MEMORY_FRACTION:g} of this "
+            f"machine's {have / 2**30:.3g} GiB: use fewer tokens or systems"
+        )
 
 
 def validate_flag(x, name: str) -> bool:

@@ -386,9 +386,6 @@ case(ma.with_sink, X, 1.0, words="m0")
 case(ma.with_sink, X, "a", words="m0")
 case(ma.with_sink, X, 0.1, positions=POS, words="positions")
 case(ma.with_sink, X, 0.1, sink=[[np.nan, 0.0]], words="sink")
-case(ma.prefix_mass, W, np.full(6, np.nan), words="positions")
-case(ma.causal_log_partition, X, CAUSAL, None, None, words="positions")
-case(ma.causal_log_partition, X, "layer", W, POS, exc=TypeError, words="layer")
 case(ma.sink_attention, X, CAUSAL, "system", exc=TypeError, words="system")
 
 # -- stability --------------------------------------------------------------------------------

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.linalg import expm, fractional_matrix_power
+from scipy.linalg import expm
 
 from .attention import Attention, LayerLike, layer_at
 from .docstrings import fill_doc
 from .errors import BlowUpError, CapabilityError, NonFiniteError
 from .kinds import KINDS
-from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step, solve_ode
+from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step
 from .transport import psd_sqrt
 from .validation import (
     SOLVERS,
@@ -49,8 +49,8 @@ from .validation import (
 __all__ = [
     "GAUSSIAN_KINDS", "NotGaussianPreservingError", "gaussian_velocity", "gaussian_rhs", "GaussianTrajectory",
     "solve_gaussian", "CovarianceBatch", "solve_covariance_batch", "EulerRuns", "projected_euler",
-    "empirical_moments", "gauss_hermite", "isotropic_covariance", "blowup_time", "isotropic_mean",
-    "clustering_limit", "rank_one_velocity", "solve_rank_one", "rank_one_stationary_angles",
+    "empirical_moments", "gauss_hermite", "isotropic_covariance", "blowup_time",
+    "clustering_limit", "rank_one_velocity", "rank_one_stationary_angles",
     "one_dimensional_solution", "decoupled_mean", "growth_rate", "covariance_eigenvalues",
 ]
 # fmt: on
@@ -997,41 +997,6 @@ def blowup_time(cov0, layer: Attention) -> float:
 
 
 @fill_doc(_DOC)
-def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean of softmax with :math:`V=vI` and a symmetric :math:`A`.
-
-    :math:`\alpha_t=e^{vt}(I-2vt\beta\Sigma_0A)^{-1/2}\alpha_0`, principal matrix power (:math:`\Sigma_0A` has a
-    real spectrum), for :math:`t<T^*` (:func:`blowup_time`).
-
-    Parameters
-    ----------
-    mean0 : array (d,)
-        The initial mean :math:`\alpha_0`.
-    %(cov0)s
-    %(layer_iso)s
-    %(t_before_blowup)s
-
-    Returns
-    -------
-    array (d,) or (m, d)
-        :math:`\alpha_t`, one row per time for an array ``t``.
-
-    References
-    ----------
-    %(refs_tstar)s
-    """
-    layer, v, cov0, _, _, Tstar = _isotropic(cov0, layer, "the mean formula")
-    A = layer.A[0]
-    if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
-        raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
-    mean0 = _vector(mean0, "mean0", layer.d)
-    ts = _before_blowup(t, Tstar, "the mean and covariance blow up")
-    powers = [fractional_matrix_power(np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A, -0.5) for s in ts]
-    means = np.array([np.exp(v * s) * np.real(P) @ mean0 for s, P in zip(ts, powers)])
-    return means[0] if np.ndim(t) == 0 else means
-
-
-@fill_doc(_DOC)
 def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarray:
     r"""Limit covariance of clustering: :math:`\Sigma_\infty=R\,P_{\ker(RSR)}R`, :math:`R=\Sigma_0^{1/2}`.
 
@@ -1113,38 +1078,6 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
     return _rank_one(z, layer)
-
-
-@fill_doc(_DOC)
-def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
-    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) from time 0 to the times ``t_eval``.
-
-    Parameters
-    ----------
-    z0 : array (d,)
-        The initial point, :math:`\Sigma_0=z_0z_0^\top`.
-    %(layer_rank_one)s
-    t_eval : array (m,)
-        Increasing output times, none negative, the last one positive.
-    rtol, atol : float
-        Tolerances of the DOP853 solver (a BlowUpError if it fails before the last time).
-
-    Returns
-    -------
-    array (m, d)
-        :math:`z_t` at the times ``t_eval``.
-
-    References
-    ----------
-    %(refs_rank_one)s
-    """
-    layer = _softmax_single(layer, "the rank-one reduction", single=False)
-    z0 = _vector(z0, "z0", layer.d)
-    _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
-    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
-    options = {"t_eval": t_eval, "method": "DOP853", "rtol": rtol, "atol": atol}
-    sol = solve_ode(lambda t, z: _rank_one(z, layer), z0, (0.0, float(t_eval[-1])), blowup=True, **options)
-    return sol.y.T
 
 
 @fill_doc(_DOC)

@@ -266,8 +266,6 @@ case(gf.interaction_energy, XNAN, SOFTMAX, words="X")
 case(gf.interaction_energy, X3, SOFTMAX, words="X")
 case(gf.interaction_energy, X, "A", exc=TypeError, words="layer")
 case(gf.interaction_energy, X, SOFTMAX, log="yes", words="log")
-case(gf.partition_function, X, SOFTMAX, at=X3, words="at")
-case(gf.partition_function, X, SOFTMAX, gradient=1, words="gradient")
 case(gf.energy_rate, X, "layer", exc=TypeError, words="layer")
 case(gf.twisted_matrix, SOFTMAX, words="A")  # not symmetric
 case(gf.twisted_matrix, SOFTMAX.with_(A=np.zeros((2, 2))), words="A")  # not invertible

@@ -61,7 +61,6 @@ GAUSSIAN_KINDS = tuple(name for name, k in KINDS.items() if k.has("gaussian"))
 _PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data"
 _CH2 = "book: ``chapters/02_gaussian_preservation.md``"
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     "gaussian_state": r"""
         mean : array (d,)
@@ -98,9 +97,6 @@ _NO_CLOSURE = "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) i
 
 class NotGaussianPreservingError(CapabilityError):
     """The attention variant does not map Gaussians to Gaussians (its field is not affine)."""
-
-
-# --- the affine field on Gaussians (batched over leading axes) ---
 
 
 def _check_layer(layer: Attention) -> None:
@@ -185,9 +181,6 @@ def gaussian_rhs(mean, cov, layer: Attention):
     """
     mean, cov = _validate_state(mean, cov, layer)
     return _rhs(mean, cov, layer)
-
-
-# --- trajectories and the accurate solver ---
 
 
 @dataclass(frozen=True, eq=False)
@@ -408,9 +401,6 @@ def solve_gaussian(
     return GaussianTrajectory(ts, ys[:, :d], covs, layer, "accurate", status, exit_time, info=info)
 
 
-# --- the accurate solver for a batch of covariance equations (one layer per member) ---
-
-
 @dataclass(frozen=True, eq=False)
 class CovarianceBatch:
     r"""Result of :func:`solve_covariance_batch`: B covariance equations integrated together.
@@ -601,9 +591,6 @@ def solve_covariance_batch(
     return CovarianceBatch(
         status.astype(str), blowup_time, pole_time, crossing, cov_last, t_end, t_eval, stored, steps, levels
     )
-
-
-# --- the official projected Euler scheme, vectorised over a batch of initial covariances ---
 
 
 @dataclass(frozen=True, eq=False)
@@ -820,9 +807,6 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
     return EulerRuns(status.astype(str), iterations, iterations * step, cov_last, cov_after, rhs_norm, *saved)
 
 
-# --- moments and quadrature of a Gaussian ---
-
-
 @fill_doc(_DOC)
 def empirical_moments(X, weights=None):
     r"""Mean :math:`\bar x=\sum_jw_jx_j` and covariance :math:`\sum_jw_j(x_j-\bar x)(x_j-\bar x)^\top` of tokens.
@@ -893,9 +877,6 @@ def gauss_hermite(mean, cov, k: int = 20):
     Z = np.stack(np.meshgrid(*([z] * d), indexing="ij"), -1).reshape(-1, d)
     W = np.prod(np.stack(np.meshgrid(*([w] * d), indexing="ij"), -1).reshape(-1, d), axis=1)
     return mean + Z @ psd_sqrt(cov).T, W
-
-
-# --- closed forms (derived and checked in chapter 2 of the book) ---
 
 
 def _softmax_single(layer: Attention, what: str, single: bool = True) -> Attention:
@@ -1212,9 +1193,6 @@ def growth_rate(layer: Attention) -> float:
     _check_layer(layer)
     rate = layer.kind.require("growth_rate", "a global growth bound (softmax and linear attention can blow up)")
     return sum(rate(layer.head(h)) for h in range(layer.n_heads))
-
-
-# --- diagnostics ---
 
 
 @fill_doc(_DOC)

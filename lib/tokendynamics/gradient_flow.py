@@ -55,7 +55,6 @@ _LOG_MAX = 700.0  # exp(700) ~ 1e304: above this a value is reported as an overf
 
 _REF = "References\n----------\nPaper 1 (Castin et al., arXiv:2501.18322), reconstructed in the book: "
 _REF += "``chapters/03_gradient_flow.md``,\n"
-#: Numpydoc paragraphs shared by the gradient-flow docstrings (:func:`~tokendynamics.docstrings.fill_doc`).
 GF_DOCS = {
     "X": "X : array_like (n, d)\n    Tokens :math:`x_i`, the atoms of :math:`\\mu=\\sum_iw_i\\delta_{x_i}`.",
     "weights": "weights : array_like (n,), optional\n    Token masses :math:`w_i` summing to 1 (None: :math:`1/n`).",

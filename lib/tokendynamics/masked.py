@@ -25,7 +25,6 @@ from .validation import real_array, validate_finite, validate_instance, validate
 
 __all__ = ["SinkSystem", "with_sink", "sink_attention"]
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     "ref_masked": "Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book: "
     '``chapters/01_well_posedness.md``, section "Masked attention and the attention sink", equation (eq-p1-masked).',

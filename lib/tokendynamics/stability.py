@@ -33,7 +33,6 @@ from .validation import validate_count, validate_finite, validate_finite_array, 
 __all__ = ["support_speed", "lipschitz_constants", "log_stability_bound"]
 
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     "R": r"""
         R : float

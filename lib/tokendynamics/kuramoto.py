@@ -42,8 +42,8 @@ from .validation import (
 
 __all__ = [
     "J", "complex_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients", "coefficients",
-    "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases", "cluster_velocity",
-    "transverse_exponent",
+    "daido_coefficients", "mobius", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases",
+    "cluster_velocity", "transverse_exponent",
 ]  # fmt: skip
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
@@ -231,6 +231,30 @@ class KuramotoCoefficients:
         e = np.exp(-2j * theta)
         q, s = self.a_plus.real + np.real(self.a_minus * e), self.v_plus.imag + np.imag(self.v_minus * e)
         return self.beta * q * s
+
+
+@fill_doc(_DOC)
+def mobius(alpha, eta, c):
+    r"""The Möbius images :math:`\frac{\alpha+w_k}{1+\bar\alpha w_k}`, :math:`w_k=e^{i(\eta+c_k)}`: the
+    Watanabe–Strogatz map (the Ott–Antonsen one for uniform :math:`c_k`, :math:`\eta=0`).
+
+    Parameters
+    ----------
+    alpha, eta : complex and float, or arrays (...)
+        Points of the closed unit disk and rotations.
+    c : array (n,)
+        The constants :math:`c_k`.
+
+    Returns
+    -------
+    complex array (..., n)
+
+    %(refs_kd)s
+    Equation (eq-ws).
+    """
+    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
+    alpha = np.asarray(alpha)[..., None]
+    return (alpha + w) / (1 + np.conj(alpha) * w)
 
 
 def _phase_velocity(coef: KuramotoCoefficients, theta):

@@ -24,7 +24,7 @@ import numpy as np
 
 from .docstrings import fill_doc
 from .errors import NonFiniteError
-from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients
+from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients, mobius
 from .odes import rk4_step, solve_ode
 from .validation import (
     SOLVERS,
@@ -297,13 +297,6 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
     return OASolution(t=t0 + idx * h, z=zs, t_events=[], params=params)
 
 
-def _moebius_angles(z, c):
-    """Arguments of the images of the points e^{ic} by the Moebius map w -> (w + z)/(1 + conj(z) w)."""
-    w = np.exp(1j * c)
-    z = np.asarray(z)[..., None]
-    return np.angle((w + z) / (1 + np.conj(z) * w))
-
-
 @fill_doc(_DOC)
 def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
     r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0``.
@@ -340,7 +333,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     equispaced, branches = validate_flag(equispaced, "equispaced"), validate_flag(branches, "branches")
     rng = np.random.default_rng(rng)
     c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi) if equispaced else rng.uniform(0, 2 * np.pi, n)
-    psi = _moebius_angles(complex(z0), c)  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
+    psi = np.angle(mobius(complex(z0), 0.0, c))  # the WS map of uniform constants, alpha = z0
     s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
     return psi / 2 + np.pi * s
 
@@ -372,6 +365,6 @@ def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
         raise ValueError("the centres must be finite and lie in the closed unit disk")
     z = z / np.maximum(1.0, np.abs(z))  # solver round-off just outside the circle
     m = validate_count(m, "m")
-    out = _moebius_angles(z, 2 * np.pi * (np.arange(m) + 0.5) / m)
+    out = np.angle(mobius(z, 0.0, 2 * np.pi * (np.arange(m) + 0.5) / m))
     on_circle = np.abs(z) >= 1 - 1e-15
     return np.where(on_circle[..., None], np.angle(z)[..., None], out) if np.any(on_circle) else out

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .docstrings import fill_doc
-from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, require_circle_layer
+from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, mobius, require_circle_layer
 from .odes import solve_ode
 from .validation import (
     SOLVERS,
@@ -42,12 +42,6 @@ _DOC = {
     "refs_ws": "References\n----------\nS. Watanabe, S. H. Strogatz, Physica D 74 (1994); paper 2 (Li et al., "
     "2026); book:\n``chapters/04_kuramoto_reduction.md``, equation (eq-ws).",
 }
-
-
-def _mobius(alpha, eta, c):
-    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
-    alpha = np.asarray(alpha)[..., None]
-    return (alpha + w) / (1 + np.conj(alpha) * w)
 
 
 def _reconstruct(alpha, eta, c, theta0):
@@ -69,7 +63,7 @@ def _constants(th, alpha0):
             f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
             "cluster pair; pass alpha0=0 to use another gauge"
         )
-    return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
+    return a, np.angle(mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
 
 
 @fill_doc(_DOC)
@@ -163,7 +157,7 @@ class WSSolution:
         -------
         complex array (m,)
         """
-        return _mobius(self.alpha, self.eta, self.c).mean(axis=-1)
+        return mobius(self.alpha, self.eta, self.c).mean(axis=-1)
 
 
 @fill_doc(_DOC)
@@ -204,7 +198,7 @@ def solve_watanabe_strogatz(
 
     def rhs(t, y):
         a = y[0] + 1j * y[1]
-        R = np.mean(_mobius(a, y[2], c))
+        R = np.mean(mobius(a, y[2], c))
         om, H = coef.omega(R), coef.forcing(R)
         ad = 2j * om * a + H - np.conj(H) * a * a
         return [ad.real, ad.imag, 2 * om + 2 * np.imag(H * np.conj(a))]

@@ -163,9 +163,6 @@ def gaussian_velocity(mean, cov, layer: Attention):
 def gaussian_rhs(mean, cov, layer: Attention):
     r"""Right-hand side :math:`(\dot\alpha,\dot\Sigma)=(b+M\alpha,\ M\Sigma+\Sigma M^\top)` of the Gaussian ODEs.
 
-    E.g. softmax, one head: :math:`\dot\Sigma=\beta(V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top)`; Sinkhorn:
-    :math:`\dot\alpha=V\alpha` (the mean decouples), :math:`\dot\Sigma=VC^\top+CV^\top`.
-
     Parameters
     ----------
     %(gaussian_state)s
@@ -277,13 +274,11 @@ def solve_gaussian(
 ) -> GaussianTrajectory:
     r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`.
 
-    ``mode="accurate"``: a scipy solver stepped by :func:`~tokendynamics.odes.adaptive_solve` on
-    :math:`(\alpha,\Phi)`, :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (symmetric PSD, the rank
-    of :math:`\Sigma_0` kept), stopped where :math:`\operatorname{tr}\Sigma` reaches ``blowup_trace``: the
-    ``exit_time`` is the crossing on the step's dense output (or the solver's last step), never an output time,
-    and ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
-    exact for a simple pole :math:`\Sigma\sim S/(T^*-t)`. ``mode="faithful"``: the authors' projected Euler
-    scheme (:func:`projected_euler`). An option of the other mode is refused.
+    ``mode="accurate"``: :func:`~tokendynamics.odes.adaptive_solve` on :math:`(\alpha,\Phi)`,
+    :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (PSD, rank kept), stopped where
+    :math:`\operatorname{tr}\Sigma` reaches ``blowup_trace`` (``info["blowup_time_extrapolated"]`` adds
+    :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`, exact for a simple pole).
+    ``mode="faithful"``: the authors' scheme (:func:`projected_euler`).
 
     Parameters
     ----------
@@ -486,11 +481,9 @@ def solve_covariance_batch(
     r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
 
     Member :math:`b` solves :math:`\dot\Sigma=M_b\Sigma+\Sigma M_b^\top` through :math:`\Sigma_t=\Phi_t\Sigma_0
-    \Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi`, for a kind whose :math:`M` does not involve the mean
-    (softmax :math:`M=\sum_h\beta V_h\Sigma A_h^\top`, L2), with the Dormand–Prince 5(4) pair and step control of
-    ``scipy.integrate.RK45``, one step size per member (:func:`~tokendynamics.odes.dormand_prince_batch`): it
-    matches a loop of :func:`solve_gaussian` to the tolerance. A member stops where its trace reaches
-    ``blowup_trace``; crossings of ``trace_levels`` bunching up tell a pole from exponential growth.
+    \Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi` (a kind whose :math:`M` ignores the mean: softmax, L2) by
+    :func:`~tokendynamics.odes.dormand_prince_batch`, one step size per member, and stops where its trace
+    reaches ``blowup_trace``.
 
     Parameters
     ----------
@@ -675,9 +668,8 @@ def projected_euler(
 
     Loop ``i = 0, ..., max_iter - 1``: store :math:`\Sigma_i`; :math:`R=\dot\Sigma(\Sigma_i)`; stop as *converged*
     if :math:`\|R\|_F<` ``tol_low``; :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)` (negative eigenvalues set to
-    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. A given ``mean0`` is
-    moved by plain Euler (the official mean is zero). Members advance together (numpy) or each in a compiled
-    loop (numba); the projection is skipped where it is the identity.
+    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. ``mean0`` moves by
+    plain Euler.
 
     Why 11 parameters: it reproduces the authors' scheme, whose step, two tolerances, iteration cap and PSD
     floor are all parameters of their code; the rest are the state, the layer, what to store and the backend.
@@ -928,8 +920,7 @@ def _before_blowup(t, Tstar: float, what: str) -> np.ndarray:
 def isotropic_covariance(cov0, layer: Attention, t):
     r"""Closed-form covariance of softmax with :math:`V=vI`: :math:`\Sigma_t=R(I-vt\,RSR)^{-1}R`.
 
-    The precision solves :math:`\frac{d}{dt}\Sigma^{-1}=-vS`, :math:`S=\beta(A+A^\top)`; :math:`R=\Sigma_0^{1/2}`
-    (singular :math:`\Sigma_0` allowed), valid for :math:`t<T^*` (:func:`blowup_time`).
+    :math:`\frac{d}{dt}\Sigma^{-1}=-vS`, :math:`S=\beta(A+A^\top)`, :math:`R=\Sigma_0^{1/2}`, for :math:`t<T^*`.
 
     Parameters
     ----------

@@ -395,15 +395,6 @@ class PhaseSolution:
         """
         return order_parameter(self.theta, m)
 
-    def tokens(self) -> np.ndarray:
-        r"""Planar tokens :math:`(\cos\theta_i(t),\sin\theta_i(t))`.
-
-        Returns
-        -------
-        array (m, ..., n, 2)
-        """
-        return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
-
 
 @fill_doc(_DOC)
 def solve_phases(

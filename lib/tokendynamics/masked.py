@@ -82,9 +82,7 @@ class SinkSystem:
 def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     r"""The discrete masked model with an attention sink of mass :math:`m_0` at :math:`s=0`.
 
-    With one sink token :math:`x_0` the core's field on the result is
-    :math:`\dot x_i=\frac{m_0e^{\langle x_i,Ax_0\rangle}Vx_0+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
-    {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}}`, :math:`\dot x_0=Vx_0`.
+    Sink token(s) at :math:`s=0` of total mass :math:`m_0`, and tokens at :math:`s_i` of mass :math:`(1-m_0)/n`.
 
     Parameters
     ----------
@@ -129,8 +127,7 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
 def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np.ndarray:
     r"""Attention mass :math:`\sum_{j\in\text{sink}}P_{ij}` each token puts on the sink.
 
-    For a row-normalised causal layer, the share of a token's update that comes from the sink
-    (:math:`m_0/\lambda([0,s_i])` at :math:`A=0`).
+    For a row-normalised causal layer, the share of a token's update that comes from the sink.
 
     Parameters
     ----------

@@ -248,9 +248,8 @@ class OASolution:
 def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
     r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (centres and a batch of layers broadcast).
 
-    ``method="DOP853"`` (any ``solve_ivp`` method): adaptive on the stacked real and imaginary parts, event times in
-    ``t_events``. ``method="rk4"``: fixed step ``dt`` (adjusted to reach T), output at the grid times nearest to
-    ``t_eval``; for one centre it runs on Python complex numbers (microseconds per step: the live explorer).
+    ``method="DOP853"`` (any ``solve_ivp`` method): adaptive, event times in ``t_events``. ``method="rk4"``: fixed
+    step ``dt`` (adjusted to reach T), output at the grid times nearest to ``t_eval``.
 
     Parameters
     ----------
@@ -342,9 +341,8 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
 def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
     r"""m equal-mass atoms of the Poisson kernel :math:`p_z(\psi)=\frac1{2\pi}\frac{1-|z|^2}{|e^{i\psi}-z|^2}`.
 
-    The increasing Möbius map :math:`e^{ic}\mapsto\frac{e^{ic}+z}{1+\bar ze^{ic}}` pushes the uniform law to
-    :math:`p_z`, so the images of :math:`c_k=2\pi(k+\frac12)/m` are medians of arcs of mass :math:`1/m`:
-    :math:`W_1\le2\pi/m`. For :math:`|z|=1` every atom is at :math:`\arg z`.
+    The images of :math:`c_k=2\pi(k+\frac12)/m` by the Möbius map (:func:`~tokendynamics.kuramoto.mobius`), which
+    pushes the uniform law to :math:`p_z`: :math:`W_1\le2\pi/m`. For :math:`|z|=1` every atom is at :math:`\arg z`.
 
     Parameters
     ----------

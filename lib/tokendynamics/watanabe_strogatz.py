@@ -70,8 +70,7 @@ def _constants(th, alpha0):
 def ws_reconstruct(alpha, eta, c, theta0):
     r"""Token angles :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` from the WS variables.
 
-    ``alpha``, ``eta`` run over time from the gauge of ``theta0``; the lift
-    :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` is continuous, so each token keeps its branch.
+    With the continuous lift :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` (each token keeps its branch).
 
     Parameters
     ----------
@@ -165,9 +164,6 @@ def solve_watanabe_strogatz(
     theta0, layer, t_span=10.0, *, t_eval=None, alpha0=None, method="DOP853", rtol=1e-11, atol=1e-13
 ) -> WSSolution:
     r"""Reduce n token angles to :math:`(\alpha,\eta)` and n constants, and integrate (O(n) per evaluation).
-
-    The state is :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (no polar singularity at
-    :math:`\rho=0`); :meth:`WSSolution.theta` reconstructs the tokens.
 
     Parameters
     ----------

@@ -312,7 +312,7 @@ def daido_coefficients(layer) -> dict[str, complex]:
 
 def order_parameter(theta, m: int = 2):
     r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis
-    (:math:`|R_2|=1` iff the tokens sit in one antipodal pair; :math:`|R_1|\approx0` for balanced pairs).
+    (:math:`|R_2|=1` iff the tokens sit in one antipodal pair).
 
     Parameters
     ----------

@@ -428,7 +428,7 @@ def classify_regime(
 
     :math:`|z|\to1` with :math:`\arg z` still: ``"static_clusters"``; turning (by :math:`\ge\pi`, or with a cluster
     velocity at :math:`\arg z(T)/2` of at least :math:`10^{-2}\beta\|A\|\|V\|`): ``"rotating_clusters"``; :math:`z`
-    settled inside: ``"partial"``; otherwise ``"oscillation"`` (also slow convergence near a bifurcation: raise ``T``).
+    settled inside: ``"partial"``; otherwise ``"oscillation"``.
 
     Parameters
     ----------

@@ -268,8 +268,6 @@ case(gf.interaction_energy, XNAN, SOFTMAX, words="X")
 case(gf.interaction_energy, X3, SOFTMAX, words="X")
 case(gf.interaction_energy, X, "A", exc=TypeError, words="layer")
 case(gf.interaction_energy, X, SOFTMAX, log="yes", words="log")
-case(gf.partition_function, X, SOFTMAX, at=X3, words="at")
-case(gf.partition_function, X, SOFTMAX, gradient=1, words="gradient")
 case(gf.energy_rate, X, "layer", exc=TypeError, words="layer")
 case(gf.twisted_matrix, SOFTMAX, words="A")  # not symmetric
 case(gf.twisted_matrix, SOFTMAX.with_(A=np.zeros((2, 2))), words="A")  # not invertible
@@ -388,9 +386,6 @@ case(ma.with_sink, X, 1.0, words="m0")
 case(ma.with_sink, X, "a", words="m0")
 case(ma.with_sink, X, 0.1, positions=POS, words="positions")
 case(ma.with_sink, X, 0.1, sink=[[np.nan, 0.0]], words="sink")
-case(ma.prefix_mass, W, np.full(6, np.nan), words="positions")
-case(ma.causal_log_partition, X, CAUSAL, None, None, words="positions")
-case(ma.causal_log_partition, X, "layer", W, POS, exc=TypeError, words="layer")
 case(ma.sink_attention, X, CAUSAL, "system", exc=TypeError, words="system")
 
 # -- stability --------------------------------------------------------------------------------

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.linalg import expm, fractional_matrix_power
+from scipy.linalg import expm
 
 from .attention import Attention, LayerLike, layer_at
 from .docstrings import fill_doc
 from .errors import BlowUpError, CapabilityError, NonFiniteError
 from .kinds import KINDS
-from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step, solve_ode
+from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step
 from .transport import psd_sqrt
 from .validation import (
     SOLVERS,
@@ -49,8 +49,8 @@ from .validation import (
 __all__ = [
     "GAUSSIAN_KINDS", "NotGaussianPreservingError", "gaussian_velocity", "gaussian_rhs", "GaussianTrajectory",
     "solve_gaussian", "CovarianceBatch", "solve_covariance_batch", "EulerRuns", "projected_euler",
-    "empirical_moments", "gauss_hermite", "isotropic_covariance", "blowup_time", "isotropic_mean",
-    "clustering_limit", "rank_one_velocity", "solve_rank_one", "rank_one_stationary_angles",
+    "empirical_moments", "gauss_hermite", "isotropic_covariance", "blowup_time",
+    "clustering_limit", "rank_one_velocity", "rank_one_stationary_angles",
     "one_dimensional_solution", "decoupled_mean", "growth_rate", "covariance_eigenvalues",
 ]
 # fmt: on
@@ -61,7 +61,6 @@ GAUSSIAN_KINDS = tuple(name for name, k in KINDS.items() if k.has("gaussian"))
 _PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data"
 _CH2 = "book: ``chapters/02_gaussian_preservation.md``"
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     "gaussian_state": r"""
         mean : array (d,)
@@ -98,9 +97,6 @@ _NO_CLOSURE = "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) i
 
 class NotGaussianPreservingError(CapabilityError):
     """The attention variant does not map Gaussians to Gaussians (its field is not affine)."""
-
-
-# --- the affine field on Gaussians (batched over leading axes) ---
 
 
 def _check_layer(layer: Attention) -> None:
@@ -167,9 +163,6 @@ def gaussian_velocity(mean, cov, layer: Attention):
 def gaussian_rhs(mean, cov, layer: Attention):
     r"""Right-hand side :math:`(\dot\alpha,\dot\Sigma)=(b+M\alpha,\ M\Sigma+\Sigma M^\top)` of the Gaussian ODEs.
 
-    E.g. softmax, one head: :math:`\dot\Sigma=\beta(V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top)`; Sinkhorn:
-    :math:`\dot\alpha=V\alpha` (the mean decouples), :math:`\dot\Sigma=VC^\top+CV^\top`.
-
     Parameters
     ----------
     %(gaussian_state)s
@@ -185,9 +178,6 @@ def gaussian_rhs(mean, cov, layer: Attention):
     """
     mean, cov = _validate_state(mean, cov, layer)
     return _rhs(mean, cov, layer)
-
-
-# --- trajectories and the accurate solver ---
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,13 +274,11 @@ def solve_gaussian(
 ) -> GaussianTrajectory:
     r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`.
 
-    ``mode="accurate"``: a scipy solver stepped by :func:`~tokendynamics.odes.adaptive_solve` on
-    :math:`(\alpha,\Phi)`, :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (symmetric PSD, the rank
-    of :math:`\Sigma_0` kept), stopped where :math:`\operatorname{tr}\Sigma` reaches ``blowup_trace``: the
-    ``exit_time`` is the crossing on the step's dense output (or the solver's last step), never an output time,
-    and ``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`,
-    exact for a simple pole :math:`\Sigma\sim S/(T^*-t)`. ``mode="faithful"``: the authors' projected Euler
-    scheme (:func:`projected_euler`). An option of the other mode is refused.
+    ``mode="accurate"``: :func:`~tokendynamics.odes.adaptive_solve` on :math:`(\alpha,\Phi)`,
+    :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (PSD, rank kept), stopped where
+    :math:`\operatorname{tr}\Sigma` reaches ``blowup_trace`` (``info["blowup_time_extrapolated"]`` adds
+    :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`, exact for a simple pole).
+    ``mode="faithful"``: the authors' scheme (:func:`projected_euler`).
 
     Parameters
     ----------
@@ -408,9 +396,6 @@ def solve_gaussian(
     return GaussianTrajectory(ts, ys[:, :d], covs, layer, "accurate", status, exit_time, info=info)
 
 
-# --- the accurate solver for a batch of covariance equations (one layer per member) ---
-
-
 @dataclass(frozen=True, eq=False)
 class CovarianceBatch:
     r"""Result of :func:`solve_covariance_batch`: B covariance equations integrated together.
@@ -496,11 +481,9 @@ def solve_covariance_batch(
     r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
 
     Member :math:`b` solves :math:`\dot\Sigma=M_b\Sigma+\Sigma M_b^\top` through :math:`\Sigma_t=\Phi_t\Sigma_0
-    \Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi`, for a kind whose :math:`M` does not involve the mean
-    (softmax :math:`M=\sum_h\beta V_h\Sigma A_h^\top`, L2), with the Dormand–Prince 5(4) pair and step control of
-    ``scipy.integrate.RK45``, one step size per member (:func:`~tokendynamics.odes.dormand_prince_batch`): it
-    matches a loop of :func:`solve_gaussian` to the tolerance. A member stops where its trace reaches
-    ``blowup_trace``; crossings of ``trace_levels`` bunching up tell a pole from exponential growth.
+    \Phi_t^\top`, :math:`\dot\Phi=M_b(\Sigma_t)\Phi` (a kind whose :math:`M` ignores the mean: softmax, L2) by
+    :func:`~tokendynamics.odes.dormand_prince_batch`, one step size per member, and stops where its trace
+    reaches ``blowup_trace``.
 
     Parameters
     ----------
@@ -603,9 +586,6 @@ def solve_covariance_batch(
     )
 
 
-# --- the official projected Euler scheme, vectorised over a batch of initial covariances ---
-
-
 @dataclass(frozen=True, eq=False)
 class EulerRuns:
     r"""Result of :func:`projected_euler` for a batch of B initial covariances.
@@ -688,9 +668,8 @@ def projected_euler(
 
     Loop ``i = 0, ..., max_iter - 1``: store :math:`\Sigma_i`; :math:`R=\dot\Sigma(\Sigma_i)`; stop as *converged*
     if :math:`\|R\|_F<` ``tol_low``; :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)` (negative eigenvalues set to
-    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. A given ``mean0`` is
-    moved by plain Euler (the official mean is zero). Members advance together (numpy) or each in a compiled
-    loop (numba); the projection is skipped where it is the identity.
+    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. ``mean0`` moves by
+    plain Euler.
 
     Why 11 parameters: it reproduces the authors' scheme, whose step, two tolerances, iteration cap and PSD
     floor are all parameters of their code; the rest are the state, the layer, what to store and the backend.
@@ -820,9 +799,6 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
     return EulerRuns(status.astype(str), iterations, iterations * step, cov_last, cov_after, rhs_norm, *saved)
 
 
-# --- moments and quadrature of a Gaussian ---
-
-
 @fill_doc(_DOC)
 def empirical_moments(X, weights=None):
     r"""Mean :math:`\bar x=\sum_jw_jx_j` and covariance :math:`\sum_jw_j(x_j-\bar x)(x_j-\bar x)^\top` of tokens.
@@ -895,9 +871,6 @@ def gauss_hermite(mean, cov, k: int = 20):
     return mean + Z @ psd_sqrt(cov).T, W
 
 
-# --- closed forms (derived and checked in chapter 2 of the book) ---
-
-
 def _softmax_single(layer: Attention, what: str, single: bool = True) -> Attention:
     _check_layer(layer)
     layer.kind.require("quadratic_covariance", what)
@@ -947,8 +920,7 @@ def _before_blowup(t, Tstar: float, what: str) -> np.ndarray:
 def isotropic_covariance(cov0, layer: Attention, t):
     r"""Closed-form covariance of softmax with :math:`V=vI`: :math:`\Sigma_t=R(I-vt\,RSR)^{-1}R`.
 
-    The precision solves :math:`\frac{d}{dt}\Sigma^{-1}=-vS`, :math:`S=\beta(A+A^\top)`; :math:`R=\Sigma_0^{1/2}`
-    (singular :math:`\Sigma_0` allowed), valid for :math:`t<T^*` (:func:`blowup_time`).
+    :math:`\frac{d}{dt}\Sigma^{-1}=-vS`, :math:`S=\beta(A+A^\top)`, :math:`R=\Sigma_0^{1/2}`, for :math:`t<T^*`.
 
     Parameters
     ----------
@@ -994,41 +966,6 @@ def blowup_time(cov0, layer: Attention) -> float:
     %(refs_tstar)s
     """
     return _isotropic(cov0, layer, "the blow-up formula")[-1]
-
-
-@fill_doc(_DOC)
-def isotropic_mean(mean0, cov0, layer: Attention, t):
-    r"""Closed-form mean of softmax with :math:`V=vI` and a symmetric :math:`A`.
-
-    :math:`\alpha_t=e^{vt}(I-2vt\beta\Sigma_0A)^{-1/2}\alpha_0`, principal matrix power (:math:`\Sigma_0A` has a
-    real spectrum), for :math:`t<T^*` (:func:`blowup_time`).
-
-    Parameters
-    ----------
-    mean0 : array (d,)
-        The initial mean :math:`\alpha_0`.
-    %(cov0)s
-    %(layer_iso)s
-    %(t_before_blowup)s
-
-    Returns
-    -------
-    array (d,) or (m, d)
-        :math:`\alpha_t`, one row per time for an array ``t``.
-
-    References
-    ----------
-    %(refs_tstar)s
-    """
-    layer, v, cov0, _, _, Tstar = _isotropic(cov0, layer, "the mean formula")
-    A = layer.A[0]
-    if not np.allclose(A, A.T, rtol=0, atol=1e-12 * max(1.0, np.abs(A).max())):
-        raise ValueError("the closed-form mean needs a symmetric A (no closed form is known otherwise)")
-    mean0 = _vector(mean0, "mean0", layer.d)
-    ts = _before_blowup(t, Tstar, "the mean and covariance blow up")
-    powers = [fractional_matrix_power(np.eye(layer.d) - 2.0 * v * s * layer.beta * cov0 @ A, -0.5) for s in ts]
-    means = np.array([np.exp(v * s) * np.real(P) @ mean0 for s, P in zip(ts, powers)])
-    return means[0] if np.ndim(t) == 0 else means
 
 
 @fill_doc(_DOC)
@@ -1113,38 +1050,6 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
     return _rank_one(z, layer)
-
-
-@fill_doc(_DOC)
-def solve_rank_one(z0, layer: Attention, t_eval, *, rtol: float = 1e-12, atol: float = 1e-14) -> np.ndarray:
-    r"""Integrate :math:`\dot z=(z^\top Az)Vz` (:func:`rank_one_velocity`) from time 0 to the times ``t_eval``.
-
-    Parameters
-    ----------
-    z0 : array (d,)
-        The initial point, :math:`\Sigma_0=z_0z_0^\top`.
-    %(layer_rank_one)s
-    t_eval : array (m,)
-        Increasing output times, none negative, the last one positive.
-    rtol, atol : float
-        Tolerances of the DOP853 solver (a BlowUpError if it fails before the last time).
-
-    Returns
-    -------
-    array (m, d)
-        :math:`z_t` at the times ``t_eval``.
-
-    References
-    ----------
-    %(refs_rank_one)s
-    """
-    layer = _softmax_single(layer, "the rank-one reduction", single=False)
-    z0 = _vector(z0, "z0", layer.d)
-    _, _, t_eval = time_grid((0.0, float(np.max(real_array(t_eval, "t_eval")))), t_eval)
-    rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
-    options = {"t_eval": t_eval, "method": "DOP853", "rtol": rtol, "atol": atol}
-    sol = solve_ode(lambda t, z: _rank_one(z, layer), z0, (0.0, float(t_eval[-1])), blowup=True, **options)
-    return sol.y.T
 
 
 @fill_doc(_DOC)
@@ -1279,9 +1184,6 @@ def growth_rate(layer: Attention) -> float:
     _check_layer(layer)
     rate = layer.kind.require("growth_rate", "a global growth bound (softmax and linear attention can blow up)")
     return sum(rate(layer.head(h)) for h in range(layer.n_heads))
-
-
-# --- diagnostics ---
 
 
 @fill_doc(_DOC)

@@ -43,7 +43,7 @@ from .validation import (
 )
 
 __all__ = [
-    "layer_matrices", "partition_function", "interaction_energy", "first_variation", "first_variation_gradient",
+    "layer_matrices", "interaction_energy", "first_variation", "first_variation_gradient",
     "energy_rate", "dissipation", "energy_curve", "kinetic_norm", "gaussian_interaction_energy",
 "gaussian_translation_hessian", "twisted_matrix", "energy_sign",
     "twisted_wasserstein", "twisted_bures_wasserstein", "sinkhorn_energy", "sinkhorn_energy_gradient",
@@ -55,7 +55,6 @@ _LOG_MAX = 700.0  # exp(700) ~ 1e304: above this a value is reported as an overf
 
 _REF = "References\n----------\nPaper 1 (Castin et al., arXiv:2501.18322), reconstructed in the book: "
 _REF += "``chapters/03_gradient_flow.md``,\n"
-#: Numpydoc paragraphs shared by the gradient-flow docstrings (:func:`~tokendynamics.docstrings.fill_doc`).
 GF_DOCS = {
     "X": "X : array_like (n, d)\n    Tokens :math:`x_i`, the atoms of :math:`\\mu=\\sum_iw_i\\delta_{x_i}`.",
     "weights": "weights : array_like (n,), optional\n    Token masses :math:`w_i` summing to 1 (None: :math:`1/n`).",
@@ -122,7 +121,8 @@ def _measure(X, weights, layer):
     return X, w, A, V
 
 
-def _partition(X, A, w, P, gradient: bool, log: bool):
+def _partition(X, A, w, P, gradient: bool):
+    """(Z_mu, grad Z_mu or None) at the points P, by blocks of rows in log-sum-exp."""
     n, d = X.shape
     m = P.shape[0]
     logZ = np.empty(m)
@@ -140,37 +140,8 @@ def _partition(X, A, w, P, gradient: bool, log: bool):
         logZ[rows] = top[:, 0] + np.log(s)
         if G is not None:
             G[rows] = (S @ AX) / s[:, None]  # grad log Z
-    if log:
-        return (logZ, G) if gradient else logZ
     Z = _exp_checked(logZ, "the partition function Z_mu(x)")
-    return (Z, G * Z[:, None]) if gradient else Z
-
-
-@fill_doc(_DOC)
-def partition_function(X, layer, weights=None, at=None, *, gradient: bool = False, log: bool = False):
-    r"""Partition function :math:`Z_\mu(x)=\sum_j w_j e^{\langle x,Ax_j\rangle}` (:math:`A`: the layer's
-    :math:`\beta A`) and its gradient; for invertible :math:`A` softmax is :math:`\Gamma_\mu=VA^{-1}\nabla\log Z_\mu`.
-
-    Parameters
-    ----------
-    %(X)s
-    %(layer)s
-    %(weights)s
-    %(at)s
-    gradient, log : bool
-        Also return the gradient in :math:`x`; return logarithms (log-sum-exp, never overflows).
-
-    Returns
-    -------
-    Z, gradZ : numpy.ndarray (m,), (m, d)
-        :math:`Z_\mu`, :math:`\nabla Z_\mu` or their logarithms (Z alone without ``gradient``).
-
-    %(ref_energy)s
-    Equation (eq-gf-softmax-gradient).
-    """
-    X, w, A, _ = _measure(X, weights, layer)
-    gradient, log = validate_flag(gradient, "gradient"), validate_flag(log, "log")
-    return _partition(X, A, w, X if at is None else validate_tokens(at, X.shape[1], "at"), gradient, log)
+    return Z, None if G is None else G * Z[:, None]
 
 
 def _energy(X, A, w, log: bool = False) -> float:
@@ -214,13 +185,10 @@ def interaction_energy(X, layer, weights=None, *, log: bool = False) -> float:
 
 def _symmetrised(X, A, w, P, gradient: bool):
     """Z (or grad Z) of A, or for a non-symmetric A the mean of those of A and A^T: the first variation of E_A."""
-    out = _partition(X, A, w, P, gradient, False)
-    if gradient:
-        out = out[1]
+    part = lambda B: _partition(X, B, w, P, gradient)[int(gradient)]
     if np.max(np.abs(A - A.T)) <= 1e-12 * max(1.0, float(np.max(np.abs(A)))):  # symmetric
-        return out
-    other = _partition(X, A.T, w, P, gradient, False)
-    return 0.5 * (out + (other[1] if gradient else other))
+        return part(A)
+    return 0.5 * (part(A) + part(A.T))
 
 
 @fill_doc(_DOC)
@@ -317,14 +285,9 @@ def dissipation(X, layer, weights=None) -> float:
     """
     X, w, A, V = _measure(X, weights, layer)
     M = _twisted(A, V)
-    if layer.kind.normalised:
-        _, g = _partition(X, A, w, X, True, True)
-        Z = _partition(X, A, w, X, False, False)
-        q = Z * np.einsum("ij,ij->i", g, g @ M.T)  # |grad Z|_M^2 / Z = Z |grad log Z|_M^2
-    else:
-        _, g = _partition(X, A, w, X, True, False)
-        q = np.einsum("ij,ij->i", g, g @ M.T)
-    return float(np.sum(w * q))
+    Z, g = _partition(X, A, w, X, True)
+    q = np.einsum("ij,ij->i", g, g @ M.T)  # |grad Z|_M^2, over Z for softmax
+    return float(np.sum(w * (q / Z if layer.kind.normalised else q)))
 
 
 @fill_doc(_DOC)

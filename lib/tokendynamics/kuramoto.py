@@ -42,8 +42,8 @@ from .validation import (
 
 __all__ = [
     "J", "complex_parts", "require_circle_layer", "linear_layers", "KuramotoCoefficients", "coefficients",
-    "daido_coefficients", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases", "cluster_velocity",
-    "transverse_exponent",
+    "daido_coefficients", "mobius", "phase_velocity", "order_parameter", "PhaseSolution", "solve_phases",
+    "cluster_velocity", "transverse_exponent",
 ]  # fmt: skip
 
 #: Rotation by :math:`+\pi/2` (counter-clockwise); :math:`\dot\theta=\langle\dot x,Jx\rangle`.
@@ -233,6 +233,30 @@ class KuramotoCoefficients:
         return self.beta * q * s
 
 
+@fill_doc(_DOC)
+def mobius(alpha, eta, c):
+    r"""The Möbius images :math:`\frac{\alpha+w_k}{1+\bar\alpha w_k}`, :math:`w_k=e^{i(\eta+c_k)}`: the
+    Watanabe–Strogatz map (the Ott–Antonsen one for uniform :math:`c_k`, :math:`\eta=0`).
+
+    Parameters
+    ----------
+    alpha, eta : complex and float, or arrays (...)
+        Points of the closed unit disk and rotations.
+    c : array (n,)
+        The constants :math:`c_k`.
+
+    Returns
+    -------
+    complex array (..., n)
+
+    %(refs_kd)s
+    Equation (eq-ws).
+    """
+    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
+    alpha = np.asarray(alpha)[..., None]
+    return (alpha + w) / (1 + np.conj(alpha) * w)
+
+
 def _phase_velocity(coef: KuramotoCoefficients, theta):
     e = np.exp(2j * theta)
     R = np.asarray(e.mean(axis=-1))[..., None]
@@ -288,7 +312,7 @@ def daido_coefficients(layer) -> dict[str, complex]:
 
 def order_parameter(theta, m: int = 2):
     r"""Kuramoto–Daido order parameter :math:`R_m=\frac1n\sum_j e^{im\theta_j}` over the last axis
-    (:math:`|R_2|=1` iff the tokens sit in one antipodal pair; :math:`|R_1|\approx0` for balanced pairs).
+    (:math:`|R_2|=1` iff the tokens sit in one antipodal pair).
 
     Parameters
     ----------
@@ -370,15 +394,6 @@ class PhaseSolution:
         complex array (m_times, ...)
         """
         return order_parameter(self.theta, m)
-
-    def tokens(self) -> np.ndarray:
-        r"""Planar tokens :math:`(\cos\theta_i(t),\sin\theta_i(t))`.
-
-        Returns
-        -------
-        array (m, ..., n, 2)
-        """
-        return np.stack([np.cos(self.theta), np.sin(self.theta)], axis=-1)
 
 
 @fill_doc(_DOC)

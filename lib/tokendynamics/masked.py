@@ -18,23 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
-from .attention import Attention, attention_matrix, require_layer
+from .attention import Attention, attention_matrix
 from .docstrings import fill_doc
-from .validation import (
-    real_array,
-    validate_count,
-    validate_finite,
-    validate_instance,
-    validate_positions,
-    validate_tokens,
-    validate_weights,
-)
+from .validation import real_array, validate_finite, validate_instance, validate_positions, validate_tokens
 
-__all__ = ["SinkSystem", "with_sink", "prefix_mass", "causal_log_partition", "sink_attention"]
+__all__ = ["SinkSystem", "with_sink", "sink_attention"]
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     "ref_masked": "Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book: "
     '``chapters/01_well_posedness.md``, section "Masked attention and the attention sink", equation (eq-p1-masked).',
@@ -92,9 +82,7 @@ class SinkSystem:
 def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     r"""The discrete masked model with an attention sink of mass :math:`m_0` at :math:`s=0`.
 
-    With one sink token :math:`x_0` the core's field on the result is
-    :math:`\dot x_i=\frac{m_0e^{\langle x_i,Ax_0\rangle}Vx_0+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}Vx_j}
-    {m_0e^{\langle x_i,Ax_0\rangle}+\frac{1-m_0}n\sum_{j\le i}e^{\langle x_i,Ax_j\rangle}}`, :math:`\dot x_0=Vx_0`.
+    Sink token(s) at :math:`s=0` of total mass :math:`m_0`, and tokens at :math:`s_i` of mass :math:`(1-m_0)/n`.
 
     Parameters
     ----------
@@ -136,95 +124,10 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
 
 
 @fill_doc(_DOC)
-def prefix_mass(weights, positions) -> np.ndarray:
-    r""":math:`\lambda([0,s_i])=\sum_{j:\,s_j\le s_i}w_j` for every token (ties included).
-
-    The normalisation of each token's causal attention at :math:`A=0`.
-
-    Parameters
-    ----------
-    weights : array_like (n,)
-        Masses :math:`w_j` of the tokens (required).
-    positions : array_like (n,)
-        Positions :math:`s_j`, in any order (equal positions count each other).
-
-    Returns
-    -------
-    numpy.ndarray (n,)
-        :math:`\lambda([0,s_i])`.
-
-    References
-    ----------
-    %(ref_masked)s
-    """
-    s = real_array(positions, "positions")
-    if s.ndim != 1 or s.size == 0:
-        raise ValueError(f"positions must be a non-empty 1-D array, got shape {s.shape}")
-    s = validate_positions(s, s.size)
-    if weights is None:
-        raise ValueError("weights are required: the masses w_j of the tokens")
-    w = validate_weights(weights, s.shape[0])
-    assert w is not None  # weights were given
-    order = np.argsort(s, kind="stable")
-    cum = np.cumsum(w[order])
-    last = np.searchsorted(s[order], s[order], side="right") - 1
-    out = np.empty_like(cum)
-    out[order] = cum[last]
-    return out
-
-
-@fill_doc(_DOC)
-def causal_log_partition(X, layer: Attention, weights, positions, head: int = 0) -> np.ndarray:
-    r"""Log of the causal denominators :math:`Z_i=\sum_{j:\,s_j\le s_i}w_je^{\beta\langle x_i,Ax_j\rangle}` (dense).
-
-    With a sink of mass :math:`m_0`, :math:`Z_i\ge m_0e^{-\beta\|A\|R^2}`.
-
-    Parameters
-    ----------
-    X : array_like (n, d)
-        The tokens, sink rows included.
-    layer : Attention
-        The layer whose score :math:`\beta\langle x,Ay\rangle` (of head ``head``) is used, whatever its kind.
-    weights : array_like (n,), optional
-        Masses :math:`w_j`; None gives :math:`1/n` each.
-    positions : array_like (n,)
-        Positions :math:`s_j` (required).
-    head : int
-        Index of the head.
-
-    Returns
-    -------
-    numpy.ndarray (n,)
-        :math:`\log Z_i`.
-
-    References
-    ----------
-    %(ref_masked)s
-    """
-    require_layer(layer)
-    X = validate_tokens(X, layer.d)
-    n = X.shape[0]
-    w = validate_weights(weights, n)
-    w = np.full(n, 1.0 / n) if w is None else w
-    if positions is None:
-        raise ValueError("positions are required: the positions s_j of the tokens")
-    s = validate_positions(positions, n)
-    head = validate_count(head, "head", minimum=0)
-    if head >= layer.n_heads:
-        raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
-    S = layer.beta * (X @ layer.A[head]) @ X.T
-    with np.errstate(divide="ignore"):
-        S = S + np.log(w)[None, :]
-    S[s[None, :] > s[:, None]] = -np.inf
-    return logsumexp(S, axis=1)
-
-
-@fill_doc(_DOC)
 def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np.ndarray:
     r"""Attention mass :math:`\sum_{j\in\text{sink}}P_{ij}` each token puts on the sink.
 
-    For a row-normalised causal layer, the share of a token's update that comes from the sink
-    (:math:`m_0/\lambda([0,s_i])` at :math:`A=0`).
+    For a row-normalised causal layer, the share of a token's update that comes from the sink.
 
     Parameters
     ----------

@@ -20,23 +20,10 @@ from .particles import normalize_rows
 from .validation import validate_finite, validate_finite_array
 
 __all__ = [
-    "second_moment",
-    "order_parameters",
-    "top_direction",
-    "pair_overlaps",
-    "sorted_gram",
-    "ClusterReport",
-    "detect_clusters",
-    "first_passage_times",
-    "axis_speed",
-    "count_clusters",
-    "cluster_outcomes",
-    "ward_clusters",
-    "is_single_cluster",
-    "coordinate_means",
-    "plane_order_parameters",
-    "window_ranges",
-]
+    "second_moment", "order_parameters", "top_direction", "pair_overlaps", "sorted_gram", "ClusterReport",
+    "detect_clusters", "first_passage_times", "axis_speed", "count_clusters", "cluster_outcomes", "ward_clusters",
+    "is_single_cluster", "coordinate_means", "plane_order_parameters", "window_ranges",
+]  # fmt: skip
 
 
 def _tokens(X, one_cloud: bool = False) -> np.ndarray:
@@ -85,8 +72,7 @@ def order_parameters(X):
        \hat R_2=\frac{n^2\operatorname{tr}\Sigma^2-\sum_i|x_i|^4}{n(n-1)},\qquad
        \hat R_1=\frac{n^2|\bar x|^2-\sum_i|x_i|^2}{n(n-1)},
 
-    :math:`O(n\min(n,d)^2)` per frame. Uniform tokens: :math:`\hat R_2\approx1/d`, :math:`\hat R_1\approx0`;
-    two antipodal clusters :math:`(\approx0, 1)`; one cluster :math:`(1, 1)`.
+    :math:`O(n\min(n,d)^2)` per frame. One cluster: :math:`(1, 1)`; two antipodal ones: :math:`(\approx0, 1)`.
 
     Parameters
     ----------
@@ -363,10 +349,9 @@ def _scalar(out, kind=int):
 
 
 def count_clusters(X, threshold: float = 0.999, *, method: str = "components"):
-    r"""Number of clusters of each cloud: tokens are linked when :math:`\langle x_i,x_j\rangle >` ``threshold``
-    (strictly; an angle below 2.56° at 0.999), and clusters are the connected components of the links
-    (chains join; a lone token is a cluster) or, with ``method="rank"``, counted as the rank of the 0/1
-    link matrix (the two differ when links chain: the threshold cuts through a spread cloud).
+    r"""Number of clusters of each cloud: the connected components of the links
+    :math:`\langle x_i,x_j\rangle >` ``threshold`` (a lone token is a cluster), or with ``method="rank"`` the
+    rank of the 0/1 link matrix (the two differ when links chain).
 
     Parameters
     ----------
@@ -426,9 +411,8 @@ def cluster_outcomes(X, threshold: float = 0.999) -> dict:
 
 
 def ward_clusters(X, threshold: float = 0.999):
-    r"""Number of clusters of each cloud by Ward linkage cut at the chord :math:`\sqrt{2(1-\text{threshold})}` of
-    the link angle: the count of :func:`count_clusters` for tight, separated clusters, not for a spread
-    cloud (Ward does not chain). One linkage per cloud.
+    r"""Number of clusters of each cloud by Ward linkage cut at the chord :math:`\sqrt{2(1-\text{threshold})}`
+    (:func:`count_clusters` for tight, separated clusters; Ward does not chain).
 
     Parameters
     ----------
@@ -492,8 +476,7 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
     r"""The order parameter :math:`R_2` of the tokens in coordinate planes, weighted by their length there.
 
     For the plane :math:`(i, j)` and :math:`w_k=x_k^{(i)}+\mathrm i\,x_k^{(j)}`,
-    :math:`z_{ij}=\sum_k w_k^2/\sum_k|w_k|^2` (:math:`|z|\le1`): the planar :math:`R_2` for tokens in the
-    plane; in general :math:`|z|=(\lambda_1-\lambda_2)/(\lambda_1+\lambda_2)` of the plane's block of :math:`\Sigma`.
+    :math:`z_{ij}=\sum_k w_k^2/\sum_k|w_k|^2` (:math:`|z|\le1`; the planar :math:`R_2` for tokens in the plane).
 
     Parameters
     ----------

@@ -24,7 +24,7 @@ import numpy as np
 
 from .docstrings import fill_doc
 from .errors import NonFiniteError
-from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients
+from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients, mobius
 from .odes import rk4_step, solve_ode
 from .validation import (
     SOLVERS,
@@ -248,9 +248,8 @@ class OASolution:
 def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
     r"""Integrate the Ott–Antonsen ODE :func:`ott_antonsen_rhs` from ``z0`` (centres and a batch of layers broadcast).
 
-    ``method="DOP853"`` (any ``solve_ivp`` method): adaptive on the stacked real and imaginary parts, event times in
-    ``t_events``. ``method="rk4"``: fixed step ``dt`` (adjusted to reach T), output at the grid times nearest to
-    ``t_eval``; for one centre it runs on Python complex numbers (microseconds per step: the live explorer).
+    ``method="DOP853"`` (any ``solve_ivp`` method): adaptive, event times in ``t_events``. ``method="rk4"``: fixed
+    step ``dt`` (adjusted to reach T), output at the grid times nearest to ``t_eval``.
 
     Parameters
     ----------
@@ -297,13 +296,6 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASoluti
     return OASolution(t=t0 + idx * h, z=zs, t_events=[], params=params)
 
 
-def _moebius_angles(z, c):
-    """Arguments of the images of the points e^{ic} by the Moebius map w -> (w + z)/(1 + conj(z) w)."""
-    w = np.exp(1j * c)
-    z = np.asarray(z)[..., None]
-    return np.angle((w + z) / (1 + np.conj(z) * w))
-
-
 @fill_doc(_DOC)
 def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
     r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0``.
@@ -340,7 +332,7 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     equispaced, branches = validate_flag(equispaced, "equispaced"), validate_flag(branches, "branches")
     rng = np.random.default_rng(rng)
     c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi) if equispaced else rng.uniform(0, 2 * np.pi, n)
-    psi = _moebius_angles(complex(z0), c)  # the WS map with alpha = z0 of uniform constants (OA = WS, uniform c_k)
+    psi = np.angle(mobius(complex(z0), 0.0, c))  # the WS map of uniform constants, alpha = z0
     s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
     return psi / 2 + np.pi * s
 
@@ -349,9 +341,8 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
 def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
     r"""m equal-mass atoms of the Poisson kernel :math:`p_z(\psi)=\frac1{2\pi}\frac{1-|z|^2}{|e^{i\psi}-z|^2}`.
 
-    The increasing Möbius map :math:`e^{ic}\mapsto\frac{e^{ic}+z}{1+\bar ze^{ic}}` pushes the uniform law to
-    :math:`p_z`, so the images of :math:`c_k=2\pi(k+\frac12)/m` are medians of arcs of mass :math:`1/m`:
-    :math:`W_1\le2\pi/m`. For :math:`|z|=1` every atom is at :math:`\arg z`.
+    The images of :math:`c_k=2\pi(k+\frac12)/m` by the Möbius map (:func:`~tokendynamics.kuramoto.mobius`), which
+    pushes the uniform law to :math:`p_z`: :math:`W_1\le2\pi/m`. For :math:`|z|=1` every atom is at :math:`\arg z`.
 
     Parameters
     ----------
@@ -372,6 +363,6 @@ def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
         raise ValueError("the centres must be finite and lie in the closed unit disk")
     z = z / np.maximum(1.0, np.abs(z))  # solver round-off just outside the circle
     m = validate_count(m, "m")
-    out = _moebius_angles(z, 2 * np.pi * (np.arange(m) + 0.5) / m)
+    out = np.angle(mobius(z, 0.0, 2 * np.pi * (np.arange(m) + 0.5) / m))
     on_circle = np.abs(z) >= 1 - 1e-15
     return np.where(on_circle[..., None], np.angle(z)[..., None], out) if np.any(on_circle) else out

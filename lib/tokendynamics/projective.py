@@ -50,9 +50,8 @@ def projective_flow(
     .. math:: x_k(t)=\frac{\Phi(t)x_k(0)}{|\Phi(t)x_k(0)|},\qquad \dot\Phi=\big(\beta V\Sigma(t)A^\top-\mu(t)I\big)\Phi,
               \qquad \Phi(0)=I,\qquad \Sigma=\frac1n\sum_kx_kx_k^\top,
 
-    a closed ODE of size :math:`d^2` (cost :math:`O(nd^2+d^3)` per evaluation). The scalar
-    :math:`\mu=\langle M\Phi,\Phi\rangle_F/|\Phi|_F^2` keeps :math:`|\Phi|_F=\sqrt d` (the tokens do not see a
-    factor). Once the tokens have clustered the equation turns mildly stiff: ``until`` stops it there.
+    :math:`\mu=\langle M\Phi,\Phi\rangle_F/|\Phi|_F^2` keeping :math:`|\Phi|_F=\sqrt d`: :math:`O(nd^2+d^3)` per
+    evaluation. Once the tokens have clustered the equation turns mildly stiff: ``until`` stops it there.
 
     Parameters
     ----------

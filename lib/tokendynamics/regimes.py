@@ -157,10 +157,7 @@ def _case1_period(ap, am, z0, beta) -> float:
 
 
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
-    """First point where the orbit of w' = lam w + b from z0 reaches |w| = 1 (the Case 1 limit), or None.
-
-    Case 1 orbits are time changes of this affine flow stopped at the circle; sampled, refined by ``brentq``.
-    """
+    """First point where the orbit of w' = lam w + b from z0 reaches |w| = 1 (the Case 1 limit), or None."""
     if abs(z0) >= 1:
         return complex(z0 / abs(z0))
     if abs(lam) > 0:
@@ -431,7 +428,7 @@ def classify_regime(
 
     :math:`|z|\to1` with :math:`\arg z` still: ``"static_clusters"``; turning (by :math:`\ge\pi`, or with a cluster
     velocity at :math:`\arg z(T)/2` of at least :math:`10^{-2}\beta\|A\|\|V\|`): ``"rotating_clusters"``; :math:`z`
-    settled inside: ``"partial"``; otherwise ``"oscillation"`` (also slow convergence near a bifurcation: raise ``T``).
+    settled inside: ``"partial"``; otherwise ``"oscillation"``.
 
     Parameters
     ----------

@@ -33,7 +33,6 @@ from .validation import validate_count, validate_finite, validate_finite_array, 
 __all__ = ["support_speed", "lipschitz_constants", "log_stability_bound"]
 
 
-#: Numpydoc paragraphs shared by the docstrings of this module (:func:`~tokendynamics.docstrings.fill_doc`).
 _DOC = {
     "R": r"""
         R : float
@@ -65,9 +64,8 @@ def _lipschitz(layer: Attention, R, m0: float | None) -> tuple[float, float]:
 
 @fill_doc(_DOC)
 def support_speed(layer: Attention, R: float) -> float:
-    r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)`.
-
-    So the support radius obeys :math:`\dot R\le` this bound.
+    r"""Bound on :math:`\sup_{|x|\le R}|\Gamma_\mu(x)|` for :math:`\operatorname{supp}\mu\subset B(0,R)` (so
+    :math:`\dot R\le` it).
 
     Parameters
     ----------
@@ -92,8 +90,7 @@ def support_speed(layer: Attention, R: float) -> float:
 def lipschitz_constants(layer: Attention, R: float, *, m0: float | None = None) -> tuple[float, float]:
     r"""Explicit :math:`(\mathrm{Lip}_x,\mathrm{Lip}_\mu)` of the field on :math:`B(0,R)` (the module's table).
 
-    A causal row-normalised layer needs the sink mass ``m0`` (its denominators are bounded below through it);
-    the constant is then for the conditional distance :math:`W_{1,\lambda}`.
+    A causal row-normalised layer needs the sink mass ``m0``; the constant is then for :math:`W_{1,\lambda}`.
 
     Parameters
     ----------

@@ -36,8 +36,7 @@ def multihead_from_rows(
     .. math:: \Gamma_\mu(x)=\sum_{h=1}^H C_h\frac{\int e^{\langle x,A_hy\rangle}y\,d\mu(y)}
               {\int e^{\langle x,A_hy\rangle}d\mu(y)},\qquad A_h=\text{scale}\cdot Q_h^\top K_h,\quad C_h=W_h^\top V_h .
 
-    The authors use ``scale = 1/sqrt(k)``. Heads without rows of :math:`Q, K` have :math:`A_h=0`: they add
-    :math:`C_h\int y\,d\mu` and nothing to the covariance equation.
+    The authors use ``scale = 1/sqrt(k)``; a head without rows of :math:`Q, K` has :math:`A_h=0`.
 
     Parameters
     ----------
@@ -101,9 +100,8 @@ def sigmoid_layer(
     r"""Sigmoid attention, averaged over tokens or summed as in Ramapuram et al.
 
     ``"mean"``: :math:`\Gamma_\mu(x)=\int\sigma(\beta\langle x,Ay\rangle+b)\,Vy\,d\mu(y)`; ``"sum"``: the same
-    with value matrix :math:`nV`, i.e. :math:`\sum_j\sigma(s_{ij}+b)Vx_j` for :math:`n` tokens. With
-    :math:`b=-\log n`, :math:`n\sigma(s-\log n)=e^s/(1+e^s/n)`: the summed form differs from unnormalised
-    attention :math:`\int e^sVy\,d\mu` by :math:`O(e^{2\|A\|R^2}R\|V\|/n)`.
+    with value matrix :math:`nV`, i.e. :math:`\sum_j\sigma(s_{ij}+b)Vx_j` for :math:`n` tokens; with
+    :math:`b=-\log n` it is unnormalised attention up to :math:`O(e^{2\|A\|R^2}R\|V\|/n)`.
 
     Parameters
     ----------

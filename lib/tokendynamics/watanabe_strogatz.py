@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .docstrings import fill_doc
-from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, require_circle_layer
+from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, mobius, require_circle_layer
 from .odes import solve_ode
 from .validation import (
     SOLVERS,
@@ -42,12 +42,6 @@ _DOC = {
     "refs_ws": "References\n----------\nS. Watanabe, S. H. Strogatz, Physica D 74 (1994); paper 2 (Li et al., "
     "2026); book:\n``chapters/04_kuramoto_reduction.md``, equation (eq-ws).",
 }
-
-
-def _mobius(alpha, eta, c):
-    w = np.exp(1j * (np.asarray(eta)[..., None] + c))
-    alpha = np.asarray(alpha)[..., None]
-    return (alpha + w) / (1 + np.conj(alpha) * w)
 
 
 def _reconstruct(alpha, eta, c, theta0):
@@ -69,15 +63,14 @@ def _constants(th, alpha0):
             f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
             "cluster pair; pass alpha0=0 to use another gauge"
         )
-    return a, np.angle(_mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
+    return a, np.angle(mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
 
 
 @fill_doc(_DOC)
 def ws_reconstruct(alpha, eta, c, theta0):
     r"""Token angles :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` from the WS variables.
 
-    ``alpha``, ``eta`` run over time from the gauge of ``theta0``; the lift
-    :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` is continuous, so each token keeps its branch.
+    With the continuous lift :math:`\psi_k=\eta+c_k+2\arg(1+\alpha e^{-i(\eta+c_k)})` (each token keeps its branch).
 
     Parameters
     ----------
@@ -163,7 +156,7 @@ class WSSolution:
         -------
         complex array (m,)
         """
-        return _mobius(self.alpha, self.eta, self.c).mean(axis=-1)
+        return mobius(self.alpha, self.eta, self.c).mean(axis=-1)
 
 
 @fill_doc(_DOC)
@@ -171,9 +164,6 @@ def solve_watanabe_strogatz(
     theta0, layer, t_span=10.0, *, t_eval=None, alpha0=None, method="DOP853", rtol=1e-11, atol=1e-13
 ) -> WSSolution:
     r"""Reduce n token angles to :math:`(\alpha,\eta)` and n constants, and integrate (O(n) per evaluation).
-
-    The state is :math:`(\operatorname{Re}\alpha,\operatorname{Im}\alpha,\eta)` (no polar singularity at
-    :math:`\rho=0`); :meth:`WSSolution.theta` reconstructs the tokens.
 
     Parameters
     ----------
@@ -204,7 +194,7 @@ def solve_watanabe_strogatz(
 
     def rhs(t, y):
         a = y[0] + 1j * y[1]
-        R = np.mean(_mobius(a, y[2], c))
+        R = np.mean(mobius(a, y[2], c))
         om, H = coef.omega(R), coef.forcing(R)
         ad = 2j * om * a + H - np.conj(H) * a * a
         return [ad.real, ad.imag, 2 * om + 2 * np.imag(H * np.conj(a))]

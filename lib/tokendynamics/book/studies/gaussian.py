@@ -5,6 +5,8 @@ initial data), on the mathematics of :mod:`tokendynamics.gaussian`:
 
 * :func:`compare_with_particles` — n particles sampled from :math:`N(\alpha_0,\Sigma_0)` against the
   mean/covariance ODEs, by Bures–Wasserstein distances;
+* :func:`covariance_outcomes` — blow-up, clustering or neither for a batch of softmax covariances, by a
+  pole test on the trace-normalised flow (not a trace threshold);
 * :func:`clustering_condition_search` — a seeded random search for softmax covariances that blow up
   although the clustering condition of paper 1's summary holds, in both readings of :math:`A`
   (:func:`condition_matrix`);
@@ -20,10 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...attention import Attention
-from ...gaussian import GaussianTrajectory, empirical_moments, solve_covariance_batch, solve_gaussian
+from ...errors import NonFiniteError
+from ...gaussian import GaussianTrajectory, empirical_moments, solve_gaussian
+from ...odes import dormand_prince_batch
 from ...particles import Trajectory, sample_gaussian, simulate
 from ...transport import bures_wasserstein
-from ...validation import validate_choice, validate_count, validate_finite_array
+from ...validation import validate_choice, validate_count, validate_finite_array, validate_positive
 
 __all__ = [
     "ParticleComparison",
@@ -33,6 +37,9 @@ __all__ = [
     "condition_matrix",
     "ConditionSearch",
     "clustering_condition_search",
+    "OUTCOMES",
+    "CovarianceOutcomes",
+    "covariance_outcomes",
     "cone_coordinates",
     "disc_point",
     "cov_from_cone",
@@ -165,37 +172,259 @@ def compare_with_particles(
 
 
 # ---------------------------------------------------------------------------------------------
+# the outcome of a softmax covariance: a pole test on the trace-normalised flow
+# ---------------------------------------------------------------------------------------------
+
+#: The outcomes of :func:`covariance_outcomes`.
+OUTCOMES = ("blowup", "clustering", "other")
+
+
+@dataclass(frozen=True, eq=False)
+class CovarianceOutcomes:
+    r"""Result of :func:`covariance_outcomes`: what B softmax covariances do, decided on their normalised flow.
+
+    Attributes
+    ----------
+    outcome : array (B,) of str
+        ``"blowup"`` (a pole before ``T``), ``"clustering"`` (the covariance tends to a singular matrix: onto a
+        subspace, or to zero) or ``"other"`` (neither is established by the end of the run).
+    blowup_time : array (B,)
+        The located pole :math:`T^*` (``nan`` unless ``outcome == "blowup"``).
+    growth_rate : array (B,)
+        :math:`\bar q`, the mean of :math:`q(N)=\frac{d}{ds}\log\operatorname{tr}\Sigma` over the last quarter
+        of the run in the normalised time :math:`s`: positive at a pole, zero on a line of equilibria, negative
+        when the covariance shrinks to zero.
+    rank_ratio : array (B,)
+        :math:`\lambda_{\min}/\lambda_{\max}` of :math:`N=\Sigma/\operatorname{tr}\Sigma` at the end.
+    log10_trace : array (B,)
+        :math:`\log_{10}\operatorname{tr}\Sigma` at the end (it can be huge without a blow-up).
+    t_end, s_end : arrays (B,)
+        Time and normalised time at which each run ended (``t_end = T`` unless ``s_max`` came first).
+    steps : array (B,) of int
+        Accepted steps of the integrator per member.
+    T, s_max : float
+        The horizons.
+    """
+
+    outcome: np.ndarray
+    blowup_time: np.ndarray
+    growth_rate: np.ndarray
+    rank_ratio: np.ndarray
+    log10_trace: np.ndarray
+    t_end: np.ndarray
+    s_end: np.ndarray
+    steps: np.ndarray
+    T: float
+    s_max: float
+
+    def __len__(self) -> int:
+        return len(self.outcome)
+
+
+def covariance_outcomes(
+    cov0,
+    layers,
+    T: float,
+    *,
+    s_max: float = 200.0,
+    rate_tol: float = 1e-3,
+    settle_tol: float = 0.1,
+    rank_tol: float = 1e-2,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+) -> CovarianceOutcomes:
+    r"""Blow-up, clustering or neither, for B softmax covariance equations, by a pole test that is no trace threshold.
+
+    The softmax covariance equation :math:`\dot\Sigma=M(\Sigma)\Sigma+\Sigma M(\Sigma)^\top`,
+    :math:`M(\Sigma)=\sum_hV_h\Sigma C_h` (:math:`C_h=\beta A_h^\top`, the kind's ``quadratic_covariance``
+    factors), is homogeneous of degree two. With :math:`r=\operatorname{tr}\Sigma`, :math:`N=\Sigma/r` and the
+    normalised time :math:`ds=r\,dt`, it splits into a flow on the compact set of trace-one covariances and a
+    scalar equation (derived for the book's Gaussian chapter, [D]):
+
+    .. math::
+       N=\Psi N_0\Psi^\top,\quad \frac{d\Psi}{ds}=\big(M(N)-\tfrac q2 I\big)\Psi,\quad
+       \frac{d\log r}{ds}=q(N)=2\operatorname{tr}\big(M(N)N\big),\quad \frac{dt}{ds}=\frac1r ,
+
+    all of whose rates are of order one, even where :math:`\Sigma` is huge or collapses onto a line (where the
+    equation in :math:`t` is stiff). A pole is :math:`N` settling where :math:`q>0`: then :math:`\log r` grows
+    linearly in :math:`s`, :math:`t(s)` converges, and its limit is the blow-up time
+    :math:`T^*=t(s)+1/(r\bar q)` (the tail of :math:`\int ds/r`). Where :math:`N` settles on a rank-one
+    equilibrium :math:`uu^\top`, :math:`u^\top Au=0`, :math:`q\to0` and :math:`r` converges, however large it is.
+    Each run goes until :math:`t=T` or :math:`s=` ``s_max``; :math:`\bar q` and :math:`\bar q'` are the means of
+    :math:`q` over the last and the third quarter of its :math:`s`-range. Outcome: ``"blowup"`` if
+    :math:`\bar q>` ``rate_tol``, :math:`q` has settled (:math:`|\bar q-\bar q'|\le` ``settle_tol``
+    :math:`\bar q`: a self-similar profile, not a transient) and :math:`T^*\le T`; otherwise ``"clustering"`` if
+    the limit is singular — :math:`\lambda_{\min}/\lambda_{\max}(N)<` ``rank_tol`` (onto a subspace) or
+    :math:`\bar q<-` ``rate_tol`` (:math:`\Sigma\to0`); otherwise ``"other"``. Integrated by
+    :func:`~tokendynamics.odes.dormand_prince_batch`, all members at once.
+
+    Parameters
+    ----------
+    cov0 : array (d, d) or (B, d, d)
+        Initial covariances, positive definite (one for all members, or one each).
+    layers : Attention (a batch of layers) or sequence of Attention
+        Softmax layers (a kind with the ``quadratic_covariance`` capability), one per member, any number of heads.
+    T : float
+        Horizon in depth: a pole after ``T`` is not a blow-up by ``T``.
+    s_max : float
+        Horizon in the normalised time :math:`s`.
+    rate_tol : float
+        :math:`|\bar q|` below which the trace is taken as settled.
+    settle_tol : float
+        Relative change of :math:`\bar q` between the two quarters below which :math:`q` has settled.
+    rank_tol : float
+        :math:`\lambda_{\min}/\lambda_{\max}` of :math:`N` below which the limit is singular.
+    rtol, atol : float
+        Tolerances of the integrator (on :math:`\Psi`, :math:`\log r`, :math:`t`).
+
+    Returns
+    -------
+    CovarianceOutcomes
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*, arXiv 2501.18322
+    (the Gaussian ODEs, clustering and blow-up); the book's chapter "Gaussian tokens: clustering and blow-up",
+    section "Which condition clusters? A random search".
+    """
+    stack = layers if isinstance(layers, Attention) and layers.batch_size is not None else Attention.stack(layers)
+    stack.kind.require("quadratic_covariance", "the normalised covariance flow (it needs a quadratic equation)")
+    B, d = len(stack), stack.d
+    T = validate_positive(T, "T")
+    s_max = validate_positive(s_max, "s_max")
+    rate_tol = validate_positive(rate_tol, "rate_tol")
+    rank_tol = validate_positive(rank_tol, "rank_tol")
+    settle_tol = validate_positive(settle_tol, "settle_tol")
+    C0 = np.array(validate_finite_array(cov0, "cov0", min_ndim=2), dtype=float)
+    if C0.shape == (d, d):
+        C0 = np.broadcast_to(C0, (B, d, d)).copy()
+    if C0.shape != (B, d, d):
+        raise ValueError(f"cov0 must be ({d}, {d}) or ({B}, {d}, {d}) for {B} layers of dimension {d}, got {C0.shape}")
+    C0 = 0.5 * (C0 + np.swapaxes(C0, 1, 2))
+    if np.any(np.linalg.eigvalsh(C0)[:, 0] <= 0):
+        raise ValueError("cov0 must be positive definite (the outcome test starts from full rank)")
+    r0 = np.trace(C0, axis1=1, axis2=2)
+    N0 = C0 / r0[:, None, None]
+    k = d * d
+
+    factors = stack.kind.require("quadratic_covariance", "the normalised covariance flow")
+    heads = [stack.head(h) for h in range(stack.n_heads)]
+    Vs = np.stack([np.broadcast_to(hd.V, (B, d, d)) for hd in heads], axis=1)  # (B, H, d, d)
+    Cs = np.stack([np.broadcast_to(factors(hd)[1], (B, d, d)) for hd in heads], axis=1)
+
+    def parts(Y, idx):
+        Psi = Y[:, :k].reshape(-1, d, d)
+        N = Psi @ N0[idx] @ np.swapaxes(Psi, 1, 2)
+        M = (Vs[idx] @ N[:, None] @ Cs[idx]).sum(axis=1)  # sum_h V_h N C_h
+        q = 2.0 * np.einsum("bij,bji->b", M, N)
+        return Psi, N, M, q
+
+    def f(Y, idx):
+        Psi, _, M, q = parts(Y, idx)
+        dPsi = M @ Psi - 0.5 * q[:, None, None] * Psi
+        return np.concatenate([dPsi.reshape(-1, k), q[:, None], np.exp(-Y[:, k : k + 1])], axis=1)
+
+    Y0 = np.concatenate([np.broadcast_to(np.eye(d).ravel(), (B, k)), np.log(r0)[:, None], np.zeros((B, 1))], axis=1)
+    prev = Y0.copy()
+    s_prev = np.zeros(B)
+    at_T = np.full((B, k + 2), np.nan)
+    s_at_T = np.full(B, np.nan)
+
+    def on_step(acc, s_old, s_new, Y_new):
+        """Stop a run at t = T, keeping the state interpolated linearly to t = T within the step."""
+        stop = Y_new[:, -1] >= T
+        if np.any(stop):
+            a = acc[stop]
+            frac = ((T - prev[a, -1]) / (Y_new[stop, -1] - prev[a, -1]))[:, None]
+            at_T[a] = prev[a] + frac * (Y_new[stop] - prev[a])
+            s_at_T[a] = s_old[stop] + frac[:, 0] * (s_new[stop] - s_old[stop])
+        prev[acc], s_prev[acc] = Y_new, s_new
+        return stop
+
+    grid = np.linspace(0.0, s_max, 401)
+    run = dormand_prince_batch(f, Y0, s_max, rtol=rtol, atol=atol, t_eval=grid, max_steps=100_000, on_step=on_step)
+    if np.any(run.status == "stiff"):
+        bad = np.flatnonzero(run.status == "stiff")
+        raise NonFiniteError(f"the normalised covariance flow stalled for members {bad.tolist()} (stiff or singular)")
+    hit = np.isfinite(s_at_T)
+    Y_end = np.where(hit[:, None], at_T, run.y_stop)
+    s_end = np.where(hit, s_at_T, run.time)
+    # q averaged over the third and the last quarter of each run's s-range, from the stored log trace
+    log_r = run.y[:, :, k]  # (m, B), nan after a run stopped
+    ell = np.empty((B, 3))
+    for b in range(B):
+        keep = np.isfinite(log_r[:, b]) & (grid < s_end[b])
+        ss, ll = np.append(grid[keep], s_end[b]), np.append(log_r[keep, b], Y_end[b, k])
+        ell[b] = np.interp(s_end[b] * np.array([0.5, 0.75, 1.0]), ss, ll)
+    quarter = 0.25 * np.where(s_end > 0, s_end, np.nan)
+    growth, earlier = (ell[:, 2] - ell[:, 1]) / quarter, (ell[:, 1] - ell[:, 0]) / quarter
+    _, N_end, _, _ = parts(Y_end, np.arange(B))
+    lam = np.linalg.eigvalsh(0.5 * (N_end + np.swapaxes(N_end, 1, 2)))
+    rank_ratio = np.clip(lam[:, 0], 0.0, None) / lam[:, -1]
+    t_end = Y_end[:, -1]
+    with np.errstate(over="ignore"):
+        tail = np.exp(-Y_end[:, k]) / np.where(growth > 0, growth, np.nan)
+    t_star = t_end + tail
+    settled = np.abs(growth - earlier) <= settle_tol * np.abs(growth)
+    blow = (growth > rate_tol) & settled & (t_star <= T)
+    clus = ~blow & ((rank_ratio < rank_tol) | (growth < -rate_tol))
+    outcome = np.where(blow, "blowup", np.where(clus, "clustering", "other"))
+    return CovarianceOutcomes(
+        outcome=outcome,
+        blowup_time=np.where(blow, t_star, np.nan),
+        growth_rate=growth,
+        rank_ratio=rank_ratio,
+        log10_trace=Y_end[:, k] / np.log(10.0),
+        t_end=t_end,
+        s_end=s_end,
+        steps=np.asarray(run.reason, dtype=int),
+        T=float(T),
+        s_max=float(s_max),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # the clustering condition of paper 1's summary: a random search in both readings of A
 # ---------------------------------------------------------------------------------------------
 
-#: The two readings of the matrix A in the condition "V A + A^T V^T negative definite".
-CONDITION_READINGS = ("book", "transposed")
+#: The two readings of the condition "V A + A^T V^T negative semi-definite" of paper 1's summary, in the book's
+#: convention: ``"summary"`` with the summary's own A (the book's A^T), ``"literal"`` with the book's A.
+CONDITION_READINGS = ("summary", "literal")
 #: The value-matrix families of :func:`clustering_condition_search`.
 SEARCH_VALUES = ("symmetric", "positive", "general")
 
 
-def condition_matrix(A, V, reading: str = "book") -> np.ndarray:
-    r"""The symmetric matrix of the clustering condition in one reading (batched over leading axes).
+def condition_matrix(A, V, reading: str = "summary") -> np.ndarray:
+    r"""The symmetric matrix of the clustering condition of paper 1's summary in one reading (batched).
 
-    Paper 1's summary states clustering when :math:`VA+A^\top V^\top\preceq0`. In the book's convention
-    (score :math:`\langle x,Ay\rangle`) that is ``"book"``: :math:`VA+A^\top V^\top`; with paper 1's own
-    matrix :math:`A_1=A^\top` substituted, ``"transposed"``: :math:`VA^\top+AV^\top`. The two agree when
-    :math:`V=vI` or :math:`A` is symmetric.
+    The summary writes the softmax covariance equation as :math:`\dot\Sigma=V\Sigma A\Sigma+\Sigma A^\top\Sigma V^\top`
+    and the condition as :math:`VA+A^\top V^\top\preceq0`. The book's equation (score :math:`\langle x,Ay\rangle`) is
+    :math:`\dot\Sigma=V\Sigma A^\top\Sigma+\Sigma A\Sigma V^\top`, so the summary's :math:`A` is the book's
+    :math:`A^\top` and, in the book's convention, its condition is ``"summary"``: :math:`VA^\top+AV^\top` (the
+    value of :math:`\dot\Sigma` at :math:`\Sigma=I`). The same letters with the book's :math:`A`, ``"literal"``:
+    :math:`VA+A^\top V^\top`, are a different condition (for symmetric :math:`V` it is the sign of
+    :math:`\frac{d}{dt}\log\det\Sigma`). The two agree when :math:`V=vI` or :math:`A` is symmetric.
 
     Parameters
     ----------
     A, V : arrays (..., d, d)
-        Score and value matrices.
-    reading : {"book", "transposed"}
-        The reading of :math:`A`.
+        Score and value matrices (the book's convention).
+    reading : {"summary", "literal"}
+        The reading.
 
     Returns
     -------
     array (..., d, d)
-        The symmetric matrix whose negative definiteness is the condition.
+        The symmetric matrix whose negative semi-definiteness is the condition.
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*, arXiv 2501.18322;
+    the book's chapter "Gaussian tokens: clustering and blow-up", section "Which condition clusters? A random search".
     """
     A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
-    P = V @ (A if validate_choice(reading, "reading", CONDITION_READINGS) == "book" else np.swapaxes(A, -1, -2))
+    reading = validate_choice(reading, "reading", CONDITION_READINGS)
+    P = V @ (np.swapaxes(A, -1, -2) if reading == "summary" else A)
     return P + np.swapaxes(P, -1, -2)
 
 
@@ -209,17 +438,14 @@ class ConditionSearch:
         The integrated draws: score matrix, value matrix, initial covariance.
     lam : dict
         Reading -> array (N,): the largest eigenvalue of :func:`condition_matrix` (negative where the
-        condition holds).
-    lam_sym : array (N,)
-        Largest eigenvalue of :math:`A+A^\top`.
+        condition holds strictly).
     drawn_for : dict
         Reading -> boolean mask (N,) of the draws counted for that reading (a draw can count for both).
-    blew_up : array (N,) of bool
-        Which draws blew up by ``T``.
-    blowup_time, pole_time : arrays (N,)
-        From :func:`~tokendynamics.gaussian.solve_covariance_batch` (``nan`` without a blow-up).
+    outcomes : CovarianceOutcomes
+        What each draw does (:func:`covariance_outcomes`): ``outcome``, located ``blowup_time``, ...
     candidates : int
-        Number of candidate draws made (most satisfy neither reading and are not integrated).
+        Number of candidate draws made (those satisfying neither condition, or one whose quota is full,
+        are not integrated).
     value, start : str
         The value-matrix family and the initial covariances (``"identity"`` or ``"random"``).
     T : float
@@ -230,15 +456,17 @@ class ConditionSearch:
     V: np.ndarray
     cov0: np.ndarray
     lam: dict
-    lam_sym: np.ndarray
     drawn_for: dict
-    blew_up: np.ndarray
-    blowup_time: np.ndarray
-    pole_time: np.ndarray
+    outcomes: CovarianceOutcomes
     candidates: int
     value: str
     start: str
     T: float
+
+    @property
+    def blew_up(self) -> np.ndarray:
+        """Boolean mask of the draws whose covariance blows up by ``T`` (a located pole)."""
+        return self.outcomes.outcome == "blowup"
 
     def counts(self) -> dict:
         """Reading -> ``(draws, blow-ups)``: how many draws satisfy the condition, and how many of them blow up.
@@ -264,7 +492,7 @@ class ConditionSearch:
             Indices into ``A``, ``V``, ``cov0``.
         """
         idx = np.flatnonzero(self.drawn_for[reading] & self.blew_up)
-        return idx[np.argsort(self.blowup_time[idx])]
+        return idx[np.argsort(self.outcomes.blowup_time[idx])]
 
 
 def clustering_condition_search(
@@ -272,23 +500,20 @@ def clustering_condition_search(
     *,
     d: int = 2,
     value="symmetric",
-    start="identity",
-    T=200.0,
+    start="random",
+    T=100.0,
     seed=0,
-    blowup_trace=1e8,
-    rtol=1e-9,
-    atol=1e-12,
+    s_max=200.0,
 ) -> ConditionSearch:
     r"""A seeded random search for softmax covariances that blow up although the clustering condition holds.
 
     Candidates come from one generator (``numpy.random.default_rng(seed)``): :math:`A` with i.i.d.
     :math:`N(0,1)` entries; :math:`V=BB^\top+0.1I` with :math:`B` Gaussian (``"symmetric"``), :math:`V=B`
     kept only if :math:`V+V^\top\succ0` (``"positive"``), or :math:`V=B` (``"general"``); :math:`\Sigma_0=I`
-    (``start="identity"``) or :math:`LL^\top/d` with :math:`L` Gaussian (``"random"``). A candidate counts
+    (``start="identity"``) or :math:`LL^\top/d+0.05I` with :math:`L` Gaussian (``"random"``). A candidate counts
     for a reading of :func:`condition_matrix` when that matrix is negative definite, until ``draws``
-    candidates count for each reading; the kept draws are integrated on :math:`[0,T]` by
-    :func:`~tokendynamics.gaussian.solve_covariance_batch` (softmax, blow-up when the trace reaches
-    ``blowup_trace``).
+    candidates count for each reading; the kept draws (each satisfies at least one reading) are classified by
+    :func:`covariance_outcomes` (softmax; blow-up is a located pole before ``T``, never a trace threshold).
 
     Parameters
     ----------
@@ -298,18 +523,23 @@ def clustering_condition_search(
         Dimension.
     value : {"symmetric", "positive", "general"}
         Family of the value matrix.
-    start : {"identity", "random"}
+    start : {"random", "identity"}
         Initial covariance.
     T : float
-        Horizon (a draw that has not blown up by ``T`` counts as no blow-up).
+        Horizon (a draw without a pole before ``T`` does not blow up by ``T``).
     seed : int or Generator
         Seed of the generator of every candidate.
-    blowup_trace, rtol, atol : float
-        Passed to the solver.
+    s_max : float
+        Horizon in the normalised time of :func:`covariance_outcomes`.
 
     Returns
     -------
     ConditionSearch
+
+    References
+    ----------
+    Castin, Ablin, Carrillo, Peyré, *A Unified Perspective on the Dynamics of Deep Transformers*, arXiv 2501.18322
+    (the summary's clustering condition); the book's chapter "Gaussian tokens: clustering and blow-up".
     """
     validate_choice(value, "value", SEARCH_VALUES)
     validate_choice(start, "start", ("identity", "random"))
@@ -328,7 +558,7 @@ def clustering_condition_search(
         if value == "positive" and np.linalg.eigvalsh(B + B.T)[0] <= 0:
             continue
         L = None if start == "identity" else rng.standard_normal((d, d))
-        S = np.eye(d) if L is None else L @ L.T / d
+        S = np.eye(d) if L is None else L @ L.T / d + 0.05 * np.eye(d)
         take = {r: have[r] < draws and np.linalg.eigvalsh(condition_matrix(A, V, r))[-1] < 0 for r in have}
         if any(take.values()):
             for r in CONDITION_READINGS:
@@ -337,17 +567,13 @@ def clustering_condition_search(
             kept.append((A, V, S))
     A, V, S = (np.array(M) for M in zip(*kept))
     layers = Attention("softmax", A=A, V=V, beta=np.ones(len(A)))
-    runs = solve_covariance_batch(S, layers, T, rtol=rtol, atol=atol, blowup_trace=blowup_trace)
     return ConditionSearch(
         A=A,
         V=V,
         cov0=S,
         lam={r: np.linalg.eigvalsh(condition_matrix(A, V, r))[:, -1] for r in CONDITION_READINGS},
-        lam_sym=np.linalg.eigvalsh(A + np.swapaxes(A, -1, -2))[:, -1],
         drawn_for={r: np.array(f, dtype=bool) for r, f in flags.items()},
-        blew_up=runs.blew_up,
-        blowup_time=runs.blowup_time,
-        pole_time=runs.pole_time,
+        outcomes=covariance_outcomes(S, layers, T, s_max=s_max),
         candidates=candidates,
         value=value,
         start=start,

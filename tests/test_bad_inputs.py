@@ -469,6 +469,10 @@ case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", stop_when=lambda X: np.nan
 case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", rtol=np.nan, words="rtol")
 case(pa.simulate, U, SOFTMAX, 2.0, method="adaptive", atol=-1.0, words="atol")
 case(pa.sample_sphere, np.float64(np.inf), 2, words="n")
+case(oa.solve_ott_antonsen, 0.3 + 0.1j, LINEAR, 1e12, method="rk4", dt=0.01, words=("max_steps", "dt"))
+case(oa.solve_ott_antonsen, 0.3 + 0.1j, LINEAR, 1e12, exc=ConvergenceError, words="max_nfev")
+case(ga.projected_euler, COV, CLUSTERING, step=1e-6, max_iter=10**13, words="max_iter")
+case(pr.projective_flow, U, LINEAR, 1e12, exc=ConvergenceError, words="max_nfev")
 
 
 # ---------------------------------------------------------------------------------------------

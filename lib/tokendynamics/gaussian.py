@@ -28,7 +28,7 @@ from .attention import Attention, LayerLike, layer_at
 from .docstrings import fill_doc
 from .errors import BlowUpError, CapabilityError, NonFiniteError
 from .kinds import KINDS
-from .odes import Geometry, adaptive_solve, dormand_prince_batch, fixed_step
+from .odes import MAX_STEPS, Geometry, adaptive_solve, dormand_prince_batch, fixed_step
 from .transport import psd_sqrt
 from .validation import (
     SOLVERS,
@@ -709,6 +709,8 @@ def projected_euler(
     _check_layer(layer)
     step = validate_positive(step, "step")
     max_iter = validate_count(max_iter, "max_iter")
+    if max_iter > MAX_STEPS:
+        raise ValueError(f"max_iter = {max_iter} is more than the budget MAX_STEPS = {MAX_STEPS} of one integration")
     tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)
     tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)
     psd_floor = validate_positive(psd_floor, "psd_floor", allow_zero=True)

@@ -16,7 +16,6 @@ equations (eq-poisson), (eq-oa).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +24,7 @@ import numpy as np
 from .docstrings import fill_doc
 from .errors import NonFiniteError
 from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients, mobius
-from .odes import rk4_step, solve_ode
+from .odes import rk4_step, solve_ode, step_count
 from .validation import (
     SOLVERS,
     time_grid,
@@ -270,9 +269,7 @@ def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
 
 
 def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASolution:
-    dt = validate_positive(dt, "dt")
-    steps = max(1, int(math.ceil((T - t0) / dt - 1e-9)))
-    h = (T - t0) / steps
+    steps, h = step_count(t0, T, dt)  # refuses, before the first step, a run beyond the budget
     idx = np.unique(np.clip(np.rint((t_eval - t0) / h).astype(int), 0, steps))
     want = set(idx.tolist())
     scalar = z0.ndim == 0

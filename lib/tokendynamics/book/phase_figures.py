@@ -60,7 +60,10 @@ RECIPE_COLORS = {"identity": "#1f5fa8", "gaussian": "#d95f02", "goe": "#1b9e77",
 
 # relative cost of one system-step of each kind (measured): orders the runs, heavy ones first
 # the reference every run of the chapter cites (tokendynamics.docstrings.fill_doc)
-_DOC = {"reference": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model)."}
+_DOC = {
+    "reference": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).",
+    "grid": "G : dict\n    A result of :func:`~tokendynamics.book.studies.phase.glpr_grid`.",
+}
 
 # relative cost of a step per kind (measured; a kind not listed counts as softmax), to start the heaviest runs first
 _COST = {"sinkhorn": 6.0, "unnormalized_softmax": 2.2, "l2": 1.2, "sigmoid": 1.1, "softmax": 1.0, "linear": 0.35}
@@ -355,6 +358,7 @@ def draw_probability_curve(ax, x, k, n, *, color, label=None, marker="o", ls="-"
     return ax
 
 
+@fill_doc(_DOC)
 def glpr_transition(G: dict, level: float = 0.5) -> np.ndarray:
     r"""The transition curve of a :func:`~tokendynamics.book.studies.phase.glpr_grid`: at each recorded time t,
     the :math:`\beta^*(t)` where the probability of one cluster crosses ``level`` (linear interpolation in
@@ -362,8 +366,7 @@ def glpr_transition(G: dict, level: float = 0.5) -> np.ndarray:
 
     Parameters
     ----------
-    G : dict
-        A result of :func:`~tokendynamics.book.studies.phase.glpr_grid`.
+    %(grid)s
     level : float
         The level.
 
@@ -374,6 +377,7 @@ def glpr_transition(G: dict, level: float = 0.5) -> np.ndarray:
     return np.asarray(phase.crossing(G["betas"], G["single"] / G["clouds"], level, log=False), dtype=float)
 
 
+@fill_doc(_DOC)
 def draw_glpr_grid(G: dict, *, cmap: str = "RdBu_r"):
     r"""The grid of :func:`~tokendynamics.book.studies.phase.glpr_grid` as two heat maps over (t, :math:`\beta`):
     the probability of one cluster (left, with its transition curve :func:`glpr_transition` in black) and the
@@ -382,8 +386,7 @@ def draw_glpr_grid(G: dict, *, cmap: str = "RdBu_r"):
 
     Parameters
     ----------
-    G : dict
-        A result of :func:`~tokendynamics.book.studies.phase.glpr_grid`.
+    %(grid)s
     cmap : str
         Colour map.
 

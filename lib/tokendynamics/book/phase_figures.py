@@ -20,7 +20,7 @@ from ..docstrings import fill_doc
 from ..kinds import KINDS
 from ..sweeps import sweep
 from .cache import cached
-from .studies.phase import planar_linear_check
+from .studies.phase import glpr_grid, planar_linear_check
 
 __all__ = [
     "merge_betas",
@@ -34,6 +34,8 @@ __all__ = [
     "log_edges",
     "draw_probability_map",
     "draw_probability_curve",
+    "glpr_transition",
+    "draw_glpr_grid",
 ]
 
 #: one name per variant: the kinds' own labels (a kind added to the registry brings its own)
@@ -58,7 +60,10 @@ RECIPE_COLORS = {"identity": "#1f5fa8", "gaussian": "#d95f02", "goe": "#1b9e77",
 
 # relative cost of one system-step of each kind (measured): orders the runs, heavy ones first
 # the reference every run of the chapter cites (tokendynamics.docstrings.fill_doc)
-_DOC = {"reference": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model)."}
+_DOC = {
+    "reference": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).",
+    "grid": "G : dict\n    A result of :func:`~tokendynamics.book.studies.phase.glpr_grid`.",
+}
 
 # relative cost of a step per kind (measured; a kind not listed counts as softmax), to start the heaviest runs first
 _COST = {"sinkhorn": 6.0, "unnormalized_softmax": 2.2, "l2": 1.2, "sigmoid": 1.1, "softmax": 1.0, "linear": 0.35}
@@ -74,7 +79,10 @@ def phase_points(p: dict) -> list[dict]:
     ``kind/recipe`` (the maps), ``kind/identity/fine`` (a finer grid of beta around a transition,
     the same clouds), ``kind/recipe/every<tau>`` (resampled layers), ``softmax/identity/n<n>``
     (cluster counts at other n), ``check/kind`` (the same clouds with a step ``factor`` times
-    smaller, at the largest beta or two), ``planar/recipe`` (linear attention in d = 2).
+    smaller, at the largest beta or two), ``planar/recipe`` (linear attention in d = 2). A run has
+    ``p["clouds"]`` clouds per beta, or ``p["kind_clouds"][kind]`` (optional) for the maps, finer grids and
+    recipes of that kind: more clouds where the compiled batch kernel makes them cheap (layers fixed along
+    the depth; the resampled runs keep ``p["clouds"]``).
 
     Parameters
     ----------
@@ -90,10 +98,16 @@ def phase_points(p: dict) -> list[dict]:
     %(reference)s
     """
     common = dict(d=p["d"], seed=p["seed"], layer_seed=p["layer_seed"], threshold=p["threshold"])
+    kind_clouds = p.get("kind_clouds", {})
+    unknown = sorted(set(kind_clouds) - set(p["kinds"]))
+    if unknown:
+        raise ValueError(f"kind_clouds names kinds that the setting does not run: {unknown}")
 
     def point(label, kind, recipe, *, clouds=None, n=None, depths=None, betas=None, dt_factor=1, **extra):
         spec = dict(p["kinds"][kind])
         grid = spec.pop("betas")
+        if clouds is None:  # a kind's own number of clouds applies to its layers fixed along the depth
+            clouds = p["clouds"] if "resample_every" in extra else kind_clouds.get(kind, p["clouds"])
         return dict(
             label=label,
             task="statistics",
@@ -102,7 +116,7 @@ def phase_points(p: dict) -> list[dict]:
             betas=grid if betas is None else betas,
             depths=p["depths"] if depths is None else depths,
             n=p["n"] if n is None else n,
-            clouds=p["clouds"] if clouds is None else clouds,
+            clouds=clouds,
             dt=spec.pop("dt") / dt_factor,
             **common,
             **spec,
@@ -158,14 +172,15 @@ def phase_points(p: dict) -> list[dict]:
 
 @fill_doc(_DOC)
 def cached_task(label: str, task: str, **params) -> dict:
-    """One run of :func:`phase_points` (``task`` "statistics" or "planar"), cached with its parameters
+    """One run of :func:`phase_points` (``task`` "statistics" or "planar") or the grid of
+    :func:`tokendynamics.book.studies.phase.glpr_grid` (``task`` "glpr"), cached with its parameters
     and a fingerprint of the code that computes it (recomputed when either changes).
 
     Parameters
     ----------
     label : str
         Name of the run.
-    task : {"statistics", "planar"}
+    task : {"statistics", "planar", "glpr"}
         What to compute.
     **params
         Keyword arguments of the task.
@@ -178,7 +193,11 @@ def cached_task(label: str, task: str, **params) -> dict:
     ----------
     %(reference)s
     """
-    tasks: dict[str, Callable[..., Any]] = {"statistics": phase.cluster_statistics, "planar": planar_linear_check}
+    tasks: dict[str, Callable[..., Any]] = {
+        "statistics": phase.cluster_statistics,
+        "planar": planar_linear_check,
+        "glpr": glpr_grid,
+    }
     fn = tasks[task]
     name = "phase_" + "".join(c if c.isalnum() else "_" for c in label) + f"_c{params['clouds']}"
     return cached(
@@ -337,3 +356,63 @@ def draw_probability_curve(ax, x, k, n, *, color, label=None, marker="o", ls="-"
     ax.fill_between(x, lo, hi, color=color, alpha=0.18, lw=0)
     ax.plot(x, k / n, marker=marker, ls=ls, color=color, label=label, ms=4)
     return ax
+
+
+@fill_doc(_DOC)
+def glpr_transition(G: dict, level: float = 0.5) -> np.ndarray:
+    r"""The transition curve of a :func:`~tokendynamics.book.studies.phase.glpr_grid`: at each recorded time t,
+    the :math:`\beta^*(t)` where the probability of one cluster crosses ``level`` (linear interpolation in
+    :math:`\beta`, :func:`tokendynamics.phase.crossing`); NaN where it does not cross inside the grid.
+
+    Parameters
+    ----------
+    %(grid)s
+    level : float
+        The level.
+
+    Returns
+    -------
+    array (len(G["times"]),)
+    """
+    return np.asarray(phase.crossing(G["betas"], G["single"] / G["clouds"], level, log=False), dtype=float)
+
+
+@fill_doc(_DOC)
+def draw_glpr_grid(G: dict, *, cmap: str = "RdBu_r"):
+    r"""The grid of :func:`~tokendynamics.book.studies.phase.glpr_grid` as two heat maps over (t, :math:`\beta`):
+    the probability of one cluster (left, with its transition curve :func:`glpr_transition` in black) and the
+    fraction of linked pairs (right, the quantity and the layout of the published figure: t across,
+    :math:`\beta` up, a red-blue map); one colour bar for both (both lie in [0, 1]).
+
+    Parameters
+    ----------
+    %(grid)s
+    cmap : str
+        Colour map.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib.pyplot as plt
+
+    t, b = np.asarray(G["times"], float), np.asarray(G["betas"], float)
+
+    def edges(x):
+        mid = (x[1:] + x[:-1]) / 2
+        return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.7, 3.3), sharey=True, layout="constrained")
+    panels = ((G["single"] / G["clouds"], "probability of one cluster"), (G["pairs"], "fraction of linked pairs"))
+    for ax, (Z, title) in zip(axes, panels):
+        mesh = ax.pcolormesh(edges(t), edges(b), np.asarray(Z, float).T, vmin=0, vmax=1, cmap=cmap, shading="flat")
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("time $t$")
+        ax.grid(False)
+    star = glpr_transition(G)
+    ok = np.isfinite(star)
+    axes[0].plot(t[ok], star[ok], color="k", lw=1.6, label=r"$\beta^*(t)$: probability $\frac{1}{2}$")
+    axes[0].legend(loc="upper left", fontsize="small")
+    axes[0].set_ylabel(r"$\beta$")
+    fig.colorbar(mesh, ax=axes, shrink=0.9, pad=0.02, label="probability / fraction")
+    return fig

@@ -426,7 +426,7 @@ _BISTABLE_A = ((0.8, 2.0), (-2.0, -1.2))
 _BISTABLE = "V=I, A=[[0.8,2],[-2,-1.2]] (bistable), z0="
 
 #: The example regimes (chapter ``05_kuramoto_regimes``); the bistable focus attracts at rate
-#: (1 - |z*|^2)|tr A|/4 = 0.075: T = 400 to settle to 1e-6.
+#: :math:`(1-|z^*|^2)\,|\operatorname{tr}A|/4=0.075`: T = 400 to settle to 1e-6.
 REGIME_TABLE: tuple[RegimeExample, ...] = (
     RegimeExample("V=I, A=[[1,2],[-1,0.5]]", ((1, 2), (-1, 0.5)), _I, "static_clusters"),
     RegimeExample("V=I, A=diag(-1,-2)", ((-1, 0), (0, -2)), _I, "partial", value=1 / 3, value_name="|z*|"),

@@ -3,7 +3,8 @@
 Chapters paste measured values with ``{glue:text}`key:.1e``` (myst-nb formats them with Python's
 format spec, giving ``1.2e-01``). After the references are resolved, every pasted value
 (``<span class="pasted-text">``) in e-notation is rewritten as a reader writes it: ``1.2 × 10⁻¹``,
-``3 × 10⁻⁸``, ``10⁻¹⁰`` for a mantissa of one. Other pasted text is left as it is.
+``3 × 10⁻⁸``, ``10⁻¹⁰`` for a mantissa of one, ``0`` for an exact zero (``0.0e+00``). Other pasted
+text is left as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def readable(text: str) -> str | None:
     if match is None:
         return None
     sign, mantissa, exp_sign, digits = match.groups()
+    if float(mantissa) == 0.0:  # only an exact zero has a zero mantissa: it is 0, not "0.0"
+        return "0"
     exponent = int(digits)
     minus = "−" if sign == "-" else ""
     if exponent == 0:

@@ -9,6 +9,10 @@ While the doctrees are resolved:
 * **Alt text.** A figure's image gets its caption's words as alt text (myst-nb gives a cell's
   image its hashed file name); an image without a caption gets "Figure: output of a code cell".
 
+Printed numbers that make a sentence false or empty (:func:`vacuous_numbers`, checked on the built
+pages by ``tests/test_book.py``): a measured value shown as a rounded zero (``0.000``, ``0.0``: show
+enough digits, a bound, or an exact ``0``), and "N of the N ..., the rest ..." where there is no rest.
+
 After the HTML is written (``build-finished``), every page is made light:
 
 * **Animation frames** (matplotlib ``to_jshtml`` embeds every frame as base64 in the page) are written
@@ -73,6 +77,19 @@ def unrendered_glue(doctree: nodes.Node) -> list[tuple[nodes.Node, str]]:
         if GLUE_PLACEHOLDER.search(text) and not _inside(node, _SKIP):
             found.append((node, text))
     return found
+
+
+#: A number printed as a rounded zero: ``0.0``, ``0.00``, ``−0.000`` (not ``10.0``, ``0.05`` or ``0``)
+ROUNDED_ZERO = re.compile(r"(?<![\w.,])[−-]?0\.0+(?![\d.])")
+#: "120 of the 120 cells ... (the rest ...)": all of them, and then the ones that are left
+ALL_AND_THE_REST = re.compile(r"\b(\d+) of (?:the )?\1\b[^.;]{0,300}?\bthe (?:rest|others|remaining)\b")
+
+
+def vacuous_numbers(text: str) -> list[str]:
+    """The places of ``text`` (a page's prose, no code, math or tables) where a printed number empties the
+    sentence: a rounded zero, or "N of the N" followed by "the rest"; each with some context."""
+    found = [m for pattern in (ROUNDED_ZERO, ALL_AND_THE_REST) for m in pattern.finditer(text)]
+    return [text[max(0, m.start() - 60) : m.end() + 20] for m in sorted(found, key=lambda m: m.start())]
 
 
 def check_glue(app, doctree, docname) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-__all__ = ["sci", "pm", "markdown_table"]
+__all__ = ["sci", "pm", "count_phrase", "markdown_table"]
 
 _SUPERSCRIPT = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺")
 
 
-def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
+def sci(x: float, digits: int = 2, *, threshold: float = 1e-3, whole: bool = False) -> str:
     """A number for prose: ``0.042`` as is, ``1.3e-10`` as ``1.3 × 10⁻¹⁰`` (Unicode, no TeX).
 
     Parameters
@@ -27,6 +27,9 @@ def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
         Significant digits.
     threshold : float
         Numbers with absolute value in ``[threshold, 1e4)`` are written in positional notation.
+    whole : bool
+        Write numbers with absolute value in ``[100, 1e4)`` rounded to a whole number with all their
+        digits (``543``), not to ``digits`` significant digits (``540``).
 
     Returns
     -------
@@ -42,6 +45,8 @@ def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
     '540'
     >>> sci(-2.5e6)
     '−2.5 × 10⁶'
+    >>> sci(543.2, whole=True)
+    '543'
     """
     x = float(x)
     if not math.isfinite(x):
@@ -50,6 +55,8 @@ def sci(x: float, digits: int = 2, *, threshold: float = 1e-3) -> str:
         return "0"
     sign = "−" if x < 0 else ""
     a = abs(x)
+    if whole and 100 <= a < 1e4:
+        return sign + f"{a:.0f}"
     if threshold <= a < 1e4:
         exponent = math.floor(math.log10(a))
         if exponent >= digits - 1:  # whole numbers in positional notation: 540, never 5.4e+02
@@ -85,6 +92,38 @@ def pm(value: float, error: float, digits: int = 2) -> str:
     """
     v = f"{abs(value):.{digits}f}"
     return f"{'−' if value < 0 else ''}{v} ± {abs(error):.{digits}f}"
+
+
+def count_phrase(count: int, total: int, noun: str) -> str:
+    """``count`` of ``total`` things in words that stay true at the ends: none, all, or ``k of the n``.
+
+    A sentence built on "k of the n" (and "the rest ...") is empty or false when k is 0 or n; this
+    says "none of the n" and "all n" there, so the prose around it can be chosen by the value.
+
+    Parameters
+    ----------
+    count, total : int
+        How many of how many; ``0 <= count <= total``.
+    noun : str
+        The things counted, in the plural (``"clouds"``).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> count_phrase(3, 10, "clouds"), count_phrase(0, 10, "clouds"), count_phrase(10, 10, "clouds")
+    ('3 of the 10 clouds', 'none of the 10 clouds', 'all 10 clouds')
+    """
+    count, total = int(count), int(total)
+    if not 0 <= count <= total:
+        raise ValueError(f"count must lie in [0, total={total}], got {count}")
+    if count == 0:
+        return f"none of the {total} {noun}"
+    if count == total:
+        return f"all {total} {noun}"
+    return f"{count} of the {total} {noun}"
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str | None = None) -> str:

@@ -444,12 +444,9 @@ def sinkhorn_potentials(
     Finds :math:`f, g` such that :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j)/\varepsilon + \mathrm{logK}_{ij})`
     has both marginals :math:`w`, alternating
     :math:`f_i \leftarrow -\varepsilon\,\mathrm{LSE}_j(g_j/\varepsilon+\mathrm{logK}_{ij}+\log w_j)` and the
-    same for :math:`g` until the column-marginal error is below ``tol``; the row update comes last, so the
-    rows of :math:`\pi/w_i` sum to one. Kernels spanning at most :math:`e^{30}` iterate in the exponential
-    domain (matrix scaling), others in the log domain; batch axes are solved at once, each system stopping
-    at its own iteration. A system not converged after 50 iterations goes on with Anderson acceleration
-    (``memory`` > 0): plain Sinkhorn stalls on tight clusters, contracting by :math:`1-O(e^{-\Delta/\varepsilon})`
-    (:math:`\Delta` the score gap); a step that raises the error tenfold restarts plainly from the best iterate.
+    same for :math:`g` (row update last, so the rows of :math:`\pi/w_i` sum to one); kernels spanning at most
+    :math:`e^{30}` iterate in the exponential domain; a system not converged after 50 iterations goes on with
+    Anderson acceleration, restarted from the best iterate when a step raises the error tenfold.
 
     Parameters
     ----------
@@ -497,9 +494,8 @@ def sinkhorn_potentials(
 
 
 def _active_set_loop(m: int, n: int, max_iter: int, tol: float, state: np.ndarray, step):
-    """The loop of both Sinkhorn domains on m systems, each stopping at its own iteration: ``step(active,
-    every)`` iterates the systems ``active`` (all if ``every``) and returns their f, errors and ``update(sel)``,
-    the new ``state`` rows (g or v, set in place) of ``active[sel]``. Returns f (m, n), iterations, errors."""
+    """The loop of both Sinkhorn domains on m systems, each stopping at its own iteration: ``step(active, every)``
+    returns f, errors and ``update(sel)``, the new ``state`` rows of ``active[sel]``. Returns f, iterations, errors."""
     f = np.zeros((m, n))
     err = np.full(m, np.inf)
     its = np.zeros(m, dtype=int)

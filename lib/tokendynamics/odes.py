@@ -66,16 +66,10 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
 
     Parameters
     ----------
-    rhs : callable ``(t, y) -> array``
-        The right-hand side.
-    y0 : array_like (k,)
-        Initial state.
-    t_span : (float, float)
-        :math:`(t_0, T)`.
-    what : str
-        Name of the integration in the message.
-    blowup : bool
-        Raise BlowUpError rather than NonFiniteError.
+    rhs, y0, t_span
+        The right-hand side ``(t, y) -> array``, the initial state (k,), :math:`(t_0, T)`.
+    what, blowup
+        Name of the integration in the message; raise BlowUpError rather than NonFiniteError.
     **options
         Passed to ``solve_ivp``, except ``max_nfev``: the budget of evaluations (:data:`MAX_EVALUATIONS`),
         past which a ConvergenceError names the time reached.
@@ -210,16 +204,9 @@ def adaptive_solve(
             return np.full(y.shape, np.nan)
 
     ode = _SOLVER_CLASSES[solver](rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)
-    out_t, out_y = [], []
-    k = 0
-    if t_eval is None:
-        out_t.append(t0)
-        out_y.append(y0.copy())
-    else:
-        while k < t_eval.size and t_eval[k] <= t0:
-            out_t.append(float(t_eval[k]))
-            out_y.append(y0.copy())
-            k += 1
+    k = 0 if t_eval is None else int(np.searchsorted(t_eval, t0, side="right"))  # the output times reached
+    out_t = [t0] if t_eval is None else [float(tt) for tt in t_eval[:k]]
+    out_y = [y0.copy() for _ in out_t]
     status, time, last_good, y_stop, reason = "completed", T, T, None, ""
 
     def event_value(y):
@@ -270,9 +257,7 @@ def adaptive_solve(
                 out_t.append(t_new)
                 out_y.append(ode.y.copy())
         else:
-            j = k
-            while j < t_eval.size and t_eval[j] <= stop:
-                j += 1
+            j = int(np.searchsorted(t_eval, stop, side="right"))
             if j > k:
                 dense = dense or ode.dense_output()
                 out_t.extend(float(tt) for tt in t_eval[k:j])

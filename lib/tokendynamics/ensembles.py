@@ -164,19 +164,10 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
 
     Parameters
     ----------
-    kind : str or AttentionKind
-        The attention kind.
-    recipe : str
-        One of :data:`RECIPES`.
-    d : int
-        Dimension.
-    beta : float or array
-        One number or one per layer (then ``size`` defaults to its length).
-    size : int, optional
-        Number of layers.
-    %(rng)s
-    **shared
-        Options of the layers.
+    kind, beta, **shared
+        As in :func:`stack_from_matrices` (``size`` defaults to the length of ``beta``).
+    recipe, d, size, rng
+        As in :func:`recipe_matrices`.
 
     Returns
     -------

@@ -86,16 +86,11 @@ class AttentionKind:
         :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`).
     masses : callable ``masses(scores, w) -> array``, optional
         The rule for token masses ``w`` (n,); without it a kind refuses weighted measures.
-    normalised : bool
-        Rows sum to one (speed at most :math:`\|V\|R`; a causal layer needs a sink for stability).
+    normalised, factored, maskable, fused : bool
+        Rows sum to one; the scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`; the kind has a causal
+        version; it fits the fused numba kernel (exponential weights, normalised rows).
     parameters : tuple of str
         The layer options the kind uses (``"bias"``, ``"eps"`` ...); others are refused.
-    factored : bool
-        The scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`.
-    maskable : bool
-        The kind has a causal version.
-    fused : bool
-        The scores and weights fit the fused numba kernel (exponential weights, normalised rows).
     capabilities : dict, optional
         Optional knowledge, by name (:data:`CAPABILITIES`).
     label : str, optional
@@ -167,12 +162,8 @@ class AttentionKind:
 
         Parameters
         ----------
-        capability : str
-            A name of :data:`CAPABILITIES`.
-        what : str
-            What needs it (in the message).
-        error : type
-            The exception raised (a :class:`~tokendynamics.errors.CapabilityError`).
+        capability, what, error
+            A name of :data:`CAPABILITIES`, what needs it (in the message), the exception raised.
 
         Returns
         -------
@@ -195,14 +186,8 @@ class AttentionKind:
 
         Parameters
         ----------
-        S : array (..., m, n)
-            Scores.
-        w : array (n,) or None
-            Masses.
-        head : Head
-            The head (its options).
-        state : dict, optional
-            Warm-start store (kinds that solve).
+        S, w, head, state
+            Scores (..., m, n), masses (n,) or None, the :class:`Head`, a warm-start store (kinds that solve).
 
         Returns
         -------

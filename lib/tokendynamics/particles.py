@@ -227,16 +227,10 @@ def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positio
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens (normalised first when ``sphere``).
-    layer : Attention or callable ``t -> Attention``
-        The layer (depth-dependent parameters :math:`(A_t, V_t)` for a callable).
+    X, layer, weights, positions, sphere
+        As in :func:`simulate` (X normalised first when ``sphere``).
     t : float
         Time (depth).
-    weights, positions : array (n,), optional
-        Token masses (uniform by default) and positions (causal layers).
-    sphere : bool
-        Project on the tangent space of the unit sphere.
 
     Returns
     -------

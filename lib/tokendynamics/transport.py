@@ -92,10 +92,8 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
     weights : None or (a, b)
         Masses of the two measures (uniform if None; either entry may be None).
     method : {"auto", "exact", "sliced"}
-        ``exact``: the quantile formula in d = 1, an assignment for two uniform clouds of one size, POT's
-        network simplex otherwise (its warnings are errors).
-        ``sliced``: the sliced distance, a different, smaller quantity (Monte Carlo over ``n_projections``
-        directions). ``auto``: exact up to ``EXACT_MAX_PAIRS`` pairs or in d = 1, sliced with a warning beyond.
+        ``exact`` (quantiles in d = 1, an assignment, or POT's network simplex), ``sliced`` (a different,
+        smaller quantity), ``auto`` (exact up to ``EXACT_MAX_PAIRS`` pairs, sliced with a warning beyond).
     n_projections, rng
         Directions of the sliced estimate, and their seed.
 
@@ -274,8 +272,7 @@ def conditional_wasserstein(
     positions, positions_Y : arrays (n,) and (m,)
         Positions of the rows of X, and of Y (default: ``positions``).
     bins : None, int or array of edges
-        None: one group per distinct position; else position bins (an int: that many), an estimate for
-        continuous :math:`\lambda`.
+        None: one group per distinct position; else position bins (an estimate for continuous :math:`\lambda`).
     reduce, return_profile
         "mean" (integrate against :math:`\lambda`) or "sup"; return a :class:`ConditionalProfile`.
 

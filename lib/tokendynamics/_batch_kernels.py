@@ -484,18 +484,12 @@ def run_batch(
         Score matrix :math:`A=Q^\top K` and value matrix, shared or one per system.
     beta : float or array (B,)
         Inverse temperature, shared or one per system.
-    h : float
-        Step.
-    steps : int
-        Number of steps.
-    scheme : {"euler", "rk4"}
-        Explicit Euler or classical Runge–Kutta.
+    h, steps, scheme
+        Step, number of steps, ``"euler"`` or ``"rk4"``.
     sphere : bool
         Tangent projection and retraction.
-    save_every : int
-        Store steps 0, k, 2k, ... and the last.
-    save_steps : array of int, optional
-        Store exactly these step indices instead.
+    save_every, save_steps
+        Store steps 0, k, 2k, ... and the last; or exactly the step indices ``save_steps``.
     weights : array (n,), optional
         Token masses :math:`w_j\ge 0` shared by the systems (uniform by default; only ratios matter).
     blowup_threshold : float

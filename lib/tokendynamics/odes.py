@@ -418,28 +418,16 @@ def fixed_step(
     ----------
     field : callable ``(t, Y, active, t_step) -> (U, codes)``
         The field of the systems ``active`` at stage time t; ``codes`` (None: all fine) of :data:`FIELD_REASONS`.
-    y0 : array (B, ...)
-        Initial states.
-    t0 : float
-        Initial time.
-    steps : int
-        Number of steps (:func:`step_count`).
-    h : float
-        Step.
-    scheme : {"euler", "rk4"}
-        :data:`SCHEMES`.
-    geometry : Geometry
-        Projection and retraction.
-    saved : callable ``k -> bool``, optional
-        Store the state after step k (default: every step).
-    threshold : float
-        Size beyond which a system stops.
-    max_growth : float, optional
-        Largest growth of the size in one step.
-    fill : bool
-        Once all have stopped, keep storing their frozen states (True) or end the output (False).
-    size : callable ``Y -> array (b,)``, optional
-        The size of each system (default: its largest entry in absolute value).
+    y0, t0, steps, h
+        Initial states (B, ...), initial time, number of steps (:func:`step_count`) and step.
+    scheme, geometry
+        A name of :data:`SCHEMES`, and a :class:`Geometry`.
+    saved, fill
+        ``k -> bool``: store the state after step k (default: every step); once all have stopped, keep storing
+        their frozen states (True) or end the output (False).
+    threshold, max_growth, size
+        Size beyond which a system stops, largest growth of the size in one step (optional), and the size
+        ``Y -> array (b,)`` (default: the largest entry in absolute value).
 
     Returns
     -------
@@ -565,14 +553,8 @@ def dormand_prince_batch(
 
     Parameters
     ----------
-    f : callable ``(Y, idx) -> array``
-        Autonomous right-hand side.
-    y0 : array (B, ...)
-        States at t = 0.
-    T : float
-        Final time.
-    rtol, atol : float
-        Tolerances.
+    f, y0, T, rtol, atol
+        Autonomous right-hand side ``(Y, idx) -> array``, states (B, ...) at t = 0, final time, tolerances.
     t_eval : array (m,), optional
         Output times in [0, T] (NaN after a system stopped).
     first_step : float or array (B,), optional

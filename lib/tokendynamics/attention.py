@@ -247,7 +247,6 @@ class Attention:
         Returns
         -------
         Head
-            ``A``, ``V`` (``Q``, ``K``) of shape (d, d) or (B, d, d); ``beta`` a float or (B, 1, 1); the layer.
         """
         at = (h,) if self.batch_size is None else (slice(None), h)
         beta = self.beta if self.batch_size is None else self.beta[:, None, None]
@@ -274,12 +273,11 @@ class Attention:
         Parameters
         ----------
         b : int
-            Which layer (``0 <= b < B``; a negative index counts from the end).
+            Which layer (a negative index counts from the end).
 
         Returns
         -------
         Attention
-            Entry b of the matrices and of ``beta``, with the options the batch shares.
         """
         len(self)
         return Attention(self.kind, beta=float(self.beta[b]), **self._matrix_fields(lambda M: M[b]), **self._options())

@@ -190,18 +190,8 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
 class Schedule:
     r"""Piecewise-constant layers in depth: ``layers[k]`` acts on :math:`[t_0+k\tau, t_0+(k+1)\tau)`.
 
-    A residual network whose weights are resampled every :math:`\tau/\mathrm{d}t` layers. A step takes the
-    layer of its start (every RK4 stage); the step must divide :math:`\tau`; after the last piece the last
-    layer goes on.
-
-    Attributes
-    ----------
-    layers : tuple of Attention
-        One layer (or batch of layers) per piece.
-    every : float
-        Duration :math:`\tau` of a piece.
-    t0 : float
-        Start of the first piece.
+    A step takes the layer of its start (every RK4 stage) and must divide :math:`\tau` (``every``); after the
+    last piece the last layer goes on. ``layers``: one layer (or batch) per piece; ``t0``: the first start.
 
     References
     ----------

@@ -1,55 +1,21 @@
 r"""Batched softmax attention for many small systems: fused, compiled time stepping (numba, optional).
 
-B independent systems of n tokens in R^d (or on the sphere), single-head softmax attention with
-uniform (or shared) token masses,
-
-.. math:: \Gamma_b(x_i) = \frac{\sum_j w_j e^{s_{ij}} V_b x_j}{\sum_j w_j e^{s_{ij}}},\qquad
-          s_{ij} = \beta_b\langle x_i, A_b x_j\rangle ,
-
-integrated by explicit Euler or classical RK4 with step h. On the sphere every stage evaluates the
-field at the retracted stage point :math:`y\mapsto y/|y|` and projects it on the tangent space,
-:math:`P^\perp_y u = u-\langle y,u\rangle y`, and every step ends with the retraction (the scheme of
-``tokendynamics.ensembles.simulate_batch``, which this module reproduces to round-off).
-
-How it is fast (measured in ``benchmarks/bench_phase.py``):
-
-- **One system at a time, all its steps inside the compiled loop, every core busy.** Chunks of
-  systems go to ``numba.get_num_threads()`` threads (the compiled code releases the GIL); each
-  system is integrated through every step with its tokens, scores and exponentials in a few
-  kilobytes (L1/L2), and only the stored frames are written. No Python work per step, no
-  B x n x n array.
-- **Scores, exp, normalisation and weighted sum fused**, row block by row block.
-- **Half the exponentials when A is symmetric**: :math:`s_{ij}=s_{ji}`, so
-  :math:`e^{s_{ij}}` is computed once for :math:`j\ge i` and used by both rows.
-- **No max-shift when the scores are bounded.** The row-max shift of the log-sum-exp is only
-  there to avoid overflow; when :math:`|\beta|\,\|A\|_F\max_i|y_i|^2\le` :data:`EXP_SAFE` every
-  :math:`|s_{ij}|` is below it, :math:`e^{s_{ij}}` neither overflows nor leaves the normal range,
-  and :math:`e^{s_{ij}}/\sum_l e^{s_{il}}` equals the shifted ratio to round-off. This is what lets
-  the symmetric exponentials be shared (a per-row shift would break the symmetry). Otherwise the
-  system is evaluated with the per-row shift (all n² exponentials), as the library does.
-- **A vectorised exponential.** numba calls the scalar libm ``exp`` (no SVML here), which is as
-  slow as numpy's float64 ``exp`` on AVX2 (measured on the project's machine: both about 5–6 ns a
-  value on one core; this one about 2 ns), so
-  :func:`_exp_inplace` computes :math:`e^x=2^k e^r` (Cody–Waite reduction, degree-13 Taylor
-  polynomial on :math:`|r|\le\ln 2/2`, :math:`2^k` built in the exponent bits), which LLVM compiles
-  to AVX2/FMA vector code: relative error below 1 ulp-ish (≤ 4e-16, tested against ``numpy.exp``).
-
-Without numba, :func:`~tokendynamics.ensembles.simulate_batch` runs its numpy path (the reference this
-kernel is tested against).
-
-Status codes (per system): :data:`OK`, :data:`FIELD_OVERFLOW` (a stage point or the field was not
-finite: overflow), :data:`TOKENS_NONFINITE` (the new tokens were not finite),
-:data:`THRESHOLD` (a coordinate exceeded ``blowup_threshold``). A flagged system is frozen at its
-last good state; the step at which it was flagged is returned (the others go on), as
-``simulate_batch`` does.
+B independent systems of n tokens, single-head softmax attention with shared token masses,
+:math:`\Gamma_b(x_i)=\sum_j w_je^{s_{ij}}V_bx_j/\sum_j w_je^{s_{ij}}`, :math:`s_{ij}=\beta_b\langle x_i,A_bx_j\rangle`,
+integrated by Euler or RK4 (on the sphere: stages retracted and projected, steps retracted), the scheme of
+``tokendynamics.ensembles.simulate_batch``, reproduced to round-off. Each system runs all its steps inside
+the compiled loop on one of ``numba.get_num_threads()`` threads; scores, exp, normalisation and sums are
+fused; a symmetric A shares :math:`e^{s_{ij}}=e^{s_{ji}}`; the max-shift is skipped when
+:math:`|\beta|\,\|A\|_F\max_i|y_i|^2\le` :data:`EXP_SAFE`; :func:`_exp_inplace` is a vectorisable
+:math:`e^x=2^ke^r` (Cody–Waite reduction, degree-13 Taylor, ≤ 4e-16 relative error). Timings:
+``benchmarks/bench_phase.py``. A flagged system (status :data:`FIELD_OVERFLOW`, :data:`TOKENS_NONFINITE`,
+:data:`THRESHOLD`) is frozen at its last good state.
 
 References
 ----------
-Paper 1 (Castin et al., arXiv:2501.18322), the particle system of softmax attention; B. Geshkovski,
-C. Letrouit, Y. Polyanskiy, P. Rigollet, *A mathematical perspective on Transformers*
-(arXiv:2312.10794), the phase-diagram protocol; W. J. Cody, W. Waite, *Software Manual for the
-Elementary Functions* (Prentice-Hall, 1980), the argument reduction of the exponential. Book:
-``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
+Paper 1 (Castin et al., arXiv:2501.18322); B. Geshkovski et al., *A mathematical perspective on
+Transformers* (arXiv:2312.10794); W. J. Cody, W. Waite, *Software Manual for the Elementary Functions*
+(1980). Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
 """
 
 from __future__ import annotations
@@ -85,20 +51,14 @@ __all__ = [
 #: Status of a system (the first two have the values of ``attention.FIELD_OK`` and ``attention.FIELD_NONFINITE``).
 OK, FIELD_OVERFLOW, TOKENS_NONFINITE, THRESHOLD = 0, 1, 3, 4
 
-#: Bound on :math:`|\beta|\,\|A\|_F\max_i|y_i|^2` under which the exponentials are taken without the
-#: row-max shift: :math:`e^{\pm 300}` is far inside the normal doubles (1e±130), so neither the
-#: exponentials, their sums over n < 1e100 tokens, nor their products with token values of size
-#: 1e-100 leave the normal range.
+#: Bound on :math:`|\beta|\,\|A\|_F\max_i|y_i|^2` under which no row-max shift is needed (e^±300 ~ 1e±130).
 EXP_SAFE = 300.0
 
 #: Exponentials a task keeps at once: 2^16 doubles = 512 KB (L2); up to n = 256 a whole system's.
 BLOCK_ENTRIES = 1 << 16
 
-#: Where the compiled kernel beats the library's batched numpy field (``simulate_batch``), measured by
-#: ``benchmarks/bench_phase.py`` (B = 256 systems, 20 Euler steps on the sphere, n = 8..256) on the
-#: project's 2-core AMD EPYC (AVX2, no SVML), numba 0.68.1, numpy 2.4: d -> largest n measured at
-#: which the kernel was faster. Filled in from the measurement (see the bench's output); dimensions
-#: not listed use the nearest listed one.
+#: d -> largest n at which the kernel beat ``simulate_batch``'s numpy path (``benchmarks/bench_phase.py``,
+#: B = 256, 20 Euler steps, 2-core AVX2); other dimensions use the nearest listed one.
 CROSSOVER: dict[int, int] = {2: 256, 3: 256, 8: 256}
 
 _LOG2E = 1.4426950408889634
@@ -109,29 +69,13 @@ _EXP_MIN = -708.0  # below: e^x is taken as 0 (e^-708 = 3e-308, the smallest nor
 
 
 class BatchRun(NamedTuple):
-    """What :func:`run_batch` returns (a tuple: ``frames, saved, status, flagged_step = run``).
-
-    Attributes
-    ----------
-    frames : array (m, B, n, d)
-        Tokens at the stored steps; a flagged system keeps its last good state.
-    saved : array of int (m,)
-        The step index k of each frame (time ``t0 + k h``).
-    status : array of int8 (B,)
-        :data:`OK` or the reason a system was flagged (module docstring).
-    flagged_step : array of int (B,)
-        Step k at whose end the system was flagged (its blow-up time is ``t0 + k h``), -1 if never.
-    """
+    """What :func:`run_batch` returns: ``frames`` (m, B, n, d), the step index of each frame ``saved`` (m,),
+    ``status`` (B,) (:data:`OK` or the flag) and ``flagged_step`` (B,) (-1 if never)."""
 
     frames: np.ndarray
     saved: np.ndarray
     status: np.ndarray
     flagged_step: np.ndarray
-
-
-# ---------------------------------------------------------------------------------------------
-# input checks and the shared preparation of both paths
-# ---------------------------------------------------------------------------------------------
 
 
 def _matrices(M, name: str, B: int, d: int) -> np.ndarray:
@@ -170,24 +114,10 @@ def _prepare(X, A, V, beta, weights):
 
 
 def _per_system(X, A, V, beta, w, sym):
-    """The compiled kernels' arguments: one matrix per system (shared ones broadcast: B d^2 numbers),
-    every array a fresh writable C-contiguous copy, so that one compiled signature serves every call
-    (numba types read-only arrays, such as an Attention's matrices, apart)."""
+    """Fresh writable C-contiguous copies, one matrix per system: one compiled signature for every call."""
     B = X.shape[0]
-
-    def own(M, shape):
-        out = np.empty(shape, dtype=M.dtype)
-        out[...] = M
-        return out
-
-    return (
-        own(X, X.shape),
-        own(A, (B,) + A.shape[1:]),
-        own(V, (B,) + V.shape[1:]),
-        own(beta, (B,)),
-        own(w, w.shape),
-        own(sym, (B,)),
-    )
+    shapes = (X.shape, (B,) + A.shape[1:], (B,) + V.shape[1:], (B,), w.shape, (B,))
+    return tuple(np.array(np.broadcast_to(M, s), order="C") for M, s in zip((X, A, V, beta, w, sym), shapes))
 
 
 def _save_steps(steps: int, save_every, save_steps) -> np.ndarray:
@@ -207,13 +137,8 @@ def _save_steps(steps: int, save_every, save_steps) -> np.ndarray:
     return index
 
 
-# ---------------------------------------------------------------------------------------------
-# compiled path
-# ---------------------------------------------------------------------------------------------
-
 if HAVE_NUMBA:
-    # Contraction (FMA) only: the rounding trick of _exp_inplace needs x + c - c evaluated as
-    # written, which reassociation (fastmath=True) would fold away.
+    # FMA only: reassociation would fold away the rounding trick x + c - c of _exp_inplace.
     _jit = numba.njit(fastmath={"contract"}, cache=True)
 
     @_jit
@@ -330,13 +255,8 @@ if HAVE_NUMBA:
 
     @_jit
     def _field_system(Y, A, V, beta, w, sym, sphere, W, F):  # pragma: no cover - compiled
-        """Field of one system at Y (n, d) into F (projected if sphere); True if it is finite.
-
-        W = (Lt, Ut, Ft, Yt, E, bits, M): scratch (:func:`_scratch`). The token axis is last
-        (Lt[c, i] = beta (y_i^T A)_c; Ut[c, j] = w_j (V y_j)_c for c < d and Ut[d, j] = w_j;
-        Yt = Y^T; Ft[c, i] the sums of row i), so that the inner loops run over contiguous tokens
-        and vectorise. A block of exponentials is stored row after row: E[r n + j] = e^{s_{i0+r, j}}.
-        """
+        """Field of one system at Y (n, d) into F (projected if sphere); True if finite. Scratch W (token axis
+        last): Lt[c, i] = beta (y_i^T A)_c, Ut = [w_j V y_j; w_j], Yt = Y^T, Ft the row sums, E[r n + j] = e^{s}."""
         Lt, Ut, Ft, Yt, E, bits, M = W
         n, d = Y.shape
         cap = E.size
@@ -464,11 +384,7 @@ if HAVE_NUMBA:
     def _run_system(
         b, X0, A, V, beta, w, sym, h, steps, rk4, sphere, index, threshold, frames, status, flagged
     ):  # pragma: no cover
-        """System b of :func:`run_batch`, every step: its frames, status and flagged step.
-
-        The first stage of a step is evaluated at the current tokens themselves: they are finite
-        and, on the sphere, unit (retracted at the end of the previous step, or at the start).
-        """
+        """System b of :func:`run_batch`, every step (the first stage at the current, finite and retracted, tokens)."""
         n, d = X0.shape[1:]
         X = X0[b].copy()
         Xn = np.empty((n, d))
@@ -519,13 +435,8 @@ _POOLS: dict = {}  # thread pools of the process, by size, made on first use
 
 
 def _in_threads(kernel, B: int, *args) -> None:
-    """``kernel(lo, hi, *args)`` over chunks of the B systems on ``numba.get_num_threads()`` threads.
-
-    The compiled kernels release the GIL (``nogil``); a few chunks per thread even out the load of
-    a shared machine. Python threads rather than ``prange``: a ``parallel=True`` driver makes numba
-    compile the whole kernel a second time for its parallel target (measured: about a minute more
-    on a loaded 2-core machine, for no faster run).
-    """
+    """``kernel(lo, hi, *args)`` over chunks of the B systems on ``numba.get_num_threads()`` threads (nogil;
+    not ``prange``, whose parallel target compiles the kernel a second time)."""
     threads = min(numba.get_num_threads(), B)
     if threads <= 1:
         kernel(0, B, *args)
@@ -538,11 +449,6 @@ def _in_threads(kernel, B: int, *args) -> None:
     futures = [_POOLS[threads].submit(kernel, lo, hi, *args) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
     for f in futures:
         f.result()
-
-
-# ---------------------------------------------------------------------------------------------
-# the interface
-# ---------------------------------------------------------------------------------------------
 
 
 def run_batch(
@@ -562,37 +468,28 @@ def run_batch(
 ) -> BatchRun:
     r"""Integrate B systems of single-head softmax attention with a fixed step, all steps compiled.
 
-    System b follows :math:`\dot x_i=\Gamma_b(x_i)` (projected on the sphere if ``sphere``) with
+    System b follows :math:`\dot x_i=\Gamma_b(x_i)`,
     :math:`\Gamma_b(x_i)=\sum_j w_je^{s_{ij}}V_bx_j/\sum_j w_je^{s_{ij}}`,
-    :math:`s_{ij}=\beta_b\langle x_i,A_bx_j\rangle`; Euler :math:`X+hF(X)` or RK4, each stage
-    evaluated at the retracted stage point and projected, each step retracted (on the sphere).
-    Equals ``simulate_batch(X0, layers, (0, steps * h), dt=h, method=scheme, sphere=sphere)`` with
-    softmax layers to round-off (tested to 1e-10).
+    :math:`s_{ij}=\beta_b\langle x_i,A_bx_j\rangle` (projected and retracted if ``sphere``); equals
+    ``simulate_batch(..., method=scheme)`` with softmax layers to round-off.
 
-    Why 12 parameters: a compiled kernel takes arrays, not an ``Attention`` (``A``, ``V``, ``beta`` and
-    ``weights`` are the layer's fields, unpacked by ``simulate_batch``), beside the scheme, the geometry,
-    what to store and the blow-up threshold.
+    Why 12 parameters: a compiled kernel takes the layer's arrays (``A``, ``V``, ``beta``, ``weights``),
+    beside the scheme, the geometry, what to store and the blow-up threshold.
 
     Parameters
     ----------
     X0 : array (B, n, d)
-        Initial clouds (if ``sphere``: rows of norm 1 to 1e-6, divided by their norms, as ``simulate_batch`` does).
+        Initial clouds (if ``sphere``: rows of norm 1 to 1e-6).
     A, V : array (d, d) or (B, d, d)
         Score matrix :math:`A=Q^\top K` and value matrix, shared or one per system.
     beta : float or array (B,)
         Inverse temperature, shared or one per system.
-    h : float
-        Step.
-    steps : int
-        Number of steps.
-    scheme : {"euler", "rk4"}
-        Explicit Euler or classical Runge–Kutta.
+    h, steps, scheme
+        Step, number of steps, ``"euler"`` or ``"rk4"``.
     sphere : bool
         Tangent projection and retraction.
-    save_every : int
-        Store steps 0, k, 2k, ... and the last.
-    save_steps : array of int, optional
-        Store exactly these step indices instead.
+    save_every, save_steps
+        Store steps 0, k, 2k, ... and the last; or exactly the step indices ``save_steps``.
     weights : array (n,), optional
         Token masses :math:`w_j\ge 0` shared by the systems (uniform by default; only ratios matter).
     blowup_threshold : float
@@ -605,8 +502,7 @@ def run_batch(
 
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), the particle system of softmax attention; book:
-    ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).
+    Paper 1 (Castin et al., arXiv:2501.18322); book: ``chapters/07_phase_diagrams.md``.
     """
     X0, A, V, beta, w, sym = _prepare(X0, A, V, beta, weights)
     h = validate_positive(h, "h")
@@ -642,8 +538,7 @@ def prefer_kernel(n: int, d: int) -> bool:
     Returns
     -------
     bool
-        True when numba is installed and n is at most the measured crossover of the nearest
-        measured dimension.
+        Numba is installed and n is at most the crossover of the nearest measured dimension.
 
     References
     ----------

@@ -1,25 +1,12 @@
 r"""Fused softmax kernel: attention without the n x n matrix (numba, optional).
 
-For row-normalised kinds whose score is bilinear plus a column term,
-
-.. math:: S_{ij} = \ell_i\cdot r_j + c_j ,\qquad
-          \Gamma_i = \frac{\sum_j e^{S_{ij}}\, u_j}{\sum_j e^{S_{ij}}},\quad u_j = V x_j ,
-
-one pass over j with an online (running-max) log-sum-exp gives the field in O(n^2 k) time and
-O(n k) memory. Softmax: :math:`\ell = \beta XA`, :math:`r = X`, :math:`c_j = \log w_j`. L2:
-:math:`-\beta|Qx_i-Kx_j|^2 = \beta(2\langle Qx_i,Kx_j\rangle-|Kx_j|^2) - \beta|Qx_i|^2`; the last
-term does not depend on j and cancels, so :math:`\ell = 2\beta XQ^\top`, :math:`r = XK^\top`,
-:math:`c_j = \log w_j-\beta|Kx_j|^2`.
-
-numba is an accelerator, not a requirement: without it :func:`fused_head` computes the same
-quantity with numpy, and :func:`prefer_fused` answers False. The thresholds below were measured
-with ``benchmarks/bench_core.py`` on a 2-core machine: numba's scalar ``exp`` is not vectorised,
-so numpy's SIMD ``exp`` over a block of the score matrix is faster at every size we tried
-(d = 2..64, n = 16..16384; e.g. d = 2, n = 4000: numpy 0.09 s, fused numba 0.14 s on 2 threads).
-The dense path already works in blocks of rows, so memory is no argument either. Hence
-``backend="auto"`` does not choose the kernel on such machines (``FUSED_MIN_TOKENS = None``);
-``backend="numba"`` forces it, and the benchmark prints the ratio on the reader's machine (where
-numba's ``exp`` is vectorised, e.g. with Intel SVML, set ``FUSED_MIN_TOKENS`` to the crossover).
+For row-normalised kinds with scores :math:`S_{ij}=\ell_i\cdot r_j+c_j`, one pass over j with an online
+log-sum-exp gives :math:`\Gamma_i=\sum_je^{S_{ij}}u_j/\sum_je^{S_{ij}}`, :math:`u_j=Vx_j`, in O(n k) memory.
+Softmax: :math:`\ell=\beta XA`, :math:`r=X`, :math:`c_j=\log w_j`; L2: :math:`\ell=2\beta XQ^\top`,
+:math:`r=XK^\top`, :math:`c_j=\log w_j-\beta|Kx_j|^2`. Without numba :func:`fused_head` uses numpy. On the
+project's machine numpy's SIMD ``exp`` beat numba's scalar one at every size (``benchmarks/bench_core.py``),
+so ``backend="auto"`` never picks the kernel (``FUSED_MIN_TOKENS = None``; set it to the crossover where
+numba's ``exp`` is vectorised); ``backend="numba"`` forces it.
 """
 
 from __future__ import annotations
@@ -35,8 +22,7 @@ except ImportError:  # pragma: no cover
     numba = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
-# The fused kernel is used automatically when the score rank k is at most FUSED_MAX_RANK and
-# there are at least FUSED_MIN_TOKENS tokens (see the module docstring and benchmarks/).
+# backend="auto" takes the kernel for a score rank <= FUSED_MAX_RANK and >= FUSED_MIN_TOKENS tokens.
 FUSED_MAX_RANK = 8
 FUSED_MIN_TOKENS: int | None = None
 
@@ -63,23 +49,13 @@ def prefer_fused(n: int, layer) -> bool:
 
 def _factors(X, layer, w, h):
     n = X.shape[0]
-    logw = np.full(n, -np.log(n)) if w is None else _safe_log(w)
+    with np.errstate(divide="ignore"):
+        logw = np.full(n, -np.log(n)) if w is None else np.log(w)
     head = layer.head(h)
     left, right, col = layer.kind.factors(X, X, head)
     if col is not None:
         logw = logw + col[0]
-    values = X @ head.V.T
-    return (
-        np.ascontiguousarray(left),
-        np.ascontiguousarray(right),
-        np.ascontiguousarray(logw),
-        np.ascontiguousarray(values),
-    )
-
-
-def _safe_log(w):
-    with np.errstate(divide="ignore"):
-        return np.log(w)
+    return tuple(np.ascontiguousarray(a) for a in (left, right, logw, X @ head.V.T))
 
 
 def _fused_numpy(left, right, col, values):
@@ -126,8 +102,7 @@ if HAVE_NUMBA:
 def fused_head(X, layer, w, h, *, require_numba: bool = False) -> np.ndarray:
     r"""Field of head h of a softmax or L2 layer without forming the n x n matrix (if numba is present).
 
-    Computes :math:`\Gamma_i=\sum_j e^{S_{ij}}u_j/\sum_j e^{S_{ij}}` with the factors of the module
-    docstring, by an online log-sum-exp over j.
+    Computes :math:`\Gamma_i=\sum_j e^{S_{ij}}u_j/\sum_j e^{S_{ij}}` (module docstring) by an online log-sum-exp.
 
     Parameters
     ----------

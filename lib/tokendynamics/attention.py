@@ -29,10 +29,10 @@ from .kinds import AttentionKind, Head, get_kind
 from .validation import (
     real_array,
     require_memory,
-    validate_beta,
     validate_choice,
     validate_count,
     validate_finite,
+    validate_finite_array,
     validate_flag,
     validate_instance,
     validate_positions,
@@ -70,8 +70,7 @@ SINKHORN_ITERS = 10_000
 #: Backends of :func:`velocity`.
 BACKENDS = ("auto", "numpy", "numba", "dense")
 
-# Largest number of attention-matrix entries formed at once by the dense path (64 MB); larger
-# problems are processed in blocks of rows (row-wise kinds) so memory stays O(n) per row.
+# Largest number of attention-matrix entries formed at once (64 MB); larger problems go in blocks of rows.
 BLOCK_ENTRIES = 1 << 23
 
 
@@ -79,7 +78,7 @@ def _matrices(name: str, M, *, square: bool, batch: int | None) -> np.ndarray | 
     """``M`` as a read-only float64 array (H, r, c), or (B, H, r, c) for a batch; None stays None."""
     if M is None:
         return None
-    arr = np.array(real_array(M, name), copy=True)  # a complex matrix is refused, not cast
+    arr = np.array(validate_finite_array(M, name), copy=True)  # a complex matrix is refused, not cast
     lead = 0 if batch is None else 1
     if arr.ndim == 2 + lead:
         arr = np.expand_dims(arr, lead)
@@ -94,8 +93,6 @@ def _matrices(name: str, M, *, square: bool, batch: int | None) -> np.ndarray | 
         raise ValueError(f"{name} must not be empty, got shape {np.shape(M)}")
     if square and arr.shape[-1] != arr.shape[-2]:
         raise ValueError(f"{name} must be square (d x d), got shape {np.shape(M)}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (inf or NaN)")
     arr.flags.writeable = False
     return arr
 
@@ -128,15 +125,11 @@ class Attention:
         leading axis B ((B, d, d), or (B, H, d, d) with heads).
     causal : bool
         Masked attention: token i attends to the tokens j with position :math:`s_j\le s_i`.
-    bias : float
-        Sigmoid bias (sigmoid only).
-    eps : float
-        Entropic regularisation :math:`\varepsilon>0` (Sinkhorn only).
-    sinkhorn_iters : int
-        Cap on the Sinkhorn iterations (:data:`SINKHORN_ITERS`).
-    sinkhorn_tol : float
-        Tolerance on the column-marginal error :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j` (:data:`SINKHORN_TOL`;
-        the rows of the plan are exact, so the field is off by about this relative amount).
+    bias, eps : float
+        Sigmoid bias (sigmoid only), entropic regularisation :math:`\varepsilon>0` (Sinkhorn only).
+    sinkhorn_iters, sinkhorn_tol
+        Cap on the Sinkhorn iterations, and tolerance on the column-marginal error
+        :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j` (:data:`SINKHORN_ITERS`, :data:`SINKHORN_TOL`).
 
     Notes
     -----
@@ -198,9 +191,10 @@ class Attention:
         if Q is not None and Q.shape[-1] != d:
             raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[-2:]}")
         if B is None:
-            beta = validate_beta(self.beta)
-            if not isinstance(beta, float):
-                raise ValueError(f"beta must be a finite positive number, got an array of shape {np.shape(self.beta)}")
+            try:
+                beta = validate_positive(self.beta, "beta")
+            except ValueError:
+                raise ValueError(f"beta must be a finite positive number, got {self.beta!r:.60}") from None
         else:
             beta = np.array(np.broadcast_to(real_array(self.beta, "beta"), (B,)), dtype=float)
             if not (np.all(np.isfinite(beta)) and np.all(beta > 0)):
@@ -222,7 +216,6 @@ class Attention:
         set_("_d", d)
         set_("_B", B)
 
-    # -- shape -----------------------------------------------------------------------------
     @property
     def d(self) -> int:
         """Token dimension."""
@@ -254,14 +247,12 @@ class Attention:
         Returns
         -------
         Head
-            ``A``, ``V`` (``Q``, ``K``) of shape (d, d) or (B, d, d); ``beta`` a float or (B, 1, 1); the layer.
         """
         at = (h,) if self.batch_size is None else (slice(None), h)
         beta = self.beta if self.batch_size is None else self.beta[:, None, None]
         Q, K = (None, None) if self.Q is None else (self.Q[at], self.K[at])
         return Head(self.A[at], self.V[at], Q, K, beta, self)
 
-    # -- batches ---------------------------------------------------------------------------
     def _options(self) -> dict:
         return dict(
             causal=self.causal,
@@ -282,12 +273,11 @@ class Attention:
         Parameters
         ----------
         b : int
-            Which layer (``0 <= b < B``; a negative index counts from the end).
+            Which layer (a negative index counts from the end).
 
         Returns
         -------
         Attention
-            Entry b of the matrices and of ``beta``, with the options the batch shares.
         """
         len(self)
         return Attention(self.kind, beta=float(self.beta[b]), **self._matrix_fields(lambda M: M[b]), **self._options())
@@ -315,7 +305,7 @@ class Attention:
         Parameters
         ----------
         layers : sequence of Attention
-            Non-empty; all of one kind, shape and options (mask, bias, Sinkhorn settings).
+            Non-empty; all of one kind, shape and options.
 
         Returns
         -------
@@ -341,7 +331,6 @@ class Attention:
         mats: dict[str, Any] = {k: np.stack([getattr(lay, k) for lay in layers]) for k in first._matrix_fields(id)}
         return cls(first.kind, beta=np.array([lay.beta for lay in layers]), **mats, **first._options())
 
-    # -- convenience -----------------------------------------------------------------------
     def with_(self, **changes) -> Attention:
         """A copy with some fields changed (validated again), e.g. ``layer.with_(beta=2.0)``.
 
@@ -371,9 +360,7 @@ class Attention:
         Returns
         -------
         dict
-            ``kind`` (its name), ``beta``, ``causal`` and the matrices ``A``, ``V`` (``Q``, ``K`` for a
-            factored layer) as nested lists (one head unstacked), plus the options of the kind (sigmoid
-            bias, Sinkhorn settings); JSON-serialisable.
+            ``kind``, ``beta``, ``causal``, the matrices as nested lists and the kind's options (JSON-serialisable).
         """
         beta = self.beta if self.batch_size is None else self.beta.tolist()
         out: dict = {"kind": self.kind.name, "beta": beta, "causal": self.causal}
@@ -404,10 +391,8 @@ def require_layer(layer, name: str = "layer") -> Attention:
 
     Parameters
     ----------
-    layer : object
-        The value to check.
-    name : str
-        The argument's name in the message.
+    layer, name
+        The value to check, and its name in the message.
 
     Returns
     -------
@@ -428,12 +413,8 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
 
     Parameters
     ----------
-    layer : Attention or callable
-        A layer, or ``t -> Attention``.
-    t : float
-        Depth.
-    d : int
-        Expected token dimension (a ValueError otherwise).
+    layer, t, d
+        A layer or ``t -> Attention``, the depth, the expected token dimension (a ValueError otherwise).
 
     Returns
     -------
@@ -456,9 +437,7 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     return lay
 
 
-# ---------------------------------------------------------------------------------------------
 # scores, weights and the field
-# ---------------------------------------------------------------------------------------------
 
 
 def _positions(positions, n: int, layer: Attention) -> np.ndarray:
@@ -472,11 +451,7 @@ def _positions(positions, n: int, layer: Attention) -> np.ndarray:
 
 
 def _head_weights(X, layer: Attention, w, s, h, state=None, rows: slice = slice(None)):
-    """Weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise (``r`` may be None).
-
-    Keeping the normalisation apart lets :func:`velocity` divide the n x d product instead of the n x n
-    matrix. ``X`` may carry leading batch axes, (..., n, d).
-    """
+    """Weights of head h, rows ``rows``, as ``(W, r, info)`` with :math:`P = W / r` row-wise (``r`` may be None)."""
     head = layer.head(h)
     left, right, col = layer.kind.factors(X[..., rows, :], X, head)
     S = left @ np.swapaxes(right, -1, -2)
@@ -493,14 +468,8 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens.
-    layer : Attention
-        The layer.
-    weights : array (n,), optional
-        Masses (uniform if omitted).
-    positions : array (n,), optional
-        Positions of a causal layer (default: the index order).
+    X, layer, weights, positions
+        As in :func:`velocity`.
     head : int
         Which head.
     return_info : bool
@@ -534,9 +503,6 @@ def velocity(
     r"""The in-context field :math:`\Gamma_\mu(x_i)=\sum_h\sum_jP^{(h)}_{ij}V_hx_j` at the tokens of
     :math:`\mu=\sum_j w_j\delta_{x_j}` (particles: uniform masses; the mean-field PDE: quadrature weights).
 
-    The weights are the layer's kind's (:mod:`tokendynamics.kinds`; softmax log-sum-exp stabilised); a kind
-    with a closed form avoids the n x n matrix (linear attention: :math:`\beta VM_2A^\top x_i`).
-
     Parameters
     ----------
     X : array (n, d)
@@ -548,10 +514,9 @@ def velocity(
     positions : array (n,), optional
         Positions of a causal layer (default: the index order).
     backend : {"auto", "numpy", "numba", "dense"}
-        ``auto``: the fused numba kernel where it fits and wins (``tokendynamics._kernels``), numpy otherwise;
-        ``dense`` forces the n x n matrix also for kinds with a closed form.
+        ``auto``: the fused numba kernel where it wins, numpy otherwise; ``dense``: the n x n matrix always.
     sinkhorn_state : dict, optional
-        Store of Sinkhorn potentials to warm-start from (pass the same dict along a trajectory).
+        Sinkhorn potentials to warm-start from (the same dict along a trajectory).
 
     Returns
     -------
@@ -559,12 +524,8 @@ def velocity(
 
     Raises
     ------
-    ValueError, TypeError
-        Bad input (named); CapabilityError for token masses a kind has no rule for.
-    NonFiniteError
-        The field overflowed (e.g. unnormalised softmax at large scores).
-    ConvergenceError
-        Sinkhorn missed ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
+    NonFiniteError, ConvergenceError
+        The field overflowed; Sinkhorn missed ``sinkhorn_tol`` within ``sinkhorn_iters`` iterations.
 
     References
     ----------
@@ -596,16 +557,10 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
 
     Parameters
     ----------
-    X : array (n, d)
-        float64 tokens.
-    layer : Attention
-        The layer.
-    w : array (n,) or None
-        Masses (None: uniform).
-    s : array (n,)
-        Token positions.
-    backend, sinkhorn_state
-        As in :func:`velocity`.
+    X, layer, backend, sinkhorn_state
+        As in :func:`velocity` (X float64).
+    w, s : array (n,)
+        Masses (None: uniform) and token positions.
 
     Returns
     -------
@@ -615,8 +570,6 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
     ----------
     Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
     """
-    # Overflow (e.g. unnormalised softmax at large scores) is not silenced: the result is checked,
-    # and a non-finite field raises NonFiniteError, which integrators report as a blow-up.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         out = _velocity(X, layer, w, s, backend, sinkhorn_state)
     if not np.all(np.isfinite(out)):
@@ -637,12 +590,8 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
 
     Parameters
     ----------
-    layer : object
-        The value to check.
-    B, d : int
-        Number of systems and their dimension.
-    what : str
-        The layer in error messages.
+    layer, B, d, what
+        The value to check, the number of systems and their dimension, its name in error messages.
 
     Returns
     -------
@@ -672,10 +621,8 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
         B clouds.
     layer : Attention
         One layer or a batch of B.
-    weights : array (n,), optional
-        Masses shared by the systems.
-    sinkhorn_state : dict, optional
-        Warm-start store.
+    weights, sinkhorn_state
+        As in :func:`velocity` (masses shared by the systems).
 
     Returns
     -------
@@ -688,13 +635,11 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
     ----------
     Book: ``chapters/07_phase_diagrams.md``.
     """
-    X = real_array(X, "X")
+    X = validate_finite_array(X, "X")
     if X.ndim != 3 or X.shape[1] == 0:
         raise ValueError(f"X must be a batch of token clouds (B, n, d), got shape {X.shape}")
     B, n, d = X.shape
     require_batch_layer(layer, B, d)
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains non-finite values (inf or NaN)")
     return velocity_batch_unchecked(X, layer, validate_weights(weights, n), sinkhorn_state)
 
 
@@ -703,14 +648,10 @@ def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None
 
     Parameters
     ----------
-    X : array (B, n, d)
-        float64 clouds.
-    layer : Attention
-        One layer or a batch of B.
+    X, layer, sinkhorn_state
+        As in :func:`velocity_batch` (X float64).
     w : array (n,) or None
         Masses.
-    sinkhorn_state : dict, optional
-        Warm-start store.
 
     Returns
     -------
@@ -731,11 +672,8 @@ def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None
 
 
 def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
-    """The field of every head, summed. ``X`` may carry leading batch axes (..., n, d).
-
-    A Sinkhorn-type solve that misses its tolerance raises ConvergenceError, or, when a boolean array
-    ``failed`` (shape of the batch axes) is given, is marked there (batched integrators freeze those systems).
-    """
+    """The field of every head, summed, for X (..., n, d); a missed Sinkhorn tolerance raises ConvergenceError,
+    or is marked in the boolean array ``failed`` (shape of the batch axes) when given."""
     kind: AttentionKind = layer.kind
     n = X.shape[-2]
     out = np.zeros_like(X)

@@ -1,16 +1,10 @@
 r"""Batched ensembles: B independent particle systems integrated together as one array (B, n, d).
 
-Different clouds, seeds, temperatures or random layers of one kind and shape: :func:`simulate_batch`
-makes one call of :func:`~tokendynamics.attention.velocity_batch_unchecked` per stage for the whole batch
-and steps on :func:`~tokendynamics.odes.fixed_step`, like :func:`~tokendynamics.particles.simulate` (a
-batch of one), so system b equals ``simulate(X0[b], layer_b, ...)`` to round-off (tested for every kind).
-A system whose field fails or whose tokens leave the ball of radius ``blowup_threshold`` is frozen at
-its last good state; the others go on.
-
-The recipes (:data:`RECIPES`) draw the matrices of random layers: ``identity`` (:math:`Q=K=V=I`, the
-model of Geshkovski, Letrouit, Polyanskiy and Rigollet), ``gaussian`` (:math:`Q,K` with i.i.d.
-:math:`N(0,1/d)` entries, :math:`V=I`), ``goe`` (:math:`A` from the Gaussian orthogonal ensemble,
-spectrum :math:`[-2,2]`, :math:`V=I`), ``minus_identity`` (:math:`Q=K=I`, :math:`V=-I`: repulsion).
+:func:`simulate_batch` makes one batched field evaluation per stage and steps on
+:func:`~tokendynamics.odes.fixed_step`, so system b equals ``simulate(X0[b], layer_b, ...)`` to round-off; a
+failing system is frozen at its last good state. The recipes (:data:`RECIPES`) draw random layers:
+``identity`` (:math:`Q=K=V=I`), ``gaussian`` (:math:`Q,K` i.i.d. :math:`N(0,1/d)`, :math:`V=I`), ``goe``
+(:math:`A` from the GOE, :math:`V=I`), ``minus_identity`` (:math:`Q=K=I`, :math:`V=-I`).
 
 References
 ----------
@@ -38,6 +32,7 @@ from .validation import (
     require_memory,
     validate_choice,
     validate_count,
+    validate_finite_array,
     validate_flag,
     validate_positive,
     validate_rng,
@@ -169,19 +164,10 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
 
     Parameters
     ----------
-    kind : str or AttentionKind
-        The attention kind.
-    recipe : str
-        One of :data:`RECIPES`.
-    d : int
-        Dimension.
-    beta : float or array
-        One number or one per layer (then ``size`` defaults to its length).
-    size : int, optional
-        Number of layers.
-    %(rng)s
-    **shared
-        Options of the layers.
+    kind, beta, **shared
+        As in :func:`stack_from_matrices` (``size`` defaults to the length of ``beta``).
+    recipe, d, size, rng
+        As in :func:`recipe_matrices`.
 
     Returns
     -------
@@ -204,18 +190,8 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
 class Schedule:
     r"""Piecewise-constant layers in depth: ``layers[k]`` acts on :math:`[t_0+k\tau, t_0+(k+1)\tau)`.
 
-    A residual network whose weights are resampled every :math:`\tau/\mathrm{d}t` layers. A step takes the
-    layer of its start (every RK4 stage); the step must divide :math:`\tau`; after the last piece the last
-    layer goes on.
-
-    Attributes
-    ----------
-    layers : tuple of Attention
-        One layer (or batch of layers) per piece.
-    every : float
-        Duration :math:`\tau` of a piece.
-    t0 : float
-        Start of the first piece.
+    A step takes the layer of its start (every RK4 stage) and must divide :math:`\tau` (``every``); after the
+    last piece the last layer goes on. ``layers``: one layer (or batch) per piece; ``t0``: the first start.
 
     References
     ----------
@@ -256,7 +232,7 @@ class Schedule:
         return self.layers[self.index(t)]
 
 
-def _as_batch_layer(layers, B: int, d: int):
+def _as_batch_layer(layers):
     """An Attention (shared, or a batch of B), a Schedule or a callable; a sequence is stacked."""
     if isinstance(layers, (Attention, Schedule)) or callable(layers):
         return layers
@@ -293,8 +269,7 @@ def simulate_batch(
     X0 : array (B, n, d)
         Initial clouds (unit rows if ``sphere``).
     layers : Attention, sequence of Attention, Schedule, or callable ``t -> layer``
-        One layer for every system, one per system (a batch of B layers, or a sequence stacked here), or
-        layers that change with depth (a callable evaluated at every stage, or a :class:`Schedule`).
+        One layer for all, a batch (or sequence) of B layers, or depth-dependent layers.
     %(t_span)s
     dt : float
         Step (adjusted down so that an integer number of steps reaches T).
@@ -309,11 +284,8 @@ def simulate_batch(
     save_at : array, optional
         Store exactly these step times instead.
     **options
-        ``blowup_threshold`` (default 1e8), ``seeds`` (array (B,), recorded), ``max_steps`` (budget,
-        default :data:`~tokendynamics.odes.MAX_STEPS`, checked before the run), ``backend``: ``"auto"``
-        (default) runs one-head softmax layers through the compiled kernel
-        (``tokendynamics._batch_kernels``, all steps compiled, both cores) where it was measured to win and
-        numba is installed, ``"numba"`` forces it, ``"numpy"`` the library's batched field.
+        ``blowup_threshold`` (1e8), ``seeds`` (recorded), ``max_steps`` (:data:`~tokendynamics.odes.MAX_STEPS`),
+        ``backend``: ``"auto"`` (the compiled kernel for one-head softmax where it wins), ``"numba"``, ``"numpy"``.
 
     Returns
     -------
@@ -335,11 +307,9 @@ def simulate_batch(
     method = validate_choice(method, "method", ("rk4", "euler"))
     threshold = validate_positive(options.get("blowup_threshold", 1e8), "blowup_threshold", allow_inf=True)
     sphere = validate_flag(sphere, "sphere")
-    X0 = real_array(X0, "X0")
+    X0 = validate_finite_array(X0, "X0")
     if X0.ndim != 3 or 0 in X0.shape:
         raise ValueError(f"X0 must be a batch of token clouds (B, n, d), got shape {X0.shape}")
-    if not np.all(np.isfinite(X0)):
-        raise ValueError("X0 contains non-finite values (inf or NaN)")
     B, n, d = X0.shape
     t0, T = parse_span(t_span)
     if dt is None:
@@ -348,7 +318,7 @@ def simulate_batch(
     save_every = validate_count(save_every, "save_every")
     w = validate_weights(weights, n)
     seeds = options.get("seeds")
-    lay0 = _as_batch_layer(layers, B, d)
+    lay0 = _as_batch_layer(layers)
     piecewise = isinstance(lay0, Schedule)
     fixed = isinstance(lay0, Attention)
     _check_layer(lay0 if fixed else lay0(t0), B, d, t0)
@@ -394,14 +364,12 @@ def simulate_batch(
             blowup_threshold=threshold,
         )
         flagged = run_k.flagged_step >= 0
+        why = [reasons.get(int(c), "max |x_i| exceeded blowup_threshold") for c in run_k.status]
         return Trajectory(
             t=t0 + run_k.saved * h,
             X=run_k.frames,
             blowup_time=np.where(flagged, t0 + run_k.flagged_step * h, np.nan),
-            reasons=tuple(
-                reasons.get(int(c), "max |x_i| exceeded blowup_threshold") if f else None
-                for c, f in zip(run_k.status, flagged)
-            ),
+            reasons=tuple(r if stop else None for r, stop in zip(why, flagged)),
             info={**info, "nfev": steps * (4 if method == "rk4" else 1), "backend": "numba"},
             **common,
         )

@@ -1,28 +1,18 @@
 r"""Attention kinds: how each variant weighs the tokens, and what else it knows about itself.
 
-Every variant has the field :math:`\Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij} V_h x_j` and variants differ only
-in the weights they form from the scaled scores :math:`s_{ij} = \beta\langle x_i, A x_j\rangle`. An
-:class:`AttentionKind` is that weight rule; what some kinds also know (the affine field on Gaussians,
-stability constants, a closed form without the :math:`n\times n` matrix, a Sinkhorn-type solve) are optional
-capabilities (:data:`CAPABILITIES`), asked for by name (:meth:`AttentionKind.require`): a missing one raises a
-:class:`~tokendynamics.errors.CapabilityError` naming the kind, never a default number.
-
-The built-in kinds (:data:`KINDS`): ``softmax`` :math:`e^{s_{ij}}/\sum_le^{s_{il}}`; ``unnormalized_softmax``
-:math:`e^{s_{ij}}/n`; ``linear`` :math:`s_{ij}/n` (paper 2); ``l2``, the row-softmax of
-:math:`-\beta|Qx_i-Kx_j|^2`; ``sinkhorn``, the entropic self-transport plan for the cost :math:`-s_{ij}`;
-``sigmoid`` :math:`\sigma(s_{ij}+b)/n`; ``relu`` :math:`\max(s_{ij},0)/n`; ``hardmax``, uniform on each row's
-argmax set (the :math:`\beta\to\infty` limit of softmax). With masses :math:`w_j`, :math:`1/n` becomes
-:math:`w_j`; a masked (causal) pair has score :math:`-\infty`. A new kind (CONTRIBUTING, "Add an attention
-variant")::
-
-    cubic = AttentionKind("cubic", lambda s: s**3 / s.shape[-1])
-    layer = Attention(cubic, A=A, V=V, beta=1.0)      # velocity, simulate, simulate_batch work with it
+Every variant has the field :math:`\Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij} V_h x_j`; variants differ only in
+the weights formed from the scaled scores :math:`s_{ij} = \beta\langle x_i, A x_j\rangle`. An
+:class:`AttentionKind` is that weight rule plus optional capabilities (:data:`CAPABILITIES`), asked for by
+name: a missing one raises a :class:`~tokendynamics.errors.CapabilityError`, never a default number. Built-in
+(:data:`KINDS`): softmax, unnormalized_softmax :math:`e^{s_{ij}}/n`, linear :math:`s_{ij}/n`, l2 (row-softmax
+of :math:`-\beta|Qx_i-Kx_j|^2`), sinkhorn (entropic plan for the cost :math:`-s_{ij}`), sigmoid
+:math:`\sigma(s_{ij}+b)/n`, relu :math:`\max(s_{ij},0)/n`, hardmax (uniform on each row's argmax set).
 
 References
 ----------
-Paper 1 (Castin et al., arXiv:2501.18322), the variants, their Gaussian closures and stability; paper 2 (Li et
-al., 2026), linear attention; M. Wortsman et al., arXiv:2309.08586 (ReLU); A. Alcalde, B. Geshkovski,
-D. Ruiz-Balet, arXiv:2508.09628 (hardmax). Book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips).
+Paper 1 (Castin et al., arXiv:2501.18322); paper 2 (Li et al., 2026); M. Wortsman et al., arXiv:2309.08586
+(ReLU); A. Alcalde, B. Geshkovski, D. Ruiz-Balet, arXiv:2508.09628 (hardmax). CONTRIBUTING, "Add an attention
+variant".
 """
 
 from __future__ import annotations
@@ -57,12 +47,7 @@ CAPABILITIES = {
 
 
 class Head(NamedTuple):
-    """The matrices of one head of a layer, shaped to broadcast against tokens (n, d) or batches (B, n, d).
-
-    ``A``, ``V`` (and ``Q``, ``K`` when the layer was given them) are (d, d) for one layer and
-    (B, d, d) for a batch of B layers; ``beta`` is a float, or an array (B, 1, 1). ``layer`` is the
-    layer itself, for the options of a kind (sigmoid bias, Sinkhorn settings).
-    """
+    """The matrices of one head, (d, d) or (B, d, d) for a batch; ``beta`` a float or (B, 1, 1); the ``layer``."""
 
     A: np.ndarray
     V: np.ndarray
@@ -97,21 +82,15 @@ class AttentionKind:
     name : str
         The kind's name (``Attention(name, ...)`` finds a registered kind by it, :func:`register`).
     weights : callable ``weights(scores) -> array``
-        The rule: ``scores`` of shape (..., n, n) (leading axes: a batch; a masked pair at :math:`-\infty`) to
-        weights of the same shape, :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j`, for equal masses (write the
-        :math:`1/n` of :math:`P_{ij}=h(s_{ij})/n`).
+        ``scores`` (..., n, n) (a masked pair at :math:`-\infty`) to the weights :math:`w_{ij}` of
+        :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`).
     masses : callable ``masses(scores, w) -> array``, optional
         The rule for token masses ``w`` (n,); without it a kind refuses weighted measures.
-    normalised : bool
-        Rows sum to one (speed at most :math:`\|V\|R`; a causal layer needs a sink for stability).
+    normalised, factored, maskable, fused : bool
+        Rows sum to one; the scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`; the kind has a causal
+        version; it fits the fused numba kernel (exponential weights, normalised rows).
     parameters : tuple of str
         The layer options the kind uses (``"bias"``, ``"eps"`` ...); others are refused.
-    factored : bool
-        The scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`.
-    maskable : bool
-        The kind has a causal version.
-    fused : bool
-        The scores and weights fit the fused numba kernel (exponential weights, normalised rows).
     capabilities : dict, optional
         Optional knowledge, by name (:data:`CAPABILITIES`).
     label : str, optional
@@ -139,8 +118,7 @@ class AttentionKind:
     fused: bool = False
     capabilities: dict | None = None
     label: str = ""
-    # internal fast paths of the built-in kinds: scores as low-rank factors, and the weights with
-    # their row sums kept apart (so the field divides an n x d product, not the n x n matrix)
+    # fast paths of the built-in kinds: scores as low-rank factors, weights with their row sums apart
     factors: Callable | None = None
     kernel: Callable | None = None
 
@@ -184,12 +162,8 @@ class AttentionKind:
 
         Parameters
         ----------
-        capability : str
-            A name of :data:`CAPABILITIES`.
-        what : str
-            What needs it (in the message).
-        error : type
-            The exception raised (a :class:`~tokendynamics.errors.CapabilityError`).
+        capability, what, error
+            A name of :data:`CAPABILITIES`, what needs it (in the message), the exception raised.
 
         Returns
         -------
@@ -212,14 +186,8 @@ class AttentionKind:
 
         Parameters
         ----------
-        S : array (..., m, n)
-            Scores.
-        w : array (n,) or None
-            Masses.
-        head : Head
-            The head (its options).
-        state : dict, optional
-            Warm-start store (kinds that solve).
+        S, w, head, state
+            Scores (..., m, n), masses (n,) or None, the :class:`Head`, a warm-start store (kinds that solve).
 
         Returns
         -------
@@ -235,16 +203,13 @@ class AttentionKind:
         return f"AttentionKind({self.name!r})"
 
 
-# ---------------------------------------------------------------------------------------------
 # the built-in weight rules
-# ---------------------------------------------------------------------------------------------
 
 
 def _exp_rows(S, w, head, state):
     """exp(S + log w - max) with its row sums: softmax and L2."""
     if w is not None:
-        with np.errstate(divide="ignore"):
-            S += np.log(w)
+        S += _log(w)
     S -= S.max(axis=-1, keepdims=True)
     np.exp(S, out=S)
     return S, S.sum(axis=-1), {}
@@ -301,8 +266,7 @@ def _log(w):
 
 
 def _l2_factors(rows, X, head: Head):
-    # -beta |Qx_i - Kx_j|^2 = 2 beta <Qx_i, Kx_j> - beta |Kx_j|^2 - beta |Qx_i|^2; the last term depends on i
-    # only and cancels in the row normalisation
+    # -beta |Qx_i - Kx_j|^2 = 2 beta <Qx_i, Kx_j> - beta |Kx_j|^2 - beta |Qx_i|^2 (the last cancels in the rows)
     kx = _times(X, _mT(head.K))
     return 2.0 * head.beta * _times(rows, _mT(head.Q)), kx, -head.beta * (kx * kx).sum(-1)[..., None, :]
 
@@ -321,9 +285,7 @@ def _second_moment_field(X, w, s, head: Head, causal: bool):
     return head.beta * np.einsum("...ia,...iab,...cb->...ic", _times(X, head.A), M2, head.V)
 
 
-# ---------------------------------------------------------------------------------------------
 # Gaussian closures: the affine field b + Mx on N(alpha, Sigma), per head (batched over leading axes)
-# ---------------------------------------------------------------------------------------------
 
 # eigenvalues of Sigma^{1/2} below this fraction of the largest (of Sigma: 1e-14) count as zero (Sinkhorn)
 _PINV_RTOL = 1e-7
@@ -398,9 +360,7 @@ def _l2_growth(head):
     return float(np.linalg.norm(head.V, 2)) * float(np.linalg.norm(K.T @ Q, 2)) / lam
 
 
-# ---------------------------------------------------------------------------------------------
 # stability constants (derived for the book): per head, with a = beta ||A||, v = ||V||, on B(0, R)
-# ---------------------------------------------------------------------------------------------
 
 
 def _e(x):
@@ -455,9 +415,7 @@ def _linear_lip(head, R):
     return a * v * R * R, 2 * a * v * R * R
 
 
-# ---------------------------------------------------------------------------------------------
 # the registry
-# ---------------------------------------------------------------------------------------------
 
 
 _LABELS = {"unnormalized_softmax": "unnormalised softmax", "l2": "L2", "sinkhorn": "Sinkhorn", "relu": "ReLU"}
@@ -516,9 +474,7 @@ def get_kind(kind) -> AttentionKind:
     """
     if isinstance(kind, AttentionKind):
         return kind
-    if isinstance(kind, str):
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {tuple(KINDS)} or an AttentionKind, got {kind!r}")
+    if isinstance(kind, str) and kind in KINDS:
         return KINDS[kind]
     raise ValueError(f"kind must be one of {tuple(KINDS)} or an AttentionKind, got {kind!r}")
 

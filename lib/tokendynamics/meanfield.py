@@ -1,14 +1,9 @@
 r"""The mean-field limit in d = 1: the exact Gaussian solution of softmax attention, the oracle of the particles.
 
-Paper 1 (Castin et al., arXiv:2501.18322): the empirical measure of :math:`n` particles solves the Transformer PDE,
-so :math:`W_p(\mu^n_t,\mu_t)\le C(t)W_p(\mu^n_0,\mu_0)`. In :math:`d=1` softmax attention with score :math:`a` and
-value :math:`v` keeps :math:`N(\alpha_0,\sigma_0^2)` Gaussian,
-
-.. math:: \sigma_t^2=\frac{\sigma_0^2}{1-2va\sigma_0^2t},\qquad \alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2},
-
-up to :math:`T^*=1/(2va\sigma_0^2)` when :math:`va>0`; its field :math:`v(\alpha_t+a\sigma_t^2x)` is affine, so the
-flow is :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)`. The convergence studies are in
-:mod:`tokendynamics.book.studies.meanfield` (``chapters/01_well_posedness.md``, "The mean-field limit").
+Softmax attention with score :math:`a` and value :math:`v` keeps :math:`N(\alpha_0,\sigma_0^2)` Gaussian,
+:math:`\sigma_t^2=\sigma_0^2/(1-2va\sigma_0^2t)`, :math:`\alpha_t=\alpha_0e^{vt}(1-2va\sigma_0^2t)^{-1/2}`,
+with the affine flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` (paper 1, Castin et al.,
+arXiv:2501.18322). The convergence studies: :mod:`tokendynamics.book.studies.meanfield`.
 """
 
 from __future__ import annotations
@@ -90,9 +85,6 @@ def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
 @fill_doc(_DOC)
 def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v: float):
     r"""Characteristic flow :math:`\Phi_t(x)=\alpha_t+\frac{\sigma_t}{\sigma_0}(x-\alpha_0)` of the 1-D solution.
-
-    :math:`(\Phi_t)_\#N(\alpha_0,\sigma_0^2)=N(\alpha_t,\sigma_t^2)`: :math:`|x_i(t)-\Phi_t(x_i(0))|` measures how
-    far the :math:`n`-particle dynamics is from the mean-field one, token by token.
 
     Parameters
     ----------

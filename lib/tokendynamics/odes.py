@@ -42,7 +42,6 @@ __all__ = [
     "EUCLIDEAN",
     "SPHERE",
     "SCHEMES",
-    "euler_step",
     "rk4_step",
     "step_count",
     "fixed_step",
@@ -63,25 +62,17 @@ MAX_STEPS = 10_000_000
 def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowup: bool = False, **options):
     r"""Integrate :math:`\dot y=f(t,y)` with ``scipy.integrate.solve_ivp``, refusing a failed step or a NaN.
 
-    A failure is an exception naming ``what`` and the last time reached: :class:`~tokendynamics.errors.BlowUpError`
-    when ``blowup`` (an ODE known to blow up), :class:`~tokendynamics.errors.NonFiniteError` otherwise.
+    A failure raises (naming ``what`` and the last time reached) BlowUpError if ``blowup``, NonFiniteError otherwise.
 
     Parameters
     ----------
-    rhs : callable ``(t, y) -> array``
-        The right-hand side.
-    y0 : array_like (k,)
-        Initial state.
-    t_span : (float, float)
-        :math:`(t_0, T)`.
-    what : str
-        Name of the integration in the message.
-    blowup : bool
-        Raise BlowUpError rather than NonFiniteError.
+    rhs, y0, t_span
+        The right-hand side ``(t, y) -> array``, the initial state (k,), :math:`(t_0, T)`.
+    what, blowup
+        Name of the integration in the message; raise BlowUpError rather than NonFiniteError.
     **options
-        Passed to ``solve_ivp`` (``method``, ``t_eval``, ``rtol``, ``atol``, ``events``, ``max_step``), except
-        ``max_nfev``: the budget of right-hand-side evaluations (:data:`MAX_EVALUATIONS`); past it the
-        integration stops with a ConvergenceError naming the time reached.
+        Passed to ``solve_ivp``, except ``max_nfev``: the budget of evaluations (:data:`MAX_EVALUATIONS`),
+        past which a ConvergenceError names the time reached.
 
     Returns
     -------
@@ -89,8 +80,7 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
 
     References
     ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993), chapter II;
-    P. Virtanen et al., *SciPy 1.0*, Nature Methods 17 (2020).
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
 
     Examples
     --------
@@ -126,32 +116,10 @@ _SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """What every integrator returns: times, states, how the run ended and when (per system for a batch).
-
-    Attributes
-    ----------
-    t : array (m,)
-        Output times.
-    y : array (m, ...) or (m, B, ...)
-        States (a stopped system of a batch keeps its last good state).
-    status : str or array of str (B,)
-        ``"completed"``, ``"threshold"`` (size above the threshold, or a step that grew it too much),
-        ``"event"``, ``"flagged"`` (the field reported a failure) or ``"failed"`` (non-finite, solver stuck);
-        ``"stopped"``/``"stiff"`` in :func:`dormand_prince_batch`.
-    time, last_good : float or array (B,)
-        When it stopped (the crossing, or the end of the offending step; T if completed) and the start of
-        that step.
-    y_stop : array
-        The state at ``time`` (fixed step: the rejected state).
-    reason : str or tuple
-        What stopped it.
-    nfev, steps : int
-        Evaluations of the right-hand side and steps taken.
-
-    References
-    ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
-    """
+    """What every integrator returns (per system for a batch): output times ``t``, states ``y`` (m, ...) or
+    (m, B, ...), ``status`` (``"completed"``, ``"threshold"``, ``"event"``, ``"flagged"``, ``"failed"``;
+    ``"stopped"``/``"stiff"``), when it stopped (``time``) and the start of that step (``last_good``), the state
+    at ``time`` (``y_stop``), the ``reason``, and the evaluations ``nfev`` and ``steps`` taken."""
 
     t: np.ndarray
     y: np.ndarray
@@ -181,14 +149,11 @@ def adaptive_solve(
 ) -> Run:
     r"""Integrate :math:`\dot y=f(t,y)` with a scipy solver stepped by hand, and stop where a size or event crosses.
 
-    It knows the time the solver reached: a crossing of ``size(y) = threshold`` or of ``event(y) = 0`` (upwards)
-    is located by root-finding on the dense output of the step; a failure (step below the spacing of
-    floating-point numbers, or a field raising :class:`~tokendynamics.errors.NonFiniteError` at every trial)
-    reports the last accepted step.
+    A crossing of ``size(y) = threshold`` or of ``event(y) = 0`` (upwards) is located by root-finding on the
+    step's dense output; a failure reports the last accepted step.
 
-    Why 11 parameters: it is the one adaptive integrator behind every accurate solver of the library, so it
-    takes the problem (``fun``, ``t_span``, ``y0``, ``t_eval``), the scipy solver and its tolerances, the two
-    stopping tests (a size crossing a threshold, an event) and the work budget, each used by some caller.
+    Why 11 parameters: the one adaptive integrator of the library takes the problem, the solver and its
+    tolerances, two stopping tests and the work budget, each used by some caller.
 
     Parameters
     ----------
@@ -239,16 +204,9 @@ def adaptive_solve(
             return np.full(y.shape, np.nan)
 
     ode = _SOLVER_CLASSES[solver](rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)
-    out_t, out_y = [], []
-    k = 0
-    if t_eval is None:
-        out_t.append(t0)
-        out_y.append(y0.copy())
-    else:
-        while k < t_eval.size and t_eval[k] <= t0:
-            out_t.append(float(t_eval[k]))
-            out_y.append(y0.copy())
-            k += 1
+    k = 0 if t_eval is None else int(np.searchsorted(t_eval, t0, side="right"))  # the output times reached
+    out_t = [t0] if t_eval is None else [float(tt) for tt in t_eval[:k]]
+    out_y = [y0.copy() for _ in out_t]
     status, time, last_good, y_stop, reason = "completed", T, T, None, ""
 
     def event_value(y):
@@ -257,13 +215,13 @@ def adaptive_solve(
             raise ValueError(f"the event function (stop_when) returned {value}: it must return a finite number")
         return value
 
-    # what stops the run where it crosses zero upwards: (status, function of the state, reason)
-    checks = [
-        ("threshold", lambda y: size(y) - threshold, f"the size of the state reached the threshold {threshold:.3g}")
-    ]
-    checks = (
-        checks[: size is not None] + [("event", event_value, "the event function crossed zero")][: event is not None]
-    )
+    checks: list = []  # what stops the run where it crosses zero upwards: (status, function of the state, reason)
+    if size is not None:
+        checks.append(
+            ("threshold", lambda y: size(y) - threshold, f"the size of the state reached the threshold {threshold:.3g}")
+        )
+    if event is not None:
+        checks.append(("event", event_value, "the event function crossed zero"))
     if event is not None and not event_value(y0) < 0:  # reached at the start
         out = np.array(out_y).reshape(len(out_t), y0.size)
         return Run(np.array(out_t), out, "event", t0, t0, y0, "the event function is not negative at the start", 0)
@@ -299,9 +257,7 @@ def adaptive_solve(
                 out_t.append(t_new)
                 out_y.append(ode.y.copy())
         else:
-            j = k
-            while j < t_eval.size and t_eval[j] <= stop:
-                j += 1
+            j = int(np.searchsorted(t_eval, stop, side="right"))
             if j > k:
                 dense = dense or ode.dense_output()
                 out_t.extend(float(tt) for tt in t_eval[k:j])
@@ -326,26 +282,18 @@ def adaptive_solve(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# fixed-step schemes over a geometry
-# ---------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, eq=False)
 class Geometry:
-    r"""Where a state lives: a tangent projection of vectors and a retraction onto the set.
+    r"""Where a state lives: a tangent projection ``project(y, v)`` and a retraction ``retract(y)``.
 
     Parameters
     ----------
     name : str
         Its name.
-    project : callable ``(y, v) -> v``
-        Tangent projection.
-    retract : callable ``y -> y``
-        Retraction onto the set.
+    project, retract : callable
+        Tangent projection and retraction onto the set.
     stages : bool
-        Also retract the stage states before the field is evaluated (the sphere); False where only the new
-        state is corrected (the projected Euler of covariances).
+        Also retract the stage states (the sphere), not only the new state (projected Euler of covariances).
 
     References
     ----------
@@ -371,28 +319,6 @@ def _tangent(y, v):
 EUCLIDEAN = Geometry("euclidean", lambda y, v: v, lambda y: y)
 #: The unit sphere, rows along the last axis: :math:`P^\perp_x v=v-\langle x,v\rangle x`, :math:`x\mapsto x/|x|`.
 SPHERE = Geometry("sphere", _tangent, _unit)
-
-
-def euler_step(f, t, y, h):
-    r"""One explicit Euler step :math:`y + h\,f(t, y)` (a residual layer of step h).
-
-    Parameters
-    ----------
-    f : callable ``(t, y) -> array``
-        The right-hand side.
-    t, y, h
-        Time, state and step.
-
-    Returns
-    -------
-    (array, int)
-        The new state and the evaluations of f (1).
-
-    References
-    ----------
-    Paper 1 (Castin et al., arXiv:2501.18322), depth as time; book: ``chapters/01_well_posedness.md``, (eq-p1-ips).
-    """
-    return y + h * f(t, y), 1
 
 
 def rk4_step(f, t, y, h):
@@ -421,8 +347,8 @@ def rk4_step(f, t, y, h):
     return y + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4), 4
 
 
-#: The fixed-step schemes, by name.
-SCHEMES = {"euler": euler_step, "rk4": rk4_step}
+#: The fixed-step schemes, by name: ``step(f, t, y, h) -> (new state, evaluations of f)``.
+SCHEMES = {"euler": lambda f, t, y, h: (y + h * f(t, y), 1), "rk4": rk4_step}
 
 
 def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tuple[int, float]:
@@ -482,43 +408,26 @@ def fixed_step(
 ):
     r"""Step B systems :math:`\dot y_b=f_b(t,y_b)` together with a fixed-step scheme on a geometry.
 
-    ``field(t, Y, active, t_step)`` returns ``(U, codes)`` for the systems ``active`` at stage time t of the
-    step starting at ``t_step``; ``codes`` (None: all fine) holds a code of :data:`FIELD_REASONS` for a system
-    whose field failed. The field is evaluated at the retracted stage states and projected, each new state
-    retracted. A system stops — frozen at its last good state — when its field fails, its state is not finite,
-    its size exceeds ``threshold`` or grows by more than ``max_growth`` in one step; the others go on.
+    A system stops, frozen at its last good state, when its field fails, its state is not finite, or its size
+    exceeds ``threshold`` or grows by more than ``max_growth`` in one step; the others go on.
 
-    Why 12 parameters: it is the one fixed-step loop of the library (particles, batches, covariances, the
-    Ott–Antonsen centres), so it takes the problem (``field``, ``y0``, ``t0``, ``steps``, ``h``), the scheme and
-    geometry, what to store (``saved``, ``fill``) and the three stopping tests (``threshold``, ``max_growth``,
-    ``size``), each used by some caller.
+    Why 12 parameters: the one fixed-step loop of the library takes the problem, the scheme and geometry, what
+    to store (``saved``, ``fill``) and three stopping tests, each used by some caller.
 
     Parameters
     ----------
-    field : callable
-        As above.
-    y0 : array (B, ...)
-        Initial states.
-    t0 : float
-        Initial time.
-    steps : int
-        Number of steps (:func:`step_count`).
-    h : float
-        Step.
-    scheme : {"euler", "rk4"}
-        :data:`SCHEMES`.
-    geometry : Geometry
-        Projection and retraction.
-    saved : callable ``k -> bool``, optional
-        Store the state after step k (default: every step).
-    threshold : float
-        Size beyond which a system stops.
-    max_growth : float, optional
-        Largest growth of the size in one step.
-    fill : bool
-        Once all have stopped, keep storing their frozen states (True) or end the output (False).
-    size : callable ``Y -> array (b,)``, optional
-        The size of each system (default: its largest entry in absolute value).
+    field : callable ``(t, Y, active, t_step) -> (U, codes)``
+        The field of the systems ``active`` at stage time t; ``codes`` (None: all fine) of :data:`FIELD_REASONS`.
+    y0, t0, steps, h
+        Initial states (B, ...), initial time, number of steps (:func:`step_count`) and step.
+    scheme, geometry
+        A name of :data:`SCHEMES`, and a :class:`Geometry`.
+    saved, fill
+        ``k -> bool``: store the state after step k (default: every step); once all have stopped, keep storing
+        their frozen states (True) or end the output (False).
+    threshold, max_growth, size
+        Size beyond which a system stops, largest growth of the size in one step (optional), and the size
+        ``Y -> array (b,)`` (default: the largest entry in absolute value).
 
     Returns
     -------
@@ -527,8 +436,7 @@ def fixed_step(
 
     References
     ----------
-    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993); book:
-    ``chapters/07_phase_diagrams.md``.
+    E. Hairer, S. P. Nørsett, G. Wanner, *Solving Ordinary Differential Equations I*, Springer (1993).
     """
     step = SCHEMES[scheme]
     Y = np.array(y0, dtype=float, copy=True)
@@ -613,12 +521,7 @@ def fixed_step(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# an adaptive scheme for B systems at once, each with its own step
-# ---------------------------------------------------------------------------------------------
-
-# Dormand-Prince 5(4) tableau (the method of scipy's RK45): nodes, stages, 5th-order weights and
-# the error weights (5th minus embedded 4th order)
+# Dormand-Prince 5(4) tableau (scipy's RK45): stages, 5th-order weights, error weights (5th minus 4th order)
 _DP_A = (
     (),
     (1 / 5,),
@@ -645,28 +548,21 @@ def dormand_prince_batch(
 ) -> Run:
     r"""Dormand–Prince 5(4) on B systems :math:`\dot y_b=f(y_b)` at once, each with its own step size.
 
-    The pair, error norm and step control of ``scipy.integrate.RK45``; one evaluation ``f(Y, idx)`` per stage
-    for the active systems ``idx``; steps land on ``t_eval`` and T. ``on_step(idx, t_old, t_new, y_new)`` may
-    stop systems (a boolean mask); a step below :math:`10^{-12}t` or ``max_steps`` steps stops one as ``"stiff"``.
+    The pair and step control of ``scipy.integrate.RK45``, one evaluation ``f(Y, idx)`` per stage for the active
+    systems; a step below :math:`10^{-12}t` or ``max_steps`` steps stops a system as ``"stiff"``.
 
     Parameters
     ----------
-    f : callable ``(Y, idx) -> array``
-        Autonomous right-hand side.
-    y0 : array (B, ...)
-        States at t = 0.
-    T : float
-        Final time.
-    rtol, atol : float
-        Tolerances.
+    f, y0, T, rtol, atol
+        Autonomous right-hand side ``(Y, idx) -> array``, states (B, ...) at t = 0, final time, tolerances.
     t_eval : array (m,), optional
         Output times in [0, T] (NaN after a system stopped).
     first_step : float or array (B,), optional
         Initial steps (default :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10).
     max_steps : int
         Steps after which a system counts as stiff.
-    on_step : callable, optional
-        As above.
+    on_step : callable ``(idx, t_old, t_new, y_new) -> mask``, optional
+        Which of the systems just stepped to stop.
 
     Returns
     -------
@@ -676,8 +572,7 @@ def dormand_prince_batch(
 
     References
     ----------
-    J. R. Dormand, P. J. Prince, J. Comput. Appl. Math. 6 (1980); E. Hairer, S. P. Nørsett, G. Wanner,
-    *Solving Ordinary Differential Equations I*, Springer (1993), chapter II.
+    J. R. Dormand, P. J. Prince, J. Comput. Appl. Math. 6 (1980).
     """
     Y = np.array(y0, dtype=float, copy=True)
     B = Y.shape[0]

@@ -1,12 +1,7 @@
-r"""The particle system of attention, :func:`simulate`, and tokens on the sphere.
+r"""The particle system of attention, :math:`\dot x_i=\Gamma_{\mu_t}(x_i)`, :math:`\mu_t=\sum_j w_j\delta_{x_j(t)}`
+(:func:`simulate`; projected by :math:`P^\perp_x y=y-\langle x,y\rangle x` on the sphere), and tokens on the sphere.
 
-.. math:: \dot x_i(t) = \Gamma_{\mu_t}(x_i(t)),\qquad \mu_t = \sum_j w_j\,\delta_{x_j(t)}
-
-(paper 1, Castin et al., arXiv:2501.18322; book: ``chapters/01_well_posedness.md``, equation (eq-p1-ips)); on
-the sphere the field is projected, :math:`P^\perp_x y = y - \langle x,y\rangle x` (paper 2, Li et al. 2026;
-book: ``chapters/index.md``, equation (eq-intro-sa)). A residual network of L layers of step T/L is the Euler
-scheme of this ODE. :func:`simulate` runs on the stepping layer :mod:`tokendynamics.odes` (Euler and RK4 on a
-geometry; the retraction :math:`x\mapsto x/|x|` keeps their order, tested) or an adaptive scipy solver.
+References: paper 1 (Castin et al., arXiv:2501.18322), equation (eq-p1-ips); paper 2 (Li et al., 2026).
 """
 
 from __future__ import annotations
@@ -232,16 +227,10 @@ def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positio
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens (normalised first when ``sphere``).
-    layer : Attention or callable ``t -> Attention``
-        The layer (depth-dependent parameters :math:`(A_t, V_t)` for a callable).
+    X, layer, weights, positions, sphere
+        As in :func:`simulate` (X normalised first when ``sphere``).
     t : float
         Time (depth).
-    weights, positions : array (n,), optional
-        Token masses (uniform by default) and positions (causal layers).
-    sphere : bool
-        Project on the tangent space of the unit sphere.
 
     Returns
     -------
@@ -262,32 +251,10 @@ def particle_field(X, layer: LayerLike, t: float = 0.0, *, weights=None, positio
 @fill_doc(_DOC)
 @dataclass(frozen=True, eq=False)
 class Trajectory:
-    """A computed run of one particle system, or of B systems together, and how it was made.
-
-    Attributes
-    ----------
-    t : array (m,)
-        Stored times.
-    X : array (m, n, d), or (m, B, n, d) for B systems
-        Tokens at the stored times (a stopped system of a batch keeps its last good state).
-    layer : Attention, Schedule or callable
-        What drove the tokens.
-    method : str
-        ``"rk4"``, ``"euler"`` or ``"adaptive"``.
-    dt : float or None
-        Fixed step, or None (adaptive).
-    sphere : bool
-        Tokens constrained to the unit sphere.
-    weights, positions : array or None
-        Token masses and (causal) positions.
-    seed : int, array (B,) or None
-        Seed(s) of the initial tokens, when the caller recorded them.
-    blowup_time : float or None; array (B,) for B systems (NaN: none)
-        When a blow-up stopped the run (``on_blowup="stop"``) or froze a system.
-    reasons : tuple
-        For B systems, why each stopped system was frozen (None for the others).
-    info : dict
-        Solver details (``nfev``, steps, tolerances, thresholds, ``blowup_reason``).
+    """A computed run of one particle system, or of B systems together, and how it was made: stored times
+    ``t``, tokens ``X`` (m, n, d) or (m, B, n, d), the ``layer``, ``method``, step ``dt`` (None: adaptive),
+    ``sphere``, ``weights``, ``positions``, ``seed``, ``blowup_time`` (None; for B systems an array, NaN: none),
+    ``reasons`` (why each system of a batch was frozen) and solver ``info``.
 
     References
     ----------
@@ -326,11 +293,6 @@ class Trajectory:
     def size(self) -> int:
         """Number of systems B (1 for one system)."""
         return self.X.shape[1] if self.X.ndim == 4 else 1
-
-    @property
-    def seeds(self):
-        """The seeds of a batch (the ``seed`` field)."""
-        return self.seed
 
     @property
     def blew_up(self):
@@ -422,6 +384,10 @@ def simulate(
 ) -> Trajectory:
     r"""Integrate the particle system :math:`\dot x_i = \Gamma_{\mu_t}(x_i)` (projected on the sphere if asked).
 
+    A blow-up is a non-finite state or field, a size above ``blowup_threshold`` or (fixed step) a step that
+    multiplies the size by more than ``max_step_growth``; the adaptive method locates the crossing on the dense
+    output, the fixed-step ones report the end of the offending step.
+
     Parameters
     ----------
     X0 : array (n, d)
@@ -431,11 +397,9 @@ def simulate(
     t_span : float or (t0, T)
         Integration interval.
     dt : float
-        Step of the fixed-step methods (adjusted down so that an integer number of steps reaches T); for
-        ``"adaptive"``, the spacing of the output times.
+        Step of the fixed-step methods (adjusted down to reach T); for ``"adaptive"``, the output spacing.
     method : {"rk4", "euler", "adaptive"}
-        Classical Runge–Kutta, explicit Euler (a residual network of step dt), or the adaptive scipy solver
-        ``solver``.
+        Runge–Kutta, explicit Euler (a residual network of step dt), or the adaptive scipy ``solver``.
     sphere : bool
         Tangent projection of the field and retraction :math:`x\mapsto x/|x|` after each step.
     weights, positions : array (n,), optional
@@ -443,34 +407,18 @@ def simulate(
     save_every : int
         Store every k-th step of the fixed-step methods (the last one always).
     **options
-        The method's options (an unknown name is refused): ``t_eval`` (output times), ``solver``
-        (default ``"DOP853"``), ``rtol``, ``atol`` (defaults 1e-9, 1e-11), ``stop_when`` (a function
-        ``g(X)``: stop where it crosses zero upwards, time in ``info["event_time"]``) — adaptive only;
-        ``max_step_growth`` (default 10) — fixed step only; ``blowup_threshold`` (default 1e8, on
-        :math:`\max|x_{i,a}|`), ``on_blowup`` (``"raise"`` a :class:`~tokendynamics.errors.BlowUpError`, or
-        ``"stop"`` and return the run up to it), ``seed`` (recorded), ``backend`` (of
-        :func:`~tokendynamics.attention.velocity`), ``max_steps`` (budget, default
-        :data:`~tokendynamics.odes.MAX_STEPS`: checked before a fixed-step run, a cap on an adaptive one).
+        Adaptive only: ``t_eval``, ``solver``, ``rtol``, ``atol``, ``stop_when`` (stop where ``g(X)`` crosses
+        zero upwards); fixed step only: ``max_step_growth``; both: ``blowup_threshold`` (on :math:`\max|x_{i,a}|`),
+        ``on_blowup`` (``"raise"`` or ``"stop"``), ``seed``, ``backend``, ``max_steps`` (defaults in ``_OPTIONS``).
 
     Returns
     -------
     Trajectory
         Times, tokens, the layer and the method; ``blowup_time`` on ``on_blowup="stop"``.
 
-    Notes
-    -----
-    A blow-up is a non-finite state or field, or a size above ``blowup_threshold``; for the fixed-step
-    methods also a step that multiplies the size by more than ``max_step_growth`` (the flow grows at a
-    finite rate, so such a step means a blow-up within it or a step far too large for the scheme). The
-    adaptive method reports the crossing located on the dense output of the step (within round-off of
-    :math:`T^*` for a finite-time singularity, tested against linear attention's
-    :math:`T^*=1/(2\lambda_{\max}(\Sigma_0))`), the fixed-step ones the end of the offending step.
-
     References
     ----------
-    Paper 1 (Castin et al., arXiv:2501.18322); paper 2 (Li et al., 2026). Book: ``chapters/01_well_posedness.md``,
-    equation (eq-p1-ips); ``chapters/index.md``, equation (eq-intro-sa). E. Hairer, S. P. Nørsett, G. Wanner,
-    *Solving Ordinary Differential Equations I*, Springer (1993).
+    Paper 1 (Castin et al., arXiv:2501.18322), equation (eq-p1-ips); paper 2 (Li et al., 2026).
     """
     method = validate_choice(method, "method", METHODS)
     opt = _options(options, method)
@@ -592,29 +540,14 @@ def _options(options: dict, method: str) -> dict:
     return opt
 
 
-def _size(X) -> float:
-    """Size of a state: its largest coordinate in absolute value (what ``blowup_threshold`` bounds)."""
-    return float(np.max(np.abs(X)))
-
-
 def _finish(t, X, method, dt, blowup, on_blowup, info, common) -> Trajectory:
+    time = None
     if blowup is not None:
         time, last, reason = blowup
         if on_blowup == "raise":
             raise BlowUpError(time, last, reason)
         info = {**info, "blowup_reason": reason}
-        return Trajectory(t=t, X=X, method=method, dt=dt, blowup_time=time, info=info, **common)
-    return Trajectory(t=t, X=X, method=method, dt=dt, info=info, **common)
-
-
-def _on_tokens(stop_when, n, d, sphere):
-    """``stop_when`` of the tokens (projected on the sphere if ``sphere``) as a function of the flat state."""
-
-    def event(y):
-        X = y.reshape(n, d)
-        return float(stop_when(X / np.linalg.norm(X, axis=1, keepdims=True) if sphere else X))
-
-    return event
+    return Trajectory(t=t, X=X, method=method, dt=dt, blowup_time=time, info=info, **common)
 
 
 def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
@@ -637,6 +570,10 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
         X = X / np.linalg.norm(X, axis=1, keepdims=True)
         return SPHERE.project(X, field(t, X)).ravel()
 
+    def event(y):  # stop_when of the tokens (projected on the sphere), a function of the flat state
+        X = y.reshape(n, d)
+        return float(stop_when(X / np.linalg.norm(X, axis=1, keepdims=True) if sphere else X))
+
     run = adaptive_solve(
         rhs,
         (t0, T),
@@ -645,9 +582,9 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
         solver=solver,
         rtol=opt["rtol"],
         atol=opt["atol"],
-        size=_size,
+        size=lambda y: float(np.max(np.abs(y))),
         threshold=threshold,
-        event=None if stop_when is None else _on_tokens(stop_when, n, d, sphere),
+        event=None if stop_when is None else event,
         max_steps=opt["max_steps"],
     )
     t_out, Y = run.t, run.y.reshape(-1, n, d)

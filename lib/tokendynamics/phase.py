@@ -122,9 +122,8 @@ def cluster_statistics(
 ) -> dict[str, np.ndarray]:
     r"""Clustering outcomes of ``clouds`` random clouds at every :math:`\beta` and depth: one batched run.
 
-    Each cloud is n tokens uniform on the sphere of :math:`\mathbb R^d` with its own random layer from the recipe
-    (:func:`~tokendynamics.ensembles.recipe_matrices`); the len(betas) x clouds systems run as one batch with
-    step ``dt``, examined at every depth of ``depths`` (multiples of ``dt``).
+    Each cloud (n tokens uniform on the sphere) has its own random layer from the recipe; the len(betas) x clouds
+    systems run as one batch, examined at every depth of ``depths`` (multiples of ``dt``).
 
     Parameters
     ----------
@@ -135,11 +134,9 @@ def cluster_statistics(
     n, d, clouds, seed, dt
         Tokens per cloud, dimension, clouds per :math:`\beta`, seed of the clouds, step.
     **options
-        ``layer_seed`` (1, the seed of the layers), ``threshold`` (0.999, of
-        :func:`~tokendynamics.metrics.cluster_outcomes`), ``method`` ("rk4" or "euler"), ``sphere`` (True),
-        ``resample_every`` (None; else fresh layers every :math:`\tau` in depth, a network whose weights
-        change every :math:`\tau/\mathrm{d}t` layers); any other keyword goes to the layers (``eps``,
-        ``bias``, ``sinkhorn_tol``, ...).
+        ``layer_seed`` (1), ``threshold`` (0.999, of :func:`~tokendynamics.metrics.cluster_outcomes`), ``method``
+        ("rk4"), ``sphere`` (True), ``resample_every`` (None; else fresh layers every :math:`\tau` in depth); any
+        other keyword goes to the layers (``eps``, ``bias``, ...).
 
     Returns
     -------

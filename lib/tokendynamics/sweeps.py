@@ -1,7 +1,6 @@
 """Parameter sweeps through joblib, with a progress bar: serially, on the local cores, or on a Dask cluster
-(the optional extra ``[cluster]``; :func:`sweep` opens joblib's Dask backend itself). Each point is a call of a
-module-level function with plain arguments and its own seed, so results depend neither on the order nor on
-the worker (tested bit for bit on a ``LocalCluster``)."""
+(the extra ``[cluster]``). Each point is a call of a module-level function with its own seed, so results depend
+neither on the order nor on the worker."""
 
 from __future__ import annotations
 

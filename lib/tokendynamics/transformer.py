@@ -7,8 +7,8 @@ optional LayerNorm, a random MLP and fresh weights per block (numpy only).
    \text{post:}\quad & x \leftarrow \mathrm{LN}\big(x + h\,(\Gamma_k(x) + F_k(x))\big),\\
    \text{sphere:}\quad & x \leftarrow y/|y|,\quad y = x + h\,(\Gamma_k(x) + F_k(x)),
 
-with :math:`\Gamma_k` the attention field of block k, :math:`F_k` its MLP and :math:`\mathrm{LN}` a LayerNorm
-without gain or bias: without norm and MLP, the explicit Euler scheme of :math:`\dot x_i=\Gamma(x_i)`.
+with :math:`\Gamma_k` the attention field of block k, :math:`F_k` its MLP, :math:`\mathrm{LN}` a LayerNorm
+without gain or bias.
 
 References
 ----------
@@ -77,9 +77,8 @@ def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
 class MLP:
     r"""A random two-layer feed-forward block at initialisation, :math:`F(x)=s\,W_2\,\varphi(W_1x)` (no biases).
 
-    :math:`W_1\in\mathbb R^{m\times d}` has entries :math:`N(0, g/d)` (:math:`g=2` for ReLU, He's rule;
-    :math:`g=1` for tanh), :math:`W_2\in\mathbb R^{d\times m}` entries :math:`N(0, 1/m)`: for ReLU
-    :math:`\mathbb E|F(x)|^2\approx s^2|x|^2`, the strength s is the output's size relative to the input.
+    :math:`W_1` (m, d) has entries :math:`N(0, g/d)` (:math:`g=2` for ReLU, 1 for tanh), :math:`W_2` (d, m)
+    :math:`N(0, 1/m)`: for ReLU :math:`\mathbb E|F(x)|^2\approx s^2|x|^2`.
 
     Parameters
     ----------
@@ -154,9 +153,8 @@ def _layers(layer, L: int, d: int) -> list[Attention]:
 
 
 def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | None = None, rng=None) -> np.ndarray:
-    r"""The tokens after each of L residual blocks of step T/L (the rule of the module doc). Tied weights (one
-    :class:`~tokendynamics.attention.Attention`): the same layer and one draw of the MLP in every block; fresh
-    weights (L layers): block k uses ``layer[k]`` and its own draw of the MLP (in block order from ``rng``).
+    r"""The tokens after each of L residual blocks of step T/L (the rule of the module doc), with tied weights
+    (one layer and one MLP draw) or fresh ones (block k uses ``layer[k]`` and its own MLP draw).
 
     Parameters
     ----------
@@ -178,8 +176,7 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
 
     References
     ----------
-    Book: ``chapters/08_transformer.md``, equation (eq-tf-block): ``norm=None`` without MLP equals
-    :func:`~tokendynamics.particles.simulate` (``method="euler"``, ``dt=T/L``) to round-off [D].
+    Book: ``chapters/08_transformer.md``, equation (eq-tf-block) [D].
 
     Examples
     --------

@@ -92,10 +92,8 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
     weights : None or (a, b)
         Masses of the two measures (uniform if None; either entry may be None).
     method : {"auto", "exact", "sliced"}
-        ``exact``: the quantile formula in d = 1, an assignment for two uniform clouds of one size, POT's
-        network simplex otherwise (its warnings are errors).
-        ``sliced``: the sliced distance, a different, smaller quantity (Monte Carlo over ``n_projections``
-        directions). ``auto``: exact up to ``EXACT_MAX_PAIRS`` pairs or in d = 1, sliced with a warning beyond.
+        ``exact`` (quantiles in d = 1, an assignment, or POT's network simplex), ``sliced`` (a different,
+        smaller quantity), ``auto`` (exact up to ``EXACT_MAX_PAIRS`` pairs, sliced with a warning beyond).
     n_projections, rng
         Directions of the sliced estimate, and their seed.
 
@@ -274,8 +272,7 @@ def conditional_wasserstein(
     positions, positions_Y : arrays (n,) and (m,)
         Positions of the rows of X, and of Y (default: ``positions``).
     bins : None, int or array of edges
-        None: one group per distinct position; else position bins (an int: that many), an estimate for
-        continuous :math:`\lambda`.
+        None: one group per distinct position; else position bins (an estimate for continuous :math:`\lambda`).
     reduce, return_profile
         "mean" (integrate against :math:`\lambda`) or "sup"; return a :class:`ConditionalProfile`.
 
@@ -444,12 +441,9 @@ def sinkhorn_potentials(
     Finds :math:`f, g` such that :math:`\pi_{ij} = w_i w_j \exp((f_i + g_j)/\varepsilon + \mathrm{logK}_{ij})`
     has both marginals :math:`w`, alternating
     :math:`f_i \leftarrow -\varepsilon\,\mathrm{LSE}_j(g_j/\varepsilon+\mathrm{logK}_{ij}+\log w_j)` and the
-    same for :math:`g` until the column-marginal error is below ``tol``; the row update comes last, so the
-    rows of :math:`\pi/w_i` sum to one. Kernels spanning at most :math:`e^{30}` iterate in the exponential
-    domain (matrix scaling), others in the log domain; batch axes are solved at once, each system stopping
-    at its own iteration. A system not converged after 50 iterations goes on with Anderson acceleration
-    (``memory`` > 0): plain Sinkhorn stalls on tight clusters, contracting by :math:`1-O(e^{-\Delta/\varepsilon})`
-    (:math:`\Delta` the score gap); a step that raises the error tenfold restarts plainly from the best iterate.
+    same for :math:`g` (row update last, so the rows of :math:`\pi/w_i` sum to one); kernels spanning at most
+    :math:`e^{30}` iterate in the exponential domain; a system not converged after 50 iterations goes on with
+    Anderson acceleration, restarted from the best iterate when a step raises the error tenfold.
 
     Parameters
     ----------
@@ -497,9 +491,8 @@ def sinkhorn_potentials(
 
 
 def _active_set_loop(m: int, n: int, max_iter: int, tol: float, state: np.ndarray, step):
-    """The loop of both Sinkhorn domains on m systems, each stopping at its own iteration: ``step(active,
-    every)`` iterates the systems ``active`` (all if ``every``) and returns their f, errors and ``update(sel)``,
-    the new ``state`` rows (g or v, set in place) of ``active[sel]``. Returns f (m, n), iterations, errors."""
+    """The loop of both Sinkhorn domains on m systems, each stopping at its own iteration: ``step(active, every)``
+    returns f, errors and ``update(sel)``, the new ``state`` rows of ``active[sel]``. Returns f, iterations, errors."""
     f = np.zeros((m, n))
     err = np.full(m, np.inf)
     its = np.zeros(m, dtype=int)

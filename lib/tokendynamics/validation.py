@@ -23,7 +23,6 @@ __all__ = [
     "validate_measure",
     "validate_positions",
     "validate_angles",
-    "validate_beta",
     "validate_finite",
     "validate_positive",
     "validate_count",
@@ -355,26 +354,6 @@ def validate_complex(z, name: str) -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise ValueError(f"{name} must be a complex number or an array of them, got {z!r:.60}")
     return _all_finite(arr.astype(complex), name)
-
-
-def validate_beta(beta, name: str = "beta") -> np.ndarray | float:
-    """A finite positive inverse temperature (a number, or an array for a batch of layers).
-
-    Parameters
-    ----------
-    beta, name
-        The inverse temperature(s), and the name in error messages.
-
-    Returns
-    -------
-    float or numpy.ndarray
-    """
-    if isinstance(beta, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
-    b = real_array(beta, name)
-    if not (np.all(np.isfinite(b)) and np.all(b > 0)):
-        raise ValueError(f"{name} must be a finite positive number, got {beta!r}")
-    return float(b) if b.ndim == 0 else b
 
 
 def _scalar(x, name: str) -> float:

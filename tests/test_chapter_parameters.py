@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tokendynamics.book.experiments import MODES, PARAMETER_RULES, check_parameters, parameter_schema, parameters_cell
@@ -56,15 +57,20 @@ def test_every_chapter_has_a_derivable_schema_read_like_jupytext_reads_it(md):
     "given, message",
     [
         ({"foo": 1}, r"unknown parameter 'foo' of chapter index; its parameters are: mode, n, beta, T, seed"),
-        ({"n": -5}, r"parameter n must be an integer >= 1 or None, got -5"),
-        ({"n": 2.5}, r"parameter n must be an integer >= 1 or None, got 2.5"),
+        ({"n": -5}, r"parameter n must be an integer >= 1 and <= 20000 or None, got -5"),
+        ({"n": 2.5}, r"parameter n must be an integer >= 1 and <= 20000 or None, got 2.5"),
         ({"n": True}, r"parameter n must be an integer"),
-        ({"seed": "abc"}, r"parameter seed must be an integer >= 0 or None, got 'abc'"),
+        ({"seed": "abc"}, r"parameter seed must be an integer >= 0 and <= 4294967295 or None, got 'abc'"),
         ({"seed": -1}, r"parameter seed must be an integer >= 0"),
-        ({"beta": 0}, r"parameter beta must be a number > 0 or None, got 0"),
+        ({"beta": 0}, r"parameter beta must be a number > 0 and <= 1000 or None, got 0"),
         ({"T": float("inf")}, r"parameter T must be a number > 0"),
         ({"mode": "medium"}, r"parameter mode must be one of 'fast', 'full', got 'medium'"),
         ({"mode": None}, r"parameter mode must be one of"),
+        ({"n": 10**12}, r"parameter n must be an integer >= 1 and <= 20000 or None, got 1000000000000"),
+        ({"T": 1e6}, r"parameter T must be a number > 0 and <= 1000 or None, got 1000000.0"),
+        ({"beta": 10**400}, r"parameter beta must be a number > 0 and <= 1000"),  # too large for a float
+        ({"seed": 2**40}, r"parameter seed must be an integer >= 0 and <= 4294967295"),
+        ({"beta": np.nan}, r"parameter beta must be a number"),
     ],
 )
 def test_wrong_parameters_of_the_intro_are_one_line_errors_naming_them(given, message):
@@ -84,7 +90,8 @@ def test_good_parameters_pass_and_numbers_become_floats_where_floats_are_expecte
     }
     kuramoto = _schema(ROOT / "chapters" / "04_kuramoto_reduction.md")
     assert check_parameters(kuramoto, {"seed": 3}) == {"seed": 3}
-    with pytest.raises(ValueError, match="seed must be an integer >= 0, got None"):  # its default is 0, not None
+    # its default is 0, not None
+    with pytest.raises(ValueError, match="seed must be an integer >= 0 and <= 4294967295, got None"):
         check_parameters(kuramoto, {"seed": None})
 
 
@@ -126,9 +133,9 @@ def test_a_new_chapter_with_new_parameters_is_covered_without_touching_the_build
     "args, words",
     [
         (["-p", "foo", "1"], "unknown parameter 'foo'"),
-        (["-p", "n", "-5"], "parameter n must be an integer >= 1 or None, got -5"),
-        (["-p", "n", "2.5"], "parameter n must be an integer >= 1 or None, got 2.5"),
-        (["-p", "seed", "abc"], "parameter seed must be an integer >= 0 or None, got 'abc'"),
+        (["-p", "n", "-5"], "parameter n must be an integer >= 1 and <= 20000 or None, got -5"),
+        (["-p", "n", "2.5"], "parameter n must be an integer >= 1 and <= 20000 or None, got 2.5"),
+        (["-p", "seed", "abc"], "parameter seed must be an integer >= 0 and <= 4294967295 or None, got 'abc'"),
     ],
 )
 def test_make_chapter_stops_before_executing_with_one_line_naming_the_parameter(args, words):
@@ -230,3 +237,9 @@ def test_the_transformer_chapter_takes_beta_and_a_number_of_clouds_checked_befor
     ):
         with pytest.raises(ValueError, match=message):
             check_parameters(schema, given, "08_transformer")
+
+
+def test_numpy_numbers_are_numbers_for_the_chapter_parameters():
+    """A numpy float or integer is accepted (as the Python number it equals), not refused as "not a number"."""
+    checked = check_parameters(_schema(ROOT / "chapters" / "index.md"), {"beta": np.float32(2.0), "n": np.int64(8)})
+    assert checked == {"beta": 2.0, "n": 8} and type(checked["beta"]) is float and type(checked["n"]) is int

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
+import numbers
 import re
 import sys
 from copy import deepcopy
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -143,11 +146,11 @@ def settings(name: str, mode: str = "fast", **overrides) -> dict[str, Any]:
 #: is None or its range is restricted.
 PARAMETER_RULES: dict[str, dict[str, Any]] = {
     "mode": {"choices": MODES},
-    "n": {"type": int, "min": 1},
-    "seed": {"type": int, "min": 0},
-    "beta": {"type": float, "min": 0.0, "strict": True},
-    "T": {"type": float, "min": 0.0, "strict": True},
-    "clouds": {"type": int, "min": 1},
+    "n": {"type": int, "min": 1, "max": 20_000},
+    "seed": {"type": int, "min": 0, "max": 2**32 - 1},
+    "beta": {"type": float, "min": 0.0, "strict": True, "max": 1e3},
+    "T": {"type": float, "min": 0.0, "strict": True, "max": 1e3},
+    "clouds": {"type": int, "min": 1, "max": 10_000},
 }
 
 _TYPE_WORDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
@@ -176,9 +179,11 @@ class ChapterParameter:
             words = "one of " + ", ".join(repr(c) for c in rule["choices"])
         else:
             words = _TYPE_WORDS.get(self.type, self.type.__name__)
-            for key, op in (("min", ">"), ("max", "<")):
-                if key in rule:
-                    words += f" {op}{'' if rule.get('strict') else '='} {rule[key]:g}"
+            if "min" in rule:
+                words += f" >{'' if rule.get('strict') else '='} {rule['min']:g}"
+            if "max" in rule:
+                top = rule["max"]
+                words += f" and <= {top}" if isinstance(top, int) else f" and <= {top:g}"
         return words + (" or None" if self.default is None else "")
 
     def check(self, value) -> Any:
@@ -201,9 +206,14 @@ class ChapterParameter:
         if ok and self.type is bool:
             ok = isinstance(value, bool)
         elif ok and self.type is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif ok and self.type is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+            value = int(value) if ok else value
+        elif ok and self.type is float:  # numpy floats are numbers too; an int too large for a float is not
+            ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+            try:
+                ok = ok and math.isfinite(float(value))
+            except OverflowError:
+                ok = False
             value = float(value) if ok else value
         elif ok:
             ok = isinstance(value, self.type)
@@ -213,7 +223,7 @@ class ChapterParameter:
         if ok and "min" in rule:
             ok = value > rule["min"] if rule.get("strict") else value >= rule["min"]
         if ok and "max" in rule:
-            ok = value < rule["max"] if rule.get("strict") else value <= rule["max"]
+            ok = value <= rule["max"]
         if not ok:
             hint = f" ({self.comment})" if self.comment else ""
             raise ValueError(f"parameter {self.name} must be {self.expected()}, got {given!r}{hint}")

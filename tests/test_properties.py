@@ -134,3 +134,76 @@ def test_simulate_on_the_sphere_keeps_unit_norms(problem, method):
     kw = {"dt": 0.05} if method != "adaptive" else {"rtol": 1e-6, "atol": 1e-9}
     traj = simulate(U, layer, 0.5, method=method, sphere=True, **kw)
     np.testing.assert_allclose(np.linalg.norm(traj.X, axis=2), 1.0, atol=1e-12)
+
+
+# ---- the validators and the batch layer (reliability): property-based ---------------------------------------------
+
+from tokendynamics.ensembles import sample_clouds, simulate_batch  # noqa: E402
+from tokendynamics.validation import validate_count, validate_flag, validate_rng  # noqa: E402
+
+
+@given(st.integers(-(10**30), 10**30), st.integers(0, 5))
+def test_validate_count_takes_exactly_the_integers_at_least_the_minimum(n, minimum):
+    """An int (or a float with that integer value) >= minimum comes back as that int; anything below is refused."""
+    if n >= minimum:
+        assert validate_count(n, "n", minimum=minimum) == n
+        if abs(n) < 2**52:
+            assert validate_count(float(n), "n", minimum=minimum) == n
+    else:
+        with pytest.raises(ValueError, match="n must be an integer"):
+            validate_count(n, "n", minimum=minimum)
+
+
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3), st.booleans(), st.none()))
+def test_validate_count_refuses_non_integers_naming_the_argument(x):
+    """A non-integral float, NaN, inf, a string, a bool or None is refused with the argument's name."""
+    if isinstance(x, float) and np.isfinite(x) and float(x).is_integer() and x >= 1:
+        return  # an integral float is a count
+    with pytest.raises(ValueError, match="clouds must be an integer"):
+        validate_count(x, "clouds")
+
+
+@given(st.one_of(st.integers(), st.floats(), st.text(max_size=3), st.none(), st.lists(st.integers(0, 1), max_size=2)))
+def test_validate_flag_takes_only_booleans(x):
+    """Only True and False are flags: 0, 1, "yes", None, [] are refused (a truthy value is not True)."""
+    with pytest.raises(ValueError, match="causal must be True or False"):
+        validate_flag(x, "causal")
+
+
+@given(st.one_of(st.floats(), st.text(max_size=4), st.booleans(), st.integers(-(2**40), -1)))
+def test_validate_rng_refuses_what_is_not_a_seed_naming_rng(x):
+    """Floats, strings, booleans and negative integers are not seeds: a TypeError naming ``rng``."""
+    with pytest.raises(TypeError, match="rng must be None, an int seed"):
+        validate_rng(x)
+
+
+@given(st.integers(0, 2**63))
+def test_validate_rng_equals_default_rng_on_seeds(seed):
+    """A seed gives the generator ``numpy.random.default_rng(seed)`` gives."""
+    assert validate_rng(seed).random() == np.random.default_rng(seed).random()
+
+
+@given(
+    st.sampled_from(("softmax", "linear", "l2", "sigmoid")),
+    st.integers(2, 4),
+    st.integers(2, 6),
+    st.sampled_from(("euler", "rk4")),
+    st.booleans(),
+    st.integers(0, 2**31 - 1),
+)
+def test_member_b_of_a_batch_equals_its_own_run(kind, B, n, method, sphere, seed):
+    """System b of ``simulate_batch`` equals ``simulate`` of that system alone (same scheme and step), to
+    round-off, for every kind, on and off the sphere (there with a contracting flow); on the sphere every stored
+    token has unit norm."""
+    rng = np.random.default_rng(seed)
+    X0 = sample_clouds(B, n, 2, rng)
+    A = rng.uniform(-1, 1, (2, 2)) if sphere else -0.5 * np.eye(2)  # off the sphere: a contracting flow
+    V = rng.uniform(-1, 1, (2, 2)) if sphere else (np.eye(2) if kind == "linear" else -np.eye(2))
+    mats = {"Q": np.eye(2), "K": 0.5 * np.eye(2)} if kind == "l2" else {"A": A}
+    layer = Attention(kind, V=V, beta=1.5, **mats)
+    batch = simulate_batch(X0, layer, 1.0, dt=0.1, method=method, sphere=sphere, backend="numpy")
+    b = int(rng.integers(B))
+    alone = simulate(X0[b], layer, 1.0, dt=0.1, method=method, sphere=sphere)
+    _close(batch.X[:, b], alone.X)
+    if sphere:
+        np.testing.assert_allclose(np.linalg.norm(batch.X, axis=-1), 1.0, atol=1e-12)

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from tokendynamics.book import cache
 from tokendynamics.book.experiments import settings
@@ -256,3 +259,42 @@ def test_temporary_files_of_a_killed_writer_are_removed_at_the_next_write(tmp_pa
     stale.write_bytes(b"half a file")
     cache.cached("demo", {"n": 1}, lambda: {"x": np.zeros(1)})
     assert not stale.exists() and (tmp_path / "demo.npz").exists()
+
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=True), st.text(max_size=4)
+)
+_params = st.dictionaries(
+    st.text(min_size=1, max_size=4),
+    st.recursive(
+        _scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 9)), inner, max_size=3),
+        ),
+        max_leaves=6,
+    ),
+    max_size=4,
+)
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(_params, _params, st.lists(st.floats(-1e300, 1e300), min_size=1, max_size=5))
+def test_the_cache_round_trips_and_two_parameter_sets_share_a_file_only_if_they_are_equal(tmp_path_factory, p, q, xs):
+    """A stored result comes back equal (arrays bit for bit) for the same parameters, by value and type;
+    different parameters (``1`` vs ``True``, ``{1: x}`` vs ``{"1": x}``) recompute instead of returning it."""
+    folder = tmp_path_factory.mktemp("cache")
+    before = os.environ.get("TOKENDYNAMICS_DATA")
+    os.environ["TOKENDYNAMICS_DATA"] = str(folder)
+    try:
+        first = cache.cached("prop", p, lambda: {"x": np.array(xs)})
+        again = cache.cached("prop", p, lambda: pytest.fail("the same parameters recomputed"))
+        np.testing.assert_array_equal(again["x"], first["x"])
+        calls = []
+        cache.cached("prop", q, lambda: calls.append(1) or {"x": np.array(xs) + 1})
+        assert bool(calls) == (cache._canonical(q) != cache._canonical(p))
+    finally:
+        if before is None:
+            os.environ.pop("TOKENDYNAMICS_DATA", None)
+        else:
+            os.environ["TOKENDYNAMICS_DATA"] = before

@@ -332,12 +332,7 @@ def test_no_glue_placeholder_is_left_in_math_or_text(page):
 
 
 #: pages whose prose still prints a vacuous number, with what they need
-VACUOUS_PENDING = {
-    "chapters/02_gaussian_preservation": (
-        "the Gaussian chapter is being rewritten: 'a fraction 0.00 of 40 draws' (a count of none), "
-        "'largest change' of an exact zero"
-    ),
-}
+VACUOUS_PENDING: dict[str, str] = {}
 
 
 def test_vacuous_numbers_finds_rounded_zeros_and_an_empty_rest():

@@ -186,7 +186,7 @@ def glpr_grid(
     :math:`\beta`: common random numbers) move by :math:`\dot x_i=P_{x_i}\big(\sum_j P_{ij}x_j\big)`,
     :math:`P_{ij}\propto e^{\beta\langle x_i,x_j\rangle}` (rows normalised), integrated by explicit Euler with
     step ``dt`` and renormalisation (:func:`~tokendynamics.ensembles.simulate_batch`, ``sphere=True``, the
-    compiled kernel where ``backend="auto"`` picks it), in chunks of about :data:`GLPR_CHUNK` systems. Every
+    compiled kernel where ``backend="auto"`` picks it), in chunks of about ``GLPR_CHUNK`` systems. Every
     ``save_every`` steps two statistics are recorded per :math:`\beta`: how many clouds are one cluster
     (every :math:`\langle x_i,x_j\rangle>` threshold: the test of :func:`~tokendynamics.metrics.is_single_cluster`,
     read from the Gram matrix that also gives the second statistic), and the

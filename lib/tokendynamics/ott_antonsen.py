@@ -24,7 +24,7 @@ import numpy as np
 from .docstrings import fill_doc
 from .errors import NonFiniteError
 from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients, mobius
-from .odes import rk4_step, solve_ode, step_count
+from .odes import MAX_EVALUATIONS, MAX_STEPS, rk4_step, solve_ode, step_count
 from .validation import (
     SOLVERS,
     time_grid,
@@ -131,8 +131,13 @@ class OAPolynomial:
         dt: float = 0.01,
         events=None,
         max_step: float = np.inf,
+        max_steps: int = MAX_STEPS,
+        max_nfev: int = MAX_EVALUATIONS,
     ) -> OASolution:
         """Integrate :math:`\\dot z` from ``z0`` (see :func:`solve_ott_antonsen`).
+
+        Why 11 parameters: the state and span, the two families of schemes (fixed step, adaptive) with their
+        own step controls and events, and the work budget of each.
 
         Parameters
         ----------
@@ -145,6 +150,10 @@ class OAPolynomial:
             ``"rk4"`` (fixed step ``dt``) or a ``solve_ivp`` method (tolerances ``rtol``, ``atol``, ``max_step``).
         rtol, atol, dt, max_step : float
             See ``method``.
+        max_steps, max_nfev : int
+            Work budgets: steps of rk4 (refused up front beyond it), right-hand-side evaluations of an adaptive
+            method (it stops there with a ConvergenceError); defaults :data:`~tokendynamics.odes.MAX_STEPS` and
+            :data:`~tokendynamics.odes.MAX_EVALUATIONS`.
         events : callable or list of callables, optional
             Functions ``g(t, z)`` of the complex state (adaptive methods; attributes as in ``solve_ivp``).
 
@@ -164,7 +173,7 @@ class OAPolynomial:
         if method == "rk4":
             if events:
                 raise ValueError("events need an adaptive method (e.g. DOP853), not rk4")
-            return _solve_rk4(self, np.broadcast_to(z0, shape), t0, T, t_eval, dt, self.beta)
+            return _solve_rk4(self, np.broadcast_to(z0, shape), t0, T, t_eval, (dt, max_steps), self.beta)
         z0 = np.broadcast_to(z0, shape).ravel()
         size = z0.size
         as_z = lambda y: (y[:size] + 1j * y[size:]).reshape(shape)  # noqa: E731
@@ -178,7 +187,7 @@ class OAPolynomial:
             ev.terminal, ev.direction = getattr(g, "terminal", False), getattr(g, "direction", 0)
             return ev
 
-        options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, max_step=max_step)
+        options = dict(t_eval=t_eval, method=method, rtol=rtol, atol=atol, max_step=max_step, max_nfev=max_nfev)
         options.update(events=[wrap(g) for g in events] or None, what="the Ott-Antonsen integration")
         sol = solve_ode(rhs, np.concatenate([z0.real, z0.imag]), (t0, T), **options)
         z = (sol.y[:size] + 1j * sol.y[size:]).T.reshape((sol.t.size,) + shape)
@@ -268,8 +277,8 @@ def solve_ott_antonsen(z0, layer, t_span=10.0, **options) -> OASolution:
     return OAPolynomial.of(coefficients(layer)).solve(z0, t_span, **options)
 
 
-def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, dt, beta_out) -> OASolution:
-    steps, h = step_count(t0, T, dt)  # refuses, before the first step, a run beyond the budget
+def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, step, beta_out) -> OASolution:
+    steps, h = step_count(t0, T, *step)  # refuses, before the first step, a run beyond the budget
     idx = np.unique(np.clip(np.rint((t_eval - t0) / h).astype(int), 0, steps))
     want = set(idx.tolist())
     scalar = z0.ndim == 0

@@ -78,7 +78,7 @@ def main(argv=None):
     h = opts["step"]
     while True:
         runs = projected_euler(
-            inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10**8, save="final", backend=backends[0]
+            inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10**7, save="final", backend=backends[0]
         )
         err = np.abs(runs.cov_last - acc).max()
         print(f"   h = {h:.6f}: max |difference| = {err:.2e}")
@@ -87,7 +87,7 @@ def main(argv=None):
         h /= 2
     t_eu, _ = median_time(
         lambda: projected_euler(
-            inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10**8, save="final", backend=backends[0]
+            inits, layer, step=h, tol_low=0.0, t_max=T, max_iter=10**7, save="final", backend=backends[0]
         ),
         args.repeat,
     )

@@ -7,8 +7,10 @@
    products it cannot avoid, S = (beta X A) X^T and P (X V^T), plus one exp over the n x n scores
    (target: ratio <= 1.3); and / the two products alone;
 2. linear attention through the second moment Sigma / the dense n x n form (n = 2000, d = 100),
-   with the difference between the two results;
-3. the fused numba softmax kernel / the numpy path (small d, large n), with their difference.
+   with the difference between the two results.
+
+(A fused numba kernel for the field of one layer was measured here until numpy, in blocks of rows,
+won everywhere; the compiled kernel of batched runs is benchmarks/bench_phase.py.)
 
 Times are medians over repeats; the ratios, not the absolute times, are the result. They are also
 written to ``_build/bench/results.json`` (benchmarks/_results.py).
@@ -22,7 +24,7 @@ import time
 import numpy as np
 
 from _results import machine_line, record, repeat_args  # benchmarks/_results.py
-from tokendynamics import Attention, _kernels, velocity
+from tokendynamics import Attention, velocity
 
 
 def median_time(fn, repeat: int) -> float:
@@ -72,19 +74,9 @@ def linear_sigma_vs_dense(repeat: int):
     return t_sigma, t_dense, err / scale
 
 
-def fused_vs_numpy(n: int, d: int, repeat: int):
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((n, d))
-    layer = Attention("softmax", A=rng.standard_normal((d, d)) / d, V=np.eye(d))
-    t_np = median_time(lambda: velocity(X, layer, backend="numpy"), repeat)
-    t_nb = median_time(lambda: velocity(X, layer, backend="numba"), repeat)
-    err = np.max(np.abs(velocity(X, layer, backend="numpy") - velocity(X, layer, backend="numba")))
-    return t_np, t_nb, err
-
-
 def main(argv=None):
     args = repeat_args(__doc__, argv, repeat=7)
-    print(machine_line(f"numba {'yes' if _kernels.HAVE_NUMBA else 'no'}; medians of {args.repeat} runs\n"))
+    print(machine_line(f"medians of {args.repeat} runs\n"))
 
     t_field, t_mm, t_floor = softmax_vs_matmuls(args.repeat)
     print("1. softmax velocity, n = 2000, d = 64")
@@ -109,23 +101,6 @@ def main(argv=None):
     )
     results["core.linear_dense_over_sigma"] = t_dense / t_sigma
 
-    if _kernels.HAVE_NUMBA:
-        print("3. fused numba softmax kernel vs numpy (ratio > 1: numba slower)")
-        for n, d in [(4000, 2), (1000, 16), (4000, 8)]:
-            t_np, t_nb, err = fused_vs_numpy(n, d, args.repeat)
-            print(
-                f"   n = {n:5d}, d = {d:3d}: numpy {t_np * 1e3:7.1f} ms  numba {t_nb * 1e3:7.1f} ms  "
-                f"ratio numba / numpy = {t_nb / t_np:5.2f}   max difference {err:.1e}"
-            )
-            results[f"core.fused_numba_over_numpy.n{n}_d{d}"] = t_nb / t_np
-        policy = (
-            "never (numpy was faster everywhere when measured)"
-            if _kernels.FUSED_MIN_TOKENS is None
-            else f"n >= {_kernels.FUSED_MIN_TOKENS}, rank <= {_kernels.FUSED_MAX_RANK}"
-        )
-        print(f"   backend='auto' uses the fused kernel: {policy}")
-    else:
-        print("3. numba is not installed: the fused kernel falls back to numpy")
     record(results)
 
 

@@ -15,7 +15,6 @@ from tokendynamics import (
     Attention,
     ConvergenceError,
     NonFiniteError,
-    _kernels,
     attention_matrix,
     simulate,
     velocity,
@@ -295,26 +294,6 @@ def test_linear_attention_second_moment_form_equals_dense_matrix_form(data):
             np.testing.assert_allclose(velocity(X, layer, ww), velocity(X, layer, ww, backend="dense"), atol=1e-13)
 
 
-@pytest.mark.parametrize("kind", ["softmax", "l2"])
-def test_fused_kernel_and_numpy_paths_agree(kind):
-    rng = np.random.default_rng(5)
-    n, d = 600, 2
-    X = rng.standard_normal((n, d))
-    V = rng.standard_normal((d, d))
-    if kind == "l2":
-        layer = Attention("l2", Q=rng.standard_normal((d, d)), K=rng.standard_normal((d, d)), V=V)
-    else:
-        layer = Attention("softmax", A=rng.standard_normal((d, d)), V=V, beta=2.0)
-    w = rng.random(n)
-    w /= w.sum()
-    ref = velocity(X, layer, w, backend="numpy")
-    fused = _kernels.fused_head(X, layer, w, 0)  # numba if installed, numpy otherwise
-    np.testing.assert_allclose(fused, ref, atol=1e-12, rtol=1e-12)
-    if _kernels.HAVE_NUMBA:
-        np.testing.assert_allclose(velocity(X, layer, w, backend="numba"), ref, atol=1e-12, rtol=1e-12)
-    np.testing.assert_allclose(_kernels._fused_numpy(*_kernels._factors(X, layer, w, 0)), ref, atol=1e-12)
-
-
 def test_dense_path_in_row_blocks_equals_single_block(monkeypatch, data):
     X, A, V, w, _ = data
     from tokendynamics import attention as att
@@ -430,36 +409,43 @@ def test_bad_tokens_and_weights_raise_clear_errors():
         velocity(X, layer.with_(causal=True), positions=np.arange(3))
     with pytest.raises(ValueError, match="backend"):
         velocity(X, layer, backend="gpu")
-    with pytest.raises(ValueError, match="numba backend covers"):
-        velocity(X, Attention("linear", A=np.eye(2), V=np.eye(2)), backend="numba")
+    with pytest.raises(ValueError, match="backend"):
+        velocity(X, layer, backend="numba")  # the batch kernel is compiled, not the field of one layer
 
 
 def test_library_runs_without_numba(monkeypatch):
-    """numba is an accelerator, not a requirement (e.g. for a Pyodide kernel)."""
+    """numba is an accelerator, not a requirement (e.g. for a Pyodide kernel): without it the compiled
+    kernels are never chosen, simulate_batch and projected_euler run on numpy, and asking for them raises."""
     import importlib
     import sys
 
-    from tokendynamics import _kernels as kernels
+    from tokendynamics import _batch_kernels, _gaussian_kernels
+    from tokendynamics.ensembles import sample_clouds, simulate_batch
+    from tokendynamics.gaussian import projected_euler
 
+    rng = np.random.default_rng(0)
+    X0 = sample_clouds(4, 8, 2, rng)
+    layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
+    ref = simulate_batch(X0, layer, 1.0, dt=0.1, method="euler", sphere=True, backend="numpy")
     monkeypatch.setitem(sys.modules, "numba", None)  # makes `import numba` fail
     try:
-        reloaded = importlib.reload(kernels)
-        assert not reloaded.HAVE_NUMBA
-        rng = np.random.default_rng(0)
-        X = rng.standard_normal((50, 2))
-        layer = Attention("softmax", A=np.eye(2), V=np.eye(2))
-        np.testing.assert_allclose(
-            reloaded.fused_head(X, layer, None, 0), velocity(X, layer, backend="numpy"), atol=1e-13
-        )
-        assert not reloaded.prefer_fused(10**6, layer)
-        with pytest.raises(ImportError, match="needs numba"):
-            velocity(X, layer, backend="numba")
+        for module in (_batch_kernels, _gaussian_kernels):
+            assert not importlib.reload(module).HAVE_NUMBA
+        assert not _batch_kernels.prefer_kernel(8, 2)
+        auto = simulate_batch(X0, layer, 1.0, dt=0.1, method="euler", sphere=True)
+        np.testing.assert_allclose(auto.X, ref.X, atol=1e-13)
+        with pytest.raises(ValueError, match="needs numba"):
+            simulate_batch(X0, layer, 1.0, dt=0.1, method="euler", sphere=True, backend="numba")
+        runs = projected_euler(np.eye(2)[None] / 2, layer, step=0.3, save="final")
+        assert np.all(np.isfinite(runs.cov_last))
+        with pytest.raises(ValueError, match="needs numba"):
+            projected_euler(np.eye(2)[None] / 2, layer, step=0.3, save="final", backend="numba")
     finally:
         monkeypatch.undo()
-        importlib.reload(kernels)
+        for module in (_batch_kernels, _gaussian_kernels):
+            importlib.reload(module)
 
 
-@pytest.mark.claim("l2-is-softmax-on-a-reweighted-measure")
 def test_velocity_l2_equals_softmax_with_2_qt_k_on_the_reweighted_measure():
     """Paper 1 (Castin et al., arXiv 2501.18322): l2 attention is softmax attention with score matrix 2 beta Q^T K
     on the reweighted measure exp(-beta |K y|^2) mu (the x-only factor cancels).

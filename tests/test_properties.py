@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokendynamics import Attention, _kernels, attention_matrix, simulate, velocity
+from tokendynamics import Attention, attention_matrix, simulate, velocity
 from tokendynamics.particles import normalize_rows
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -108,18 +108,6 @@ def test_linear_attention_second_moment_form_equals_the_dense_form(problem):
     fast = velocity(X, layer, w, positions=pos, backend="numpy")
     dense = velocity(X, layer, w, positions=pos, backend="dense")
     _close(fast, dense)
-
-
-@given(problems(kinds=("softmax", "l2"), max_n=12), st.booleans())
-def test_numba_fused_kernel_equals_numpy(problem, use_velocity):
-    if not _kernels.HAVE_NUMBA:
-        pytest.skip("numba is not installed")
-    X, layer, w = problem
-    if use_velocity:
-        _close(velocity(X, layer, w, backend="numba"), velocity(X, layer, w, backend="numpy"))
-    else:
-        factors = _kernels._factors(X, layer, w, 0)
-        _close(_kernels._fused_numba(*factors), _kernels._fused_numpy(*factors))
 
 
 @given(

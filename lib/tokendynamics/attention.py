@@ -68,7 +68,7 @@ SINKHORN_TOL = 1e-12
 SINKHORN_ITERS = 10_000
 
 #: Backends of :func:`velocity`.
-BACKENDS = ("auto", "numpy", "numba", "dense")
+BACKENDS = ("auto", "numpy", "dense")
 
 # Largest number of attention-matrix entries formed at once (64 MB); larger problems go in blocks of rows.
 BLOCK_ENTRIES = 1 << 23
@@ -513,8 +513,10 @@ def velocity(
         Masses :math:`w_j\ge0` summing to one (uniform if omitted).
     positions : array (n,), optional
         Positions of a causal layer (default: the index order).
-    backend : {"auto", "numpy", "numba", "dense"}
-        ``auto``: the fused numba kernel where it wins, numpy otherwise; ``dense``: the n x n matrix always.
+    backend : {"auto", "numpy", "dense"}
+        ``auto`` (or ``numpy``): a closed form where the kind has one (linear attention's d x d second
+        moment), the weights in blocks of rows otherwise (never the whole n x n matrix); ``dense``: the
+        n x n matrix always.
     sinkhorn_state : dict, optional
         Sinkhorn potentials to warm-start from (the same dict along a trajectory).
 
@@ -677,16 +679,6 @@ def _velocity(X, layer: Attention, w, s, backend, sinkhorn_state, failed=None):
     kind: AttentionKind = layer.kind
     n = X.shape[-2]
     out = np.zeros_like(X)
-    batched = X.ndim > 2 or layer.batch_size is not None
-    if backend in ("auto", "numba") and kind.fused and not layer.causal and not batched:
-        from . import _kernels
-
-        if backend == "numba" or _kernels.prefer_fused(n, layer):
-            for h in range(layer.n_heads):
-                out += _kernels.fused_head(X, layer, w, h, require_numba=(backend == "numba"))
-            return out
-    elif backend == "numba":
-        raise ValueError(f"the numba backend covers the kinds of the fused kernel (softmax, l2), not {kind.name!r}")
     closed = kind.capabilities.get("second_moment") if backend != "dense" else None  # type: ignore[union-attr]
     for h in range(layer.n_heads):
         if closed is not None:

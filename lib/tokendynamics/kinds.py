@@ -88,7 +88,7 @@ class AttentionKind:
         The rule for token masses ``w`` (n,); without it a kind refuses weighted measures.
     normalised, factored, maskable, fused : bool
         Rows sum to one; the scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`; the kind has a causal
-        version; it fits the fused numba kernel (exponential weights, normalised rows).
+        version; it fits the compiled batch kernel (exponential weights, normalised rows).
     parameters : tuple of str
         The layer options the kind uses (``"bias"``, ``"eps"`` ...); others are refused.
     capabilities : dict, optional

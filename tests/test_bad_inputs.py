@@ -236,10 +236,9 @@ case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, method="FOO", words="method")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, rtol=-1, words="rtol")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, blowup_trace=0, words="blowup_trace")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, on_blowup="x", words="on_blowup")
-case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", words="step")
-case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", step=-1.0, words="step")
-case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, step=0.1, words="step")  # was ignored by the accurate mode
-case(ga.solve_gaussian, MEAN, COV, SOFTMAX, mode="faithful", step=0.1, t_eval=[0.0, 1.0], words="t_eval")
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, step=0.1, words="step")  # projected_euler's option, not this one's
+case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, mode="faithful", words="mode")
+case(ga.projected_euler, COV, SOFTMAX, step=-1.0, words="step")
 case(ga.solve_gaussian, [np.nan, 0], COV, SOFTMAX, 1.0, words="mean0")
 case(ga.solve_gaussian, MEAN, NOTPSD, SOFTMAX, 1.0, words="cov0")
 case(ga.solve_gaussian, MEAN, COV, SOFTMAX, 1.0, t_eval=[0.0, 2.0], words="t_eval")

@@ -188,11 +188,10 @@ class GaussianTrajectory:
     ----------
     t, mean, cov : arrays (m,), (m, d), (m, d, d)
         Stored times, means and (symmetric PSD) covariances.
-    layer, mode : Attention or callable, and str
-        The layer, and ``"accurate"`` or ``"faithful"``.
-    status, exit_time, iterations : str, float or None, int or None
-        What ended the run (``"completed"``, ``"blowup"``, faithful ``"converged"`` or ``"max_iter"``), when
-        (faithful: ``iterations * step``, the last stored iterate) and, faithful, the official loop index.
+    layer : Attention or callable
+        The layer.
+    status, exit_time : str, float or None
+        What ended the run (``"completed"`` or ``"blowup"``), and when.
     info : dict
         Solver details (``nfev``, tolerances, ``blowup_time_extrapolated`` ...).
     """
@@ -201,10 +200,8 @@ class GaussianTrajectory:
     mean: np.ndarray
     cov: np.ndarray
     layer: LayerLike
-    mode: str
     status: str = "completed"
     exit_time: float | None = None
-    iterations: int | None = None
     info: dict = field(default_factory=dict)
 
     @property
@@ -253,11 +250,8 @@ def _layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     return lay
 
 
-#: The options of :func:`solve_gaussian` in each mode, with their defaults.
-_SOLVE_OPTIONS: dict[str, dict[str, Any]] = {
-    "accurate": {"method": "DOP853", "rtol": 1e-10, "atol": 1e-12, "blowup_trace": 1e8},
-    "faithful": {"step": None, "tol_low": 1e-5, "tol_high": 1e3, "max_iter": 50_000, "save": "all"},
-}
+#: The options of :func:`solve_gaussian`, with their defaults.
+_SOLVE_OPTIONS: dict[str, Any] = {"method": "DOP853", "rtol": 1e-10, "atol": 1e-12, "blowup_trace": 1e8}
 
 
 @fill_doc(_DOC)
@@ -265,20 +259,19 @@ def solve_gaussian(
     mean0,
     cov0,
     layer: LayerLike,
-    t_span=None,
+    t_span,
     *,
-    mode: str = "accurate",
     t_eval=None,
     on_blowup: str = "stop",
     **options,
 ) -> GaussianTrajectory:
-    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`.
+    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` accurately.
 
-    ``mode="accurate"``: :func:`~tokendynamics.odes.adaptive_solve` on :math:`(\alpha,\Phi)`,
-    :math:`\Sigma=\Phi\Sigma_0\Phi^\top`, :math:`\dot\Phi=M\Phi` (PSD, rank kept), stopped where
-    :math:`\operatorname{tr}\Sigma` reaches ``blowup_trace`` (``info["blowup_time_extrapolated"]`` adds
-    :math:`\operatorname{tr}\Sigma/\frac{d}{dt}\operatorname{tr}\Sigma`, exact for a simple pole).
-    ``mode="faithful"``: the authors' scheme (:func:`projected_euler`).
+    :func:`~tokendynamics.odes.adaptive_solve` on :math:`(\alpha,\Phi)`, :math:`\Sigma=\Phi\Sigma_0\Phi^\top`,
+    :math:`\dot\Phi=M\Phi` (PSD, rank kept), stopped where :math:`\operatorname{tr}\Sigma` reaches
+    ``blowup_trace`` (``info["blowup_time_extrapolated"]`` adds :math:`\operatorname{tr}\Sigma/\frac{d}{dt}
+    \operatorname{tr}\Sigma`, exact for a simple pole). The authors' own scheme, with their steps and stopping
+    rules, is :func:`projected_euler`.
 
     Parameters
     ----------
@@ -286,19 +279,16 @@ def solve_gaussian(
         The initial mean (never modified).
     %(cov0)s
     layer : Attention or callable ``t -> Attention``
-        Kind in :data:`GAUSSIAN_KINDS`; a callable (depth-dependent parameters) in accurate mode only.
+        Kind in :data:`GAUSSIAN_KINDS`; a callable gives depth-dependent parameters.
     t_span : float or (t0, T)
-        Required in accurate mode; in faithful mode without it the stopping rules alone end the run.
-    mode : {"accurate", "faithful"}
-        The solver.
+        The time span.
     t_eval : array, optional
-        Accurate mode: output times (default every accepted step; at a blow-up its time is appended).
+        Output times (default every accepted step; at a blow-up its time is appended).
     on_blowup : {"stop", "raise"}
         Return the run up to the blow-up (``status="blowup"``), or raise a BlowUpError with its time.
     **options
-        Accurate: ``method`` (a ``scipy.integrate`` solver, ``"DOP853"``), ``rtol``, ``atol`` (``1e-10``,
-        ``1e-12``), ``blowup_trace`` (``1e8``). Faithful: ``step`` (required; official ``0.01``), ``tol_low``,
-        ``tol_high``, ``max_iter``, ``save`` (``"all"``) of :func:`projected_euler`.
+        ``method`` (a ``scipy.integrate`` solver, ``"DOP853"``), ``rtol``, ``atol`` (``1e-10``, ``1e-12``),
+        ``blowup_trace`` (``1e8``).
 
     Returns
     -------
@@ -308,42 +298,11 @@ def solve_gaussian(
     ----------
     %(refs_odes)s
     """
-    mode = validate_choice(mode, "mode", ("accurate", "faithful"))
     on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
-    unknown = sorted(set(options) - set(_SOLVE_OPTIONS[mode]))
+    unknown = sorted(set(options) - set(_SOLVE_OPTIONS))
     if unknown:
-        allowed = sorted(_SOLVE_OPTIONS[mode])
-        raise ValueError(f"solve_gaussian(mode={mode!r}) got unknown option(s) {unknown}; its options are {allowed}")
-    o = {**_SOLVE_OPTIONS[mode], **options}
-
-    if mode == "faithful":
-        if not isinstance(layer, Attention):
-            raise TypeError("layer must be a constant Attention in faithful mode (the official scheme)")
-        mean0, cov0 = _validate_state(mean0, cov0, layer, ("mean0", "cov0"))
-        if o["step"] is None:
-            raise ValueError("faithful mode needs the Euler step `step` (the official default is 0.01)")
-        step = validate_positive(o["step"], "step")
-        if t_eval is not None:
-            raise ValueError("t_eval is used by the accurate mode; faithful mode stores its iterates (see save)")
-        t0, T = (0.0, None) if t_span is None else parse_span(t_span)
-        stops = {k: o[k] for k in ("tol_low", "tol_high", "max_iter")}
-        # a zero mean stays zero for every kind (b and M alpha vanish): then only Sigma is integrated
-        mean = mean0 if np.any(mean0) else None
-        runs = projected_euler(
-            cov0, layer, step=step, mean0=mean, save=o["save"], t_max=None if T is None else T - t0, **stops
-        )
-        status, end = str(runs.status[0]), float(runs.exit_time[0])
-        if status == "blowup" and on_blowup == "raise":
-            why = f"trace exceeded tol_high = {o['tol_high']:g} (projected Euler, step {step:g})"
-            raise BlowUpError(end + step, end, why)
-        info = {"step": step, **stops, "rhs_norm": float(runs.rhs_norm[0]), "cov_after": runs.cov_after[0]}
-        t, its = t0 + runs.saved_iterations[0] * step, int(runs.iterations[0])
-        return GaussianTrajectory(
-            t, runs.saved_mean[0], runs.saved_cov[0], layer, "faithful", status, t0 + end, its, info
-        )
-
-    if t_span is None:
-        raise ValueError("accurate mode needs t_span (T or (t0, T))")
+        raise ValueError(f"solve_gaussian() got unknown option(s) {unknown}; its options are {sorted(_SOLVE_OPTIONS)}")
+    o = {**_SOLVE_OPTIONS, **options}
     t0, T = parse_span(t_span)
     blowup_trace = validate_positive(o["blowup_trace"], "blowup_trace", allow_inf=True)
     method = validate_choice(o["method"], "method", SOLVERS)
@@ -393,7 +352,7 @@ def solve_gaussian(
             raise BlowUpError(exit_time, run.last_good, what + pole)
     Phis = ys[:, d:].reshape(-1, d, d)
     covs = _sym(Phis @ S0 @ np.swapaxes(Phis, -1, -2))
-    return GaussianTrajectory(ts, ys[:, :d], covs, layer, "accurate", status, exit_time, info=info)
+    return GaussianTrajectory(ts, ys[:, :d], covs, layer, status, exit_time, info=info)
 
 
 @dataclass(frozen=True, eq=False)

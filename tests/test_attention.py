@@ -446,6 +446,7 @@ def test_library_runs_without_numba(monkeypatch):
             importlib.reload(module)
 
 
+@pytest.mark.claim("l2-is-softmax-on-a-reweighted-measure")
 def test_velocity_l2_equals_softmax_with_2_qt_k_on_the_reweighted_measure():
     """Paper 1 (Castin et al., arXiv 2501.18322): l2 attention is softmax attention with score matrix 2 beta Q^T K
     on the reweighted measure exp(-beta |K y|^2) mu (the x-only factor cancels).

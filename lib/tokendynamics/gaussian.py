@@ -265,7 +265,7 @@ def solve_gaussian(
     on_blowup: str = "stop",
     **options,
 ) -> GaussianTrajectory:
-    r"""Solve the mean/covariance ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top` accurately.
+    r"""Solve the Gaussian ODEs :math:`\dot\alpha=b+M\alpha`, :math:`\dot\Sigma=M\Sigma+\Sigma M^\top`.
 
     :func:`~tokendynamics.odes.adaptive_solve` on :math:`(\alpha,\Phi)`, :math:`\Sigma=\Phi\Sigma_0\Phi^\top`,
     :math:`\dot\Phi=M\Phi` (PSD, rank kept), stopped where :math:`\operatorname{tr}\Sigma` reaches

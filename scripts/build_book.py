@@ -222,13 +222,40 @@ def _replace_dir(new: Path, old: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_leftovers(folder: Path, stem: str) -> list[Path]:
+    """Remove the temporary folders that a killed run of chapter ``stem`` left in ``folder``: those of
+    :func:`run_atomically` (``.<stem>.<pid>.*.tmp``) and of :func:`_replace_dir` (``.<name>.old-<pid>``)
+    whose process is gone. A live run's folders are kept. Returns what was removed."""
+    removed = []
+    patterns = (rf"\.{re.escape(stem)}\.(\d+)\..*\.tmp", r"\..+\.old-(\d+)")
+    for path in folder.glob(".*") if folder.is_dir() else ():
+        match = next((m for m in (re.fullmatch(p, path.name) for p in patterns) if m), None)
+        if match and path.is_dir() and not _alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def run_atomically(md: Path, parameters: dict, notebook: Path, figures: Path, *, timeout: int, run=None) -> float:
     """Execute a chapter into a temporary folder; on success move its notebook to ``notebook`` and its
     figures to ``figures``. On failure nothing there is touched: the failed run is moved to
-    ``_build/failed/<chapter>/`` and the exception is raised again. Returns the wall time."""
+    ``_build/failed/<chapter>/`` and the exception is raised again. Leftovers of a killed earlier run
+    (:func:`remove_leftovers`) are removed first. Returns the wall time."""
     run = execute_one if run is None else run
     notebook.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{md.stem}.", suffix=".tmp", dir=notebook.parent))
+    for folder in (notebook.parent, figures.parent, FAILED):
+        remove_leftovers(folder, md.stem)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{md.stem}.{os.getpid()}.", suffix=".tmp", dir=notebook.parent))
     try:
         seconds = run(md, tmp / notebook.name, parameters, tmp / "figures", CHAPTERS, timeout=timeout)
     except BaseException:

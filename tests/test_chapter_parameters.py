@@ -8,6 +8,7 @@ the ranges of ``tokendynamics.book.experiments.PARAMETER_RULES``; a new chapter 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +212,27 @@ def test_a_failed_book_execution_keeps_the_executed_notebook_and_figures(build):
         build.run_atomically(md, {}, notebook, figures, timeout=10, run=_fake_run(fail=True, text="bad"))
     assert notebook.read_text() == "good" and (figures / "figure.png").read_text() == "good"
     assert sorted(p.name for p in build.EXECUTED.iterdir()) == ["index.ipynb"]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid  # finished and reaped: no process has it (until the system reuses it)
+
+
+def test_make_chapter_removes_the_temporary_folders_a_killed_run_left_and_keeps_a_live_runs(build):
+    """A run killed with SIGKILL cannot clean up: the next run of that chapter removes its temporary
+    folders (the execution's and the swap's), but not those of a run still going (this process)."""
+    target = build.RUNS / "index"
+    build.chapter("index", [], None, run=_fake_run(text="first"))
+    dead = _dead_pid()
+    stale = [target / f".index.{dead}.abc.tmp", target / f".figures.old-{dead}", build.FAILED / f".index.old-{dead}"]
+    live = target / f".index.{os.getpid()}.xyz.tmp"
+    for folder in (*stale, live):
+        (folder / "figures").mkdir(parents=True)
+    build.chapter("index", [], None, run=_fake_run(text="second"))
+    assert not any(p.exists() for p in stale) and live.is_dir()
+    assert (target / "index.ipynb").read_text() == "second"
 
 
 def test_the_build_starts_the_longest_chapters_first_and_every_chapter_has_a_budget():

@@ -79,7 +79,7 @@ def main(argv=None):
     clouds = 16
     stack = recipe_stack("softmax", "identity", 3, np.repeat(betas, clouds), rng=1)
     X0 = np.tile(sample_clouds(clouds, 32, 3, 0), (len(betas), 1, 1))
-    layers = [stack.layer(b) for b in range(stack.size)]
+    layers = [stack.member(b) for b in range(len(stack))]
     t_loop, t_batch, err = compare(X0, stack, layers, 24.0, 0.5, 1, sphere=True)
     ratio = t_loop / t_batch
     print(

@@ -189,6 +189,8 @@ def test_simulate_batch_picks_the_kernel_for_softmax_and_the_numpy_field_otherwi
     np.testing.assert_allclose(auto.X, plain.X, rtol=0, atol=TOL)
     relu = simulate_batch(X0, Attention("relu", A=np.eye(2), V=np.eye(2)), 0.5, dt=0.1, sphere=True)
     assert relu.info["backend"] == "numpy"
+    wide = max(bk.CROSSOVER) + 1  # beyond the measured dimensions the numpy path is kept (it won at d = 100)
+    assert bk.prefer_kernel(8, max(bk.CROSSOVER)) and not bk.prefer_kernel(8, wide)
     monkeypatch.setattr(bk, "HAVE_NUMBA", False)
     assert not bk.prefer_kernel(8, 2)
     assert simulate_batch(X0, layer, 0.5, dt=0.1, method="euler", sphere=True).info["backend"] == "numpy"

@@ -538,13 +538,15 @@ def prefer_kernel(n: int, d: int) -> bool:
     Returns
     -------
     bool
-        Numba is installed and n is at most the crossover of the nearest measured dimension.
+        Numba is installed, d is at most the largest measured dimension (above it, e.g. d = 100, the
+        numpy path won: ``benchmarks/bench_ensembles.py``) and n is at most the crossover of the
+        nearest measured dimension.
 
     References
     ----------
     Measured by ``benchmarks/bench_phase.py`` (see :data:`CROSSOVER`).
     """
-    if not HAVE_NUMBA or not CROSSOVER:
+    if not HAVE_NUMBA or not CROSSOVER or d > max(CROSSOVER):
         return False
     nearest = min(CROSSOVER, key=lambda k: (abs(k - d), k))
     return n <= CROSSOVER[nearest]

@@ -196,3 +196,13 @@ MF_1D = {"T": 1.0, "a": -0.5, "v": 1.0, "alpha0": 0.0, "sigma0": 1.0, "dt": 0.1}
 def test_studies_refuse_bad_input_with_an_error_naming_the_argument(call, words):
     with pytest.raises(ValueError, match=words):
         call()
+
+
+@pytest.mark.parametrize("mode", ["fast", "full"])
+def test_the_chapters_plane_slope_rests_on_at_least_30_seeds_in_both_settings(mode):
+    """The d = 2 mean-field slope of the well-posedness chapter is fitted over at least 30 independent seeds
+    per n in both settings (a slope over a few seeds scatters by more than its standard error says)."""
+    from tokendynamics.book.experiments import settings
+
+    p = settings("p1_meanfield_2d", mode)
+    assert p["seeds"] >= 30 and len(p["ns"]) >= 4

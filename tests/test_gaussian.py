@@ -107,7 +107,7 @@ def test_gaussian_velocity_is_the_field_on_a_gauss_hermite_quadrature_of_the_gau
     assert np.max(np.abs(U - (b + X @ M.T))[near]) < 1e-10
 
 
-@pytest.mark.claim("score-convention")
+@pytest.mark.claim("score-convention", "clustering-condition-in-the-books-convention")
 def test_solve_gaussian_follows_the_score_x_A_y_and_not_its_transpose():
     """The book's convention: Paper 1 (Castin et al., arXiv 2501.18322)'s softmax covariance equation V S A1 S + S
     A1^T S V^T reads V S A^T S + S A S V^T with A1 = A^T; the transposed matrix gives a visibly different ODE.

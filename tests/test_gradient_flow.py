@@ -643,7 +643,7 @@ def test_sinkhorn_energy_is_concave_along_dilations_for_A_minus_identity():
     assert np.all(np.diff(F, 2) < 0) and np.all(np.diff(F) < 0)
 
 
-@pytest.mark.claim("energy-has-several-equilibria")
+@pytest.mark.claim("energy-has-several-equilibria", "equally-spaced-clusters-are-equilibria")
 def test_equally_spaced_clusters_on_the_circle_are_equilibria_below_the_single_cluster_and_unstable():
     """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity: the energy has several equilibria. Softmax attention
     on the circle with A = V = I, beta = 6: k equally spaced clusters of equal mass are equilibria for every k, at

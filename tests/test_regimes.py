@@ -35,7 +35,7 @@ def random_case1_matrices(count, seed):
     return np.array(out)
 
 
-@pytest.mark.claim("case1-regimes")
+@pytest.mark.claim("case1-regimes", "case1-limit-and-bistability")
 def test_predict_regime_case1_agrees_with_oa_integration_on_200_random_A():
     """Paper 2 (Li et al., 2026), Case V = I: the (tr, det, sym-part) regions and the closed-form limits agree with the
     Ott-Antonsen flow.
@@ -131,7 +131,7 @@ def test_predict_regime_case2_limit_on_197_random_symmetric_V():
     assert mismatches == 0
 
 
-@pytest.mark.claim("hidden-hamiltonian")
+@pytest.mark.claim("hidden-hamiltonian", "hidden-hamiltonian-energy")
 def test_classify_regime_traceless_V_with_negative_det_goes_to_the_boundary_and_stops():
     """Paper 2 (Li et al., 2026), the hidden Hamiltonian: with det V < 0, |z| -> 1 and arg z converges (static
     clusters); the centre of V = [[0.5, 1], [-1, -0.5]] is at y_c = -0.1811.
@@ -145,7 +145,7 @@ def test_classify_regime_traceless_V_with_negative_det_goes_to_the_boundary_and_
     assert hamiltonian_centre(np.array([[1.5, 1.0], [-1.0, -1.5]])) is None
 
 
-@pytest.mark.claim("rotating-clusters")
+@pytest.mark.claim("rotating-clusters", "rotating-clusters-diagonal-family")
 @pytest.mark.parametrize(
     "a1, a2, c, s, expected", [(2, 1, 1, 1, 2.2214415), (3, 0.5, 0.5, 2, 1.2825498), (1, 4, 0.2, -1, 1.5707963)]
 )
@@ -241,7 +241,7 @@ def test_predict_regime_returns_none_outside_the_families_and_at_degenerate_poin
         predict_regime(linear_layers(I2, I2), 2.0)
 
 
-@pytest.mark.claim("hidden-hamiltonian")
+@pytest.mark.claim("hidden-hamiltonian", "hidden-hamiltonian-energy")
 def test_hamiltonian_is_conserved_orbits_close_and_the_centre_is_an_equilibrium():
     """Paper 2 (Li et al., 2026), the hidden Hamiltonian: A = I, tr V = 0, det V > 0: E(z(t)) is constant (1e-8
     relative), orbits close (1e-3) and the closed-form centre is an equilibrium (1e-12).
@@ -267,7 +267,7 @@ def test_hamiltonian_is_conserved_orbits_close_and_the_centre_is_an_equilibrium(
         assert abs(back - z0) < 1e-3
 
 
-@pytest.mark.claim("hidden-hamiltonian")
+@pytest.mark.claim("hidden-hamiltonian", "hidden-hamiltonian-energy")
 def test_hamiltonian_field_identity():
     """Paper 2 (Li et al., 2026), the hidden Hamiltonian: z' = -2i (1 - |z|^2)^3 dE/d conj(z) (central differences)."""
     rng = np.random.default_rng(17)

@@ -97,7 +97,7 @@ def test_gaussian_descent_profile_and_mismatch_for_the_twisted_sinkhorn_flow():
     assert np.min(err_plain) > 1e-3
 
 
-@pytest.mark.claim("metastable-plateaus")
+@pytest.mark.claim("metastable-plateaus", "metastable-plateaus-are-saddles")
 def test_metastable_plateaus_sit_near_saddles_of_the_energy_which_grows_along_the_flow():
     """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and metastability: 32 tokens on the circle, softmax
     with A = V = I, beta = 6. The energy E_beta never decreases along the flow; the run spends long plateaus with
@@ -119,7 +119,7 @@ def test_metastable_plateaus_sit_near_saddles_of_the_energy_which_grows_along_th
         metastable_plateaus(traj.t, traj.X, layer, min_fraction=1.5)
 
 
-@pytest.mark.claim("curvature-unbounded-at-blowup")
+@pytest.mark.claim("curvature-unbounded-at-blowup", "curvature-grows-along-the-blowup")
 def test_curvature_along_the_gradient_flow_drives_the_speed_and_grows_without_bound_at_the_blowup():
     """Paper 1 (Castin et al., arXiv 2501.18322), non-convexity and blow-up: along the W2 gradient ascent of E_I
     (unnormalised attention with V = A = I) the squared speed S obeys dS/dt = 2 H, H the second variation along the

@@ -133,7 +133,7 @@ def test_recipes_reject_bad_input_with_clear_messages():
         hd.random_case(4, sigma=0)
 
 
-@pytest.mark.claim("case1-regimes")
+@pytest.mark.claim("case1-regimes", "case1-limit-and-bistability")
 @pytest.mark.parametrize(
     "case, params, regime",
     [
@@ -317,7 +317,7 @@ def _window_ratio(t, y, T):
     return np.ptp(y[late], axis=0) / np.ptp(y[early], axis=0)
 
 
-@pytest.mark.claim("oscillations-persist-in-the-coordinate-means")
+@pytest.mark.claim("oscillations-persist-in-the-coordinate-means", "coordinate-means-keep-oscillating")
 def test_case4_oscillation_persists_in_the_coordinate_means_for_linear_and_softmax_attention():
     """Paper 2 (Li et al., 2026)'s summary: in high dimension the oscillations of Case 4 (|a| < |b|) persist, for
     linear and for softmax attention. In the authors' diagnostic, the per-coordinate mean token value m_l(t), they

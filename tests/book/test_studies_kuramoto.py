@@ -126,7 +126,7 @@ def test_oa_stability_rejects_bad_input_and_starts_at_the_perturbation_size():
         oa_stability(linear_layers(I2, I2), n=10, T=0.0)
 
 
-@pytest.mark.claim("four-regimes", "regime-table")
+@pytest.mark.claim("four-regimes", "regime-table", "partial-clustering-is-a-fourth-regime")
 @pytest.mark.parametrize("example", REGIME_TABLE, ids=[e.label for e in REGIME_TABLE])
 def test_classify_regime_reproduces_the_regime_table(example):
     """Paper 2 (Li et al., 2026): the four regimes (static and rotating clusters, oscillation, partial clustering)

@@ -189,7 +189,9 @@ def test_covariance_outcomes_tells_a_pole_from_a_huge_trace_that_settles_on_a_li
     assert late.outcome[0] != "blowup" and late.t_end[0] == pytest.approx(9.0)
 
 
-@pytest.mark.claim("clustering-condition-summary", "clustering-condition-reading", "clustering-condition-in-the-books-convention")
+@pytest.mark.claim(
+    "clustering-condition-summary", "clustering-condition-reading", "clustering-condition-in-the-books-convention"
+)
 def test_clustering_condition_search_summary_reading_fails_for_symmetric_V_the_literal_one_does_not():
     """Paper 1 (Castin et al., arXiv 2501.18322), summary: clustering e.g. when V A + A^T V^T <= 0, with its own A
     (the book's A^T). With symmetric V > 0 and random Sigma_0, 200 draws satisfying that condition (in the book's

@@ -964,6 +964,8 @@ def test_a_figure_enlarges_to_its_full_size_on_a_click_and_closes(reader):
     page = reader
     figure = page.locator("figure img.book-enlargeable").first
     figure.scroll_into_view_if_needed()
+    # a lazy image may still be loading when it scrolls into view: wait for it (decode resolves once loaded)
+    figure.evaluate("(i) => i.decode()")
     shown, natural = figure.evaluate("(i) => [i.getBoundingClientRect().width, i.naturalWidth]")
     figure.click()
     dialog = page.locator("dialog.book-zoom")

@@ -218,8 +218,8 @@ def log_trajectory_bound(layer: LayerLike, t, R, *, m0: float | None = None) -> 
     %(ref_stability)s
     """
     t, R = validate_finite_array(t, "t"), validate_finite_array(R, "R")
-    if t.ndim != 1 or t.size == 0 or t[0] != 0 or np.any(np.diff(t) <= 0) or R.shape != t.shape:
-        raise ValueError("t must be increasing times starting at 0 and R a radius at each of them")
+    if t.ndim != 1 or t.size == 0 or t[0] != 0 or np.any(np.diff(t) <= 0) or R.shape != t.shape or np.any(R < 0):
+        raise ValueError("t must be increasing times starting at 0 and R a radius >= 0 at each of them")
     at, m0 = _layer_at(layer), None if m0 is None else validate_finite(m0, "m0")
     with np.errstate(over="ignore"):
         L = [

@@ -393,6 +393,8 @@ case(st.lipschitz_constants, SOFTMAX, "a", words="R")
 case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], -1.0, words="R0")
 case(st.log_stability_bound, SOFTMAX, [1.0, 2.0], 1.0, words="t")
 case(st.log_stability_bound, SOFTMAX, [0.0, 1.0], 1.0, substeps=0, words="substeps")
+case(st.log_trajectory_bound, SOFTMAX, [0.0, 1.0], [1.0, -1.0], words="R")
+case(st.log_trajectory_bound, SOFTMAX, [1.0, 2.0], [1.0, 1.0], words="t")
 
 # -- meanfield --------------------------------------------------------------------------------
 case(mf.blowup_time_1d, 0.0, 1.0, 1.0, words="sigma0")

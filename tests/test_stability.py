@@ -9,7 +9,7 @@ import pytest
 
 from tokendynamics import Attention
 from tokendynamics.errors import CapabilityError
-from tokendynamics.stability import lipschitz_constants, log_stability_bound, support_speed
+from tokendynamics.stability import lipschitz_constants, log_stability_bound, log_trajectory_bound, support_speed
 
 
 @pytest.mark.claim("stability-constants")
@@ -53,3 +53,20 @@ def test_lipschitz_constants_refuse_sinkhorn_and_a_causal_layer_without_sink():
     sunk = lipschitz_constants(causal, 1.0, m0=0.25)
     assert sunk[0] == free[0] and sunk[1] == pytest.approx(4 * free[1])
     assert support_speed(Attention("linear", A=2 * np.eye(2), V=np.eye(2)), 2.0) == pytest.approx(16.0)
+
+
+@pytest.mark.claim("stability-along-trajectory")
+def test_log_trajectory_bound_integrates_the_kind_constants_on_the_measured_radius():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the stability theorem's Grönwall argument on a measured radius:
+    log C(t) = int_0^t L(R_s) ds, L at the larger end radius of each interval; a kind without constants refuses.
+    """
+    layer = Attention("sigmoid", A=[[0.5, 0.2], [-0.1, -0.3]], V=1.3 * np.eye(2))
+    t = np.linspace(0, 1, 5)
+    np.testing.assert_allclose(
+        log_trajectory_bound(layer, t, np.full(5, 1.5)), t * sum(lipschitz_constants(layer, 1.5))
+    )
+    R = np.array([1.0, 2.0, 1.5, 1.5, 1.0])
+    steps = [sum(lipschitz_constants(layer, r)) / 4 for r in (2.0, 2.0, 1.5, 1.5)]
+    np.testing.assert_allclose(log_trajectory_bound(lambda s: layer, t, R), np.cumsum([0.0, *steps]))
+    with pytest.raises(CapabilityError, match="'sinkhorn' attention does not have"):
+        log_trajectory_bound(Attention("sinkhorn", A=np.eye(2), V=np.eye(2)), t, R)

@@ -30,7 +30,7 @@ from .docstrings import fill_doc
 from .odes import rk4_step
 from .validation import validate_count, validate_finite, validate_finite_array, validate_positive
 
-__all__ = ["support_speed", "lipschitz_constants", "log_stability_bound"]
+__all__ = ["support_speed", "lipschitz_constants", "log_stability_bound", "log_trajectory_bound"]
 
 
 _DOC = {
@@ -60,6 +60,16 @@ def _lipschitz(layer: Attention, R, m0: float | None) -> tuple[float, float]:
     bounds = _heads(layer, "lipschitz", R)
     lip_mu = sum(lm / m0 if normalised_causal and m0 is not None else lm for _, lm in bounds)
     return float(sum(lx for lx, _ in bounds)), float(lip_mu)
+
+
+def _layer_at(layer: LayerLike):
+    """The map ``s -> Attention`` of a layer or of a depth-dependent callable."""
+    if isinstance(layer, Attention):
+        lay = require_layer(layer)
+        return lambda s: lay
+    if callable(layer):
+        return lambda s: require_layer(layer(s), f"the layer at t = {s:g}")
+    raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
 
 
 @fill_doc(_DOC)
@@ -152,13 +162,7 @@ def log_stability_bound(
     R0 = validate_positive(R0, "R0", allow_zero=True)
     substeps = validate_count(substeps, "substeps")
     m0 = None if m0 is None else validate_finite(m0, "m0")
-    if isinstance(layer, Attention):
-        lay = require_layer(layer)
-        at = lambda s: lay  # noqa: E731
-    elif callable(layer):
-        at = lambda s: require_layer(layer(s), f"the layer at t = {s:g}")  # noqa: E731
-    else:
-        raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
+    at = _layer_at(layer)
 
     def rhs(s, y):
         L, R = at(s), y[0]
@@ -182,3 +186,44 @@ def log_stability_bound(
         Rs.append(float(y[0]))
         logC.append(float(y[1]))
     return np.array(logC), np.array(Rs)
+
+
+@fill_doc(_DOC)
+def log_trajectory_bound(layer: LayerLike, t, R, *, m0: float | None = None) -> np.ndarray:
+    r"""Logarithm of the stability bound along a measured trajectory: :math:`\log C(t)=\int_0^tL(R_s)\,ds`.
+
+    The Grönwall argument of the stability theorem with the radius :math:`R_s` measured on the two runs
+    (largest token norm of both) instead of the worst-case bound :math:`\dot R=\sup|\Gamma|(R)`. On each
+    interval :math:`[t_{k-1},t_k]`, :math:`L` (:func:`lipschitz_constants`, the kind's constants) is taken at
+    the larger of the two end radii and the larger of the two end layers.
+
+    Parameters
+    ----------
+    layer : Attention or callable ``t -> Attention``
+        The layer, or the layer at each depth :math:`t`.
+    t : array_like (m,)
+        Increasing times, starting at 0.
+    R : array_like (m,)
+        Measured support radius at the times ``t``.
+    m0 : float, optional
+        Sink mass, passed to :func:`lipschitz_constants`.
+
+    Returns
+    -------
+    numpy.ndarray (m,)
+        :math:`\log C(t)` at the times ``t`` (a CapabilityError for a kind without explicit constants).
+
+    References
+    ----------
+    %(ref_stability)s
+    """
+    t, R = validate_finite_array(t, "t"), validate_finite_array(R, "R")
+    if t.ndim != 1 or t.size == 0 or t[0] != 0 or np.any(np.diff(t) <= 0) or R.shape != t.shape or np.any(R < 0):
+        raise ValueError("t must be increasing times starting at 0 and R a radius >= 0 at each of them")
+    at, m0 = _layer_at(layer), None if m0 is None else validate_finite(m0, "m0")
+    with np.errstate(over="ignore"):
+        L = [
+            max(sum(_lipschitz(at(s), np.float64(max(R[k - 1], R[k])), m0)) for s in t[k - 1 : k + 1])
+            for k in range(1, t.size)
+        ]
+    return np.concatenate([[0.0], np.cumsum(np.diff(t) * np.array(L))])

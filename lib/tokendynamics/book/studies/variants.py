@@ -19,7 +19,7 @@ from ...attention import Attention
 from ...kinds import KINDS
 from ...masked import SinkSystem, with_sink
 from ...particles import Trajectory, simulate
-from ...stability import log_stability_bound
+from ...stability import log_stability_bound, log_trajectory_bound
 from ...transport import conditional_wasserstein, wasserstein
 from ...validation import (
     validate_finite,
@@ -231,6 +231,8 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
         ``t`` (m,), ``ratio`` (len(deltas), m) (NaN after a blow-up), ``w0`` (len(deltas),), ``R0`` (the
         largest initial radius, sink included), ``log_bound`` (m,)
         (:func:`~tokendynamics.stability.log_stability_bound`, NaN where the kind has no explicit constant),
+        ``log_sharp`` (m,) (the same constants on the measured radius of all the runs,
+        :func:`~tokendynamics.stability.log_trajectory_bound`; NaN likewise and after a blow-up),
         ``blowup`` (time or NaN, per delta) and ``deltas``.
     """
     validate_instance(variant, Variant, "variant", "a Variant (paper1_variants)")
@@ -242,6 +244,7 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
     ratio = np.full((len(deltas), t.size), np.nan)
     w0, blowup = np.zeros(len(deltas)), np.full(len(deltas), np.nan)
     R0 = float(np.max(np.linalg.norm(system.X, axis=1)))
+    radius = np.max(np.linalg.norm(base.X, axis=-1), axis=-1)  # measured support radius of all the runs
 
     def dist(Xa, Xb):
         if variant.masked:
@@ -254,6 +257,8 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
         other, sys_y = variant.run(X0 + delta * xi, T, dt=dt, save_every=save_every)
         R0 = max(R0, float(np.max(np.linalg.norm(sys_y.X, axis=1))))
         m = min(len(other.t), len(base.t))
+        radius[:m] = np.maximum(radius[:m], np.max(np.linalg.norm(other.X[:m], axis=-1), axis=-1))
+        radius[m:] = np.inf
         dists = np.array([dist(base.X[i], other.X[i]) for i in range(m)])
         w0[k], ratio[k, :m] = dists[0], dists / dists[0]
         if other.blew_up or base.blew_up:
@@ -262,12 +267,18 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
         log_bound, _ = log_stability_bound(variant.layer, t - t[0], R0, m0=variant.sink_mass)
     except ValueError:  # no explicit constant (Sinkhorn, hardmax), or masked attention without a sink
         log_bound = np.full(t.size, np.nan)
+    log_sharp, ok = np.full(t.size, np.nan), np.isfinite(radius)
+    try:
+        log_sharp[ok] = log_trajectory_bound(variant.layer, t[ok] - t[0], radius[ok], m0=variant.sink_mass)
+    except ValueError:  # as above
+        pass
     return {
         "t": t,
         "ratio": ratio,
         "w0": w0,
         "R0": np.array(R0),
         "log_bound": log_bound,
+        "log_sharp": log_sharp,
         "blowup": blowup,
         "deltas": deltas,
     }

@@ -1,8 +1,9 @@
 r"""Studies of the gradient-flow chapter (``03_gradient_flow``) on the energies of :mod:`tokendynamics.gradient_flow`.
 
 The survey of the sign rule on random layers (:func:`sign_rule_survey`), the energy decrease per unit length
-of a flow in a metric (:func:`descent_profile`, :func:`gaussian_descent_profile`), the energy and distance
-curves of the softmax Gaussian flow behind the chapter's explorer (:func:`gaussian_energy_curves`), the check
+of a flow in a metric (:func:`descent_profile`, :func:`gaussian_descent_profile`), the steepest-ascent check
+of softmax in the weighted metric (:func:`softmax_efficiency`, :func:`gaussian_softmax_efficiency`), the energy and
+distance curves of the softmax Gaussian flow behind the chapter's explorer (:func:`gaussian_energy_curves`), the check
 of a Gaussian flow against a Bures–Wasserstein gradient (:func:`bw_gradient_mismatch`), the metastable
 plateaus of a run (:func:`metastable_plateaus`), the curvature of the energy along its gradient flow
 (:func:`curvature_along_flow`), the energy along a displacement (:func:`energy_along`) and clustered

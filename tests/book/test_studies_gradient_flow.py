@@ -17,10 +17,12 @@ from tokendynamics.book.studies.gradient_flow import (
     energy_along,
     gaussian_descent_profile,
     gaussian_energy_curves,
+    gaussian_softmax_efficiency,
     metastable_plateaus,
     sign_rule_survey,
+    softmax_efficiency,
 )
-from tokendynamics.gaussian import solve_gaussian
+from tokendynamics.gaussian import gauss_hermite, solve_gaussian
 from tokendynamics.gradient_flow import (
     energy_curve,
     first_variation_gradient,
@@ -55,6 +57,37 @@ def test_sign_rule_survey_agrees_everywhere_a_rule_applies():
         assert np.any(sv.rate[undecided] > 0) and np.any(sv.rate[undecided] < 0)  # no rule: both signs occur
         r = sv.normalized_rate
         assert np.all(r >= sv.lam_min - 1e-12) and np.all(r <= sv.lam_max + 1e-12)
+
+
+@pytest.mark.claim("softmax-is-the-steepest-ascent-in-the-weighted-metric")
+def test_softmax_efficiency_is_one_in_the_weighted_twisted_metric_and_less_in_W2():
+    """Paper 1 (Castin et al., arXiv 2501.18322), softmax as a gradient flow for the Z_mu-weighted metric g_mu:
+    on random clouds and Gaussians (symmetric A, V = M A, M definite of either sign) the softmax field is the
+    steepest ascent/descent of E_A in g_mu (efficiency 1), not in W2; the unnormalised field is not (< 1).
+    """
+    rng = np.random.default_rng(23)
+    for trial in range(12):
+        d = 2 + trial % 3
+        A, M = sym(rng, d), spd(rng, d) * (-1) ** trial
+        layer = Attention("softmax", A=A, V=M @ A)
+        X, w = rng.standard_normal((30, d)), rng.dirichlet(np.ones(30))
+        assert softmax_efficiency(X, layer, w) == pytest.approx(1.0, abs=1e-10)
+        assert softmax_efficiency(X, layer, w, twisted=False) < 0.9
+        mean, S = 0.5 * rng.standard_normal(d), spd(rng, d, floor=0.2)
+        S *= 0.5 / (np.linalg.norm(A, 2) * np.linalg.norm(S, 2))  # Sigma^-1 - 2 A Sigma A > 0: finite L2 norms
+        assert gaussian_softmax_efficiency(mean, S, layer) == pytest.approx(1.0, abs=1e-10)
+        assert gaussian_softmax_efficiency(mean, S, layer, twisted=False) < 0.99
+    # the Gaussian closed form is the particle efficiency of a fine Gauss-Hermite quadrature of the Gaussian
+    A = np.array([[0.8, 0.3], [0.3, -0.5]])
+    layer = Attention("softmax", A=A, V=np.array([[1.0, 0.2], [0.2, 0.5]]) @ A)
+    Xq, wq = gauss_hermite(M0, S0, 24)
+    for twisted in (True, False):
+        assert softmax_efficiency(Xq, layer, wq, twisted=twisted) == pytest.approx(
+            gaussian_softmax_efficiency(M0, S0, layer, twisted=twisted), abs=1e-9
+        )
+    assert softmax_efficiency(Xq, layer.with_(kind="unnormalized_softmax"), wq) < 0.99  # the check can fail
+    with pytest.raises(ValueError, match="definite"):
+        softmax_efficiency(Xq, Attention("softmax", A=I2, V=np.diag([1.0, -1.0])), wq)
 
 
 @pytest.mark.claim("twisted-wasserstein-distance")

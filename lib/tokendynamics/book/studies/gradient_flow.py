@@ -1,8 +1,9 @@
 r"""Studies of the gradient-flow chapter (``03_gradient_flow``) on the energies of :mod:`tokendynamics.gradient_flow`.
 
 The survey of the sign rule on random layers (:func:`sign_rule_survey`), the energy decrease per unit length
-of a flow in a metric (:func:`descent_profile`, :func:`gaussian_descent_profile`), the energy and distance
-curves of the softmax Gaussian flow behind the chapter's explorer (:func:`gaussian_energy_curves`), the check
+of a flow in a metric (:func:`descent_profile`, :func:`gaussian_descent_profile`), the steepest-ascent check
+of softmax in the weighted metric (:func:`softmax_efficiency`, :func:`gaussian_softmax_efficiency`), the energy and
+distance curves of the softmax Gaussian flow behind the chapter's explorer (:func:`gaussian_energy_curves`), the check
 of a Gaussian flow against a Bures–Wasserstein gradient (:func:`bw_gradient_mismatch`), the metastable
 plateaus of a run (:func:`metastable_plateaus`), the curvature of the energy along its gradient flow
 (:func:`curvature_along_flow`), the energy along a displacement (:func:`energy_along`) and clustered
@@ -28,6 +29,7 @@ from ...gradient_flow import (
     energy_rate,
     energy_sign,
     finite_difference_gradient,
+    first_variation,
     first_variation_gradient,
     gaussian_interaction_energy,
     gaussian_slope,
@@ -57,6 +59,7 @@ from ...validation import (
 
 __all__ = [
     "SignRuleSurvey", "sign_rule_survey", "DescentProfile", "descent_profile", "gaussian_descent_profile",
+    "softmax_efficiency", "gaussian_softmax_efficiency",
     "EnergyCurves", "gaussian_energy_curves", "bw_gradient_mismatch", "Plateau", "metastable_plateaus",
     "curvature_along_flow", "energy_along", "circle_clusters",
 ]  # fmt: skip
@@ -318,6 +321,101 @@ def gaussian_descent_profile(traj, energy: Callable, gradient: Callable, M=None)
     mean, cov = traj.mean, traj.cov
     dist = np.array([twisted_bures_wasserstein(mean[k], cov[k], mean[k + 1], cov[k + 1], Ms) for k in ks])
     return _descent_profile(traj.t, E, rate, speed, slope, ks, dist, M is None)
+
+
+def _cosine(s: int, uv: float, uu: float, vv: float) -> float:
+    return float(s * uv / math.sqrt(uu * vv)) if uu * vv > 0 else 0.0
+
+
+def _sign_and_metric(layer, twisted: bool):
+    s = energy_sign(layer)
+    if s == 0:
+        raise ValueError("the sign rule needs a definite M + M^T (energy_sign(layer) != 0)")
+    return s, validate_spd(s * twisted_matrix(layer), "sM") if twisted else np.eye(layer.d)
+
+
+@fill_doc(_DOC)
+def softmax_efficiency(X, layer, weights=None, *, twisted: bool = True) -> float:
+    r"""How close the attention field :math:`\Gamma_\mu` is to the steepest ascent (descent) of :math:`E_A`.
+
+    :math:`s\langle\operatorname{grad}E,\Gamma_\mu\rangle/(\|\operatorname{grad}E\|\,\|\Gamma_\mu\|)\le1`,
+    :math:`s` = :func:`~tokendynamics.gradient_flow.energy_sign`; twisted: the :math:`Z_\mu`-weighted metric
+    :math:`g_\mu(u,v)=\int Z_\mu\langle(sM)^{-1}u,v\rangle d\mu`, gradient :math:`sM\nabla Z_\mu/Z_\mu` (1 for
+    softmax, eq. ``eq-gf-softmax-gradient`` of the chapter); else :math:`L^2(\mu)` (:math:`W_2`), gradient
+    :math:`\nabla Z_\mu`. Castin et al. (2025), the gradient-flow section.
+
+    Parameters
+    ----------
+    %(X)s
+    layer : Attention
+        One head, symmetric invertible :math:`A`, symmetric definite :math:`M=V(\beta A)^{-1}`.
+    %(weights)s
+    twisted : bool
+        The metric :math:`g_\mu` (True) or :math:`L^2(\mu)` (False).
+
+    Returns
+    -------
+    float
+    """
+    X, w = validate_measure(X, weights, layer.d)
+    s, K = _sign_and_metric(layer, twisted)
+    Z, G, U = first_variation(X, layer, w), first_variation_gradient(X, layer, w), velocity(X, layer, w)
+    q, D = (w * Z, G @ K / Z[:, None]) if twisted else (w, G)
+    ip = lambda P, Q: float(np.sum(q * np.einsum("ij,ij->i", P, np.linalg.solve(K, Q.T).T)))  # noqa: E731
+    return _cosine(s, ip(D, U), ip(D, D), ip(U, U))
+
+
+def _tilt(mean, cov, A, k: int):
+    r"""log c, m, C: :math:`Z^k N(\alpha,\Sigma)=c\,N(m,C)` for :math:`Z(x)=e^{x^\top A\alpha+x^\top A\Sigma Ax/2}`."""
+    P = np.linalg.inv(cov) - k * A @ cov @ A
+    h = np.linalg.solve(cov, mean) + k * A @ mean
+    C = validate_spd(np.linalg.inv(P), "the tilted covariance (needs cov^-1 - k A cov A > 0)")
+    logc = -0.5 * np.linalg.slogdet(cov @ P)[1] + 0.5 * h @ C @ h - 0.5 * mean @ np.linalg.solve(cov, mean)
+    return float(logc), C @ h, C
+
+
+def _affine_mean(p, P, q, Q, K, m, C) -> float:
+    r""":math:`E\langle p+Px,K(q+Qx)\rangle` under :math:`N(m,C)`."""
+    return float((p + P @ m) @ K @ (q + Q @ m) + np.trace(P.T @ K @ Q @ C))
+
+
+@fill_doc(_DOC)
+def gaussian_softmax_efficiency(mean, cov, layer, *, twisted: bool = True) -> float:
+    r""":func:`softmax_efficiency` on :math:`\mu=N(\alpha,\Sigma)` in closed form, with the Gaussian-closure field.
+
+    On a Gaussian :math:`\nabla Z_\mu/Z_\mu=u(x)=A\alpha+A\Sigma Ax` is affine and the field is
+    :func:`~tokendynamics.gaussian.gaussian_velocity`; :math:`Z_\mu^k\mu` are Gaussians (:math:`k=1,2`), so the
+    inner products are Gaussian moments. Castin et al. (2025), the gradient-flow section.
+
+    Parameters
+    ----------
+    mean, cov : array_like (d,), (d, d)
+        :math:`\alpha,\Sigma` (with :math:`\Sigma^{-1}-2A\Sigma A\succ0` for the :math:`L^2` case).
+    layer : Attention
+        As in :func:`softmax_efficiency`.
+    twisted : bool
+        The metric :math:`g_\mu` (True) or :math:`L^2(\mu)` (False).
+
+    Returns
+    -------
+    float
+    """
+    A, _ = layer_matrices(layer)
+    s, K = _sign_and_metric(layer, twisted)
+    mean, cov = np.asarray(mean, float), validate_spd(cov, "cov", layer.d)
+    b, B = gaussian_velocity(mean, cov, layer)
+    u, Uq, Ki, I = A @ mean, A @ cov @ A, np.linalg.inv(K), np.eye(layer.d)
+    if twisted:
+        _, m, C = _tilt(mean, cov, A, 1)
+        return _cosine(
+            s,
+            _affine_mean(u, Uq, b, B, I, m, C),
+            _affine_mean(u, Uq, u, Uq, K, m, C),
+            _affine_mean(b, B, b, B, Ki, m, C),
+        )
+    (c1, m1, C1), (c2, m2, C2) = _tilt(mean, cov, A, 1), _tilt(mean, cov, A, 2)
+    uv, uu = math.exp(c1) * _affine_mean(u, Uq, b, B, I, m1, C1), math.exp(c2) * _affine_mean(u, Uq, u, Uq, I, m2, C2)
+    return _cosine(s, uv, uu, _affine_mean(b, B, b, B, I, mean, cov))
 
 
 @fill_doc(_DOC)

@@ -5,8 +5,8 @@ long times (:func:`oa_stability`, from perturbations of the uniform law, :func:`
 of example regimes (:data:`REGIME_TABLE`), the phase-portrait data of a panel or of the live explorer
 (:func:`regime_portrait`), the Case 1 plane of matrices (:func:`case1_matrix`) and the period of a sampled
 signal (:func:`sampled_period`), the regime of a sampled signal (:func:`sampled_regime`) and runs from uniform
-tokens across the saddle-node family (:func:`uniform_start_run`). The mathematics is that of :mod:`tokendynamics.kuramoto`,
-:mod:`tokendynamics.ott_antonsen` and :mod:`tokendynamics.regimes`.
+tokens across the saddle-node family (:func:`uniform_start_run`). The mathematics is that of
+:mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and :mod:`tokendynamics.regimes`.
 """
 
 from __future__ import annotations

@@ -184,6 +184,8 @@ KURAMOTO_LABELS = {
         "fig-kura-rotating",
         "fig-kura-hamiltonian",
         "fig-kura-snic",
+        "fig-kura-transition",
+        "fig-kura-transition-map",
     ],
 }
 

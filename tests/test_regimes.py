@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import I2
+from tokendynamics.book.studies.kuramoto import uniform_start_run
 from tokendynamics.kuramoto import J, complex_parts, linear_layers
 from tokendynamics.ott_antonsen import ott_antonsen_rhs, solve_ott_antonsen
 from tokendynamics.regimes import (
@@ -20,6 +21,7 @@ from tokendynamics.regimes import (
     hamiltonian_centre,
     predict_regime,
     rotation_period,
+    snic_family,
 )
 
 
@@ -288,3 +290,44 @@ def test_hamiltonian_field_identity():
         hamiltonian(0.1, linear_layers(I2, I2))
     with pytest.raises(ValueError, match="A = I"):
         hamiltonian(0.1, linear_layers(2 * I2, np.array([[0.5, 1.0], [-1.0, -0.5]])))
+
+
+@pytest.mark.claim("oscillation-to-clustering-transition")
+def test_traceless_period_diverges_like_a_power_at_the_transition():
+    """Paper 2 (Li et al., 2026), oscillation -> clustering: A = I, V = [[a, 1], [-1, -a]] from z0 = 0; the period
+    of the closed orbit grows monotonically as eps = 1 - a -> 0, like eps^p with a fitted p in (-0.6, -0.4) (about
+    -0.46 on eps = 0.02 ... 0.0025), and the amplitude max |R2| increases towards 1.
+    """
+    eps = np.array([0.02, 0.01, 0.005, 0.0025])
+    runs = [uniform_start_run(1 - e, 0.0, 1.0, 8.0 / np.sqrt(e), points=8001) for e in eps]
+    P, amp = np.array([r[2] for r in runs]), np.array([r[3] for r in runs])
+    slope = np.polyfit(np.log(eps), np.log(P), 1)[0]
+    assert np.all(np.diff(P) > 0) and np.all(np.diff(amp) > 0) and amp[-1] > 0.95
+    assert -0.6 < slope < -0.4
+
+
+@pytest.mark.claim("oscillation-to-clustering-transition")
+def test_regime_flips_across_the_transition_in_the_closed_forms_and_the_flow():
+    """Paper 2 (Li et al., 2026): V = snic_family(a, 1, c) at a = 1 -+ 0.02: c = 0 oscillation -> static, c = 0.3
+    rotating -> static (closed forms and the Ott-Antonsen classifier); a = 1 itself is degenerate (no closed form).
+    """
+    for c, below in ((0.0, "oscillation"), (0.3, "rotating_clusters")):
+        for a, expected in ((0.98, below), (1.02, "static_clusters")):
+            layer = linear_layers(I2, snic_family(a, 1.0, c))
+            assert predict_regime(layer).regime == expected
+            assert classify_regime(layer, T=400.0, method="rk4", dt=0.01) == expected
+        assert predict_regime(linear_layers(I2, snic_family(1.0, 1.0, c))) is None
+
+
+@pytest.mark.claim("oscillation-to-clustering-transition")
+def test_particles_agree_with_the_reduction_across_the_transition():
+    """Paper 2 (Li et al., 2026): 64 equispaced tokens (particle system) against the Ott-Antonsen run from z0 = 0:
+    period and amplitude to 1e-4 below the transition; the particles' regime is the closed form's at sampled (a, c).
+    """
+    for a in (0.5, 0.9):
+        oa = uniform_start_run(a, 0.0, 1.0, 40.0)
+        part = uniform_start_run(a, 0.0, 1.0, 40.0, n=64, rtol=1e-8, points=1601)
+        assert abs(part[2] / oa[2] - 1) < 1e-4 and abs(part[3] - oa[3]) < 1e-4
+    for a, c in ((0.5, 0.0), (1.5, 0.0), (0.8, 0.2), (0.3, -0.2), (1.1, -0.8)):
+        regime = uniform_start_run(a, c, 1.0, 40.0, n=64, rtol=1e-8, points=801)[4]
+        assert regime == predict_regime(linear_layers(I2, snic_family(a, 1.0, c))).regime

@@ -4,8 +4,9 @@ The accuracy of the Ott–Antonsen reduction for finite n (:func:`oa_accuracy`),
 long times (:func:`oa_stability`, from perturbations of the uniform law, :func:`perturbed_uniform`), the table
 of example regimes (:data:`REGIME_TABLE`), the phase-portrait data of a panel or of the live explorer
 (:func:`regime_portrait`), the Case 1 plane of matrices (:func:`case1_matrix`) and the period of a sampled
-signal (:func:`sampled_period`). The mathematics is that of :mod:`tokendynamics.kuramoto`,
-:mod:`tokendynamics.ott_antonsen` and :mod:`tokendynamics.regimes`.
+signal (:func:`sampled_period`), the regime of a sampled signal (:func:`sampled_regime`) and runs from uniform
+tokens across the saddle-node family (:func:`uniform_start_run`). The mathematics is that of
+:mod:`tokendynamics.kuramoto`, :mod:`tokendynamics.ott_antonsen` and :mod:`tokendynamics.regimes`.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from ...attention import Attention
 from ...docstrings import fill_doc
 from ...kuramoto import CIRCLE_DOCS, coefficients, order_parameter, solve_phases
 from ...ott_antonsen import OAPolynomial, poisson_kernel_atoms, sample_ott_antonsen, solve_ott_antonsen
-from ...regimes import Prediction, classify_regime, predict_regime
+from ...particles import circle_tokens, simulate
+from ...regimes import Prediction, classify_regime, hamiltonian_centre, predict_regime, snic_family
 from ...transport import circle_wasserstein1
 from ...validation import validate_complex, validate_count, validate_finite, validate_finite_array, validate_positive
 
 __all__ = [
     "OAAccuracy", "oa_accuracy", "case1_matrix", "perturbed_uniform", "OAStability", "oa_stability", "sampled_period",
-    "RegimeExample", "REGIME_TABLE", "Portrait", "regime_portrait",
+    "sampled_regime", "uniform_start_run", "RegimeExample", "REGIME_TABLE", "Portrait", "regime_portrait",
 ]  # fmt: skip
 
 _DOC = {**CIRCLE_DOCS, "tolerances": "rtol, atol : float\n    Tolerances of the particle integration (DOP853)."}
@@ -327,6 +329,80 @@ def sampled_period(t, R, *, centre: complex = 0.0, transient: float = 0.0) -> fl
         return math.inf
     times = t[up] - y[up] * (t[up + 1] - t[up]) / (y[up + 1] - y[up])
     return float(np.diff(times).mean())
+
+
+def sampled_regime(t, R, *, window: float = 0.2, tol: float = 1e-2) -> str:
+    r"""The regime (one of :data:`~tokendynamics.regimes.REGIMES`) of a sampled :math:`R_2(t)`, e.g. the particles'.
+
+    The rules of :func:`~tokendynamics.regimes.classify_regime` on the late window :math:`[(1-\text{window})T,T]`,
+    with one looser threshold for finite n: on the circle if :math:`\min|R_2|>1-` ``tol``, then turning if the
+    unwrapped :math:`\arg R_2` moves by more than ``tol``; inside, settled (partial) if
+    :math:`\max|R_2(t)-R_2(T)|<` ``tol``, else oscillating.
+
+    Parameters
+    ----------
+    t : array (m,)
+        Sample times.
+    R : complex array (m,)
+        The signal.
+    window, tol : float
+        Examined fraction of the run; threshold.
+
+    Returns
+    -------
+    str
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the regimes; book: ``chapters/05_kuramoto_regimes.md``.
+    """
+    late = validate_complex(R, "R")[validate_finite_array(t, "t") >= (1 - window) * float(t[-1])]
+    if np.abs(late).min() > 1 - tol:
+        return "rotating_clusters" if np.ptp(np.unwrap(np.angle(late))) > tol else "static_clusters"
+    return "partial" if np.abs(late - late[-1]).max() < tol else "oscillation"
+
+
+def uniform_start_run(a, c=0.0, b=1.0, T=60.0, *, n: int = 0, points: int = 4001, rtol=1e-10):
+    r"""One run from uniform tokens (:math:`R_2(0)=0`) for :math:`A=I`, :math:`V=` :func:`snic_family` ``(a, b, c)``.
+
+    On the Ott–Antonsen flow from :math:`z_0=0`, or (``n > 0``) on the particle system from n equispaced tokens
+    (:func:`~tokendynamics.particles.simulate`, adaptive). For traceless V with :math:`|a|<|b|` the period counts
+    turns around the centre :math:`z_c` (:func:`~tokendynamics.regimes.hamiltonian_centre`), otherwise around 0.
+
+    Parameters
+    ----------
+    a, c, b : float
+        The family's parameters.
+    T : float
+        Horizon.
+    n : int
+        Number of tokens (0: the Ott–Antonsen flow).
+    points : int
+        Samples on ``[0, T]``.
+    rtol : float
+        Relative tolerance (absolute: ``rtol / 100``).
+
+    Returns
+    -------
+    tuple
+        Times, :math:`R_2(t)`, the period (:func:`sampled_period`, ``inf`` without turns), the amplitude
+        :math:`\max_t|R_2|` and the regime (:func:`sampled_regime`).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the hidden Hamiltonian and the saddle-node; book: ``chapters/05_kuramoto_regimes.md``.
+    """
+    layer = Attention("linear", A=np.eye(2), V=snic_family(a, b, c))
+    t = np.linspace(0.0, T, points)
+    if n:
+        X0 = circle_tokens(2 * np.pi * np.arange(n) / n)
+        traj = simulate(X0, layer, T, method="adaptive", t_eval=t, rtol=rtol, atol=rtol / 100, sphere=True)
+        R = order_parameter(traj.angles())
+    else:
+        R = solve_ott_antonsen(0j, layer, T, t_eval=t, rtol=rtol, atol=rtol / 100).z
+    zc = hamiltonian_centre(layer.V[0]) if c == 0 else None
+    period = sampled_period(t, R, centre=0.0 if zc is None else zc)
+    return t, R, period, float(np.abs(R).max()), sampled_regime(t, R)
 
 
 def case1_matrix(tr, det, skew=1.0):

@@ -325,7 +325,7 @@ def legend_overlaps(fig, tol: float = 1.0) -> list[str]:
 
     An axes legend is checked against its axes, a figure legend against every 2-D axes: a plotted point
     (line vertex, a sample of a solid line, scatter point; in display pixels) strictly inside the
-    legend's box shrunk by ``tol`` pixels is a hit.
+    legend's box shrunk by ``tol`` pixels is a hit, and so is the axes' title or axis label overlapping it.
     """
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -337,7 +337,9 @@ def legend_overlaps(fig, tol: float = 1.0) -> list[str]:
         for ax in axes:
             p = _drawn_points(ax)
             hit = (p[:, 0] > b.x0 + tol) & (p[:, 0] < b.x1 - tol) & (p[:, 1] > b.y0 + tol) & (p[:, 1] < b.y1 - tol)
-            if hit.any():
+            texts = [t for t in (ax.title, ax.xaxis.label, ax.yaxis.label) if t.get_visible() and t.get_text()]
+            hit = int(hit.sum()) + sum(b.overlaps(t.get_window_extent(renderer)) for t in texts)
+            if hit:
                 names = ", ".join(t.get_text() for t in leg.get_texts())
-                found.append(f"legend [{names}] covers {int(hit.sum())} points of axes {ax.get_title()!r}")
+                found.append(f"legend [{names}] covers {hit} points or labels of axes {ax.get_title()!r}")
     return found

@@ -10,7 +10,8 @@ figures the book shows and the files ``plotting.savefig`` writes) carries a PNG 
 
 the smallest font size (points) of the visible, non-empty texts of the figure, one such text, and
 the dpi of the PNG, and (``legend_overlaps``) the legends that lie on plotted data, by
-``tests.helpers.legend_overlaps`` (read by ``tests/book/test_figure_legends.py``). ``tests/test_browser.py`` combines it with the displayed size of the image to
+``tests.helpers.legend_overlaps`` (read by ``tests/book/test_figure_legends.py``).
+``tests/test_browser.py`` combines it with the displayed size of the image to
 estimate the smallest text size in screen pixels. It changes nothing else in the PNG.
 """
 

@@ -55,8 +55,8 @@ def test_legend_overlaps_flags_legends_on_lines_points_and_labels_but_not_a_lege
 def test_built_figures_keep_their_legends_off_the_data(chapter, stem):
     from PIL import Image
 
-    pngs = [p for p in (BUILD / "figures" / chapter / f"{stem}.png", BUILD / "run" / chapter / "figures" / f"{stem}.png")
-            if p.exists()]
+    where = (BUILD / "figures" / chapter, BUILD / "run" / chapter / "figures")
+    pngs = [d / f"{stem}.png" for d in where if (d / f"{stem}.png").exists()]
     if not pngs:
         pytest.skip(f"{chapter} is not built (scripts/build_book.py chapter {chapter})")
     png = max(pngs, key=lambda p: p.stat().st_mtime)  # the latest build

@@ -327,6 +327,8 @@ def legend_overlaps(fig, tol: float = 1.0) -> list[str]:
     (line vertex, a sample of a solid line, scatter point; in display pixels) strictly inside the
     legend's box shrunk by ``tol`` pixels is a hit, and so is the axes' title or axis label overlapping it.
     """
+    if not fig.legends and not any(ax.get_legend() for ax in fig.axes):
+        return []  # nothing to check, and no draw
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     flat = [ax for ax in fig.axes if ax.name != "3d"]

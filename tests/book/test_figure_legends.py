@@ -25,7 +25,7 @@ BUILD = Path(__file__).resolve().parents[2] / "_build"
 CHECKED = {
     "02_gaussian_preservation": ["gaussian-exact-rank"],
     "03_gradient_flow": ["gradient-flow-nonconvex"],
-    "06_high_dimensional": ["highdim-histograms", "highdim-sweeps"],
+    "06_high_dimensional": ["highdim-order-parameters", "highdim-histograms", "highdim-sweeps"],
     "07_phase_diagrams": ["phase-critical", "phase-counts"],
 }
 
@@ -65,3 +65,16 @@ def test_built_figures_keep_their_legends_off_the_data(chapter, stem):
     if "legend_overlaps" not in info:
         pytest.skip(f"{png} was built without the legend check")
     assert info["legend_overlaps"] == [], f"{png}: {info['legend_overlaps']}"
+
+
+def test_four_cone_blocks_make_one_short_row_with_titles_apart():
+    from tokendynamics.book.gaussian_plots import cone_and_disc_figure
+    from tokendynamics.book.studies.gaussian import cone_grid
+
+    covs = [np.array([S, 0.5 * S]) for S in cone_grid(3, 3)]
+    fig = cone_and_disc_figure({name: covs for name in ("softmax", "L2", "2-head", "Sinkhorn")})
+    assert fig.get_size_inches()[1] < 5.0  # one row of four blocks (was a 2 x 2 grid, 15.6 in tall)
+    fig.canvas.draw()
+    boxes = [ax.title.get_window_extent() for ax in fig.axes if ax.get_title()]
+    assert len(boxes) == 4 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    plt.close(fig)

@@ -72,7 +72,7 @@ def test_four_cone_blocks_make_one_short_row_with_titles_apart():
     from tokendynamics.book.studies.gaussian import cone_grid
 
     covs = [np.array([S, 0.5 * S]) for S in cone_grid(3, 3)]
-    fig = cone_and_disc_figure({name: covs for name in ("softmax", "L2", "2-head", "Sinkhorn")})
+    fig = cone_and_disc_figure(dict.fromkeys(("softmax", "L2", "2-head", "Sinkhorn"), covs))
     assert fig.get_size_inches()[1] < 5.0  # one row of four blocks (was a 2 x 2 grid, 15.6 in tall)
     fig.canvas.draw()
     boxes = [ax.title.get_window_extent() for ax in fig.axes if ax.get_title()]

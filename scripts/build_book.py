@@ -172,6 +172,7 @@ def execute_one(
     os.environ["TOKENDYNAMICS_FIGDIR"] = str(figdir)
     os.environ["TOKENDYNAMICS_HEADLESS"] = "1"  # chapters skip building live widgets (plotting.live_widgets)
     os.environ["IPYTHONDIR"] = str(install_ipython_startup())  # PNGs record their smallest text size
+    os.environ["TOKENDYNAMICS_ROOT"] = str(ROOT)  # ... and the legends on data (tests.helpers.legend_overlaps)
     # Chapters run side by side (BOOK_JOBS): one BLAS thread each, or the BLAS pools of two kernels
     # fight over the cores (measured: d = 100 runs up to 20 x slower). A reader's setting wins.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

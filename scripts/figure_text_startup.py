@@ -9,7 +9,9 @@ figures the book shows and the files ``plotting.savefig`` writes) carries a PNG 
     tokendynamics:text = {"min_pt": 8.33, "min_text": "legend entry", "dpi": 110, "n_texts": 37}
 
 the smallest font size (points) of the visible, non-empty texts of the figure, one such text, and
-the dpi of the PNG. ``tests/test_browser.py`` combines it with the displayed size of the image to
+the dpi of the PNG, and (``legend_overlaps``) the legends that lie on plotted data, by
+``tests.helpers.legend_overlaps`` (read by ``tests/book/test_figure_legends.py``).
+``tests/test_browser.py`` combines it with the displayed size of the image to
 estimate the smallest text size in screen pixels. It changes nothing else in the PNG.
 """
 
@@ -41,6 +43,13 @@ def _tokendynamics_install_text_metadata():
         if dpi in (None, "figure"):
             dpi = figure.dpi if rcParams["savefig.dpi"] == "figure" else rcParams["savefig.dpi"]
         info = {"dpi": float(dpi), "n_texts": len(texts)}
+        if os.environ.get("TOKENDYNAMICS_ROOT"):  # the legends lying on data (tests/helpers.py)
+            import sys
+
+            sys.path.insert(0, os.environ["TOKENDYNAMICS_ROOT"])
+            from tests.helpers import legend_overlaps
+
+            info["legend_overlaps"] = legend_overlaps(figure)
         if texts:
             smallest = min(texts, key=lambda t: t.get_fontsize())
             info["min_pt"] = round(float(smallest.get_fontsize()), 2)

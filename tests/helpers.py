@@ -294,3 +294,54 @@ def walk_static_explorer(page, box, timeout_ms: int = 15_000) -> tuple[dict, lis
                  "ms": last.get("ms") if new_picture else None, "loaded_src": last.get("src") if new_picture else None}
             )  # fmt: skip
     return data, moves
+
+
+def _drawn_points(ax) -> np.ndarray:
+    """Display coordinates (px) of what ``ax`` plots: line vertices (solid lines sampled every 3 px along
+    their segments) and scatter points, kept inside the axes box (clipping hides the rest)."""
+    from matplotlib.collections import PathCollection
+
+    out = [np.empty((0, 2))]
+    for line in ax.lines:
+        xy = line.get_transform().transform(np.asarray(line.get_xydata(), float))
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if line.get_visible() and line.get_linestyle() not in ("None", "", " ") and len(xy) > 1:
+            seg = np.diff(xy, axis=0)
+            n = np.maximum(1, np.ceil(np.hypot(*seg.T) / 3)).astype(int)
+            i = np.repeat(np.arange(len(seg)), n)
+            frac = (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)) / n[i]
+            xy = np.vstack([xy[i] + frac[:, None] * seg[i], xy[-1:]])
+        out.append(xy if line.get_visible() else out[0])
+    for c in ax.collections:
+        if isinstance(c, PathCollection) and c.get_visible() and len(c.get_offsets()):
+            out.append(c.get_offset_transform().transform(np.asarray(c.get_offsets(), float)))
+    pts = np.vstack(out)
+    box = ax.get_window_extent()
+    return pts[(pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)]
+
+
+def legend_overlaps(fig, tol: float = 1.0) -> list[str]:
+    """The legends of ``fig`` that lie on its data, one message each (empty: every legend is off the data).
+
+    An axes legend is checked against its axes, a figure legend against every 2-D axes: a plotted point
+    (line vertex, a sample of a solid line, scatter point; in display pixels) strictly inside the
+    legend's box shrunk by ``tol`` pixels is a hit, and so is the axes' title or axis label overlapping it.
+    """
+    if not fig.legends and not any(ax.get_legend() for ax in fig.axes):
+        return []  # nothing to check, and no draw
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    flat = [ax for ax in fig.axes if ax.name != "3d"]
+    legends = [(ax.get_legend(), [ax]) for ax in flat if ax.get_legend()] + [(leg, flat) for leg in fig.legends]
+    found = []
+    for leg, axes in legends:
+        b = leg.get_window_extent(renderer)
+        for ax in axes:
+            p = _drawn_points(ax)
+            hit = (p[:, 0] > b.x0 + tol) & (p[:, 0] < b.x1 - tol) & (p[:, 1] > b.y0 + tol) & (p[:, 1] < b.y1 - tol)
+            texts = [t for t in (ax.title, ax.xaxis.label, ax.yaxis.label) if t.get_visible() and t.get_text()]
+            hit = int(hit.sum()) + sum(b.overlaps(t.get_window_extent(renderer)) for t in texts)
+            if hit:
+                names = ", ".join(t.get_text() for t in leg.get_texts())
+                found.append(f"legend [{names}] covers {hit} points or labels of axes {ax.get_title()!r}")
+    return found

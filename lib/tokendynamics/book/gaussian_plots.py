@@ -283,8 +283,8 @@ def cone_and_disc_figure(
 
     ``panels`` maps a title to a list of covariance trajectories (arrays (m_k, 2, 2)). ``line`` may
     be a dict title -> unit cone direction. Colours follow :func:`trajectory_colors` (``color``);
-    each block has a colour bar of its own range (initial :math:`2c`, or final trace). At most three
-    blocks per row (four panels make a 2 x 2 grid), ``width`` inches wide in all.
+    each block has a colour bar of its own range (initial :math:`2c`, or final trace). At most four
+    blocks per row (one row up to four panels), ``width`` inches wide in all.
 
     Parameters
     ----------
@@ -313,7 +313,7 @@ def cone_and_disc_figure(
     from matplotlib.colors import Normalize
 
     n = len(panels)
-    ncol = 2 if n == 4 else min(n, 3)
+    ncol = min(n, 4)
     nrow = -(-n // ncol)
     w = width / ncol
     fig = plt.figure(figsize=(width, nrow * (2.0 * w + 0.8)))

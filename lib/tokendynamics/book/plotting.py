@@ -220,7 +220,7 @@ def plot_angle_paths(ax, t, X_or_theta, *, color=TOKEN_COLOR, lw: float = 0.8, a
     ax.set_ylim(-np.pi, np.pi)
     ax.set_yticks([-np.pi, 0, np.pi], [r"$-\pi$", "0", r"$\pi$"])
     ax.set_xlabel("time (depth) $t$")
-    ax.set_ylabel(r"angle $\theta_i(t)$")
+    ax.set_ylabel(r"angle $\theta_k$")
     return ax
 
 

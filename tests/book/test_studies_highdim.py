@@ -317,22 +317,65 @@ def _window_ratio(t, y, T):
     return np.ptp(y[late], axis=0) / np.ptp(y[early], axis=0)
 
 
+@pytest.mark.claim("plane-diagnostic-separates-rotation-clustering-and-oscillation")
+def test_plane_motion_separates_rigid_rotation_clustering_and_oscillation():
+    """Paper 2 (Li et al., 2026), Cases 3 and 4 in d = 30 (n = 100, T = 300, linear attention). The range ratio of the
+    coordinate means cannot tell rotation from oscillation: Case 3 with a = -0.5 (planar: R2 -> 0, rigid rotation)
+    keeps its means' range (ratio above 0.7). The per-plane diagnostic names each control: rigid rotation, static
+    clusters (Case 4, a = 1, b = 0.5), rotating clusters (Case 3, a = 1) and oscillation (Case 4, a = 0.5, b = 1).
+    """
+    X0 = sample_sphere(100, 30, 0)
+    controls = {
+        "rotation": hd.case3(30, -0.5, 0.5),
+        "static_clusters": hd.case4(30, 1.0, 0.5),
+        "rotating_clusters": hd.case3(30, 1.0, 0.5),
+        "oscillation": hd.case4(30, 0.5, 1.0),
+    }
+    for expected, mc in controls.items():
+        r = hd.run_variant(mc, "linear", X0, 300.0, n_eval=301)
+        assert hd.plane_motion(r) == expected, (mc.label, hd.plane_motion(r))
+        if expected == "rotation":
+            assert float(np.mean(_window_ratio(r.t, r.means, 300.0))) > 0.7  # the means' ratio passes a rotation
+
+
 @pytest.mark.claim("oscillations-persist-in-the-coordinate-means", "coordinate-means-keep-oscillating")
 def test_case4_oscillation_persists_in_the_coordinate_means_for_linear_and_softmax_attention():
     """Paper 2 (Li et al., 2026)'s summary: in high dimension the oscillations of Case 4 (|a| < |b|) persist, for
-    linear and for softmax attention. In the authors' diagnostic, the per-coordinate mean token value m_l(t), they
-    do: its range over the last quarter of the run is at least 0.7 times its range early on (mean over the
-    coordinates), for linear and unnormalised softmax attention (d = 30, n = 100), while the range of R2 shrinks.
+    linear and for softmax attention. In the plane means mu_p (the coordinate means, plane by plane of V) they do:
+    :func:`plane_motion` finds the modulus still swinging over the second half of the run, not a rigid rotation,
+    for linear and unnormalised softmax attention (d = 30, n = 100), while the range of R2 shrinks.
     """
     mc = hd.case4(30, 0.5, 1.0)
     X0 = sample_sphere(100, 30, 0)
     for kind, T in (("linear", 300.0), ("unnormalized_softmax", 100.0)):
         r = hd.run_variant(mc, kind, X0, T, n_eval=301)
-        ratio_means = float(np.mean(_window_ratio(r.t, r.means, T)))
-        assert ratio_means > 0.7, (kind, ratio_means)
+        assert hd.plane_motion(r) == "oscillation", kind
         assert r.R2.max() < 0.2  # no clustering
     la = hd.run_variant(mc, "linear", X0, 300.0, n_eval=301)
     assert _window_ratio(la.t, la.R2, 300.0) < 0.6
+
+
+@pytest.mark.claim("planar-regimes-persist-in-high-dimension")
+def test_planar_prediction_agrees_with_linear_attention_in_every_predicted_chapter_case():
+    """Paper 2 (Li et al., 2026): the chapter's agreement table. For each recipe of the chapter that has a planar
+    prediction (all but the random one), linear attention from n = 100 uniform tokens in d = 30 (T = 300, projective
+    flow) shows the predicted regime (:func:`observed_regime`).
+    """
+    from tokendynamics.book.experiments import settings
+
+    p = settings("highdim_cases", "fast")
+    X0 = sample_sphere(100, 30, 0)
+    n_pred = 0
+    for spec in p["cases"]:
+        spec = dict(spec)
+        mc = hd.make_case(spec.pop("case"), 30, p["matrix_seed"], **spec)
+        pred = hd.predict_for_case(mc).regime
+        if pred in ("undetermined", "bistable"):
+            continue
+        r = hd.run_variant(mc, "linear", X0, 300.0, n_eval=301, engine="projective")
+        assert hd.agreement(pred, r.regime()) == "agrees", (mc.label, pred, r.regime())
+        n_pred += 1
+    assert n_pred == 8
 
 
 @pytest.mark.claim("oscillation-persists-near-one-plane", "oscillation-is-damped-in-high-dimension")

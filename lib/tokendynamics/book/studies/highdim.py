@@ -69,6 +69,7 @@ __all__ = [
     "predict_2d_regime",
     "predict_for_case",
     "observed_regime",
+    "plane_motion",
     "agreement",
     "RunSummary",
     "summarize",
@@ -659,6 +660,52 @@ def observed_regime(t, R2, axis, *, level=0.99, window=0.5, rotation_tol=1e-2, s
     if float(r.max() - r.min()) <= settle_tol * min(scale, max(float(np.mean(1.0 - r)), 1e-300)):
         return "partial"
     return "not_settled"
+
+
+def plane_motion(r, *, level=0.99, window=0.5, swing=0.3, turn=0.5, fit_tol=0.05) -> str:
+    r"""Tell clustering, rigid rotation and oscillation apart, plane by plane of :math:`V`.
+
+    In each coordinate plane :math:`p` (the rotation planes of the unconjugated block recipes: their
+    real Schur form) the tokens give two harmonics, the plane mean :math:`\mu_p=\frac1n\sum_kw_k`
+    and :math:`z_p=\sum_kw_k^2/\sum_k|w_k|^2` (:math:`w_k=x_k^{(2p)}+\mathrm i\,x_k^{(2p+1)}`).
+    The signal is :math:`z_p` if the run has clustered (median :math:`|z_p(T)|>` ``level``), else
+    :math:`\mu_p`. Over the last ``window`` fraction, with medians over the planes: ``oscillation``
+    if the modulus swings (range over mean above ``swing``); else, if the unwrapped phase turns by
+    more than ``turn`` radians and a straight line fits it to ``fit_tol`` of that turn, rigid
+    rotation (``rotating_clusters`` or ``rotation``); else ``static_clusters`` or ``rest``. A
+    rotation keeps the modulus and turns the phase at a constant rate, so the coordinate means
+    swing under it (:func:`~tokendynamics.metrics.coordinate_means`) but :math:`|\mu_p|` does not.
+
+    Parameters
+    ----------
+    r : RunSummary
+        A run (its ``t``, ``planes`` and ``means``).
+    level, window, swing, turn, fit_tol : float
+        Thresholds of the rules above.
+
+    Returns
+    -------
+    str
+        ``static_clusters``, ``rotating_clusters``, ``rotation``, ``oscillation`` or ``rest``.
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the high-dimensional Cases 3 and 4; book: ``chapters/06_high_dimensional.md``.
+    """
+    validate_instance(r, RunSummary, "r", "a RunSummary (the result of run_variant)")
+    late = r.t >= r.t[-1] - window * (r.t[-1] - r.t[0])
+    P = r.planes.shape[1]
+    clustered = float(np.median(np.abs(r.planes[-1]))) > level
+    w = (r.planes if clustered else r.means[:, 0 : 2 * P : 2] + 1j * r.means[:, 1 : 2 * P : 2])[late]
+    m, phase, tl = np.abs(w), np.unwrap(np.angle(w), axis=0), r.t[late]
+    if float(np.median(np.ptp(m, axis=0) / np.maximum(m.mean(axis=0), 1e-300))) > swing:
+        return "oscillation"
+    slope, icpt = np.polyfit(tl, phase, 1)
+    turned = float(np.median(np.abs(slope))) * (tl[-1] - tl[0])
+    misfit = float(np.median(np.std(phase - (slope * tl[:, None] + icpt), axis=0)))
+    if turned > turn and misfit < fit_tol * turned:
+        return "rotating_clusters" if clustered else "rotation"
+    return "static_clusters" if clustered else "rest"
 
 
 def agreement(predicted: str, observed: str) -> str:

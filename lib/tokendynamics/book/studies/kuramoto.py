@@ -363,7 +363,9 @@ def sampled_regime(t, R, *, window: float = 0.2, tol: float = 1e-2) -> str:
 
 
 def uniform_start_run(a, c=0.0, b=1.0, T=60.0, *, n: int = 0, points: int = 4001, rtol=1e-10):
-    r"""One run from uniform tokens (:math:`R_2(0)=0`) for :math:`A=I`, :math:`V=` :func:`~tokendynamics.regimes.snic_family` ``(a, b, c)``.
+    r"""One run from uniform tokens (:math:`R_2(0)=0`) for :math:`A=I` and the traceless family.
+
+    :math:`V=` :func:`~tokendynamics.regimes.snic_family` ``(a, b, c)``.
 
     On the Ott–Antonsen flow from :math:`z_0=0`, or (``n > 0``) on the particle system from n equispaced tokens
     (:func:`~tokendynamics.particles.simulate`, adaptive). For traceless V with :math:`|a|<|b|` the period counts

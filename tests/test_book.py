@@ -186,6 +186,8 @@ KURAMOTO_LABELS = {
         "fig-kura-snic",
         "fig-kura-transition",
         "fig-kura-transition-map",
+        "fig-kura-transition-hd",
+        "fig-kura-consensus",
     ],
 }
 

@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 from tests.helpers import I2
+from tokendynamics import sample_sphere
+from tokendynamics.book.studies.highdim import clustering_time, make_case
 from tokendynamics.book.studies.kuramoto import uniform_start_run
-from tokendynamics.kuramoto import J, complex_parts, linear_layers
+from tokendynamics.kuramoto import J, complex_parts, linear_layers, order_parameter, solve_phases
+from tokendynamics.metrics import order_parameters
 from tokendynamics.ott_antonsen import ott_antonsen_rhs, solve_ott_antonsen
+from tokendynamics.projective import projective_flow
 from tokendynamics.regimes import (
     REGIMES,
     case1_region,
@@ -331,3 +335,51 @@ def test_particles_agree_with_the_reduction_across_the_transition():
     for a, c in ((0.5, 0.0), (1.5, 0.0), (0.8, 0.2), (0.3, -0.2), (1.1, -0.8)):
         regime = uniform_start_run(a, c, 1.0, 40.0, n=64, rtol=1e-8, points=801)[4]
         assert regime == predict_regime(linear_layers(I2, snic_family(a, 1.0, c))).regime
+
+
+@pytest.mark.claim("one-cluster-needs-a-half-plane")
+def test_the_same_lines_end_in_one_cluster_from_one_half_plane_and_in_two_from_another():
+    """Paper 2 (Li et al., 2026), the sign symmetry of linear attention: A = I, V = diag(2, -1), 40 equispaced
+    lines as tokens in x1 > 0 end in one cluster (|R1| -> 1), as tokens in x2 > 0 in two balanced antipodal
+    ones (R1 -> 0); both have |R2| -> 1 and the same lines e^{2 i theta} at every time.
+    """
+    lines = -np.pi / 2 + np.pi * (np.arange(40) + 0.5) / 40
+    starts = np.stack([lines, np.where(lines < 0, lines + np.pi, lines)])
+    sol = solve_phases(starts, linear_layers(I2, np.diag([2.0, -1.0])), 20.0, t_eval=np.linspace(0, 20, 201))
+    R1, R2 = (np.abs(order_parameter(sol.theta[-1], m)) for m in (1, 2))
+    assert R1[0] > 0.99 and R1[1] < 0.05 and np.all(R2 > 0.99)
+    assert np.max(np.abs(np.exp(2j * sol.theta[:, 0]) - np.exp(2j * sol.theta[:, 1]))) < 1e-8
+
+
+@pytest.mark.claim("one-cluster-needs-a-half-plane")
+def test_flipping_the_tokens_behind_the_hyperplane_of_phi_gives_one_cluster_in_d5():
+    """Paper 2 (Li et al., 2026): d = 5, 40 uniform tokens, the Case 2 recipe (top eigenvalue 2): two antipodal
+    clusters whose sizes are the split of the start by w^perp (w the top right-singular vector of Phi(T), the
+    exact reduction); the same tokens flipped onto w's side end in one cluster (hat R1 = hat R2 = 1).
+    """
+    layer = make_case("case2", 5, 42).layer("linear")
+    X0 = sample_sphere(40, 5, 1)
+    traj, Phi = projective_flow(X0, layer, 60.0, return_phi=True)
+    side = np.sign(X0 @ np.linalg.svd(Phi[-1])[2][0])
+    assert 0 < np.sum(side > 0) < 40 and order_parameters(traj.X[-1])[1] > 0.999
+    mean = np.linalg.norm(traj.X[-1].mean(axis=0))
+    assert abs(mean - abs(side.sum()) / 40) < 1e-6
+    R1, R2 = order_parameters(projective_flow(X0 * side[:, None], layer, 60.0).X[-1])
+    assert R1 > 0.999 and R2 > 0.999
+
+
+@pytest.mark.claim("clustering-slows-down-near-the-boundary-at-high-dimension")
+def test_clustering_time_grows_near_the_boundary_at_d30_and_levels_off_in_the_plane():
+    """Paper 2 (Li et al., 2026), Case 4 recipe (A = I, traceless blocks, b = 1, a = 1 + eps), 60 uniform tokens,
+    3 samples: the time to hat R2 = 0.9 grows in every sample at d = 30 as eps = 0.1, 0.01, 0.001, its median
+    by more than 1.6x per decade; at d = 2 the median grows by less than 1.3x over the last decade.
+    """
+    eps = (0.1, 0.01, 0.001)
+    times = {
+        d: np.array([[clustering_time("case4", d=d, n=60, T=5000.0, level=0.9, seed=s, a=1 + e, b=1.0)["t_level"]
+                      for s in range(3)] for e in eps])
+        for d in (30, 2)
+    }  # fmt: skip
+    assert np.all(np.diff(times[30], axis=0) > 0)
+    assert np.all(np.diff(np.log(np.median(times[30], axis=1))) > np.log(1.6))
+    assert np.median(times[2][-1]) < 1.3 * np.median(times[2][-2])

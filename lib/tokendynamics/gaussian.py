@@ -78,10 +78,6 @@ _DOC = {
         layer : Attention
             Single-head softmax layer with :math:`V=vI`.
     """,
-    "layer_rank_one": """
-        layer : Attention
-            Softmax layer, any number of heads (not causal).
-    """,
     "t_before_blowup": r"""
         t : float or array (m,)
             Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
@@ -848,13 +844,6 @@ def _scalar_value(layer: Attention, what: str) -> float:
     return v
 
 
-def _vector(x, name: str, d: int) -> np.ndarray:
-    x = validate_finite_array(x, name, ndim=1)
-    if x.shape != (d,):
-        raise ValueError(f"{name} must have shape ({d},), got {x.shape}")
-    return x
-
-
 def _isotropic(cov0, layer: Attention, what: str):
     """The checks of the V = vI closed forms: (layer, v, cov0, R, K, T*), R = cov0^{1/2}, K = R beta(A + A^T) R."""
     layer = _softmax_single(layer, what)
@@ -977,14 +966,6 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     return _sym(R0 @ (ker @ ker.T) @ R0)
 
 
-def _rank_one(z, layer: Attention) -> np.ndarray:
-    out = np.zeros(z.shape)
-    for h in range(layer.n_heads):
-        q = np.einsum("...i,ij,...j->...", z, layer.A[h], z)
-        out = out + layer.beta * q[..., None] * (z @ layer.V[h].T)
-    return out
-
-
 @fill_doc(_DOC)
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     r"""Velocity :math:`\dot z=\sum_h\beta(z^\top A_hz)V_hz` on the rank-one manifold :math:`\Sigma=zz^\top` of softmax.
@@ -995,7 +976,8 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     ----------
     z : array (..., d)
         A point of the manifold, or a stack of them.
-    %(layer_rank_one)s
+    layer : Attention
+        Softmax layer, any number of heads (not causal).
 
     Returns
     -------
@@ -1010,7 +992,8 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     z = validate_finite_array(z, "z", min_ndim=1)
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
-    return _rank_one(z, layer)
+    q = np.einsum("...i,hij,...j->h...", z, layer.A, z)
+    return layer.beta * sum(q[h][..., None] * (z @ layer.V[h].T) for h in range(layer.n_heads))
 
 
 @fill_doc(_DOC)
@@ -1080,14 +1063,9 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     a, v = layer.beta * float(layer.A[0, 0, 0]), float(layer.V[0, 0, 0])
     mean0 = validate_finite(mean0, "mean0")
     var0 = validate_positive(var0, "var0", allow_zero=True)
-    ts = validate_finite_array(t, "t")
-    den = 1.0 - 2.0 * v * a * var0 * ts
-    if np.any(den <= 0):
-        Tstar = 1.0 / (2.0 * v * a * var0)
-        before = ts[ts < Tstar]
-        last = float(before.max()) if before.size else 0.0
-        msg = f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested time {ts.max():.6g}"
-        raise BlowUpError(Tstar, last, msg)
+    ts, rate = validate_finite_array(t, "t"), 2.0 * v * a * var0
+    _before_blowup(ts, 1.0 / rate if rate > 0 else math.inf, "the variance blows up")
+    den = 1.0 - rate * ts
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 
@@ -1115,7 +1093,9 @@ def decoupled_mean(mean0, layer: Attention, t):
     """
     _check_layer(layer)
     layer.kind.require("mean_decouples", "the decoupled mean")
-    mean0 = _vector(mean0, "mean0", layer.d)
+    mean0 = validate_finite_array(mean0, "mean0", ndim=1)
+    if mean0.shape != (layer.d,):
+        raise ValueError(f"mean0 must have shape ({layer.d},), got {mean0.shape}")
     V = layer.V.sum(axis=0)
     out = np.array([expm(s * V) @ mean0 for s in np.atleast_1d(validate_finite_array(t, "t"))])
     return out[0] if np.ndim(t) == 0 else out

@@ -550,22 +550,18 @@ class EulerRuns:
     status, iterations, exit_time : arrays (B,)
         ``"converged"``, ``"blowup"``, ``"max_iter"`` or ``"completed"`` (``t_max``); the official loop index at
         the stop (``max_iter`` if the loop ran out); ``iterations * step``.
-    cov_last, cov_after, rhs_norm : arrays (B, d, d), (B, d, d), (B,)
-        The last stored iterate (the official ``S_list[-1]``), the one after the final update (for a blow-up:
-        the one above ``tol_high``), and :math:`\|\dot\Sigma\|_F` at ``cov_last``.
-    saved_iterations, saved_cov, saved_mean, step : lists of arrays, float
-        Per member, the stored iteration indices, covariances and means; the step.
+    cov_last : array (B, d, d)
+        The last stored iterate (the official ``S_list[-1]``).
+    saved_iterations, saved_cov, step : lists of arrays, float
+        Per member, the stored iteration indices and covariances; the step.
     """
 
     status: np.ndarray
     iterations: np.ndarray
     exit_time: np.ndarray
     cov_last: np.ndarray
-    cov_after: np.ndarray
-    rhs_norm: np.ndarray
     saved_iterations: list
     saved_cov: list
-    saved_mean: list
     step: float
 
     def __len__(self) -> int:
@@ -689,23 +685,23 @@ def projected_euler(
         raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
     if backend == "numpy" or not compiled_ok:
         stops = (tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor)
-        return _projected_euler_numpy(C, layer, step, mean0, *stops)
-    status, its, last, after, nrm, saved_it, saved_S = kernels.euler_members(
-        C, layer, step, tol_low, tol_high, last_allowed, psd_floor, mask[:last_allowed]
-    )
-    if limited:
-        cut = status == "max_iter"
-        status[cut], its[cut] = "completed", last_allowed - 1
-    saved_m = [np.zeros((len(i), d)) for i in saved_it]
-    return EulerRuns(status.astype(str), its, its * step, last, after, nrm, saved_it, saved_S, saved_m, float(step))
+        status, its, saved_it, saved_S = _projected_euler_numpy(C, layer, step, mean0, *stops)
+    else:
+        args = (tol_low, tol_high, last_allowed, psd_floor, mask[:last_allowed])
+        status, its, saved_it, saved_S = kernels.euler_members(C, layer, step, *args)
+        if limited:
+            cut = status == "max_iter"
+            status[cut], its[cut] = "completed", last_allowed - 1
+    cov_last = np.array([S[-1] for S in saved_S]).reshape(C.shape)
+    return EulerRuns(status.astype(str), its, its * step, cov_last, saved_it, saved_S, float(step))
 
 
 def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor):
     """The official scheme on the stepping layer: Euler on the state (mean in row 0, covariance below) with the PSD
-    projection as retraction; the field flags a converged member (code 3), the threshold a blow-up."""
+    projection as retraction; the field flags a converged member (code 3), the threshold a blow-up. Returns the
+    status, iterations, stored iteration indices and covariances of the members."""
     B, d = C.shape[0], C.shape[1]
     m = np.zeros((B, d)) if mean0 is None else mean0
-    rhs_norm = np.full(B, np.nan)
 
     def field(t, Y, active, t_step):
         dm, R = _rhs(Y[:, 0], Y[:, 1:], layer)
@@ -714,7 +710,6 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             bad = active[~np.isfinite(nrm)].tolist()[:5]
             it = round(t / step)
             raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) {bad}")
-        rhs_norm[active] = nrm
         return np.concatenate([dm[:, None], R], axis=1), np.where(nrm < tol_low, 3, 0)
 
     psd = lambda Y: np.concatenate([Y[:, :1], _project_psd(Y[:, 1:], psd_floor)], axis=1)
@@ -738,7 +733,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
     status[~stopped] = "completed" if limited else "max_iter"
     frames = np.swapaxes(run.y, 0, 1)  # (B, saved, d + 1, d)
     saved_k = np.rint(run.t / step).astype(int)
-    saved_it, saved_S, saved_m = [], [], []
+    saved_it, saved_S = [], []
     for k in range(B):
         i = int(iterations[k])
         kept = (saved_k < last_allowed) & ((saved_k == i) | mask[np.minimum(saved_k, max_iter - 1)])
@@ -748,12 +743,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             its, states = np.append(its, i), np.concatenate([states, frames[k, -1:]])
         saved_it.append(its)
         saved_S.append(states[:, 1:])
-        saved_m.append(states[:, 0])
-    cov_last = np.array([S[-1] for S in saved_S]).reshape(C.shape)
-    cov_after = np.where(stopped[:, None, None], run.y_stop[:, 1:], frames[:, -1, 1:])
-    iterations = np.where(stopped | limited, iterations, max_iter)
-    saved = (saved_it, saved_S, saved_m, float(step))
-    return EulerRuns(status.astype(str), iterations, iterations * step, cov_last, cov_after, rhs_norm, *saved)
+    return status, np.where(stopped | limited, iterations, max_iter), saved_it, saved_S
 
 
 @fill_doc(_DOC)

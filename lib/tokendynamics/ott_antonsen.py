@@ -330,10 +330,8 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     %(refs_oa)s
     """
     z0 = _check_centre(z0)
-    if z0.ndim != 0:
-        raise ValueError(f"z0 must be one complex number, got shape {z0.shape}")
-    if abs(z0) >= 1:
-        raise ValueError("sampling needs |z0| < 1 (|z0| = 1 is a point mass, not a density)")
+    if z0.ndim != 0 or abs(z0) >= 1:
+        raise ValueError(f"sampling needs one z0 with |z0| < 1 (|z0| = 1 is a point mass, not a density), got {z0}")
     n = validate_count(n, "n")
     equispaced, branches = validate_flag(equispaced, "equispaced"), validate_flag(branches, "branches")
     rng = np.random.default_rng(rng)

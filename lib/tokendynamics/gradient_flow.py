@@ -119,8 +119,8 @@ def _measure(X, weights, layer):
     return X, w, A, V
 
 
-def _partition(X, A, w, P, gradient: bool):
-    """(Z_mu, grad Z_mu or None) at the points P, by blocks of rows in log-sum-exp."""
+def _partition(X, A, w, P, gradient: bool, log: bool = False):
+    """(Z_mu, grad Z_mu or None) at the points P (``log``: log Z_mu, grad log Z_mu), by row blocks in log-sum-exp."""
     n, d = X.shape
     m = P.shape[0]
     logZ = np.empty(m)
@@ -138,22 +138,16 @@ def _partition(X, A, w, P, gradient: bool):
         logZ[rows] = top[:, 0] + np.log(s)
         if G is not None:
             G[rows] = (S @ AX) / s[:, None]  # grad log Z
+    if log:
+        return logZ, G
     Z = _exp_checked(logZ, "the partition function Z_mu(x)")
     return Z, None if G is None else G * Z[:, None]
 
 
 def _energy(X, A, w, log: bool = False) -> float:
-    n = X.shape[0]
+    """E_A(mu) = 1/2 sum_i w_i Z_mu(x_i), summed in log-sum-exp."""
     with np.errstate(divide="ignore"):
-        logw = np.log(w)
-    AX = X @ A.T
-    parts = []
-    for rows in _row_blocks(n, n, matrices=2):  # logsumexp makes one temporary block
-        S = X[rows] @ AX.T
-        S += logw[None, :]
-        S += logw[rows, None]
-        parts.append(logsumexp(S))
-    logE = math.log(0.5) + float(logsumexp(parts))
+        logE = math.log(0.5) + float(logsumexp(_partition(X, A, w, X, False, log=True)[0] + np.log(w)))
     return logE if log else float(_exp_checked(logE, "the interaction energy E_A"))
 
 

@@ -60,6 +60,7 @@ GAUSSIAN_KINDS = tuple(name for name, k in KINDS.items() if k.has("gaussian"))
 
 _PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data"
 _CH2 = "book: ``chapters/02_gaussian_preservation.md``"
+_REFS = "References\n----------\n"  # the refs_* fragments are whole References sections
 
 _DOC = {
     "gaussian_state": r"""
@@ -82,10 +83,10 @@ _DOC = {
         t : float or array (m,)
             Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
     """,
-    "refs_odes": f"{_PAPER1}; {_CH2}, equation (eq-gauss-odes).",
-    "refs_tstar": f'{_PAPER1}; {_CH2}, section "Blow-up in finite time, or not", equation (eq-gauss-tstar).',
-    "refs_rank": f'{_PAPER1}; {_CH2}, section "Clustering: the rank of the limit", equation (eq-gauss-rank).',
-    "refs_rank_one": f'{_PAPER1}; {_CH2}, section "Five behaviours in the cone" (convergence to two lines).',
+    "refs_odes": _REFS + f"{_PAPER1}; {_CH2}, equation (eq-gauss-odes).",
+    "refs_tstar": _REFS + f'{_PAPER1}; {_CH2}, section "Blow-up in finite time, or not", equation (eq-gauss-tstar).',
+    "refs_rank": _REFS + f'{_PAPER1}; {_CH2}, section "Clustering: the rank of the limit", equation (eq-gauss-rank).',
+    "refs_rank_one": _REFS + f'{_PAPER1}; {_CH2}, section "Five behaviours in the cone" (convergence to two lines).',
 }
 
 _NO_CLOSURE = "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) is not affine has none, chapter 2)"
@@ -146,8 +147,6 @@ def gaussian_velocity(mean, cov, layer: Attention):
     b, M : arrays (d,) and (d, d)
         The constant and the linear part of the field.
 
-    References
-    ----------
     %(refs_odes)s
     """
     mean, cov = _validate_state(mean, cov, layer)
@@ -168,8 +167,6 @@ def gaussian_rhs(mean, cov, layer: Attention):
     dmean, dcov : arrays (d,) and (d, d)
         The velocities of the mean and of the covariance (exactly symmetric).
 
-    References
-    ----------
     %(refs_odes)s
     """
     mean, cov = _validate_state(mean, cov, layer)
@@ -290,8 +287,6 @@ def solve_gaussian(
     -------
     GaussianTrajectory
 
-    References
-    ----------
     %(refs_odes)s
     """
     on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
@@ -464,8 +459,6 @@ def solve_covariance_batch(
     -------
     CovarianceBatch
 
-    References
-    ----------
     %(refs_odes)s
     """
     stack = layers if isinstance(layers, Attention) and layers.batch_size is not None else Attention.stack(layers)
@@ -652,8 +645,6 @@ def projected_euler(
     -------
     EulerRuns
 
-    References
-    ----------
     %(refs_odes)s
     The scheme and its stopping rules are those of the authors' code (vcastin/2025-transformers-PDEs).
     """
@@ -765,8 +756,6 @@ def empirical_moments(X, weights=None):
     mean, cov : arrays (..., d) and (..., d, d)
         The weighted mean and covariance (normalised by the total mass, no :math:`n/(n-1)`).
 
-    References
-    ----------
     %(refs_odes)s
     """
     X = validate_finite_array(X, "X", min_ndim=2)
@@ -801,8 +790,6 @@ def gauss_hermite(mean, cov, k: int = 20):
     nodes, weights : arrays (k**d, d) and (k**d,)
         The points and their masses (positive, summing to 1).
 
-    References
-    ----------
     %(refs_odes)s
     """
     from numpy.polynomial.hermite_e import hermegauss
@@ -873,8 +860,6 @@ def isotropic_covariance(cov0, layer: Attention, t):
     array (d, d) or (m, d, d)
         :math:`\Sigma_t`, one matrix for a number ``t``, a stack for an array.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     layer, v, _, R, K, Tstar = _isotropic(cov0, layer, "the precision formula")
@@ -901,8 +886,6 @@ def blowup_time(cov0, layer: Attention) -> float:
         :math:`T^*`, or ``math.inf`` when the largest eigenvalue is at most :math:`10^{-14}` times the largest
         in absolute value.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     return _isotropic(cov0, layer, "the blow-up formula")[-1]
@@ -931,8 +914,6 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     array (d, d)
         :math:`\Sigma_\infty`, symmetric positive semi-definite.
 
-    References
-    ----------
     %(refs_rank)s
     """
     _check_layer(layer)
@@ -974,8 +955,6 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     array (..., d)
         :math:`\dot z`.
 
-    References
-    ----------
     %(refs_rank_one)s
     """
     layer = _softmax_single(layer, "the rank-one reduction", single=False)
@@ -1004,8 +983,6 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
         The angles, increasing (a singular :math:`A+A^\top`: a double root, or :math:`\pi/2` once if
         :math:`A_{22}=0`).
 
-    References
-    ----------
     %(refs_rank_one)s
     """
     layer = _softmax_single(layer, "the stationary-line formula")
@@ -1043,8 +1020,6 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     mean_t, var_t : float or array
         :math:`\alpha_t` and :math:`\sigma_t^2`, of the shape of ``t``.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     layer = _softmax_single(layer, "the one-dimensional solution")
@@ -1077,8 +1052,6 @@ def decoupled_mean(mean0, layer: Attention, t):
     array (d,) or (m, d)
         :math:`\alpha_t`, one row per time for an array ``t``.
 
-    References
-    ----------
     %(refs_odes)s
     """
     _check_layer(layer)
@@ -1108,8 +1081,6 @@ def growth_rate(layer: Attention) -> float:
     float
         :math:`c\ge0`, independent of :math:`\beta` and :math:`\varepsilon`.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     _check_layer(layer)
@@ -1131,8 +1102,6 @@ def covariance_eigenvalues(cov) -> np.ndarray:
     array (..., d)
         The eigenvalues of each matrix, largest first.
 
-    References
-    ----------
     %(refs_odes)s
     """
     cov = validate_finite_array(cov, "cov", min_ndim=2)

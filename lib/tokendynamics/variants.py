@@ -19,7 +19,7 @@ from .validation import real_array, validate_choice, validate_count, validate_fi
 __all__ = ["multihead_from_rows", "sigmoid_layer"]
 
 _REF = (
-    "Paper 1 (Castin et al., arXiv:2501.18322), the fields of the attention variants; book: "
+    "References\n----------\nPaper 1 (Castin et al., arXiv:2501.18322), the fields of the attention variants; book: "
     '``chapters/01_well_posedness.md``, section "Eight velocity fields", equation (eq-p1-ips).'
 )
 
@@ -62,8 +62,6 @@ def multihead_from_rows(
     Attention
         A layer of :math:`H` heads with matrices :math:`A_h` (or :math:`Q_h, K_h`) and values :math:`C_h`.
 
-    References
-    ----------
     %(ref_variants)s
     """
     Q = np.atleast_2d(real_array(Q, "Q"))
@@ -123,8 +121,6 @@ def sigmoid_layer(
     Attention
         A ``"sigmoid"`` layer with bias :math:`b` and value matrix :math:`V` (:math:`nV` for ``"sum"``).
 
-    References
-    ----------
     %(ref_variants)s
     J. Ramapuram et al., *Theory, Analysis, and Best Practices for Sigmoid Self-Attention*, arXiv:2409.04431 (2024).
     """

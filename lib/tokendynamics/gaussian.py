@@ -822,16 +822,14 @@ def _scalar_value(layer: Attention, what: str) -> float:
 
 
 def _isotropic(cov0, layer: Attention, what: str):
-    """The checks of the V = vI closed forms: (layer, v, cov0, R, K, T*), R = cov0^{1/2}, K = R beta(A + A^T) R."""
+    """The checks of the V = vI closed forms: (layer, v, R, K, T*), R = cov0^{1/2}, K = R beta(A + A^T) R."""
     layer = _softmax_single(layer, what)
     v = _scalar_value(layer, what)
-    cov0 = validate_covariance(cov0, "cov0", layer.d)
-    R = psd_sqrt(cov0)
-    A = layer.A[0]
+    R, A = psd_sqrt(validate_covariance(cov0, "cov0", layer.d)), layer.A[0]
     K = _sym(R @ (layer.beta * (A + A.T)) @ R)  # beta (A + A^T): the same in both conventions
     eig = np.linalg.eigvalsh(v * K)
     Tstar = 1.0 / eig[-1] if eig[-1] > 1e-14 * max(1e-300, float(np.abs(eig).max())) else math.inf
-    return layer, v, cov0, R, K, float(Tstar)
+    return layer, v, R, K, float(Tstar)
 
 
 def _before_blowup(t, Tstar: float, what: str) -> np.ndarray:
@@ -862,7 +860,7 @@ def isotropic_covariance(cov0, layer: Attention, t):
 
     %(refs_tstar)s
     """
-    layer, v, _, R, K, Tstar = _isotropic(cov0, layer, "the precision formula")
+    layer, v, R, K, Tstar = _isotropic(cov0, layer, "the precision formula")
     ts = _before_blowup(t, Tstar, "the covariance blows up")
     out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
     return out[0] if np.ndim(t) == 0 else out

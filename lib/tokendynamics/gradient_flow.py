@@ -349,10 +349,8 @@ def _log_energy_pieces(mean, cov, A):
     lam = np.linalg.eigvalsh(IK)
     if lam[0] <= 1e-13:
         return math.inf, None
-    IKinv = np.linalg.inv(IK)
-    IKinv = 0.5 * (IKinv + IKinv.T)
     B = A + Qm  # b + Q alpha = (A + Q) alpha
-    G = A + A.T + Qm + B.T @ R @ IKinv @ R @ B
+    G = A + A.T + Qm + B.T @ R @ np.linalg.inv(IK) @ R @ B
     G = 0.5 * (G + G.T)
     return math.log(0.5) - 0.5 * float(np.sum(np.log(lam))) + 0.5 * float(mean @ G @ mean), G
 

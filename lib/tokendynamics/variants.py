@@ -127,8 +127,7 @@ def sigmoid_layer(
     normalization = validate_choice(normalization, "normalization", ("mean", "sum"))
     if (normalization == "sum" or isinstance(bias, str)) and n is None:
         raise ValueError(f"normalization={normalization!r} / bias={bias!r} needs the number of tokens n")
-    if n is not None:
-        n = validate_count(n, "n")
+    n = None if n is None else validate_count(n, "n")
     if isinstance(bias, str):
         if bias.replace(" ", "") != "-logn":
             raise ValueError(f"bias must be a number or the string '-log n', got {bias!r}")

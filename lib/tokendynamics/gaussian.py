@@ -426,7 +426,6 @@ def solve_covariance_batch(
     blowup_trace: float = 1e8,
     trace_levels=(),
     max_steps: int = 3000,
-    first_step: float | None = None,
 ) -> CovarianceBatch:
     r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
 
@@ -452,8 +451,6 @@ def solve_covariance_batch(
     max_steps : int
         Steps after which a member counts as stiff (e.g. a covariance collapsing onto rank one) and is
         finished by :func:`solve_gaussian` with ``method="LSODA"``.
-    first_step : float, optional
-        Initial step (default :math:`10^{-2}/(1+\|\dot\Sigma_0\|_F)`, at most :math:`T/10`).
 
     Returns
     -------
@@ -468,7 +465,6 @@ def solve_covariance_batch(
     rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
     max_steps = validate_count(max_steps, "max_steps")
-    first_step = None if first_step is None else validate_positive(first_step, "first_step")
     C0 = _cov_stack(cov0, d, B)
     tr0 = np.trace(C0, axis1=1, axis2=2)
     if np.any(tr0 >= blowup_trace):
@@ -501,7 +497,7 @@ def solve_covariance_batch(
 
     f = lambda Phi, idx: _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi
     I = np.broadcast_to(np.eye(d), (B, d, d))
-    opts = dict(rtol=rtol, atol=atol, t_eval=t_eval, first_step=first_step, max_steps=max_steps, on_step=on_step)
+    opts = dict(rtol=rtol, atol=atol, t_eval=t_eval, max_steps=max_steps, on_step=on_step)
     run = dormand_prince_batch(f, I, T, **opts)
     status = np.where(run.status == "stopped", "blowup", "completed").astype(object)
     steps = np.array(run.reason, dtype=int)
@@ -561,8 +557,12 @@ class EulerRuns:
         return len(self.status)
 
 
-def _project_psd(S, floor: float = 1e-14):
-    """Official projection: negative eigenvalues replaced by ``floor``, only where one is negative."""
+#: What the official projection puts in place of negative eigenvalues.
+_PSD_FLOOR = 1e-14
+
+
+def _project_psd(S):
+    """Official projection: negative eigenvalues replaced by ``_PSD_FLOOR``, only where one is negative."""
     if S.shape[-1] == 2:
         a, b, c = S[:, 0, 0], S[:, 1, 1], 0.5 * (S[:, 0, 1] + S[:, 1, 0])
         lam_min = 0.5 * (a + b) - np.sqrt(0.25 * (a - b) ** 2 + c * c)
@@ -572,7 +572,7 @@ def _project_psd(S, floor: float = 1e-14):
     if np.any(bad):
         lam, U = np.linalg.eigh(S[bad])
         S = S.copy()
-        S[bad] = (U * np.where(lam < 0, floor, lam)[:, None, :]) @ np.swapaxes(U, -1, -2)
+        S[bad] = (U * np.where(lam < 0, _PSD_FLOOR, lam)[:, None, :]) @ np.swapaxes(U, -1, -2)
     return S
 
 
@@ -605,18 +605,14 @@ def projected_euler(
     max_iter: int = 50_000,
     save="log",
     t_max: float | None = None,
-    psd_floor: float = 1e-14,
     backend: str = "auto",
 ) -> EulerRuns:
     r"""The authors' projected Euler scheme for the covariance ODE, for a batch of initial covariances.
 
     Loop ``i = 0, ..., max_iter - 1``: store :math:`\Sigma_i`; :math:`R=\dot\Sigma(\Sigma_i)`; stop as *converged*
     if :math:`\|R\|_F<` ``tol_low``; :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)` (negative eigenvalues set to
-    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. ``mean0`` moves by
-    plain Euler.
-
-    Why 11 parameters: it reproduces the authors' scheme, whose step, two tolerances, iteration cap and PSD
-    floor are all parameters of their code; the rest are the state, the layer, what to store and the backend.
+    :math:`10^{-14}`, as the authors do); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``.
+    ``mean0`` moves by plain Euler.
 
     Parameters
     ----------
@@ -636,8 +632,6 @@ def projected_euler(
         per decade) or only the last stored one (always kept).
     t_max : float, optional
         Also stop (``status="completed"``) at iteration ``ceil(t_max / step)``.
-    psd_floor : float
-        What the projection puts in place of negative eigenvalues (official ``1e-14``).
     backend : {"auto", "numpy", "numba"}
         ``auto``: the compiled loop for softmax and single-head L2 when numba is there and no ``mean0``.
 
@@ -655,7 +649,6 @@ def projected_euler(
         raise ValueError(f"max_iter = {max_iter} is more than the budget MAX_STEPS = {MAX_STEPS} of one integration")
     tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)
     tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)
-    psd_floor = validate_positive(psd_floor, "psd_floor", allow_zero=True)
     validate_choice(backend, "backend", ("auto", "numpy", "numba"))
     d = layer.d
     C = _cov_stack(cov0, d)
@@ -675,10 +668,10 @@ def projected_euler(
     if backend == "numba" and not compiled_ok:
         raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
     if backend == "numpy" or not compiled_ok:
-        stops = (tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor)
+        stops = (tol_low, tol_high, max_iter, mask, last_allowed, limited)
         status, its, saved_it, saved_S = _projected_euler_numpy(C, layer, step, mean0, *stops)
     else:
-        args = (tol_low, tol_high, last_allowed, psd_floor, mask[:last_allowed])
+        args = (tol_low, tol_high, last_allowed, _PSD_FLOOR, mask[:last_allowed])
         status, its, saved_it, saved_S = kernels.euler_members(C, layer, step, *args)
         if limited:
             cut = status == "max_iter"
@@ -687,7 +680,7 @@ def projected_euler(
     return EulerRuns(status.astype(str), its, its * step, cov_last, saved_it, saved_S, float(step))
 
 
-def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor):
+def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited):
     """The official scheme on the stepping layer: Euler on the state (mean in row 0, covariance below) with the PSD
     projection as retraction; the field flags a converged member (code 3), the threshold a blow-up. Returns the
     status, iterations, stored iteration indices and covariances of the members."""
@@ -703,7 +696,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) {bad}")
         return np.concatenate([dm[:, None], R], axis=1), np.where(nrm < tol_low, 3, 0)
 
-    psd = lambda Y: np.concatenate([Y[:, :1], _project_psd(Y[:, 1:], psd_floor)], axis=1)
+    psd = lambda Y: np.concatenate([Y[:, :1], _project_psd(Y[:, 1:])], axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
         run = fixed_step(
             field,

@@ -41,12 +41,10 @@ def supports(layer) -> bool:
 
 
 def _layer_factors(layer):
-    """(code, V stack, P stack, G, C): code 0 for M = sum_h V_h Sigma P_h, code 1 for one head with
-    M = V (I + Sigma G)^{-1} Sigma C."""
+    """(code, V stack, P stack, G, C) of a layer the scheme :func:`supports`: code 0 for M = sum_h V_h Sigma P_h,
+    code 1 for one head with M = V (I + Sigma G)^{-1} Sigma C."""
     d = layer.d
     factors = _factors(layer)
-    if factors is None or not supports(layer):
-        raise ValueError(f"the compiled projected Euler covers softmax and single-head l2 layers, got {layer!r}")
     if all(G is None for G, _ in factors):
         P = np.ascontiguousarray(np.stack([C for _, C in factors]))
         return 0, np.ascontiguousarray(layer.V), P, np.zeros((d, d)), np.zeros((d, d))
@@ -186,13 +184,12 @@ if HAVE_NUMBA:
 
 
 def euler_members(C, layer, step, tol_low, tol_high, max_iter, floor, save_mask):
-    """Integrate each covariance of the stack ``C`` (B, d, d) with the compiled loop.
+    """Integrate each covariance of the stack ``C`` (B, d, d) with the compiled loop (numba, a layer it
+    :func:`supports`: the caller checked both).
 
     Returns ``status, iterations`` (arrays over the members) and the lists ``saved_it, saved_S``; a
     NonFiniteError (with the iteration) if a right-hand side overflows, like numpy.
     """
-    if not HAVE_NUMBA:
-        raise ImportError("the compiled projected Euler needs numba, which is not installed")
     form, Vs, Ps, G, Cm = _layer_factors(layer)
     mask = np.ascontiguousarray(save_mask, dtype=np.bool_)
     n_out, d = int(mask.sum()) + 1, C.shape[1]

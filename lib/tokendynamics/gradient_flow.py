@@ -805,14 +805,12 @@ def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, 
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens (unit rows if ``sphere``).
+    %(X)s
     layer : Attention
         One layer (any kind).
-    weights : array (n,), optional
-        Token masses (a cluster is one token carrying its mass).
+    %(weights)s
     sphere : bool
-        Tokens on the unit sphere.
+        Tokens on the unit sphere (unit rows of ``X``).
     h, tol : float
         Finite-difference step; real parts above ``tol`` count as unstable.
 

@@ -79,10 +79,6 @@ _DOC = {
         layer : Attention
             Single-head softmax layer with :math:`V=vI`.
     """,
-    "t_before_blowup": r"""
-        t : float or array (m,)
-            Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
-    """,
     "refs_odes": _REFS + f"{_PAPER1}; {_CH2}, equation (eq-gauss-odes).",
     "refs_tstar": _REFS + f'{_PAPER1}; {_CH2}, section "Blow-up in finite time, or not", equation (eq-gauss-tstar).',
     "refs_rank": _REFS + f'{_PAPER1}; {_CH2}, section "Clustering: the rank of the limit", equation (eq-gauss-rank).',
@@ -844,7 +840,8 @@ def isotropic_covariance(cov0, layer: Attention, t):
     ----------
     %(cov0)s
     %(layer_iso)s
-    %(t_before_blowup)s
+    t : float or array (m,)
+        Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
 
     Returns
     -------

@@ -84,8 +84,7 @@ def multihead_from_rows(
     if factored:  # the scores need Q and K themselves (L2)
         if Q.shape[0] < H * k:
             raise ValueError(f"{kind} multi-head attention needs k rows of Q and K for every head")
-        Qs = np.stack([math.sqrt(scale) * Q[b] for b in blocks])
-        Ks = np.stack([math.sqrt(scale) * K[b] for b in blocks])
+        Qs, Ks = (math.sqrt(scale) * M.reshape(H, k, d) for M in (Q, K))  # head h: rows hk, ..., (h + 1)k - 1
         return Attention(kind, Q=Qs, K=Ks, V=C, beta=beta, **layer_kwargs)
     A = np.stack([scale * (Q[b].T @ K[b]) if Q[b].shape[0] else np.zeros((d, d)) for b in blocks])
     return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)

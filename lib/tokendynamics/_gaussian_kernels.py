@@ -41,12 +41,10 @@ def supports(layer) -> bool:
 
 
 def _layer_factors(layer):
-    """(code, V stack, P stack, G, C): code 0 for M = sum_h V_h Sigma P_h, code 1 for one head with
-    M = V (I + Sigma G)^{-1} Sigma C."""
+    """(code, V stack, P stack, G, C) of a layer the scheme :func:`supports`: code 0 for M = sum_h V_h Sigma P_h,
+    code 1 for one head with M = V (I + Sigma G)^{-1} Sigma C."""
     d = layer.d
     factors = _factors(layer)
-    if factors is None or not supports(layer):
-        raise ValueError(f"the compiled projected Euler covers softmax and single-head l2 layers, got {layer!r}")
     if all(G is None for G, _ in factors):
         P = np.ascontiguousarray(np.stack([C for _, C in factors]))
         return 0, np.ascontiguousarray(layer.V), P, np.zeros((d, d)), np.zeros((d, d))
@@ -123,7 +121,7 @@ if HAVE_NUMBA:
         H = Vs.shape[0]
         S, L, W = S0.copy(), np.zeros((d, d)), np.empty((6, d, d))
         Sn, T1, T2, T3, R, lhs = W[0], W[1], W[2], W[3], W[4], W[5]
-        status, it, nrm, n_saved = 2, max_iter, np.nan, 0
+        status, it, n_saved = 2, max_iter, 0
         for i in range(max_iter):
             if save_mask[i]:
                 out_S[n_saved] = S
@@ -182,17 +180,16 @@ if HAVE_NUMBA:
                     n_saved += 1
                 break
             S, Sn = Sn, S
-        return status, it, S, Sn, nrm, n_saved
+        return status, it, n_saved
 
 
 def euler_members(C, layer, step, tol_low, tol_high, max_iter, floor, save_mask):
-    """Integrate each covariance of the stack ``C`` (B, d, d) with the compiled loop.
+    """Integrate each covariance of the stack ``C`` (B, d, d) with the compiled loop (numba, a layer it
+    :func:`supports`: the caller checked both).
 
-    Returns ``status, iterations, cov_last, cov_after, rhs_norm`` (arrays over the members) and the lists
-    ``saved_it, saved_S``; a NonFiniteError (with the iteration) if a right-hand side overflows, like numpy.
+    Returns ``status, iterations`` (arrays over the members) and the lists ``saved_it, saved_S``; a
+    NonFiniteError (with the iteration) if a right-hand side overflows, like numpy.
     """
-    if not HAVE_NUMBA:
-        raise ImportError("the compiled projected Euler needs numba, which is not installed")
     form, Vs, Ps, G, Cm = _layer_factors(layer)
     mask = np.ascontiguousarray(save_mask, dtype=np.bool_)
     n_out, d = int(mask.sum()) + 1, C.shape[1]
@@ -200,14 +197,9 @@ def euler_members(C, layer, step, tol_low, tol_high, max_iter, floor, save_mask)
     res = []
     for k in range(C.shape[0]):
         out_S, out_it = np.empty((n_out, d, d)), np.empty(n_out, dtype=np.int64)
-        code, it, last, after, nrm, n = _euler_numba(
-            np.ascontiguousarray(C[k]), Vs, Ps, G, Cm, form, *args, out_S, out_it
-        )
+        code, it, n = _euler_numba(np.ascontiguousarray(C[k]), Vs, Ps, G, Cm, form, *args, out_S, out_it)
         if STATUS[code] == "nonfinite":
             raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) [{k}]")
-        res.append(
-            (STATUS[code], int(it), last.copy(), after.copy(), float(nrm), out_it[:n].astype(int), out_S[:n].copy())
-        )
-    status, its, last, after, nrm, saved_it, saved_S = (list(x) for x in zip(*res)) if res else ([],) * 7
-    arrays = np.array(status, dtype=object), np.array(its, dtype=int), np.array(last), np.array(after), np.array(nrm)
-    return (*arrays, saved_it, saved_S)
+        res.append((STATUS[code], int(it), out_it[:n].astype(int), out_S[:n].copy()))
+    status, its, saved_it, saved_S = (list(x) for x in zip(*res)) if res else ([],) * 4
+    return np.array(status, dtype=object), np.array(its, dtype=int), saved_it, saved_S

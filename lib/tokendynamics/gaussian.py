@@ -60,6 +60,7 @@ GAUSSIAN_KINDS = tuple(name for name, k in KINDS.items() if k.has("gaussian"))
 
 _PAPER1 = "Paper 1 (Castin et al., arXiv:2501.18322), Gaussian initial data"
 _CH2 = "book: ``chapters/02_gaussian_preservation.md``"
+_REFS = "References\n----------\n"  # the refs_* fragments are whole References sections
 
 _DOC = {
     "gaussian_state": r"""
@@ -78,18 +79,10 @@ _DOC = {
         layer : Attention
             Single-head softmax layer with :math:`V=vI`.
     """,
-    "layer_rank_one": """
-        layer : Attention
-            Softmax layer, any number of heads (not causal).
-    """,
-    "t_before_blowup": r"""
-        t : float or array (m,)
-            Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
-    """,
-    "refs_odes": f"{_PAPER1}; {_CH2}, equation (eq-gauss-odes).",
-    "refs_tstar": f'{_PAPER1}; {_CH2}, section "Blow-up in finite time, or not", equation (eq-gauss-tstar).',
-    "refs_rank": f'{_PAPER1}; {_CH2}, section "Clustering: the rank of the limit", equation (eq-gauss-rank).',
-    "refs_rank_one": f'{_PAPER1}; {_CH2}, section "Five behaviours in the cone" (convergence to two lines).',
+    "refs_odes": _REFS + f"{_PAPER1}; {_CH2}, equation (eq-gauss-odes).",
+    "refs_tstar": _REFS + f'{_PAPER1}; {_CH2}, section "Blow-up in finite time, or not", equation (eq-gauss-tstar).',
+    "refs_rank": _REFS + f'{_PAPER1}; {_CH2}, section "Clustering: the rank of the limit", equation (eq-gauss-rank).',
+    "refs_rank_one": _REFS + f'{_PAPER1}; {_CH2}, section "Five behaviours in the cone" (convergence to two lines).',
 }
 
 _NO_CLOSURE = "layer: the Gaussian ODEs (a kind whose field on N(alpha, Sigma) is not affine has none, chapter 2)"
@@ -150,8 +143,6 @@ def gaussian_velocity(mean, cov, layer: Attention):
     b, M : arrays (d,) and (d, d)
         The constant and the linear part of the field.
 
-    References
-    ----------
     %(refs_odes)s
     """
     mean, cov = _validate_state(mean, cov, layer)
@@ -172,8 +163,6 @@ def gaussian_rhs(mean, cov, layer: Attention):
     dmean, dcov : arrays (d,) and (d, d)
         The velocities of the mean and of the covariance (exactly symmetric).
 
-    References
-    ----------
     %(refs_odes)s
     """
     mean, cov = _validate_state(mean, cov, layer)
@@ -294,8 +283,6 @@ def solve_gaussian(
     -------
     GaussianTrajectory
 
-    References
-    ----------
     %(refs_odes)s
     """
     on_blowup = validate_choice(on_blowup, "on_blowup", ("stop", "raise"))
@@ -435,7 +422,6 @@ def solve_covariance_batch(
     blowup_trace: float = 1e8,
     trace_levels=(),
     max_steps: int = 3000,
-    first_step: float | None = None,
 ) -> CovarianceBatch:
     r"""Accurate solutions of B covariance equations at once, each with its own layer, with blow-up times.
 
@@ -461,15 +447,11 @@ def solve_covariance_batch(
     max_steps : int
         Steps after which a member counts as stiff (e.g. a covariance collapsing onto rank one) and is
         finished by :func:`solve_gaussian` with ``method="LSODA"``.
-    first_step : float, optional
-        Initial step (default :math:`10^{-2}/(1+\|\dot\Sigma_0\|_F)`, at most :math:`T/10`).
 
     Returns
     -------
     CovarianceBatch
 
-    References
-    ----------
     %(refs_odes)s
     """
     stack = layers if isinstance(layers, Attention) and layers.batch_size is not None else Attention.stack(layers)
@@ -479,7 +461,6 @@ def solve_covariance_batch(
     rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
     blowup_trace = validate_positive(blowup_trace, "blowup_trace", allow_inf=True)
     max_steps = validate_count(max_steps, "max_steps")
-    first_step = None if first_step is None else validate_positive(first_step, "first_step")
     C0 = _cov_stack(cov0, d, B)
     tr0 = np.trace(C0, axis1=1, axis2=2)
     if np.any(tr0 >= blowup_trace):
@@ -512,7 +493,7 @@ def solve_covariance_batch(
 
     f = lambda Phi, idx: _field_matrix_batch(covs(Phi, idx), stack, idx) @ Phi
     I = np.broadcast_to(np.eye(d), (B, d, d))
-    opts = dict(rtol=rtol, atol=atol, t_eval=t_eval, first_step=first_step, max_steps=max_steps, on_step=on_step)
+    opts = dict(rtol=rtol, atol=atol, t_eval=t_eval, max_steps=max_steps, on_step=on_step)
     run = dormand_prince_batch(f, I, T, **opts)
     status = np.where(run.status == "stopped", "blowup", "completed").astype(object)
     steps = np.array(run.reason, dtype=int)
@@ -554,30 +535,30 @@ class EulerRuns:
     status, iterations, exit_time : arrays (B,)
         ``"converged"``, ``"blowup"``, ``"max_iter"`` or ``"completed"`` (``t_max``); the official loop index at
         the stop (``max_iter`` if the loop ran out); ``iterations * step``.
-    cov_last, cov_after, rhs_norm : arrays (B, d, d), (B, d, d), (B,)
-        The last stored iterate (the official ``S_list[-1]``), the one after the final update (for a blow-up:
-        the one above ``tol_high``), and :math:`\|\dot\Sigma\|_F` at ``cov_last``.
-    saved_iterations, saved_cov, saved_mean, step : lists of arrays, float
-        Per member, the stored iteration indices, covariances and means; the step.
+    cov_last : array (B, d, d)
+        The last stored iterate (the official ``S_list[-1]``).
+    saved_iterations, saved_cov, step : lists of arrays, float
+        Per member, the stored iteration indices and covariances; the step.
     """
 
     status: np.ndarray
     iterations: np.ndarray
     exit_time: np.ndarray
     cov_last: np.ndarray
-    cov_after: np.ndarray
-    rhs_norm: np.ndarray
     saved_iterations: list
     saved_cov: list
-    saved_mean: list
     step: float
 
     def __len__(self) -> int:
         return len(self.status)
 
 
-def _project_psd(S, floor: float = 1e-14):
-    """Official projection: negative eigenvalues replaced by ``floor``, only where one is negative."""
+#: What the official projection puts in place of negative eigenvalues.
+_PSD_FLOOR = 1e-14
+
+
+def _project_psd(S):
+    """Official projection: negative eigenvalues replaced by ``_PSD_FLOOR``, only where one is negative."""
     if S.shape[-1] == 2:
         a, b, c = S[:, 0, 0], S[:, 1, 1], 0.5 * (S[:, 0, 1] + S[:, 1, 0])
         lam_min = 0.5 * (a + b) - np.sqrt(0.25 * (a - b) ** 2 + c * c)
@@ -587,7 +568,7 @@ def _project_psd(S, floor: float = 1e-14):
     if np.any(bad):
         lam, U = np.linalg.eigh(S[bad])
         S = S.copy()
-        S[bad] = (U * np.where(lam < 0, floor, lam)[:, None, :]) @ np.swapaxes(U, -1, -2)
+        S[bad] = (U * np.where(lam < 0, _PSD_FLOOR, lam)[:, None, :]) @ np.swapaxes(U, -1, -2)
     return S
 
 
@@ -620,18 +601,14 @@ def projected_euler(
     max_iter: int = 50_000,
     save="log",
     t_max: float | None = None,
-    psd_floor: float = 1e-14,
     backend: str = "auto",
 ) -> EulerRuns:
     r"""The authors' projected Euler scheme for the covariance ODE, for a batch of initial covariances.
 
     Loop ``i = 0, ..., max_iter - 1``: store :math:`\Sigma_i`; :math:`R=\dot\Sigma(\Sigma_i)`; stop as *converged*
     if :math:`\|R\|_F<` ``tol_low``; :math:`\Sigma_{i+1}=\Pi_{\succeq0}(\Sigma_i+hR)` (negative eigenvalues set to
-    ``psd_floor``); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``. ``mean0`` moves by
-    plain Euler.
-
-    Why 11 parameters: it reproduces the authors' scheme, whose step, two tolerances, iteration cap and PSD
-    floor are all parameters of their code; the rest are the state, the layer, what to store and the backend.
+    :math:`10^{-14}`, as the authors do); stop as *blow-up* if :math:`\operatorname{tr}\Sigma_{i+1}>` ``tol_high``.
+    ``mean0`` moves by plain Euler.
 
     Parameters
     ----------
@@ -651,8 +628,6 @@ def projected_euler(
         per decade) or only the last stored one (always kept).
     t_max : float, optional
         Also stop (``status="completed"``) at iteration ``ceil(t_max / step)``.
-    psd_floor : float
-        What the projection puts in place of negative eigenvalues (official ``1e-14``).
     backend : {"auto", "numpy", "numba"}
         ``auto``: the compiled loop for softmax and single-head L2 when numba is there and no ``mean0``.
 
@@ -660,8 +635,6 @@ def projected_euler(
     -------
     EulerRuns
 
-    References
-    ----------
     %(refs_odes)s
     The scheme and its stopping rules are those of the authors' code (vcastin/2025-transformers-PDEs).
     """
@@ -672,7 +645,6 @@ def projected_euler(
         raise ValueError(f"max_iter = {max_iter} is more than the budget MAX_STEPS = {MAX_STEPS} of one integration")
     tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)
     tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)
-    psd_floor = validate_positive(psd_floor, "psd_floor", allow_zero=True)
     validate_choice(backend, "backend", ("auto", "numpy", "numba"))
     d = layer.d
     C = _cov_stack(cov0, d)
@@ -692,24 +664,24 @@ def projected_euler(
     if backend == "numba" and not compiled_ok:
         raise ValueError("backend='numba' needs numba, a softmax or single-head l2 layer, and no mean0")
     if backend == "numpy" or not compiled_ok:
-        stops = (tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor)
-        return _projected_euler_numpy(C, layer, step, mean0, *stops)
-    status, its, last, after, nrm, saved_it, saved_S = kernels.euler_members(
-        C, layer, step, tol_low, tol_high, last_allowed, psd_floor, mask[:last_allowed]
-    )
-    if limited:
-        cut = status == "max_iter"
-        status[cut], its[cut] = "completed", last_allowed - 1
-    saved_m = [np.zeros((len(i), d)) for i in saved_it]
-    return EulerRuns(status.astype(str), its, its * step, last, after, nrm, saved_it, saved_S, saved_m, float(step))
+        stops = (tol_low, tol_high, max_iter, mask, last_allowed, limited)
+        status, its, saved_it, saved_S = _projected_euler_numpy(C, layer, step, mean0, *stops)
+    else:
+        args = (tol_low, tol_high, last_allowed, _PSD_FLOOR, mask[:last_allowed])
+        status, its, saved_it, saved_S = kernels.euler_members(C, layer, step, *args)
+        if limited:
+            cut = status == "max_iter"
+            status[cut], its[cut] = "completed", last_allowed - 1
+    cov_last = np.array([S[-1] for S in saved_S]).reshape(C.shape)
+    return EulerRuns(status.astype(str), its, its * step, cov_last, saved_it, saved_S, float(step))
 
 
-def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited, psd_floor):
+def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, mask, last_allowed, limited):
     """The official scheme on the stepping layer: Euler on the state (mean in row 0, covariance below) with the PSD
-    projection as retraction; the field flags a converged member (code 3), the threshold a blow-up."""
+    projection as retraction; the field flags a converged member (code 3), the threshold a blow-up. Returns the
+    status, iterations, stored iteration indices and covariances of the members."""
     B, d = C.shape[0], C.shape[1]
     m = np.zeros((B, d)) if mean0 is None else mean0
-    rhs_norm = np.full(B, np.nan)
 
     def field(t, Y, active, t_step):
         dm, R = _rhs(Y[:, 0], Y[:, 1:], layer)
@@ -718,10 +690,9 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             bad = active[~np.isfinite(nrm)].tolist()[:5]
             it = round(t / step)
             raise NonFiniteError(f"projected Euler: non-finite right-hand side at iteration {it} for member(s) {bad}")
-        rhs_norm[active] = nrm
         return np.concatenate([dm[:, None], R], axis=1), np.where(nrm < tol_low, 3, 0)
 
-    psd = lambda Y: np.concatenate([Y[:, :1], _project_psd(Y[:, 1:], psd_floor)], axis=1)
+    psd = lambda Y: np.concatenate([Y[:, :1], _project_psd(Y[:, 1:])], axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
         run = fixed_step(
             field,
@@ -742,7 +713,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
     status[~stopped] = "completed" if limited else "max_iter"
     frames = np.swapaxes(run.y, 0, 1)  # (B, saved, d + 1, d)
     saved_k = np.rint(run.t / step).astype(int)
-    saved_it, saved_S, saved_m = [], [], []
+    saved_it, saved_S = [], []
     for k in range(B):
         i = int(iterations[k])
         kept = (saved_k < last_allowed) & ((saved_k == i) | mask[np.minimum(saved_k, max_iter - 1)])
@@ -752,12 +723,7 @@ def _projected_euler_numpy(C, layer, step, mean0, tol_low, tol_high, max_iter, m
             its, states = np.append(its, i), np.concatenate([states, frames[k, -1:]])
         saved_it.append(its)
         saved_S.append(states[:, 1:])
-        saved_m.append(states[:, 0])
-    cov_last = np.array([S[-1] for S in saved_S]).reshape(C.shape)
-    cov_after = np.where(stopped[:, None, None], run.y_stop[:, 1:], frames[:, -1, 1:])
-    iterations = np.where(stopped | limited, iterations, max_iter)
-    saved = (saved_it, saved_S, saved_m, float(step))
-    return EulerRuns(status.astype(str), iterations, iterations * step, cov_last, cov_after, rhs_norm, *saved)
+    return status, np.where(stopped | limited, iterations, max_iter), saved_it, saved_S
 
 
 @fill_doc(_DOC)
@@ -779,8 +745,6 @@ def empirical_moments(X, weights=None):
     mean, cov : arrays (..., d) and (..., d, d)
         The weighted mean and covariance (normalised by the total mass, no :math:`n/(n-1)`).
 
-    References
-    ----------
     %(refs_odes)s
     """
     X = validate_finite_array(X, "X", min_ndim=2)
@@ -815,8 +779,6 @@ def gauss_hermite(mean, cov, k: int = 20):
     nodes, weights : arrays (k**d, d) and (k**d,)
         The points and their masses (positive, summing to 1).
 
-    References
-    ----------
     %(refs_odes)s
     """
     from numpy.polynomial.hermite_e import hermegauss
@@ -848,24 +810,15 @@ def _scalar_value(layer: Attention, what: str) -> float:
     return v
 
 
-def _vector(x, name: str, d: int) -> np.ndarray:
-    x = validate_finite_array(x, name, ndim=1)
-    if x.shape != (d,):
-        raise ValueError(f"{name} must have shape ({d},), got {x.shape}")
-    return x
-
-
 def _isotropic(cov0, layer: Attention, what: str):
-    """The checks of the V = vI closed forms: (layer, v, cov0, R, K, T*), R = cov0^{1/2}, K = R beta(A + A^T) R."""
+    """The checks of the V = vI closed forms: (layer, v, R, K, T*), R = cov0^{1/2}, K = R beta(A + A^T) R."""
     layer = _softmax_single(layer, what)
     v = _scalar_value(layer, what)
-    cov0 = validate_covariance(cov0, "cov0", layer.d)
-    R = psd_sqrt(cov0)
-    A = layer.A[0]
+    R, A = psd_sqrt(validate_covariance(cov0, "cov0", layer.d)), layer.A[0]
     K = _sym(R @ (layer.beta * (A + A.T)) @ R)  # beta (A + A^T): the same in both conventions
     eig = np.linalg.eigvalsh(v * K)
     Tstar = 1.0 / eig[-1] if eig[-1] > 1e-14 * max(1e-300, float(np.abs(eig).max())) else math.inf
-    return layer, v, cov0, R, K, float(Tstar)
+    return layer, v, R, K, float(Tstar)
 
 
 def _before_blowup(t, Tstar: float, what: str) -> np.ndarray:
@@ -887,18 +840,17 @@ def isotropic_covariance(cov0, layer: Attention, t):
     ----------
     %(cov0)s
     %(layer_iso)s
-    %(t_before_blowup)s
+    t : float or array (m,)
+        Time(s), all before the blow-up time :math:`T^*` (:func:`blowup_time`); else a BlowUpError.
 
     Returns
     -------
     array (d, d) or (m, d, d)
         :math:`\Sigma_t`, one matrix for a number ``t``, a stack for an array.
 
-    References
-    ----------
     %(refs_tstar)s
     """
-    layer, v, _, R, K, Tstar = _isotropic(cov0, layer, "the precision formula")
+    layer, v, R, K, Tstar = _isotropic(cov0, layer, "the precision formula")
     ts = _before_blowup(t, Tstar, "the covariance blows up")
     out = np.array([_sym(R @ np.linalg.solve(np.eye(layer.d) - v * s * K, R)) for s in ts])
     return out[0] if np.ndim(t) == 0 else out
@@ -922,8 +874,6 @@ def blowup_time(cov0, layer: Attention) -> float:
         :math:`T^*`, or ``math.inf`` when the largest eigenvalue is at most :math:`10^{-14}` times the largest
         in absolute value.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     return _isotropic(cov0, layer, "the blow-up formula")[-1]
@@ -952,8 +902,6 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     array (d, d)
         :math:`\Sigma_\infty`, symmetric positive semi-definite.
 
-    References
-    ----------
     %(refs_rank)s
     """
     _check_layer(layer)
@@ -977,14 +925,6 @@ def clustering_limit(cov0, layer: Attention, *, tol: float = 1e-10) -> np.ndarra
     return _sym(R0 @ (ker @ ker.T) @ R0)
 
 
-def _rank_one(z, layer: Attention) -> np.ndarray:
-    out = np.zeros(z.shape)
-    for h in range(layer.n_heads):
-        q = np.einsum("...i,ij,...j->...", z, layer.A[h], z)
-        out = out + layer.beta * q[..., None] * (z @ layer.V[h].T)
-    return out
-
-
 @fill_doc(_DOC)
 def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     r"""Velocity :math:`\dot z=\sum_h\beta(z^\top A_hz)V_hz` on the rank-one manifold :math:`\Sigma=zz^\top` of softmax.
@@ -995,22 +935,22 @@ def rank_one_velocity(z, layer: Attention) -> np.ndarray:
     ----------
     z : array (..., d)
         A point of the manifold, or a stack of them.
-    %(layer_rank_one)s
+    layer : Attention
+        Softmax layer, any number of heads (not causal).
 
     Returns
     -------
     array (..., d)
         :math:`\dot z`.
 
-    References
-    ----------
     %(refs_rank_one)s
     """
     layer = _softmax_single(layer, "the rank-one reduction", single=False)
     z = validate_finite_array(z, "z", min_ndim=1)
     if z.shape[-1] != layer.d:
         raise ValueError(f"z must have dimension {layer.d}, got shape {z.shape}")
-    return _rank_one(z, layer)
+    q = np.einsum("...i,hij,...j->h...", z, layer.A, z)
+    return layer.beta * sum(q[h][..., None] * (z @ layer.V[h].T) for h in range(layer.n_heads))
 
 
 @fill_doc(_DOC)
@@ -1031,8 +971,6 @@ def rank_one_stationary_angles(layer: Attention) -> np.ndarray:
         The angles, increasing (a singular :math:`A+A^\top`: a double root, or :math:`\pi/2` once if
         :math:`A_{22}=0`).
 
-    References
-    ----------
     %(refs_rank_one)s
     """
     layer = _softmax_single(layer, "the stationary-line formula")
@@ -1070,8 +1008,6 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     mean_t, var_t : float or array
         :math:`\alpha_t` and :math:`\sigma_t^2`, of the shape of ``t``.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     layer = _softmax_single(layer, "the one-dimensional solution")
@@ -1080,14 +1016,9 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     a, v = layer.beta * float(layer.A[0, 0, 0]), float(layer.V[0, 0, 0])
     mean0 = validate_finite(mean0, "mean0")
     var0 = validate_positive(var0, "var0", allow_zero=True)
-    ts = validate_finite_array(t, "t")
-    den = 1.0 - 2.0 * v * a * var0 * ts
-    if np.any(den <= 0):
-        Tstar = 1.0 / (2.0 * v * a * var0)
-        before = ts[ts < Tstar]
-        last = float(before.max()) if before.size else 0.0
-        msg = f"the variance blows up at T* = 1/(2 v a var0) = {Tstar:.6g}, before the requested time {ts.max():.6g}"
-        raise BlowUpError(Tstar, last, msg)
+    ts, rate = validate_finite_array(t, "t"), 2.0 * v * a * var0
+    _before_blowup(ts, 1.0 / rate if rate > 0 else math.inf, "the variance blows up")
+    den = 1.0 - rate * ts
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 
@@ -1109,13 +1040,13 @@ def decoupled_mean(mean0, layer: Attention, t):
     array (d,) or (m, d)
         :math:`\alpha_t`, one row per time for an array ``t``.
 
-    References
-    ----------
     %(refs_odes)s
     """
     _check_layer(layer)
     layer.kind.require("mean_decouples", "the decoupled mean")
-    mean0 = _vector(mean0, "mean0", layer.d)
+    mean0 = validate_finite_array(mean0, "mean0", ndim=1)
+    if mean0.shape != (layer.d,):
+        raise ValueError(f"mean0 must have shape ({layer.d},), got {mean0.shape}")
     V = layer.V.sum(axis=0)
     out = np.array([expm(s * V) @ mean0 for s in np.atleast_1d(validate_finite_array(t, "t"))])
     return out[0] if np.ndim(t) == 0 else out
@@ -1138,8 +1069,6 @@ def growth_rate(layer: Attention) -> float:
     float
         :math:`c\ge0`, independent of :math:`\beta` and :math:`\varepsilon`.
 
-    References
-    ----------
     %(refs_tstar)s
     """
     _check_layer(layer)
@@ -1161,8 +1090,6 @@ def covariance_eigenvalues(cov) -> np.ndarray:
     array (..., d)
         The eigenvalues of each matrix, largest first.
 
-    References
-    ----------
     %(refs_odes)s
     """
     cov = validate_finite_array(cov, "cov", min_ndim=2)

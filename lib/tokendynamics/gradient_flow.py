@@ -39,7 +39,6 @@ from .validation import (
     validate_spd,
     validate_symmetric,
     validate_tokens,
-    validate_weights,
 )
 
 __all__ = [
@@ -73,7 +72,6 @@ GF_DOCS = {
     "ref_sinkhorn": _REF + "equation (eq-gf-sinkhorn-energy); Sander et al., *Sinkformers*, AISTATS 2022.",
     "ref_bw": _REF + "equation (eq-gf-twisted); R. Bhatia, T. Jain, Y. Lim, Expo. Math. 37 (2019).",
 }
-_DOC = GF_DOCS
 
 
 def _row_blocks(n_rows: int, n_cols: int, matrices: int = 1) -> list[slice]:
@@ -91,7 +89,7 @@ def _exp_checked(logv: np.ndarray | float, what: str):
     return np.exp(logv)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def layer_matrices(layer):
     r"""Score and value matrices :math:`(\beta A, V)` of one head (kernel :math:`e^{\langle x,\beta Ay\rangle}`).
 
@@ -121,8 +119,8 @@ def _measure(X, weights, layer):
     return X, w, A, V
 
 
-def _partition(X, A, w, P, gradient: bool):
-    """(Z_mu, grad Z_mu or None) at the points P, by blocks of rows in log-sum-exp."""
+def _partition(X, A, w, P, gradient: bool, log: bool = False):
+    """(Z_mu, grad Z_mu or None) at the points P (``log``: log Z_mu, grad log Z_mu), by row blocks in log-sum-exp."""
     n, d = X.shape
     m = P.shape[0]
     logZ = np.empty(m)
@@ -140,26 +138,20 @@ def _partition(X, A, w, P, gradient: bool):
         logZ[rows] = top[:, 0] + np.log(s)
         if G is not None:
             G[rows] = (S @ AX) / s[:, None]  # grad log Z
+    if log:
+        return logZ, G
     Z = _exp_checked(logZ, "the partition function Z_mu(x)")
     return Z, None if G is None else G * Z[:, None]
 
 
 def _energy(X, A, w, log: bool = False) -> float:
-    n = X.shape[0]
+    """E_A(mu) = 1/2 sum_i w_i Z_mu(x_i), summed in log-sum-exp."""
     with np.errstate(divide="ignore"):
-        logw = np.log(w)
-    AX = X @ A.T
-    parts = []
-    for rows in _row_blocks(n, n, matrices=2):  # logsumexp makes one temporary block
-        S = X[rows] @ AX.T
-        S += logw[None, :]
-        S += logw[rows, None]
-        parts.append(logsumexp(S))
-    logE = math.log(0.5) + float(logsumexp(parts))
+        logE = math.log(0.5) + float(logsumexp(_partition(X, A, w, X, False, log=True)[0] + np.log(w)))
     return logE if log else float(_exp_checked(logE, "the interaction energy E_A"))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def interaction_energy(X, layer, weights=None, *, log: bool = False) -> float:
     r"""Interaction energy :math:`E_A(\mu)=\tfrac12\sum_{i,j}w_iw_je^{\langle x_i,Ax_j\rangle}` of the layer's
     :math:`\beta A` (:math:`E_A=E_{A^\top}`); for symmetric :math:`A` unnormalised attention with :math:`V=A` is its
@@ -191,7 +183,7 @@ def _symmetrised(X, A, w, P, gradient: bool):
     return 0.5 * (part(A) + part(A.T))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def first_variation(X, layer, weights=None, at=None) -> np.ndarray:
     r"""First variation :math:`\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int(e^{\langle x,Ay\rangle}+e^{\langle y,Ax
     \rangle})d\mu(y)`: :math:`\frac{d}{dh}E_A(\mu+h\chi)=\int\frac{\delta E_A}{\delta\mu}d\chi`.
@@ -213,7 +205,7 @@ def first_variation(X, layer, weights=None, at=None) -> np.ndarray:
     return _symmetrised(X, A, w, X if at is None else validate_tokens(at, X.shape[1], "at"), False)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def first_variation_gradient(X, layer, weights=None, at=None) -> np.ndarray:
     r"""Gradient :math:`\nabla_x\frac{\delta E_A}{\delta\mu}(x)=\tfrac12\int(Ay\,e^{\langle x,Ay\rangle}+A^\top
     y\,e^{\langle y,Ax\rangle})d\mu(y)`; :math:`\partial E_A/\partial x_i=w_i\nabla\frac{\delta E_A}{\delta\mu}(x_i)`.
@@ -235,7 +227,7 @@ def first_variation_gradient(X, layer, weights=None, at=None) -> np.ndarray:
     return _symmetrised(X, A, w, X if at is None else validate_tokens(at, X.shape[1], "at"), True)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def energy_rate(X, layer, weights=None, *, field=None) -> float:
     r"""Rate :math:`\frac{d}{dt}E_{\beta A}(\mu_t)=\int\langle\nabla\frac{\delta E}{\delta\mu},\Gamma_\mu\rangle\,d\mu`
     of the layer's energy along its own flow.
@@ -265,7 +257,7 @@ def energy_rate(X, layer, weights=None, *, field=None) -> float:
     return float(np.sum(w * np.einsum("ij,ij->i", g, U)))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def dissipation(X, layer, weights=None) -> float:
     r"""The sign-rule form :math:`\int\langle\nabla Z_\mu,M\nabla Z_\mu\rangle Z_\mu^{-k}d\mu`, :math:`M=VA^{-1}`, of
     :math:`\frac{d}{dt}E_A(\mu_t)` (:func:`energy_rate`): :math:`k=1` for softmax, 0 for unnormalised softmax.
@@ -290,7 +282,7 @@ def dissipation(X, layer, weights=None) -> float:
     return float(np.sum(w * (q / Z if layer.kind.normalised else q)))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def energy_curve(Xs, layer, weights=None) -> np.ndarray:
     r""":math:`E_{\beta A}(\mu_t)` (:func:`interaction_energy`) of each cloud of a stack, e.g. ``Trajectory.X``.
 
@@ -315,7 +307,7 @@ def energy_curve(Xs, layer, weights=None) -> np.ndarray:
     return np.array([_energy(X, A, w) for X, w in measures])
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def kinetic_norm(U, weights=None, M=None) -> float:
     r"""Length :math:`(\int\langle M^{-1}u,u\rangle d\mu)^{1/2}` of a velocity field in :math:`d_M` (:math:`W_2` for
     :math:`M=I`), a bound on the metric speed of :math:`\mu` under :math:`\dot x=u(x)`.
@@ -333,9 +325,7 @@ def kinetic_norm(U, weights=None, M=None) -> float:
 
     %(ref_twisted)s
     """
-    U = validate_finite_array(U, "U", ndim=2)
-    w = validate_weights(weights, U.shape[0])
-    w = np.full(U.shape[0], 1.0 / U.shape[0]) if w is None else w
+    U, w = validate_measure(U, weights, name="U")
     if M is None:
         q = np.einsum("ij,ij->i", U, U)
     else:
@@ -359,15 +349,13 @@ def _log_energy_pieces(mean, cov, A):
     lam = np.linalg.eigvalsh(IK)
     if lam[0] <= 1e-13:
         return math.inf, None
-    IKinv = np.linalg.inv(IK)
-    IKinv = 0.5 * (IKinv + IKinv.T)
     B = A + Qm  # b + Q alpha = (A + Q) alpha
-    G = A + A.T + Qm + B.T @ R @ IKinv @ R @ B
+    G = A + A.T + Qm + B.T @ R @ np.linalg.inv(IK) @ R @ B
     G = 0.5 * (G + G.T)
     return math.log(0.5) - 0.5 * float(np.sum(np.log(lam))) + 0.5 * float(mean @ G @ mean), G
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def gaussian_interaction_energy(mean, cov, layer, *, log: bool = False) -> float:
     r"""Closed form of :math:`E_A(N(\alpha,\Sigma))=\tfrac12\,\mathbb E\,e^{\langle x,Ay\rangle}` (``inf`` unless
     :math:`K\prec I`):
@@ -395,7 +383,7 @@ def gaussian_interaction_energy(mean, cov, layer, *, log: bool = False) -> float
     return float(_exp_checked(logE, "the Gaussian interaction energy"))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def gaussian_translation_hessian(mean, cov, layer, w) -> float:
     r""":math:`\frac{d^2}{ds^2}E_A(N(\alpha+sw,\Sigma))|_{s=0}=E_A[(w^\top G\alpha)^2+w^\top Gw]` (:math:`G` of
     :func:`gaussian_interaction_energy`; for :math:`A=-I`, :math:`G=-2(I+\Sigma)^{-1}`: concave along some translation).
@@ -431,7 +419,7 @@ def _twisted(A, V):
     return np.linalg.solve(A.T, V.T).T
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def twisted_matrix(layer) -> np.ndarray:
     r"""The matrix :math:`M=V(\beta A)^{-1}` (symmetric invertible :math:`A`): unnormalised attention is
     :math:`M\nabla\frac{\delta E_A}{\delta\mu}`, softmax :math:`M\nabla\frac{\delta E_A}{\delta\mu}/Z_\mu`, Sinkhorn
@@ -450,7 +438,7 @@ def twisted_matrix(layer) -> np.ndarray:
     return _twisted(*layer_matrices(layer))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def energy_sign(layer) -> int:
     r"""Sign rule of :math:`\frac{d}{dt}E_A` (:func:`dissipation`): ``+1`` if :math:`M+M^\top\succeq0`, ``-1`` if
     :math:`\preceq0`, ``0`` if indefinite (eigenvalues within :math:`10^{-12}\|M+M^\top\|` count as 0).
@@ -471,7 +459,7 @@ def energy_sign(layer) -> int:
     return 1 if lam[0] >= -tol else -1 if lam[-1] <= tol else 0
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> float:
     r""":math:`d_M(\mu,\nu)^2=\min_\pi\int\langle M^{-1}(x-y),x-y\rangle d\pi=W_2((M^{-1/2})_\#\mu,(M^{-1/2})_\#\nu)^2`,
     the twisted Wasserstein distance (name [I]).
@@ -500,7 +488,7 @@ def twisted_wasserstein(X, Y, M, weights=None, *, method: str = "exact") -> floa
     return wasserstein(X @ R, Y @ R, 2, weights, method=method)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def twisted_bures_wasserstein(m1, S1, m2, S2, M) -> float:
     """:math:`d_M` between Gaussians: the Bures–Wasserstein distance of the :math:`M^{-1/2}`-transformed Gaussians.
 
@@ -533,7 +521,7 @@ def _sinkhorn_spectrum(mean, cov, layer):
     return mean, A, layer.eps, R, U, s
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def sinkhorn_energy(mean, cov, layer) -> float:
     r"""Closed form of :math:`F_\varepsilon(N(\alpha,\Sigma))=\tfrac12\mathrm{OT}_\varepsilon(\mu,\mu)`, cost
     :math:`-\langle x,Ay\rangle`, of whose :math:`W_2` gradient flow Sinkhorn attention with :math:`V=\beta A` is:
@@ -556,7 +544,7 @@ def sinkhorn_energy(mean, cov, layer) -> float:
     return float(-0.5 * mean @ A @ mean - 0.25 * eps * np.sum(s - 1.0 - np.log((1.0 + s) / 2.0)))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def sinkhorn_energy_gradient(mean, cov, layer):
     r"""Gradient :math:`\nabla_\alpha F_\varepsilon=-A\alpha`, :math:`\nabla_\Sigma F_\varepsilon=-\frac1{2\varepsilon}
     A\Sigma^{1/2}X\Sigma^{1/2}A`, :math:`X=2(I+(I+4H/\varepsilon^2)^{1/2})^{-1}`,
@@ -579,7 +567,7 @@ def sinkhorn_energy_gradient(mean, cov, layer):
     return -A @ mean, 0.5 * (G + G.T)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def sinkhorn_energy_empirical(X, layer, weights=None) -> float:
     r""":math:`F_\varepsilon(\mu)=\tfrac12(\int f\,d\mu+\int g\,d\mu)` of :math:`\mu=\sum_iw_i\delta_{x_i}` by the
     log-domain Sinkhorn of Sinkhorn attention; its gradient in token :math:`i` is :math:`-w_i\Gamma_\mu(x_i)` for
@@ -617,7 +605,7 @@ def _gradient_data(grad_mean, grad_cov, cov, M):
     return g, G, S, np.eye(d) if M is None else validate_spd(M, "M", d)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     r"""Velocity :math:`(\dot\alpha,\dot\Sigma)=(-Mg,-2(MG\Sigma+\Sigma GM))` of the (twisted) Bures–Wasserstein
     gradient flow: tokens move with :math:`-M(g+2G(x-\alpha))`.
@@ -638,7 +626,7 @@ def bw_gradient_velocity(grad_mean, grad_cov, cov, M=None):
     return -M @ g, -2.0 * (MGS + MGS.T)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     r"""Central differences :math:`(\nabla_\alpha F,\nabla_\Sigma F)` of ``fun(mean, cov)`` along
     :math:`\Sigma+t(E_{ij}+E_{ji})/2` (so :math:`dF=\langle g,d\alpha\rangle+\operatorname{tr}(G\,d\Sigma)`;
@@ -661,11 +649,9 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     if not callable(fun):
         raise TypeError(f"fun must be a callable fun(mean, cov), got {type(fun).__name__}")
     mean, cov = validate_gaussian(mean, cov)
-    h = validate_positive(h, "h")
-    if np.linalg.eigvalsh(cov)[0] <= 2 * h:
-        raise ValueError(
-            f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is {np.linalg.eigvalsh(cov)[0]:.3g}"
-        )
+    h, low = validate_positive(h, "h"), np.linalg.eigvalsh(cov)[0]
+    if low <= 2 * h:
+        raise ValueError(f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is {low:.3g}")
     d = mean.shape[0]
     g = np.array([(fun(mean + e, cov) - fun(mean - e, cov)) / (2 * h) for e in h * np.eye(d)])
     G = np.zeros((d, d))
@@ -677,7 +663,7 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     return g, G
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     r"""Slope :math:`(g^\top Mg+4\operatorname{tr}(GMG\Sigma))^{1/2}` of an energy at :math:`N(\alpha,\Sigma)` in
     :math:`d_M` (along its :math:`d_M` gradient flow :math:`\frac{d}{dt}F=-\text{slope}^2`).
@@ -697,7 +683,7 @@ def gaussian_slope(grad_mean, grad_cov, cov, M=None) -> float:
     return float(math.sqrt(max(0.0, float(g @ M @ g) + 4.0 * float(np.trace(G @ M @ G @ S)))))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def second_variation(X, U, layer, weights=None) -> float:
     r"""Second variation :math:`\frac{d^2}{ds^2}E_A((\mathrm{Id}+s\,u)_\#\mu)|_{s=0}` (the Hessian for symmetric
     :math:`A`; negative: concave along :math:`u`):
@@ -747,7 +733,7 @@ def second_variation(X, U, layer, weights=None) -> float:
     return 0.5 * total * math.exp(top)
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def dirac_second_variation(x0, w0, layer) -> float:
     r"""Second variation at :math:`\delta_{x_0}` along :math:`w_0`, :math:`\tfrac12e^{\langle x_0,Ax_0\rangle}
     [(\langle w_0,Ax_0\rangle+\langle x_0,Aw_0\rangle)^2+2\langle w_0,Aw_0\rangle]` (:math:`-|w_0|^2` at
@@ -774,7 +760,7 @@ def dirac_second_variation(x0, w0, layer) -> float:
     return 0.5 * float(_exp_checked(q, "the energy at the Dirac mass")) * (lin**2 + 2.0 * float(w0 @ A @ w0))
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 @dataclass(frozen=True)
 class Equilibrium:
     r"""The linearised flow at one configuration (:func:`linearize`).
@@ -811,7 +797,7 @@ def _tangent_basis(x: np.ndarray) -> np.ndarray:
     return np.linalg.qr(np.column_stack([x, np.eye(x.shape[0])]))[0][:, 1:]
 
 
-@fill_doc(_DOC)
+@fill_doc(GF_DOCS)
 def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, tol: float = 1e-9):
     r"""Speed, energy and spectrum of the linearised flow :math:`\dot x_i=\Gamma_\mu(x_i)` at ``X``, by central
     differences in the :math:`x_j` or, on the sphere, along great circles (:math:`n(d-1)` directions); on the circle
@@ -819,14 +805,12 @@ def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, 
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens (unit rows if ``sphere``).
+    %(X)s
     layer : Attention
         One layer (any kind).
-    weights : array (n,), optional
-        Token masses (a cluster is one token carrying its mass).
+    %(weights)s
     sphere : bool
-        Tokens on the unit sphere.
+        Tokens on the unit sphere (unit rows of ``X``).
     h, tol : float
         Finite-difference step; real parts above ``tol`` count as unstable.
 
@@ -836,14 +820,12 @@ def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, 
 
     %(ref_hessian)s
     """
-    if not isinstance(layer, Attention):
-        raise TypeError(f"layer must be an Attention, got {type(layer).__name__}")
+    layer = validate_instance(layer, Attention, "layer", "an Attention")
     X, w = validate_measure(X, weights, layer.d)
     n, d = X.shape
     if sphere and np.max(np.abs(np.linalg.norm(X, axis=1) - 1)) > 1e-9:
         raise ValueError("sphere=True needs unit-norm tokens")
-    if not (h > 0 and math.isfinite(h)):
-        raise ValueError(f"h must be a positive step, got {h!r}")
+    h = validate_positive(h, "h")
     s = np.arange(n, dtype=float)
 
     def field(Y):

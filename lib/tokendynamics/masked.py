@@ -26,7 +26,8 @@ from .validation import real_array, validate_finite, validate_instance, validate
 __all__ = ["SinkSystem", "with_sink", "sink_attention"]
 
 _DOC = {
-    "ref_masked": "Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book: "
+    "ref_masked": "References\n----------\n"
+    "Paper 1 (Castin et al., arXiv:2501.18322), masked attention and the attention sink; book: "
     '``chapters/01_well_posedness.md``, section "Masked attention and the attention sink", equation (eq-p1-masked).',
 }
 
@@ -101,8 +102,6 @@ def with_sink(X, m0: float, sink=None, positions=None) -> SinkSystem:
     SinkSystem
         Pass ``system.X`` and ``**system.simulate_kwargs()`` to the core with a ``causal=True`` layer.
 
-    References
-    ----------
     %(ref_masked)s
     """
     X = validate_tokens(X)
@@ -145,8 +144,6 @@ def sink_attention(X, layer: Attention, system: SinkSystem, head: int = 0) -> np
     numpy.ndarray (n,)
         The mass on the sink rows, per token.
 
-    References
-    ----------
     %(ref_masked)s
     """
     validate_instance(system, SinkSystem, "system", "a SinkSystem (from with_sink)")

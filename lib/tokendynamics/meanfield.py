@@ -27,7 +27,8 @@ _DOC = {
         alpha0, sigma0 : float
             Mean and standard deviation :math:`\sigma_0>0` (not the variance) of :math:`N(\alpha_0,\sigma_0^2)`.
     """,
-    "ref_gauss1d": "Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian solutions of softmax attention; book: "
+    "ref_gauss1d": "References\n----------\n"
+    "Paper 1 (Castin et al., arXiv:2501.18322), the Gaussian solutions of softmax attention; book: "
     "``chapters/01_well_posedness.md``, equation (eq-p1-gauss1d).",
 }
 
@@ -51,8 +52,6 @@ def blowup_time_1d(sigma0: float, a: float, v: float) -> float:
     float
         :math:`T^*`, or ``math.inf``.
 
-    References
-    ----------
     %(ref_gauss1d)s
     """
     return blowup_time([[validate_positive(sigma0, "sigma0") ** 2]], _layer_1d(a, v))
@@ -74,8 +73,6 @@ def gaussian_1d_solution(t, alpha0: float, sigma0: float, a: float, v: float):
     (alpha_t, sigma_t) : tuple of numpy.ndarray or of float
         Of the shape of ``t``.
 
-    References
-    ----------
     %(ref_gauss1d)s
     """
     alpha, var = one_dimensional_solution(alpha0, validate_positive(sigma0, "sigma0") ** 2, _layer_1d(a, v), t)
@@ -100,8 +97,6 @@ def gaussian_1d_flow_map(x, t: float, alpha0: float, sigma0: float, a: float, v:
     numpy.ndarray
         :math:`\Phi_t(x)`, of the shape of ``x``.
 
-    References
-    ----------
     %(ref_gauss1d)s
     """
     alpha_t, sigma_t = gaussian_1d_solution(t, alpha0, sigma0, a, v)

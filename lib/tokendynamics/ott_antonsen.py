@@ -303,11 +303,11 @@ def _solve_rk4(field: OAPolynomial, z0, t0, T, t_eval, step, beta_out) -> OASolu
 
 
 @fill_doc(_DOC)
-def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branches: bool = True):
+def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False):
     r"""n token angles whose double angles :math:`\psi_k=2\theta_k` are wrapped Cauchy with centre ``z0``.
 
     :math:`\psi_k=\arg\frac{e^{ic_k}+z_0}{1+\bar z_0e^{ic_k}}` with :math:`c_k\sim U[0,2\pi)` (or equispaced,
-    :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\theta_k=\psi_k/2+\pi s_k`, :math:`s_k\sim` Bernoulli(1/2) (or 0).
+    :math:`R_2=z_0+O(|z_0|^{n-1})`), :math:`\theta_k=\psi_k/2+\pi s_k`, :math:`s_k\sim` Bernoulli(1/2).
 
     Parameters
     ----------
@@ -319,8 +319,6 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
         Seed or generator.
     equispaced : bool
         Equispaced constants :math:`c_k=2\pi k/n+c` instead of i.i.d. uniform ones.
-    branches : bool
-        Draw the branch :math:`s_k` of each token at random.
 
     Returns
     -------
@@ -330,17 +328,14 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False, branc
     %(refs_oa)s
     """
     z0 = _check_centre(z0)
-    if z0.ndim != 0:
-        raise ValueError(f"z0 must be one complex number, got shape {z0.shape}")
-    if abs(z0) >= 1:
-        raise ValueError("sampling needs |z0| < 1 (|z0| = 1 is a point mass, not a density)")
+    if z0.ndim != 0 or abs(z0) >= 1:
+        raise ValueError(f"sampling needs one z0 with |z0| < 1 (|z0| = 1 is a point mass, not a density), got {z0}")
     n = validate_count(n, "n")
-    equispaced, branches = validate_flag(equispaced, "equispaced"), validate_flag(branches, "branches")
+    equispaced = validate_flag(equispaced, "equispaced")
     rng = np.random.default_rng(rng)
     c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi) if equispaced else rng.uniform(0, 2 * np.pi, n)
     psi = np.angle(mobius(complex(z0), 0.0, c))  # the WS map of uniform constants, alpha = z0
-    s = rng.integers(0, 2, n) if branches else np.zeros(n, dtype=int)
-    return psi / 2 + np.pi * s
+    return psi / 2 + np.pi * rng.integers(0, 2, n)
 
 
 @fill_doc(_DOC)

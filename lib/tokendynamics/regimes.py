@@ -148,14 +148,6 @@ def snic_family(a, b=1.0, c=0.3) -> np.ndarray:
     return np.stack([np.stack([c + a, b], -1), np.stack([-b, c - a], -1)], -2)
 
 
-def _case1_period(ap, am, z0, beta) -> float:
-    """Period 4 pi / (beta |Im a_+| sqrt((1 - |z*|^2 - r^2)^2 - 4 r^2 |z*|^2)), r = |z0 - z*| < 1 - |z*|."""
-    zs = -am / np.conj(ap)
-    r = abs(z0 - zs)
-    disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
-    return float(4 * math.pi / (beta * abs(ap.imag) * math.sqrt(disc)))
-
-
 def _affine_exit(z0: complex, lam: complex, b: complex, contracting_centre: complex | None):
     """First point where the orbit of w' = lam w + b from z0 reaches |w| = 1 (the Case 1 limit), or None."""
     if abs(z0) >= 1:
@@ -198,9 +190,11 @@ def _case1(A, ap, am, beta, z0) -> Prediction:
     # z* = -a_-/conj(a_+) (none when a_+ = 0, which happens only for det A = -|a_-|^2 <= 0)
     zs = complex(-am / np.conj(ap)) if ap != 0 else math.inf
     interior = abs(zs) < 1
-    if region == "centre" and abs(z0 - zs) < 1 - abs(zs):
-        return Prediction("case1", "oscillation", None, _case1_period(ap, am, z0, beta), words)
-    if interior and abs(z0 - zs) < 1e-12:
+    r = abs(z0 - zs)
+    if region == "centre" and r < 1 - abs(zs):  # period of the closed orbit through z0
+        disc = (1 - abs(zs) ** 2 - r**2) ** 2 - 4 * r**2 * abs(zs) ** 2
+        return Prediction("case1", "oscillation", None, 4 * math.pi / (beta * abs(ap.imag) * math.sqrt(disc)), words)
+    if interior and r < 1e-12:
         return Prediction("case1", "partial", complex(zs), None, words + ", z0 = z*")
     exit_point = _affine_exit(complex(z0), complex(np.conj(ap)), complex(am), complex(zs) if interior else None)
     if exit_point is None:

@@ -19,7 +19,7 @@ from .validation import real_array, validate_choice, validate_count, validate_fi
 __all__ = ["multihead_from_rows", "sigmoid_layer"]
 
 _REF = (
-    "Paper 1 (Castin et al., arXiv:2501.18322), the fields of the attention variants; book: "
+    "References\n----------\nPaper 1 (Castin et al., arXiv:2501.18322), the fields of the attention variants; book: "
     '``chapters/01_well_posedness.md``, section "Eight velocity fields", equation (eq-p1-ips).'
 )
 
@@ -62,8 +62,6 @@ def multihead_from_rows(
     Attention
         A layer of :math:`H` heads with matrices :math:`A_h` (or :math:`Q_h, K_h`) and values :math:`C_h`.
 
-    References
-    ----------
     %(ref_variants)s
     """
     Q = np.atleast_2d(real_array(Q, "Q"))
@@ -86,8 +84,7 @@ def multihead_from_rows(
     if factored:  # the scores need Q and K themselves (L2)
         if Q.shape[0] < H * k:
             raise ValueError(f"{kind} multi-head attention needs k rows of Q and K for every head")
-        Qs = np.stack([math.sqrt(scale) * Q[b] for b in blocks])
-        Ks = np.stack([math.sqrt(scale) * K[b] for b in blocks])
+        Qs, Ks = (math.sqrt(scale) * M.reshape(H, k, d) for M in (Q, K))  # head h: rows hk, ..., (h + 1)k - 1
         return Attention(kind, Q=Qs, K=Ks, V=C, beta=beta, **layer_kwargs)
     A = np.stack([scale * (Q[b].T @ K[b]) if Q[b].shape[0] else np.zeros((d, d)) for b in blocks])
     return Attention(kind, A=A, V=C, beta=beta, **layer_kwargs)
@@ -123,16 +120,13 @@ def sigmoid_layer(
     Attention
         A ``"sigmoid"`` layer with bias :math:`b` and value matrix :math:`V` (:math:`nV` for ``"sum"``).
 
-    References
-    ----------
     %(ref_variants)s
     J. Ramapuram et al., *Theory, Analysis, and Best Practices for Sigmoid Self-Attention*, arXiv:2409.04431 (2024).
     """
     normalization = validate_choice(normalization, "normalization", ("mean", "sum"))
     if (normalization == "sum" or isinstance(bias, str)) and n is None:
         raise ValueError(f"normalization={normalization!r} / bias={bias!r} needs the number of tokens n")
-    if n is not None:
-        n = validate_count(n, "n")
+    n = None if n is None else validate_count(n, "n")
     if isinstance(bias, str):
         if bias.replace(" ", "") != "-logn":
             raise ValueError(f"bias must be a number or the string '-log n', got {bias!r}")

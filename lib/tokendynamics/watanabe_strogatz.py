@@ -51,21 +51,6 @@ def _reconstruct(alpha, eta, c, theta0):
     return theta0 + 0.5 * (psi - psi[0])
 
 
-def _constants(th, alpha0):
-    """Gauge alpha0 (default R2(0)), constants c_k: e^{ic_k} = (e^{i psi_k} - alpha0)/(1 - conj(alpha0) e^{i psi_k})."""
-    if th.ndim != 1:
-        raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th.shape}")
-    if alpha0 is not None and np.ndim(alpha0) != 0:
-        raise ValueError(f"alpha0 must be one complex number (or None), got shape {np.shape(alpha0)}")
-    a = complex(np.exp(2j * th).mean()) if alpha0 is None else complex(validate_complex(alpha0, "alpha0"))
-    if not abs(a) < 1 - 1e-10:
-        raise ValueError(
-            f"the WS gauge needs |alpha0| < 1, got {abs(a):.12g}: the tokens are (almost) one antipodal "
-            "cluster pair; pass alpha0=0 to use another gauge"
-        )
-    return a, np.angle(mobius(-a, 0.0, 2 * th))  # the inverse Moebius map of the gauge alpha0
-
-
 @fill_doc(_DOC)
 def ws_reconstruct(alpha, eta, c, theta0):
     r"""Token angles :math:`\theta_k(t)=\theta_k(0)+\frac12(\psi_k(t)-\psi_k(0))` from the WS variables.
@@ -184,7 +169,18 @@ def solve_watanabe_strogatz(
     %(refs_ws)s
     """
     th0 = validate_angles(theta0, "theta0")
-    a0, c = _constants(th0, alpha0)
+    if th0.ndim != 1:
+        raise ValueError(f"theta0 must be a 1-D array of n angles, got shape {th0.shape}")
+    if alpha0 is not None and np.ndim(alpha0) != 0:
+        raise ValueError(f"alpha0 must be one complex number (or None), got shape {np.shape(alpha0)}")
+    a0 = complex(np.exp(2j * th0).mean()) if alpha0 is None else complex(validate_complex(alpha0, "alpha0"))
+    if not abs(a0) < 1 - 1e-10:
+        raise ValueError(
+            f"the WS gauge needs |alpha0| < 1, got {abs(a0):.12g}: the tokens are (almost) one antipodal "
+            "cluster pair; pass alpha0=0 to use another gauge"
+        )
+    # the constants: e^{ic_k} = (e^{i psi_k} - alpha0)/(1 - conj(alpha0) e^{i psi_k}), the inverse Moebius map
+    c = np.angle(mobius(-a0, 0.0, 2 * th0))
     coef = KuramotoCoefficients.of(require_circle_layer(layer, "solve_watanabe_strogatz"))
     t0, T, t_eval = time_grid(t_span, t_eval)
     if t_eval[0] > t0:  # the first entry must be the initial gauge, as the reconstruction expects

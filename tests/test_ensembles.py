@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokendynamics import KINDS, Attention, simulate, velocity
+from tokendynamics import KINDS, Attention, Trajectory, simulate, velocity
 from tokendynamics.attention import FIELD_NONFINITE, FIELD_OK, velocity_batch
 from tokendynamics.ensembles import (
     RECIPES,
-    BatchTrajectory,
     Schedule,
     recipe_matrices,
     recipe_stack,
@@ -50,7 +49,7 @@ def test_batch_equals_the_loop_over_simulate_for_every_kind(kind, sphere):
     X0 = sample_clouds(B, N, D, 3) if sphere else _off_sphere_start()
     T = 1.5 if sphere else 0.6  # off the sphere some kinds grow fast: a short run
     batch = simulate_batch(X0, layers, T, dt=0.1, sphere=sphere, save_every=2)
-    assert isinstance(batch, BatchTrajectory) and batch.X.shape[1:] == (B, N, D)
+    assert isinstance(batch, Trajectory) and batch.X.shape[1:] == (B, N, D)
     assert batch.blew_up.sum() <= 1  # (off the sphere, unnormalised kinds can blow up: compared below too)
     for b in range(B):
         ref = simulate(X0[b], layers[b], T, dt=0.1, sphere=sphere, save_every=2, on_blowup="stop")

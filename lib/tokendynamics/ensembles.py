@@ -41,21 +41,15 @@ from .validation import (
 )
 
 __all__ = [
-    "BatchTrajectory",
     "Schedule",
     "simulate_batch",
     "sample_clouds",
     "RECIPES",
     "recipe_matrices",
     "recipe_stack",
-    "stack_from_matrices",
 ]
 
 MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every or save_at
-
-#: The result of :func:`simulate_batch`: a :class:`~tokendynamics.particles.Trajectory` of B systems
-#: (``X`` of shape (m, B, n, d), ``blowup_time`` (B,), ``reasons``, ``system(b)``).
-BatchTrajectory = Trajectory
 
 _DOC = {
     **PARAMETER_DOCS,
@@ -131,15 +125,15 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
 
 @fill_doc(_DOC)
-def stack_from_matrices(kind, M: dict, beta, **shared) -> Attention:
-    """A batch of layers of one kind from stacked ``Q``, ``K``, ``V`` (:func:`recipe_matrices`).
+def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
+    """A batch of ``size`` random layers of one kind from a named recipe (:func:`recipe_matrices`).
 
     Parameters
     ----------
     kind : str or AttentionKind
         The attention kind.
-    M : dict
-        ``Q``, ``K``, ``V`` stacks.
+    recipe, d, size, rng
+        As in :func:`recipe_matrices` (``size`` defaults to the length of ``beta``).
     beta : float or array
         One number or one per layer.
     **shared
@@ -154,35 +148,11 @@ def stack_from_matrices(kind, M: dict, beta, **shared) -> Attention:
     ----------
     %(refs)s
     """
-    beta = np.broadcast_to(np.atleast_1d(real_array(beta, "beta")), (len(M["V"]),))
-    return Attention(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
-
-
-@fill_doc(_DOC)
-def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
-    """A batch of ``size`` random layers of one kind from a named recipe.
-
-    Parameters
-    ----------
-    kind, beta, **shared
-        As in :func:`stack_from_matrices` (``size`` defaults to the length of ``beta``).
-    recipe, d, size, rng
-        As in :func:`recipe_matrices`.
-
-    Returns
-    -------
-    Attention
-        A batch of layers.
-
-    References
-    ----------
-    %(refs)s
-    """
     beta = np.atleast_1d(real_array(beta, "beta"))
     size = beta.size if size is None else size
     if beta.size not in (1, size):
         raise ValueError(f"beta must be one number or {size} numbers, got {beta.size}")
-    return stack_from_matrices(kind, recipe_matrices(recipe, d, size, rng), beta, **shared)
+    return Attention(kind, **recipe_matrices(recipe, d, size, rng), beta=np.broadcast_to(beta, (size,)), **shared)
 
 
 @fill_doc(_DOC)
@@ -242,10 +212,6 @@ def _as_batch_layer(layers):
         "layers must be an Attention (one layer for every system, or a batch of B), or a sequence of B "
         f"Attention layers (one per system), a Schedule, or a callable t -> layer; got {type(layers).__name__}"
     )
-
-
-def _check_layer(lay, B: int, d: int, t: float):
-    return require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
 
 
 @fill_doc(_DOC)
@@ -321,7 +287,7 @@ def simulate_batch(
     lay0 = _as_batch_layer(layers)
     piecewise = isinstance(lay0, Schedule)
     fixed = isinstance(lay0, Attention)
-    _check_layer(lay0 if fixed else lay0(t0), B, d, t0)
+    require_batch_layer(lay0 if fixed else lay0(t0), B, d, f"the layer at t = {t0:g}")
     if sphere:
         X0 = validate_unit_rows(X0)
     if piecewise:
@@ -346,7 +312,8 @@ def simulate_batch(
     common = dict(
         layer=lay0, method=method, dt=h, sphere=sphere, weights=w, seed=None if seeds is None else np.asarray(seeds)
     )
-    if fixed and backend != "numpy" and _kernel_fits(lay0, n, d, backend):
+    kernel_path = fixed and backend != "numpy" and _kernel_fits(lay0, n, d, backend)
+    if kernel_path:
         from . import _batch_kernels as kernel  # numba, imported on first use
 
         reasons = {kernel.FIELD_OVERFLOW: FIELD_REASONS[1], kernel.TOKENS_NONFINITE: "the state became non-finite"}
@@ -363,54 +330,41 @@ def simulate_batch(
             weights=w,
             blowup_threshold=threshold,
         )
-        flagged = run_k.flagged_step >= 0
+        t, X, nfev = t0 + run_k.saved * h, run_k.frames, steps * (4 if method == "rk4" else 1)
+        stopped = run_k.flagged_step >= 0
+        stop_time = t0 + run_k.flagged_step * h
         why = [reasons.get(int(c), "max |x_i| exceeded blowup_threshold") for c in run_k.status]
-        return Trajectory(
-            t=t0 + run_k.saved * h,
-            X=run_k.frames,
-            blowup_time=np.where(flagged, t0 + run_k.flagged_step * h, np.nan),
-            reasons=tuple(r if stop else None for r, stop in zip(why, flagged)),
-            info={**info, "nfev": steps * (4 if method == "rk4" else 1), "backend": "numba"},
-            **common,
-        )
-    state: dict = {}  # Sinkhorn warm start of the active systems
-    cache: dict = {}  # the layers of the active systems, and which systems the state holds
+    else:
+        state: dict = {}  # Sinkhorn warm start of the active systems
+        cache: dict = {}  # the layers of the active systems, and which systems the state holds
 
-    def field(t, Y, active, t_step):
-        lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t))
-        if not fixed:
-            _check_layer(lay, B, d, t)
-        held = cache.get("held")
-        if held is not None and held.size != active.size:  # systems were frozen: drop their warm starts
-            keep = np.isin(held, active)
-            for sub in state.values():
-                sub.update({key: value[keep] for key, value in sub.items()})
-        cache["held"] = active
-        if lay.batch_size is not None and active.size < B:
-            key = (id(lay), active.size)
-            if cache.get("key") != key:
-                cache["key"], cache["sub"] = key, lay.take(active)
-            lay = cache["sub"]
-        return velocity_batch_unchecked(Y, lay, w, state)
+        def field(t, Y, active, t_step):
+            lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t))
+            if not fixed:
+                require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
+            held = cache.get("held")
+            if held is not None and held.size != active.size:  # systems were frozen: drop their warm starts
+                keep = np.isin(held, active)
+                for sub in state.values():
+                    sub.update({key: value[keep] for key, value in sub.items()})
+            cache["held"] = active
+            if lay.batch_size is not None and active.size < B:
+                key = (id(lay), active.size)
+                if cache.get("key") != key:
+                    cache["key"], cache["sub"] = key, lay.take(active)
+                lay = cache["sub"]
+            return velocity_batch_unchecked(Y, lay, w, state)
 
-    run = fixed_step(
-        field,
-        X0,
-        t0,
-        steps,
-        h,
-        scheme=method,
-        geometry=SPHERE if sphere else EUCLIDEAN,
-        saved=saved,
-        threshold=threshold,
-    )
-    stopped = run.status != "completed"
+        geometry = SPHERE if sphere else EUCLIDEAN
+        run = fixed_step(field, X0, t0, steps, h, scheme=method, geometry=geometry, saved=saved, threshold=threshold)
+        t, X, nfev = run.t, run.y, run.nfev
+        stopped, stop_time, why = run.status != "completed", run.time, run.reason
     return Trajectory(
-        t=run.t,
-        X=run.y,
-        blowup_time=np.where(stopped, run.time, np.nan),
-        reasons=tuple(r if stop else None for r, stop in zip(run.reason, stopped)),
-        info={**info, "nfev": run.nfev, "backend": "numpy"},
+        t=t,
+        X=X,
+        blowup_time=np.where(stopped, stop_time, np.nan),
+        reasons=tuple(r if stop else None for r, stop in zip(why, stopped)),
+        info={**info, "nfev": nfev, "backend": "numba" if kernel_path else "numpy"},
         **common,
     )
 

@@ -18,7 +18,8 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
+from .attention import Attention
+from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch
 from .metrics import cluster_outcomes
 from .validation import real_array, validate_count
 
@@ -156,10 +157,8 @@ def cluster_statistics(
     X0 = np.tile(sample_clouds(clouds, n, d, seed), (nb, 1, 1))
 
     def stack(rng):  # one layer per (beta, cloud): the clouds' drawn matrices, repeated at every beta
-        M = recipe_matrices(recipe, d, clouds, rng)
-        return stack_from_matrices(
-            kind, {k: np.tile(v, (nb, 1, 1)) for k, v in M.items()}, np.repeat(betas, clouds), **options
-        )
+        M = {k: np.tile(v, (nb, 1, 1)) for k, v in recipe_matrices(recipe, d, clouds, rng).items()}
+        return Attention(kind, **M, beta=np.repeat(betas, clouds), **options)
 
     if o["resample_every"] is None:
         layers = stack(o["layer_seed"])

@@ -188,6 +188,7 @@ def adaptive_solve(
     t0, T = parse_span(t_span)
     solver = validate_choice(solver, "solver", SOLVERS)
     rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
+    max_steps = validate_count(max_steps, "max_steps")
     if t_eval is not None:
         _, _, t_eval = time_grid((t0, T), t_eval)
     y0 = np.array(y0, dtype=float).ravel()
@@ -225,7 +226,6 @@ def adaptive_solve(
     if event is not None and not event_value(y0) < 0:  # reached at the start
         out = np.array(out_y).reshape(len(out_t), y0.size)
         return Run(np.array(out_t), out, "event", t0, t0, y0, "the event function is not negative at the start", 0)
-    max_steps = validate_count(max_steps, "max_steps")
     steps = 0
     while ode.status == "running":
         steps += 1

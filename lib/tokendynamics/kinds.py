@@ -382,10 +382,8 @@ def _softmax_lip(head, R):
 
 def _l2_lip(head, R):
     a, v = _norms(head)
-    q, k = (
-        math.sqrt(head.beta) * float(np.linalg.norm(head.Q, 2)),
-        math.sqrt(head.beta) * float(np.linalg.norm(head.K, 2)),
-    )
+    q = math.sqrt(head.beta) * float(np.linalg.norm(head.Q, 2))
+    k = math.sqrt(head.beta) * float(np.linalg.norm(head.K, 2))
     return 2 * a * v * R * R, v * (1 + 4 * k * (q + k) * R * R) * _e((q + k) ** 2 * R * R)
 
 

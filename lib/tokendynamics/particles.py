@@ -555,16 +555,14 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
             raise ValueError(f"storing {count} frames of {n} x {d} tokens is too much: raise dt or give t_eval")
         t_eval = np.linspace(t0, T, max(2, count))
 
-    def rhs(t, y):
-        X = y.reshape(n, d)
-        if not sphere:
-            return field(t, X).ravel()
-        X = X / np.linalg.norm(X, axis=1, keepdims=True)
-        return SPHERE.project(X, field(t, X)).ravel()
+    geometry = SPHERE if sphere else EUCLIDEAN
 
-    def event(y):  # stop_when of the tokens (projected on the sphere), a function of the flat state
-        X = y.reshape(n, d)
-        return float(stop_when(X / np.linalg.norm(X, axis=1, keepdims=True) if sphere else X))
+    def rhs(t, y):
+        X = geometry.retract(y.reshape(n, d))
+        return geometry.project(X, field(t, X)).ravel()
+
+    def event(y):  # stop_when of the tokens (retracted to the sphere), a function of the flat state
+        return float(stop_when(geometry.retract(y.reshape(n, d))))
 
     run = adaptive_solve(
         rhs,
@@ -584,8 +582,7 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
         t_out, Y = np.append(t_out, run.time), np.concatenate([Y, run.y_stop.reshape(1, n, d)])
     if t_out.size == 0 or t_out[0] > t0:  # a trajectory starts at t0
         t_out, Y = np.concatenate([[t0], t_out]), np.concatenate([X0[None], Y])
-    if sphere:
-        Y = Y / np.linalg.norm(Y, axis=2, keepdims=True)
+    Y = geometry.retract(Y)
     info = {
         "nfev": run.nfev,
         "solver": solver,

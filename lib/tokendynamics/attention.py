@@ -343,16 +343,12 @@ class Attention:
         -------
         Attention
         """
-        if ("Q" in changes or "K" in changes) and "A" not in changes:
-            changes["A"] = None
-        if "A" in changes and changes["A"] is not None and "Q" not in changes:
-            changes.setdefault("Q", None)
-            changes.setdefault("K", None)
-        base = {k: getattr(self, k) for k in ("A", "V", "Q", "K")}
-        if self.Q is not None:
+        base = {"A": None, "Q": None, "K": None, **self._matrix_fields(lambda M: M)}
+        if "Q" in changes or "K" in changes:
             base["A"] = None
-        base.update(changes)
-        return replace(self, **base)
+        elif changes.get("A") is not None:
+            base["Q"] = base["K"] = None
+        return replace(self, **{**base, **changes})
 
     def to_dict(self) -> dict:
         """Plain description (lists and numbers) of the layer, for provenance records.

@@ -24,12 +24,11 @@ import numpy as np
 from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
 from .odes import EUCLIDEAN, FIELD_REASONS, MAX_STEPS, SPHERE, fixed_step, step_count
-from .particles import Trajectory, normalize_rows
+from .particles import Trajectory, sample_sphere
 from .validation import (
     PARAMETER_DOCS,
     parse_span,
     real_array,
-    require_memory,
     validate_choice,
     validate_count,
     validate_finite_array,
@@ -79,10 +78,8 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
     ----------
     %(refs)s
     """
-    size, n, d = validate_count(size, "size"), validate_count(n, "n"), validate_count(d, "d")
-    gen = validate_rng(rng)
-    require_memory(2 * size * n * d, f"sample_clouds(size = {size}, n = {n}, d = {d})")
-    return normalize_rows(gen.standard_normal((size, n, d)))
+    size, n = validate_count(size, "size"), validate_count(n, "n")
+    return sample_sphere(size * n, d, rng).reshape(size, n, d)  # the draw of (size, n, d) normals
 
 
 @fill_doc(_DOC)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -553,13 +554,6 @@ for _k in (
     register(_k)
 
 
-class _Defaults:
-    """The default options of a layer (what ``weights(scores)`` of a built-in kind uses)."""
-
-    bias = 0.0
-    eps = 1.0
-    sinkhorn_iters = 10_000
-    sinkhorn_tol = 1e-12
-
-
-_DEFAULT_HEAD = Head(np.zeros((0, 0)), np.zeros((0, 0)), None, None, 1.0, _Defaults())
+# the default options of a layer (what ``weights(scores)`` of a built-in kind uses)
+_DEFAULTS = SimpleNamespace(bias=0.0, eps=1.0, sinkhorn_iters=10_000, sinkhorn_tol=1e-12)
+_DEFAULT_HEAD = Head(np.zeros((0, 0)), np.zeros((0, 0)), None, None, 1.0, _DEFAULTS)

@@ -473,14 +473,10 @@ def run_batch(
     ----------
     X0 : array (B, n, d)
         Initial clouds (if ``sphere``: rows of norm 1 to 1e-6).
-    A, V : array (d, d) or (B, d, d)
-        Score matrix :math:`A=Q^\top K` and value matrix, shared or one per system.
-    beta : float or array (B,)
-        Inverse temperature, shared or one per system.
-    h, steps, scheme
-        Step, number of steps, ``"euler"`` or ``"rk4"``.
-    sphere : bool
-        Tangent projection and retraction.
+    A, V, beta : arrays (d, d) or (B, d, d), float or (B,)
+        Score matrix :math:`A=Q^\top K`, value matrix and inverse temperature, shared or one per system.
+    h, steps, scheme, sphere
+        Step, number of steps, ``"euler"`` or ``"rk4"``, and whether to project and retract.
     save_every, save_steps
         Store steps 0, k, 2k, ... and the last; or exactly the step indices ``save_steps``.
     weights : array (n,), optional

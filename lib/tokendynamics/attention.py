@@ -396,7 +396,7 @@ def require_layer(layer, name: str = "layer") -> Attention:
 
     References
     ----------
-    Book: ``chapters/index.md``, equation (eq-intro-sa).
+    Book: ``chapters/index.md``.
     """
     layer = validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
     if layer.batch_size is not None:
@@ -466,10 +466,8 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     ----------
     X, layer, weights, positions
         As in :func:`velocity`.
-    head : int
-        Which head.
-    return_info : bool
-        Also return the solver information (Sinkhorn: iterations, marginal error).
+    head, return_info
+        Which head; also return the solver information (Sinkhorn: iterations, marginal error).
 
     Returns
     -------
@@ -550,15 +548,12 @@ def velocity(
 
 
 def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sinkhorn_state: dict | None = None):
-    r""":func:`velocity` for inputs validated once by the caller (integrators); the result is still checked
-    (non-finite: :class:`~tokendynamics.errors.NonFiniteError`).
+    r""":func:`velocity` for inputs validated once by the caller (integrators); a non-finite result still raises.
 
     Parameters
     ----------
-    X, layer, backend, sinkhorn_state
-        As in :func:`velocity` (X float64).
-    w, s : array (n,)
-        Masses (None: uniform) and token positions.
+    X, layer, w, s, backend, sinkhorn_state
+        As in :func:`velocity` (X float64), with ``w``, ``s`` the masses (None: uniform) and positions (n,).
 
     Returns
     -------
@@ -615,10 +610,8 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
 
     Parameters
     ----------
-    X : array (B, n, d)
-        B clouds.
-    layer : Attention
-        One layer or a batch of B.
+    X, layer
+        B clouds (B, n, d), and one layer or a batch of B.
     weights, sinkhorn_state
         As in :func:`velocity` (masses shared by the systems).
 
@@ -646,15 +639,12 @@ def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None
 
     Parameters
     ----------
-    X, layer, sinkhorn_state
-        As in :func:`velocity_batch` (X float64).
-    w : array (n,) or None
-        Masses.
+    X, layer, w, sinkhorn_state
+        As in :func:`velocity_batch` (X float64; ``w`` the masses (n,) or None).
 
     Returns
     -------
     (U, status)
-        As :func:`velocity_batch`.
 
     References
     ----------

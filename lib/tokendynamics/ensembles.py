@@ -234,18 +234,12 @@ def simulate_batch(
     layers : Attention, sequence of Attention, Schedule, or callable ``t -> layer``
         One layer for all, a batch (or sequence) of B layers, or depth-dependent layers.
     %(t_span)s
-    dt : float
-        Step (adjusted down so that an integer number of steps reaches T).
-    method : {"rk4", "euler"}
-        Classical Runge–Kutta or explicit Euler.
-    sphere : bool
-        Tangent projection of the field and retraction :math:`x\mapsto x/|x|` after every step.
+    dt, method, sphere
+        As in :func:`~tokendynamics.particles.simulate` (``"rk4"`` or ``"euler"``).
     weights : array (n,), optional
         Token masses shared by the systems.
-    save_every : int
-        Store every k-th step (the last one always).
-    save_at : array, optional
-        Store exactly these step times instead.
+    save_every, save_at
+        Store every k-th step (the last one always), or exactly the step times ``save_at``.
     **options
         ``blowup_threshold`` (1e8), ``seeds`` (recorded), ``max_steps`` (:data:`~tokendynamics.odes.MAX_STEPS`),
         ``backend``: ``"auto"`` (the compiled kernel for one-head softmax where it wins), ``"numba"``, ``"numpy"``.

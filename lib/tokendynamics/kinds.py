@@ -82,20 +82,17 @@ class AttentionKind:
     ----------
     name : str
         The kind's name (``Attention(name, ...)`` finds a registered kind by it, :func:`register`).
-    weights : callable ``weights(scores) -> array``
+    weights, masses : callable ``weights(scores)``, optional ``masses(scores, w)``
         ``scores`` (..., n, n) (a masked pair at :math:`-\infty`) to the weights :math:`w_{ij}` of
-        :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`).
-    masses : callable ``masses(scores, w) -> array``, optional
-        The rule for token masses ``w`` (n,); without it a kind refuses weighted measures.
+        :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`); the rule for token
+        masses ``w`` (n,) (without it a kind refuses weighted measures).
     normalised, factored, maskable, fused : bool
         Rows sum to one; the scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`; the kind has a causal
         version; it fits the compiled batch kernel (exponential weights, normalised rows).
     parameters : tuple of str
         The layer options the kind uses (``"bias"``, ``"eps"`` ...); others are refused.
-    capabilities : dict, optional
-        Optional knowledge, by name (:data:`CAPABILITIES`).
-    label : str, optional
-        The name readers see (the name by default).
+    capabilities, label
+        Optional knowledge, by name (:data:`CAPABILITIES`); the name readers see (default: ``name``).
 
     References
     ----------

@@ -160,18 +160,12 @@ def adaptive_solve(
     fun : callable ``(t, y) -> array``
         The right-hand side (flat state).
     %(t_span)s
-    y0 : array
-        Initial state (flattened).
-    t_eval : array, optional
-        Output times (default: every accepted step).
-    solver : str
-        A ``scipy.integrate`` solver class name.
-    rtol, atol : float
-        Tolerances.
-    size : callable, optional
-        A number per state (its largest entry, a trace...).
-    threshold : float
-        Stop when ``size(y)`` crosses it.
+    y0, t_eval
+        Initial state (flattened), and output times (default: every accepted step).
+    solver, rtol, atol
+        A ``scipy.integrate`` solver class name, and its tolerances.
+    size, threshold
+        A number per state (its largest entry, a trace...), and the value whose crossing stops the run.
     event : callable, optional
         Stop where ``event(y)`` crosses zero upwards (it must return finite numbers).
     max_steps : int
@@ -288,10 +282,8 @@ class Geometry:
 
     Parameters
     ----------
-    name : str
-        Its name.
-    project, retract : callable
-        Tangent projection and retraction onto the set.
+    name, project, retract
+        Its name, the tangent projection and the retraction onto the set.
     stages : bool
         Also retract the stage states (the sphere), not only the new state (projected Euler of covariances).
 
@@ -326,10 +318,8 @@ def rk4_step(f, t, y, h):
 
     Parameters
     ----------
-    f : callable ``(t, y) -> array``
-        The right-hand side.
-    t, y, h
-        Time, state (array or Python complex) and step.
+    f, t, y, h
+        The right-hand side ``(t, y) -> array``, time, state (array or Python complex) and step.
 
     Returns
     -------
@@ -356,10 +346,8 @@ def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tu
 
     Parameters
     ----------
-    t0, T : float
-        The span.
-    dt : float
-        Requested step.
+    t0, T, dt
+        The span and the requested step.
     max_steps : int
         Budget (:data:`MAX_STEPS`): more steps is a ValueError naming the span, the step and the count.
 
@@ -555,12 +543,9 @@ def dormand_prince_batch(
     ----------
     f, y0, T, rtol, atol
         Autonomous right-hand side ``(Y, idx) -> array``, states (B, ...) at t = 0, final time, tolerances.
-    t_eval : array (m,), optional
-        Output times in [0, T] (NaN after a system stopped).
-    first_step : float or array (B,), optional
-        Initial steps (default :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10).
-    max_steps : int
-        Steps after which a system counts as stiff.
+    t_eval, first_step, max_steps
+        Output times (m,) in [0, T] (NaN after a system stopped); initial steps, a float or (B,) (default
+        :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10); steps after which a system counts as stiff.
     on_step : callable ``(idx, t_old, t_new, y_new) -> mask``, optional
         Which of the systems just stepped to stop.
 

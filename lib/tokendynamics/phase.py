@@ -128,10 +128,9 @@ def cluster_statistics(
 
     Parameters
     ----------
-    kind, recipe
-        Attention kind (a name or an ``AttentionKind``), and one of :data:`~tokendynamics.ensembles.RECIPES`.
-    betas, depths : sequence of float
-        Inverse temperatures and examined depths.
+    kind, recipe, betas, depths
+        Attention kind (a name or an ``AttentionKind``), one of :data:`~tokendynamics.ensembles.RECIPES`, the
+        inverse temperatures and the examined depths.
     n, d, clouds, seed, dt
         Tokens per cloud, dimension, clouds per :math:`\beta`, seed of the clouds, step.
     **options

@@ -66,10 +66,9 @@ def sweep(
     fn, points
         A module-level (picklable) function of keyword arguments, and the grid (dicts), e.g.
         ``grid(beta=[0.5, 1, 2], seed=range(3))``.
-    n_jobs : int
-        joblib workers (1: serial, here; -1: all cores); on Dask, tasks in flight (default: all workers).
-    backend, client
-        ``None`` (joblib's ``"loky"``), ``"threading"``, or ``"dask"`` (the cluster of ``client``, a
+    n_jobs, backend, client
+        joblib workers (1: serial, here; -1: all cores; on Dask, tasks in flight, default all workers); ``None``
+        (joblib's ``"loky"``), ``"threading"`` or ``"dask"`` (the cluster of ``client``, a
         ``dask.distributed.Client``, or of the current default client).
     progress, desc
         Show a progress bar (tqdm, on stderr) as results arrive, and its label.

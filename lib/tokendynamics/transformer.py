@@ -156,10 +156,9 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
 
     Parameters
     ----------
-    X0 : array (n, d)
-        Input tokens (unit rows for ``norm="sphere"``), never modified.
-    layer : Attention or sequence of L Attention
-        Tied or fresh attention weights.
+    X0, layer
+        Input tokens (n, d) (unit rows for ``norm="sphere"``), never modified; one Attention (tied weights)
+        or a sequence of L (fresh weights).
     T, L
         Depth T > 0 of the ODE the network discretises, and the number of blocks L >= 1.
     norm : {None, "pre", "post", "sphere"}

@@ -420,14 +420,12 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322), the Transformer PDE with depth-dependent parameters.
     """
-    if isinstance(layer, Attention):
-        lay = layer
-    elif callable(layer):
-        lay = layer(t)
-    else:
-        raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
+    lay = layer(t) if callable(layer) else layer  # an Attention is not callable
     if not isinstance(lay, Attention):
-        raise TypeError(f"a time-dependent layer must return an Attention, got {type(lay).__name__}")
+        raise TypeError(
+            "layer must be an Attention or a callable t -> Attention (a time-dependent layer must return an "
+            f"Attention), got {type(lay).__name__}"
+        )
     if lay.d != d:
         raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the tokens have d = {d}")
     return lay

@@ -24,11 +24,12 @@ import numpy as np
 from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
 from .odes import EUCLIDEAN, FIELD_REASONS, MAX_STEPS, SPHERE, fixed_step, step_count
-from .particles import Trajectory, sample_sphere
+from .particles import Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
     parse_span,
     real_array,
+    require_memory,
     validate_choice,
     validate_count,
     validate_finite_array,
@@ -78,8 +79,10 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
     ----------
     %(refs)s
     """
-    size, n = validate_count(size, "size"), validate_count(n, "n")
-    return sample_sphere(size * n, d, rng).reshape(size, n, d)  # the draw of (size, n, d) normals
+    size, n, d = validate_count(size, "size"), validate_count(n, "n"), validate_count(d, "d")
+    gen = validate_rng(rng)
+    require_memory(2 * size * n * d, f"sample_clouds(size = {size}, n = {n}, d = {d})")
+    return normalize_rows(gen.standard_normal((size, n, d)))
 
 
 @fill_doc(_DOC)
@@ -176,10 +179,8 @@ class Schedule:
         for lay in layers:
             if not isinstance(lay, Attention):
                 raise TypeError(f"Schedule layers must be Attention layers (or batches), got {type(lay).__name__}")
-        if not (self.every > 0 and math.isfinite(self.every)):
-            raise ValueError(f"every must be a positive duration, got {self.every!r}")
         object.__setattr__(self, "layers", layers)
-        object.__setattr__(self, "every", float(self.every))
+        object.__setattr__(self, "every", validate_positive(self.every, "every"))
 
     def index(self, t: float) -> int:
         """Index of the piece that starts a step at time ``t``.
@@ -269,8 +270,6 @@ def simulate_batch(
         raise ValueError(f"X0 must be a batch of token clouds (B, n, d), got shape {X0.shape}")
     B, n, d = X0.shape
     t0, T = parse_span(t_span)
-    if dt is None:
-        raise ValueError("simulate_batch needs a positive step dt, got None")
     steps, h = step_count(t0, T, dt, options.get("max_steps", MAX_STEPS))
     save_every = validate_count(save_every, "save_every")
     w = validate_weights(weights, n)

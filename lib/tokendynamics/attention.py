@@ -7,7 +7,7 @@ Convention (library-wide): the score of query :math:`x` on key :math:`y` is :mat
 .. math::  \Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij}\, V_h x_j ,
 
 and kinds differ only in the weights :math:`P^{(h)}` (:mod:`tokendynamics.kinds`): :func:`velocity` is one
-code for all. A batch of B layers is the same :class:`Attention` with a leading axis (:func:`velocity_batch`).
+code for all. A batch of B layers is the same :class:`Attention` with a leading axis (:func:`velocity_batch_unchecked`).
 
 References
 ----------
@@ -48,7 +48,6 @@ __all__ = [
     "velocity",
     "LayerLike",
     "layer_at",
-    "velocity_batch",
     "velocity_batch_unchecked",
     "FIELD_OK",
     "FIELD_NONFINITE",
@@ -188,8 +187,6 @@ class Attention:
                 f"A has {H} head(s) but V has {V.shape[-3]}: give one value matrix per head "
                 "(stack them along the first axis)"
             )
-        if Q is not None and Q.shape[-1] != d:
-            raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[-2:]}")
         if B is None:
             try:
                 beta = validate_positive(self.beta, "beta")
@@ -322,11 +319,7 @@ class Attention:
                 diff.insert(0, "kind")
             if diff:
                 raise ValueError(f"layer {b} differs from layer 0 in {diff}: a batch shares them")
-            if (
-                lay.A.shape != first.A.shape
-                or (lay.Q is None) != (first.Q is None)
-                or (lay.Q is not None and lay.Q.shape != first.Q.shape)
-            ):
+            if (lay.A.shape, np.shape(lay.Q)) != (first.A.shape, np.shape(first.Q)):  # np.shape(None) is ()
                 raise ValueError(f"layer {b} has another shape than layer 0 (heads, d, or Q/K given)")
         mats: dict[str, Any] = {k: np.stack([getattr(lay, k) for lay in layers]) for k in first._matrix_fields(id)}
         return cls(first.kind, beta=np.array([lay.beta for lay in layers]), **mats, **first._options())
@@ -500,7 +493,7 @@ def velocity(
     X : array (n, d)
         Tokens.
     layer : Attention
-        One layer (a batch goes through :func:`velocity_batch`).
+        One layer (a batch goes through :func:`velocity_batch_unchecked`).
     weights : array (n,), optional
         Masses :math:`w_j\ge0` summing to one (uniform if omitted).
     positions : array (n,), optional
@@ -571,7 +564,7 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
     return out
 
 
-#: Codes of :func:`velocity_batch`'s status: the field of a system is fine, overflowed, or its
+#: Codes of :func:`velocity_batch_unchecked`'s status: the field of a system is fine, overflowed, or its
 #: Sinkhorn solve missed the tolerance.
 FIELD_OK, FIELD_NONFINITE, FIELD_NOT_CONVERGED = 0, 1, 2
 
@@ -601,17 +594,18 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
     return layer
 
 
-def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None):
-    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch).
+def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
+    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch), for
+    inputs validated once by the caller (:func:`~tokendynamics.ensembles.simulate_batch`, :func:`require_batch_layer`).
 
     The code of :func:`velocity` with the batch as leading axes; one bad system is flagged, not raised.
 
     Parameters
     ----------
     X, layer
-        B clouds (B, n, d), and one layer or a batch of B.
-    weights, sinkhorn_state
-        As in :func:`velocity` (masses shared by the systems).
+        B clouds (B, n, d) (float64), and one layer or a batch of B.
+    w, sinkhorn_state
+        Masses (n,) shared by the systems (None: uniform), and as in :func:`velocity`.
 
     Returns
     -------
@@ -619,30 +613,6 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
         The fields (zero rows for a flagged system).
     status : array of int (B,)
         :data:`FIELD_OK`, :data:`FIELD_NONFINITE` or :data:`FIELD_NOT_CONVERGED` (Sinkhorn).
-
-    References
-    ----------
-    Book: ``chapters/07_phase_diagrams.md``.
-    """
-    X = validate_finite_array(X, "X")
-    if X.ndim != 3 or X.shape[1] == 0:
-        raise ValueError(f"X must be a batch of token clouds (B, n, d), got shape {X.shape}")
-    B, n, d = X.shape
-    require_batch_layer(layer, B, d)
-    return velocity_batch_unchecked(X, layer, validate_weights(weights, n), sinkhorn_state)
-
-
-def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
-    """:func:`velocity_batch` for inputs validated once by the caller.
-
-    Parameters
-    ----------
-    X, layer, w, sinkhorn_state
-        As in :func:`velocity_batch` (X float64; ``w`` the masses (n,) or None).
-
-    Returns
-    -------
-    (U, status)
 
     References
     ----------

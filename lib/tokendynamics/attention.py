@@ -251,13 +251,7 @@ class Attention:
         return Head(self.A[at], self.V[at], Q, K, beta, self)
 
     def _options(self) -> dict:
-        return dict(
-            causal=self.causal,
-            bias=self.bias,
-            eps=self.eps,
-            sinkhorn_iters=self.sinkhorn_iters,
-            sinkhorn_tol=self.sinkhorn_tol,
-        )
+        return {k: getattr(self, k) for k in ("causal", "bias", "eps", "sinkhorn_iters", "sinkhorn_tol")}
 
     def _matrix_fields(self, pick) -> dict:
         if self.Q is not None:

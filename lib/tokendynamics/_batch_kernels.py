@@ -461,10 +461,8 @@ def run_batch(
 ) -> BatchRun:
     r"""Integrate B systems of single-head softmax attention with a fixed step, all steps compiled.
 
-    System b follows :math:`\dot x_i=\Gamma_b(x_i)`,
-    :math:`\Gamma_b(x_i)=\sum_j w_je^{s_{ij}}V_bx_j/\sum_j w_je^{s_{ij}}`,
-    :math:`s_{ij}=\beta_b\langle x_i,A_bx_j\rangle` (projected and retracted if ``sphere``); equals
-    ``simulate_batch(..., method=scheme)`` with softmax layers to round-off.
+    System b follows :math:`\dot x_i=\Gamma_b(x_i)` with the field of the module docstring (projected and
+    retracted if ``sphere``); equals ``simulate_batch(..., method=scheme)`` with softmax layers to round-off.
 
     Why 12 parameters: a compiled kernel takes the layer's arrays (``A``, ``V``, ``beta``, ``weights``),
     beside the scheme, the geometry, what to store and the blow-up threshold.
@@ -479,10 +477,9 @@ def run_batch(
         Step, number of steps, ``"euler"`` or ``"rk4"``, and whether to project and retract.
     save_every, save_steps
         Store steps 0, k, 2k, ... and the last; or exactly the step indices ``save_steps``.
-    weights : array (n,), optional
-        Token masses :math:`w_j\ge 0` shared by the systems (uniform by default; only ratios matter).
-    blowup_threshold : float
-        A system with a coordinate above this is flagged.
+    weights, blowup_threshold
+        Token masses :math:`w_j\ge 0` (n,) shared by the systems (uniform by default; only ratios matter); a
+        system with a coordinate above the threshold is flagged.
 
     Returns
     -------

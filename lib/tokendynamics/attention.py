@@ -113,10 +113,8 @@ class Attention:
     kind : str or AttentionKind
         A name of :data:`~tokendynamics.kinds.KINDS` (``softmax``, ``unnormalized_softmax``, ``linear``,
         ``l2``, ``sinkhorn``, ``sigmoid``, ``relu``, ``hardmax``) or a kind of one's own; stored as the object.
-    A : array (d, d) or (H, d, d), optional
-        Score matrix :math:`A = Q^\top K` per head (or give ``Q`` and ``K``).
-    V : array (d, d) or (H, d, d)
-        Value matrix per head.
+    A, V : arrays (d, d) or (H, d, d)
+        Score matrix :math:`A = Q^\top K` (or give ``Q`` and ``K``) and value matrix, per head.
     Q, K : array (k, d) or (H, k, d), optional
         Query and key matrices (L2 attention needs them); then :math:`A_h=Q_h^\top K_h`.
     beta : float or array (B,)
@@ -484,14 +482,11 @@ def velocity(
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens.
-    layer : Attention
-        One layer (a batch goes through :func:`velocity_batch_unchecked`).
-    weights : array (n,), optional
-        Masses :math:`w_j\ge0` summing to one (uniform if omitted).
-    positions : array (n,), optional
-        Positions of a causal layer (default: the index order).
+    X, layer
+        Tokens (n, d), and one layer (a batch goes through :func:`velocity_batch_unchecked`).
+    weights, positions : arrays (n,), optional
+        Masses :math:`w_j\ge0` summing to one (uniform if omitted); positions of a causal layer (default: the
+        index order).
     backend : {"auto", "numpy", "dense"}
         ``auto`` (or ``numpy``): a closed form where the kind has one (linear attention's d x d second
         moment), the weights in blocks of rows otherwise (never the whole n x n matrix); ``dense``: the

@@ -93,10 +93,8 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
     Parameters
     ----------
-    recipe : str
-        One of :data:`RECIPES`.
-    d, size : int
-        Dimension and number of layers.
+    recipe, d, size
+        One of :data:`RECIPES`, the dimension and the number of layers.
     %(rng)s
 
     Returns
@@ -130,14 +128,10 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
 
     Parameters
     ----------
-    kind : str or AttentionKind
-        The attention kind.
+    kind, beta, **shared
+        The attention kind (a name or an AttentionKind), one :math:`\beta` or one per layer, the layers' options.
     recipe, d, size, rng
         As in :func:`recipe_matrices` (``size`` defaults to the length of ``beta``).
-    beta : float or array
-        One number or one per layer.
-    **shared
-        Options of the layers (``eps``, ``bias``, ...).
 
     Returns
     -------

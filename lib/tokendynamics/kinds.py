@@ -117,7 +117,7 @@ class AttentionKind:
     capabilities: dict | None = None
     label: str = ""
     # fast paths of the built-in kinds: scores as low-rank factors, weights with their row sums apart
-    factors: Callable = _bilinear_factors
+    factors: Callable | None = None
     kernel: Callable | None = None
 
     def __post_init__(self):
@@ -136,6 +136,8 @@ class AttentionKind:
         if self.masses is not None:
             caps["masses"] = self.masses
         object.__setattr__(self, "capabilities", caps)
+        if self.factors is None:
+            object.__setattr__(self, "factors", _bilinear_factors)
         if not self.label:
             object.__setattr__(self, "label", self.name)
 

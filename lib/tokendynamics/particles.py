@@ -109,10 +109,8 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
 
     Parameters
     ----------
-    n, d : int
-        Number of tokens and dimension.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
+    n, d, rng
+        Number of tokens, dimension, and a seed or ``numpy.random.Generator`` (optional).
 
     Returns
     -------
@@ -133,12 +131,8 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
 
     Parameters
     ----------
-    n : int
-        Number of tokens.
-    mean, cov : array (d,), array (d, d)
-        :math:`\alpha` and :math:`\Sigma`.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
+    n, mean, cov, rng
+        Number of tokens, :math:`\alpha` (d,), :math:`\Sigma` (d, d), and a seed or generator (optional).
 
     Returns
     -------
@@ -388,12 +382,9 @@ def simulate(
 
     Parameters
     ----------
-    X0 : array (n, d)
-        Initial tokens (unit rows if ``sphere``). Never modified.
-    layer : Attention or callable ``t -> Attention``
-        The layer (depth-dependent parameters :math:`(A_t, V_t)` for a callable).
-    t_span : float or (t0, T)
-        Integration interval.
+    X0, layer, t_span
+        Initial tokens (n, d) (unit rows if ``sphere``; never modified); an Attention, or a callable
+        ``t -> Attention`` (depth-dependent :math:`(A_t, V_t)`); the interval T or (t0, T).
     dt : float
         Step of the fixed-step methods (adjusted down to reach T); for ``"adaptive"``, the output spacing.
     method : {"rk4", "euler", "adaptive"}

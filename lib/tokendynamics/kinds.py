@@ -224,16 +224,6 @@ def _elementwise(h):
     return kernel
 
 
-def _public(kernel):
-    """The weight rule ``weights(scores)`` of a built-in kind (the layer's default options), and its masses."""
-
-    def rule(S, w=None):
-        W, r, _ = kernel(np.array(S, dtype=float), w, _DEFAULT_HEAD, None)
-        return W if r is None else W / r[..., None]
-
-    return rule, (lambda S, w: rule(S, w))
-
-
 def _hardmax(S, w, head, state):
     top = S.max(axis=-1, keepdims=True)
     W = (S == top).astype(float)
@@ -418,8 +408,14 @@ _LABELS = {"unnormalized_softmax": "unnormalised softmax", "l2": "L2", "sinkhorn
 
 
 def _kind(name, kernel, **options) -> AttentionKind:
-    weights, masses = _public(kernel)
-    return AttentionKind(name, weights, masses=masses, kernel=kernel, label=_LABELS.get(name, name), **options)
+    """A built-in kind: its kernel, and the public rule ``weights(scores, w=None)`` made from it (the layer's
+    default options), which is also its rule for token masses."""
+
+    def rule(S, w=None):
+        W, r, _ = kernel(np.array(S, dtype=float), w, _DEFAULT_HEAD, None)
+        return W if r is None else W / r[..., None]
+
+    return AttentionKind(name, rule, masses=rule, kernel=kernel, label=_LABELS.get(name, name), **options)
 
 
 _NORMALISED = {"speed": _bounded_speed}

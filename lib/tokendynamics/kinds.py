@@ -81,7 +81,7 @@ class AttentionKind:
     Parameters
     ----------
     name : str
-        The kind's name (``Attention(name, ...)`` finds a registered kind by it, :func:`register`).
+        Its name (by which ``Attention(name, ...)`` finds a kind added by :func:`register`).
     weights, masses : callable ``weights(scores)``, optional ``masses(scores, w)``
         ``scores`` (..., n, n) (a masked pair at :math:`-\infty`) to the weights :math:`w_{ij}` of
         :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`); the rule for token

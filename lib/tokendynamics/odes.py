@@ -66,10 +66,9 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
 
     Parameters
     ----------
-    rhs, y0, t_span
-        The right-hand side ``(t, y) -> array``, the initial state (k,), :math:`(t_0, T)`.
-    what, blowup
-        Name of the integration in the message; raise BlowUpError rather than NonFiniteError.
+    rhs, y0, t_span, what, blowup
+        The right-hand side ``(t, y) -> array``, the initial state (k,), :math:`(t_0, T)`, the name of the
+        integration in the message, and whether to raise BlowUpError rather than NonFiniteError.
     **options
         Passed to ``solve_ivp``, except ``max_nfev``: the budget of evaluations (:data:`MAX_EVALUATIONS`),
         past which a ConvergenceError names the time reached.
@@ -406,10 +405,9 @@ def fixed_step(
     ----------
     field : callable ``(t, Y, active, t_step) -> (U, codes)``
         The field of the systems ``active`` at stage time t; ``codes`` (None: all fine) of :data:`FIELD_REASONS`.
-    y0, t0, steps, h
-        Initial states (B, ...), initial time, number of steps (:func:`step_count`) and step.
-    scheme, geometry
-        A name of :data:`SCHEMES`, and a :class:`Geometry`.
+    y0, t0, steps, h, scheme, geometry
+        Initial states (B, ...), initial time, number of steps (:func:`step_count`), step, a name of
+        :data:`SCHEMES`, and a :class:`Geometry`.
     saved, fill
         ``k -> bool``: store the state after step k (default: every step); once all have stopped, keep storing
         their frozen states (True) or end the output (False).

@@ -135,8 +135,8 @@ def cluster_statistics(
         Tokens per cloud, dimension, clouds per :math:`\beta`, seed of the clouds, step.
     **options
         ``layer_seed`` (1), ``threshold`` (0.999, of :func:`~tokendynamics.metrics.cluster_outcomes`), ``method``
-        ("rk4"), ``sphere`` (True), ``resample_every`` (None; else fresh layers every :math:`\tau` in depth); any
-        other keyword goes to the layers (``eps``, ``bias``, ...).
+        ("rk4"), ``sphere`` (True), ``resample_every`` (None; else fresh layers every :math:`\tau` in depth); the
+        rest goes to the layers (``eps``, ``bias``, ...).
 
     Returns
     -------

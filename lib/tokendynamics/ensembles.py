@@ -285,10 +285,10 @@ def simulate_batch(
             raise ValueError(f"save_at must hold step times t0 + k h (h = {h:g}) inside t_span")
         save_steps = set(k_at.tolist())
         saved: Callable[[int], bool] = save_steps.__contains__
+        n_saved = len(save_steps)
     else:
-        save_steps = None
         saved = lambda k: k % save_every == 0 or k == steps  # noqa: E731
-    n_saved = len(save_steps) if save_steps is not None else steps // save_every + 2
+        n_saved = steps // save_every + 2
     if n_saved * B * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {B} x {n} x {d} tokens is too much: raise save_every")
 

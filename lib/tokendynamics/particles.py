@@ -7,7 +7,7 @@ References: paper 1 (Castin et al., arXiv:2501.18322), equation (eq-p1-ips); pap
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -323,16 +323,14 @@ class Trajectory:
         keep = self.t < tb - 0.5 * (self.dt or 0.0) if np.isfinite(tb) else slice(None)
         lay = self.layer.member(b) if isinstance(self.layer, Attention) and self.layer.batch_size else self.layer
         info = {**self.info, **({"blowup_reason": self.reasons[b]} if np.isfinite(tb) else {})}
-        return Trajectory(
+        return replace(
+            self,
             t=self.t[keep],
             X=self.X[keep, b],
             layer=lay,
-            method=self.method,
-            dt=self.dt,
-            sphere=self.sphere,
-            weights=self.weights,
             seed=None if self.seed is None else int(self.seed[b]),
             blowup_time=float(tb) if np.isfinite(tb) else None,
+            reasons=(),
             info=info,
         )
 

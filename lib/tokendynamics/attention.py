@@ -108,6 +108,9 @@ def _batch_size(beta, *matrices) -> int | None:
 class Attention:
     r"""A self-attention layer — its kind, matrices and temperature — or a batch of B such layers.
 
+    Heads are stacked along the first axis and their fields add up (paper 1's multi-head attention; a 3-D
+    matrix with a scalar ``beta`` means heads); all arrays are copied and made read-only.
+
     Parameters
     ----------
     kind : str or AttentionKind
@@ -127,11 +130,6 @@ class Attention:
     sinkhorn_iters, sinkhorn_tol
         Cap on the Sinkhorn iterations, and tolerance on the column-marginal error
         :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j` (:data:`SINKHORN_ITERS`, :data:`SINKHORN_TOL`).
-
-    Notes
-    -----
-    Heads are stacked along the first axis and their fields add up (paper 1's multi-head attention); a 3-D
-    matrix with a scalar ``beta`` means heads. All arrays are copied and made read-only.
 
     References
     ----------

@@ -502,13 +502,9 @@ def _options(options: dict, method: str) -> dict:
         raise TypeError(f"simulate() got unknown option(s) {unknown}; its options are {sorted(_OPTIONS)}")
     opt = {**_OPTIONS, **options}
     if method != "adaptive":
-        if opt["t_eval"] is not None:
-            raise ValueError(
-                f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
-                "(it stores every save_every-th step)"
-            )
-        if opt["stop_when"] is not None:
-            raise ValueError("stop_when needs method='adaptive' (the solver locates the event)")
+        for name in ("t_eval", "stop_when"):  # output times and events are the adaptive solver's
+            if opt[name] is not None:
+                raise ValueError(f"{name} needs method='adaptive'; method={method!r} would ignore it")
     opt["on_blowup"] = validate_choice(opt["on_blowup"], "on_blowup", ("raise", "stop"))
     opt["blowup_threshold"] = validate_positive(opt["blowup_threshold"], "blowup_threshold", allow_inf=True)
     opt["max_step_growth"] = validate_positive(opt["max_step_growth"], "max_step_growth")

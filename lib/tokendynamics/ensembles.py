@@ -2,9 +2,7 @@ r"""Batched ensembles: B independent particle systems integrated together as one
 
 :func:`simulate_batch` makes one batched field evaluation per stage and steps on
 :func:`~tokendynamics.odes.fixed_step`, so system b equals ``simulate(X0[b], layer_b, ...)`` to round-off; a
-failing system is frozen at its last good state. The recipes (:data:`RECIPES`) draw random layers:
-``identity`` (:math:`Q=K=V=I`), ``gaussian`` (:math:`Q,K` i.i.d. :math:`N(0,1/d)`, :math:`V=I`), ``goe``
-(:math:`A` from the GOE, :math:`V=I`), ``minus_identity`` (:math:`Q=K=I`, :math:`V=-I`).
+failing system is frozen at its last good state. Random layers come from named recipes (:func:`recipe_matrices`).
 
 References
 ----------
@@ -57,7 +55,7 @@ _DOC = {
     "refs": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).",
 }
 
-#: Names of the random weight recipes of :func:`recipe_matrices` (see the module docstring).
+#: Names of the random weight recipes of :func:`recipe_matrices`.
 RECIPES = ("identity", "gaussian", "goe", "minus_identity")
 
 
@@ -89,7 +87,8 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
 def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.ndarray]:
     r"""Stacked ``Q``, ``K``, ``V`` (size, d, d) of ``size`` layers drawn from a named recipe (:data:`RECIPES`).
 
-    ``gaussian``: :math:`Q_{ab},K_{ab}\sim N(0,1/d)`; ``goe``: :math:`Q=I`, :math:`K=(G+G^\top)/\sqrt{2d}`.
+    ``identity``: :math:`Q=K=V=I`; ``gaussian``: :math:`Q_{ab},K_{ab}\sim N(0,1/d)` i.i.d., :math:`V=I`; ``goe``:
+    :math:`Q=V=I`, :math:`K=(G+G^\top)/\sqrt{2d}` (GOE); ``minus_identity``: :math:`Q=K=I`, :math:`V=-I`.
 
     Parameters
     ----------

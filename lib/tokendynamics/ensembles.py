@@ -22,7 +22,7 @@ import numpy as np
 from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
 from .odes import EUCLIDEAN, FIELD_REASONS, MAX_STEPS, SPHERE, fixed_step, step_count
-from .particles import Trajectory, normalize_rows
+from .particles import MAX_STORED_FLOATS, Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
     parse_span,
@@ -46,8 +46,6 @@ __all__ = [
     "recipe_matrices",
     "recipe_stack",
 ]
-
-MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every or save_at
 
 _DOC = {
     **PARAMETER_DOCS,

@@ -109,10 +109,6 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
     return sol
 
 
-#: scipy's solver classes, stepped directly by :func:`adaptive_solve`.
-_SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
-
-
 @dataclass(frozen=True, eq=False)
 class Run:
     """What every integrator returns (per system for a batch): output times ``t``, states ``y`` (m, ...) or
@@ -197,7 +193,7 @@ def adaptive_solve(
             failure.append(str(exc))
             return np.full(y.shape, np.nan)
 
-    ode = _SOLVER_CLASSES[solver](rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)
+    ode = getattr(integrate, solver)(rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)  # a scipy solver class
     k = 0 if t_eval is None else int(np.searchsorted(t_eval, t0, side="right"))  # the output times reached
     out_t = [t0] if t_eval is None else [float(tt) for tt in t_eval[:k]]
     out_y = [y0.copy() for _ in out_t]

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 METHODS = ("rk4", "euler", "adaptive")
-MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every
+MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more frames, ask for save_every (or save_at)
 _DOC = {
     "sphere": "Paper 2 (Li et al., 2026), tokens on the sphere; book: ``chapters/index.md``, equation (eq-intro-sa).",
     "circle": "Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).",

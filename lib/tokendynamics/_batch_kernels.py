@@ -79,18 +79,18 @@ class BatchRun(NamedTuple):
 
 
 def _matrices(M, name: str, B: int, d: int) -> np.ndarray:
-    """A (d, d) matrix shared by the systems or B matrices (B, d, d), as a C-contiguous (1 or B, d, d) stack."""
+    """A (d, d) matrix shared by the systems or B matrices (B, d, d), as a fresh C-contiguous (B, d, d) stack
+    (one matrix per system: one compiled signature for every call)."""
     M = validate_finite_array(M, name)
-    if M.shape == (d, d):
-        M = M[None]
-    elif M.shape != (B, d, d):
+    if M.shape not in ((d, d), (B, d, d)):
         raise ValueError(
             f"{name} must have shape ({d}, {d}) (shared) or ({B}, {d}, {d}) (one per system), got {M.shape}"
         )
-    return np.ascontiguousarray(M)
+    return np.array(np.broadcast_to(M, (B, d, d)), order="C")
 
 
 def _prepare(X, A, V, beta, weights):
+    """The inputs of :func:`run_batch`, checked, as the C-contiguous per-system arrays the kernel takes."""
     X = validate_finite_array(X, "X0", ndim=3)
     if 0 in X.shape:
         raise ValueError(f"X0 must be a batch of token clouds (B, n, d) with B, n, d >= 1, got shape {X.shape}")
@@ -100,7 +100,7 @@ def _prepare(X, A, V, beta, weights):
     beta = validate_finite_array(beta, "beta")
     if beta.ndim > 1 or beta.size not in (1, B):
         raise ValueError(f"beta must be one number or {B} numbers (one per system), got shape {beta.shape}")
-    beta = np.ascontiguousarray(np.broadcast_to(beta.reshape(-1), (B,)))
+    beta = np.array(np.broadcast_to(beta.reshape(-1), (B,)), order="C")
     if weights is None:
         w = np.ones(n)
     else:
@@ -110,14 +110,7 @@ def _prepare(X, A, V, beta, weights):
         if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
             raise ValueError("weights must be finite, non-negative and not all zero")
     sym = np.array([np.array_equal(a, a.T) for a in A])
-    return np.ascontiguousarray(X), A, V, beta, np.ascontiguousarray(w), sym
-
-
-def _per_system(X, A, V, beta, w, sym):
-    """Fresh writable C-contiguous copies, one matrix per system: one compiled signature for every call."""
-    B = X.shape[0]
-    shapes = (X.shape, (B,) + A.shape[1:], (B,) + V.shape[1:], (B,), w.shape, (B,))
-    return tuple(np.array(np.broadcast_to(M, s), order="C") for M, s in zip((X, A, V, beta, w, sym), shapes))
+    return np.array(X, order="C"), A, V, beta, np.array(w, order="C"), sym
 
 
 def _save_steps(steps: int, save_every, save_steps) -> np.ndarray:
@@ -468,10 +461,8 @@ def run_batch(
 ) -> BatchRun:
     r"""Integrate B systems of single-head softmax attention with a fixed step, all steps compiled.
 
-    System b follows :math:`\dot x_i=\Gamma_b(x_i)`,
-    :math:`\Gamma_b(x_i)=\sum_j w_je^{s_{ij}}V_bx_j/\sum_j w_je^{s_{ij}}`,
-    :math:`s_{ij}=\beta_b\langle x_i,A_bx_j\rangle` (projected and retracted if ``sphere``); equals
-    ``simulate_batch(..., method=scheme)`` with softmax layers to round-off.
+    System b follows :math:`\dot x_i=\Gamma_b(x_i)` with the field of the module docstring (projected and
+    retracted if ``sphere``); equals ``simulate_batch(..., method=scheme)`` with softmax layers to round-off.
 
     Why 12 parameters: a compiled kernel takes the layer's arrays (``A``, ``V``, ``beta``, ``weights``),
     beside the scheme, the geometry, what to store and the blow-up threshold.
@@ -480,20 +471,15 @@ def run_batch(
     ----------
     X0 : array (B, n, d)
         Initial clouds (if ``sphere``: rows of norm 1 to 1e-6).
-    A, V : array (d, d) or (B, d, d)
-        Score matrix :math:`A=Q^\top K` and value matrix, shared or one per system.
-    beta : float or array (B,)
-        Inverse temperature, shared or one per system.
-    h, steps, scheme
-        Step, number of steps, ``"euler"`` or ``"rk4"``.
-    sphere : bool
-        Tangent projection and retraction.
+    A, V, beta : arrays (d, d) or (B, d, d), float or (B,)
+        Score matrix :math:`A=Q^\top K`, value matrix and inverse temperature, shared or one per system.
+    h, steps, scheme, sphere
+        Step, number of steps, ``"euler"`` or ``"rk4"``, and whether to project and retract.
     save_every, save_steps
         Store steps 0, k, 2k, ... and the last; or exactly the step indices ``save_steps``.
-    weights : array (n,), optional
-        Token masses :math:`w_j\ge 0` shared by the systems (uniform by default; only ratios matter).
-    blowup_threshold : float
-        A system with a coordinate above this is flagged.
+    weights, blowup_threshold
+        Token masses :math:`w_j\ge 0` (n,) shared by the systems (uniform by default; only ratios matter); a
+        system with a coordinate above the threshold is flagged.
 
     Returns
     -------
@@ -523,7 +509,7 @@ def run_batch(
     status = np.zeros(B, dtype=np.int8)
     flagged = np.full(B, -1, dtype=np.int64)
     args = (X0, A, V, beta, w, sym, h, steps, scheme == "rk4", bool(sphere), index, threshold, frames, status, flagged)
-    _in_threads(_run_range, B, *_per_system(*args[:6]), *args[6:])
+    _in_threads(_run_range, B, *args)
     return BatchRun(frames, saved, status, flagged)
 
 

@@ -7,7 +7,7 @@ Convention (library-wide): the score of query :math:`x` on key :math:`y` is :mat
 .. math::  \Gamma_\mu(x_i) = \sum_h \sum_j P^{(h)}_{ij}\, V_h x_j ,
 
 and kinds differ only in the weights :math:`P^{(h)}` (:mod:`tokendynamics.kinds`): :func:`velocity` is one
-code for all. A batch of B layers is the same :class:`Attention` with a leading axis (:func:`velocity_batch`).
+code for all. A batch of B layers is the same :class:`Attention` with a leading axis (:func:`velocity_batch_unchecked`).
 
 References
 ----------
@@ -48,7 +48,6 @@ __all__ = [
     "velocity",
     "LayerLike",
     "layer_at",
-    "velocity_batch",
     "velocity_batch_unchecked",
     "FIELD_OK",
     "FIELD_NONFINITE",
@@ -109,15 +108,16 @@ def _batch_size(beta, *matrices) -> int | None:
 class Attention:
     r"""A self-attention layer — its kind, matrices and temperature — or a batch of B such layers.
 
+    Heads are stacked along the first axis and their fields add up (paper 1's multi-head attention; a 3-D
+    matrix with a scalar ``beta`` means heads); all arrays are copied and made read-only.
+
     Parameters
     ----------
     kind : str or AttentionKind
         A name of :data:`~tokendynamics.kinds.KINDS` (``softmax``, ``unnormalized_softmax``, ``linear``,
         ``l2``, ``sinkhorn``, ``sigmoid``, ``relu``, ``hardmax``) or a kind of one's own; stored as the object.
-    A : array (d, d) or (H, d, d), optional
-        Score matrix :math:`A = Q^\top K` per head (or give ``Q`` and ``K``).
-    V : array (d, d) or (H, d, d)
-        Value matrix per head.
+    A, V : arrays (d, d) or (H, d, d)
+        Score matrix :math:`A = Q^\top K` (or give ``Q`` and ``K``) and value matrix, per head.
     Q, K : array (k, d) or (H, k, d), optional
         Query and key matrices (L2 attention needs them); then :math:`A_h=Q_h^\top K_h`.
     beta : float or array (B,)
@@ -130,11 +130,6 @@ class Attention:
     sinkhorn_iters, sinkhorn_tol
         Cap on the Sinkhorn iterations, and tolerance on the column-marginal error
         :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j` (:data:`SINKHORN_ITERS`, :data:`SINKHORN_TOL`).
-
-    Notes
-    -----
-    Heads are stacked along the first axis and their fields add up (paper 1's multi-head attention); a 3-D
-    matrix with a scalar ``beta`` means heads. All arrays are copied and made read-only.
 
     References
     ----------
@@ -188,8 +183,6 @@ class Attention:
                 f"A has {H} head(s) but V has {V.shape[-3]}: give one value matrix per head "
                 "(stack them along the first axis)"
             )
-        if Q is not None and Q.shape[-1] != d:
-            raise ValueError(f"Q and K must have {d} columns, got shape {Q.shape[-2:]}")
         if B is None:
             try:
                 beta = validate_positive(self.beta, "beta")
@@ -254,13 +247,7 @@ class Attention:
         return Head(self.A[at], self.V[at], Q, K, beta, self)
 
     def _options(self) -> dict:
-        return dict(
-            causal=self.causal,
-            bias=self.bias,
-            eps=self.eps,
-            sinkhorn_iters=self.sinkhorn_iters,
-            sinkhorn_tol=self.sinkhorn_tol,
-        )
+        return {k: getattr(self, k) for k in ("causal", "bias", "eps", "sinkhorn_iters", "sinkhorn_tol")}
 
     def _matrix_fields(self, pick) -> dict:
         if self.Q is not None:
@@ -322,11 +309,7 @@ class Attention:
                 diff.insert(0, "kind")
             if diff:
                 raise ValueError(f"layer {b} differs from layer 0 in {diff}: a batch shares them")
-            if (
-                lay.A.shape != first.A.shape
-                or (lay.Q is None) != (first.Q is None)
-                or (lay.Q is not None and lay.Q.shape != first.Q.shape)
-            ):
+            if (lay.A.shape, np.shape(lay.Q)) != (first.A.shape, np.shape(first.Q)):  # np.shape(None) is ()
                 raise ValueError(f"layer {b} has another shape than layer 0 (heads, d, or Q/K given)")
         mats: dict[str, Any] = {k: np.stack([getattr(lay, k) for lay in layers]) for k in first._matrix_fields(id)}
         return cls(first.kind, beta=np.array([lay.beta for lay in layers]), **mats, **first._options())
@@ -343,16 +326,12 @@ class Attention:
         -------
         Attention
         """
-        if ("Q" in changes or "K" in changes) and "A" not in changes:
-            changes["A"] = None
-        if "A" in changes and changes["A"] is not None and "Q" not in changes:
-            changes.setdefault("Q", None)
-            changes.setdefault("K", None)
-        base = {k: getattr(self, k) for k in ("A", "V", "Q", "K")}
-        if self.Q is not None:
+        base = {"A": None, "Q": None, "K": None, **self._matrix_fields(lambda M: M)}
+        if "Q" in changes or "K" in changes:
             base["A"] = None
-        base.update(changes)
-        return replace(self, **base)
+        elif changes.get("A") is not None:
+            base["Q"] = base["K"] = None
+        return replace(self, **{**base, **changes})
 
     def to_dict(self) -> dict:
         """Plain description (lists and numbers) of the layer, for provenance records.
@@ -400,7 +379,7 @@ def require_layer(layer, name: str = "layer") -> Attention:
 
     References
     ----------
-    Book: ``chapters/index.md``, equation (eq-intro-sa).
+    Book: ``chapters/index.md``.
     """
     layer = validate_instance(layer, Attention, name, "an Attention (e.g. Attention('softmax', A=A, V=V))")
     if layer.batch_size is not None:
@@ -424,14 +403,12 @@ def layer_at(layer: LayerLike, t: float, d: int) -> Attention:
     ----------
     Paper 1 (Castin et al., arXiv:2501.18322), the Transformer PDE with depth-dependent parameters.
     """
-    if isinstance(layer, Attention):
-        lay = layer
-    elif callable(layer):
-        lay = layer(t)
-    else:
-        raise TypeError(f"layer must be an Attention or a callable t -> Attention, got {type(layer).__name__}")
+    lay = layer(t) if callable(layer) else layer  # an Attention is not callable
     if not isinstance(lay, Attention):
-        raise TypeError(f"a time-dependent layer must return an Attention, got {type(lay).__name__}")
+        raise TypeError(
+            "layer must be an Attention or a callable t -> Attention (a time-dependent layer must return an "
+            f"Attention), got {type(lay).__name__}"
+        )
     if lay.d != d:
         raise ValueError(f"the layer at t = {t:g} has d = {lay.d}, the tokens have d = {d}")
     return lay
@@ -470,10 +447,8 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
     ----------
     X, layer, weights, positions
         As in :func:`velocity`.
-    head : int
-        Which head.
-    return_info : bool
-        Also return the solver information (Sinkhorn: iterations, marginal error).
+    head, return_info
+        Which head; also return the solver information (Sinkhorn: iterations, marginal error).
 
     Returns
     -------
@@ -505,14 +480,11 @@ def velocity(
 
     Parameters
     ----------
-    X : array (n, d)
-        Tokens.
-    layer : Attention
-        One layer (a batch goes through :func:`velocity_batch`).
-    weights : array (n,), optional
-        Masses :math:`w_j\ge0` summing to one (uniform if omitted).
-    positions : array (n,), optional
-        Positions of a causal layer (default: the index order).
+    X, layer
+        Tokens (n, d), and one layer (a batch goes through :func:`velocity_batch_unchecked`).
+    weights, positions : arrays (n,), optional
+        Masses :math:`w_j\ge0` summing to one (uniform if omitted); positions of a causal layer (default: the
+        index order).
     backend : {"auto", "numpy", "dense"}
         ``auto`` (or ``numpy``): a closed form where the kind has one (linear attention's d x d second
         moment), the weights in blocks of rows otherwise (never the whole n x n matrix); ``dense``: the
@@ -554,15 +526,12 @@ def velocity(
 
 
 def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sinkhorn_state: dict | None = None):
-    r""":func:`velocity` for inputs validated once by the caller (integrators); the result is still checked
-    (non-finite: :class:`~tokendynamics.errors.NonFiniteError`).
+    r""":func:`velocity` for inputs validated once by the caller (integrators); a non-finite result still raises.
 
     Parameters
     ----------
-    X, layer, backend, sinkhorn_state
-        As in :func:`velocity` (X float64).
-    w, s : array (n,)
-        Masses (None: uniform) and token positions.
+    X, layer, w, s, backend, sinkhorn_state
+        As in :func:`velocity` (X float64), with ``w``, ``s`` the masses (None: uniform) and positions (n,).
 
     Returns
     -------
@@ -582,7 +551,7 @@ def velocity_unchecked(X, layer: Attention, w, s, *, backend: str = "auto", sink
     return out
 
 
-#: Codes of :func:`velocity_batch`'s status: the field of a system is fine, overflowed, or its
+#: Codes of :func:`velocity_batch_unchecked`'s status: the field of a system is fine, overflowed, or its
 #: Sinkhorn solve missed the tolerance.
 FIELD_OK, FIELD_NONFINITE, FIELD_NOT_CONVERGED = 0, 1, 2
 
@@ -612,19 +581,18 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
     return layer
 
 
-def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None):
-    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch).
+def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
+    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch), for
+    inputs validated once by the caller (:func:`~tokendynamics.ensembles.simulate_batch`, :func:`require_batch_layer`).
 
     The code of :func:`velocity` with the batch as leading axes; one bad system is flagged, not raised.
 
     Parameters
     ----------
-    X : array (B, n, d)
-        B clouds.
-    layer : Attention
-        One layer or a batch of B.
-    weights, sinkhorn_state
-        As in :func:`velocity` (masses shared by the systems).
+    X, layer
+        B clouds (B, n, d) (float64), and one layer or a batch of B.
+    w, sinkhorn_state
+        Masses (n,) shared by the systems (None: uniform), and as in :func:`velocity`.
 
     Returns
     -------
@@ -632,33 +600,6 @@ def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None
         The fields (zero rows for a flagged system).
     status : array of int (B,)
         :data:`FIELD_OK`, :data:`FIELD_NONFINITE` or :data:`FIELD_NOT_CONVERGED` (Sinkhorn).
-
-    References
-    ----------
-    Book: ``chapters/07_phase_diagrams.md``.
-    """
-    X = validate_finite_array(X, "X")
-    if X.ndim != 3 or X.shape[1] == 0:
-        raise ValueError(f"X must be a batch of token clouds (B, n, d), got shape {X.shape}")
-    B, n, d = X.shape
-    require_batch_layer(layer, B, d)
-    return velocity_batch_unchecked(X, layer, validate_weights(weights, n), sinkhorn_state)
-
-
-def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
-    """:func:`velocity_batch` for inputs validated once by the caller.
-
-    Parameters
-    ----------
-    X, layer, sinkhorn_state
-        As in :func:`velocity_batch` (X float64).
-    w : array (n,) or None
-        Masses.
-
-    Returns
-    -------
-    (U, status)
-        As :func:`velocity_batch`.
 
     References
     ----------

@@ -2,9 +2,7 @@ r"""Batched ensembles: B independent particle systems integrated together as one
 
 :func:`simulate_batch` makes one batched field evaluation per stage and steps on
 :func:`~tokendynamics.odes.fixed_step`, so system b equals ``simulate(X0[b], layer_b, ...)`` to round-off; a
-failing system is frozen at its last good state. The recipes (:data:`RECIPES`) draw random layers:
-``identity`` (:math:`Q=K=V=I`), ``gaussian`` (:math:`Q,K` i.i.d. :math:`N(0,1/d)`, :math:`V=I`), ``goe``
-(:math:`A` from the GOE, :math:`V=I`), ``minus_identity`` (:math:`Q=K=I`, :math:`V=-I`).
+failing system is frozen at its last good state. Random layers come from named recipes (:func:`recipe_matrices`).
 
 References
 ----------
@@ -24,7 +22,7 @@ import numpy as np
 from .attention import Attention, require_batch_layer, velocity_batch_unchecked
 from .docstrings import fill_doc
 from .odes import EUCLIDEAN, FIELD_REASONS, MAX_STEPS, SPHERE, fixed_step, step_count
-from .particles import Trajectory, normalize_rows
+from .particles import MAX_STORED_FLOATS, Trajectory, normalize_rows
 from .validation import (
     PARAMETER_DOCS,
     parse_span,
@@ -41,21 +39,13 @@ from .validation import (
 )
 
 __all__ = [
-    "BatchTrajectory",
     "Schedule",
     "simulate_batch",
     "sample_clouds",
     "RECIPES",
     "recipe_matrices",
     "recipe_stack",
-    "stack_from_matrices",
 ]
-
-MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every or save_at
-
-#: The result of :func:`simulate_batch`: a :class:`~tokendynamics.particles.Trajectory` of B systems
-#: (``X`` of shape (m, B, n, d), ``blowup_time`` (B,), ``reasons``, ``system(b)``).
-BatchTrajectory = Trajectory
 
 _DOC = {
     **PARAMETER_DOCS,
@@ -63,7 +53,7 @@ _DOC = {
     "refs": "Book: ``chapters/07_phase_diagrams.md``, equation (eq-phase-model).",
 }
 
-#: Names of the random weight recipes of :func:`recipe_matrices` (see the module docstring).
+#: Names of the random weight recipes of :func:`recipe_matrices`.
 RECIPES = ("identity", "gaussian", "goe", "minus_identity")
 
 
@@ -95,14 +85,13 @@ def sample_clouds(size: int, n: int, d: int, rng=None) -> np.ndarray:
 def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.ndarray]:
     r"""Stacked ``Q``, ``K``, ``V`` (size, d, d) of ``size`` layers drawn from a named recipe (:data:`RECIPES`).
 
-    ``gaussian``: :math:`Q_{ab},K_{ab}\sim N(0,1/d)`; ``goe``: :math:`Q=I`, :math:`K=(G+G^\top)/\sqrt{2d}`.
+    ``identity``: :math:`Q=K=V=I`; ``gaussian``: :math:`Q_{ab},K_{ab}\sim N(0,1/d)` i.i.d., :math:`V=I`; ``goe``:
+    :math:`Q=V=I`, :math:`K=(G+G^\top)/\sqrt{2d}` (GOE); ``minus_identity``: :math:`Q=K=I`, :math:`V=-I`.
 
     Parameters
     ----------
-    recipe : str
-        One of :data:`RECIPES`.
-    d, size : int
-        Dimension and number of layers.
+    recipe, d, size
+        One of :data:`RECIPES`, the dimension and the number of layers.
     %(rng)s
 
     Returns
@@ -131,43 +120,15 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
 
 @fill_doc(_DOC)
-def stack_from_matrices(kind, M: dict, beta, **shared) -> Attention:
-    """A batch of layers of one kind from stacked ``Q``, ``K``, ``V`` (:func:`recipe_matrices`).
-
-    Parameters
-    ----------
-    kind : str or AttentionKind
-        The attention kind.
-    M : dict
-        ``Q``, ``K``, ``V`` stacks.
-    beta : float or array
-        One number or one per layer.
-    **shared
-        Options of the layers (``eps``, ``bias``, ...).
-
-    Returns
-    -------
-    Attention
-        A batch of layers.
-
-    References
-    ----------
-    %(refs)s
-    """
-    beta = np.broadcast_to(np.atleast_1d(real_array(beta, "beta")), (len(M["V"]),))
-    return Attention(kind, Q=M["Q"], K=M["K"], V=M["V"], beta=beta, **shared)
-
-
-@fill_doc(_DOC)
 def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
-    """A batch of ``size`` random layers of one kind from a named recipe.
+    """A batch of ``size`` random layers of one kind from a named recipe (:func:`recipe_matrices`).
 
     Parameters
     ----------
     kind, beta, **shared
-        As in :func:`stack_from_matrices` (``size`` defaults to the length of ``beta``).
+        The attention kind (a name or an AttentionKind), one :math:`\beta` or one per layer, the layers' options.
     recipe, d, size, rng
-        As in :func:`recipe_matrices`.
+        As in :func:`recipe_matrices` (``size`` defaults to the length of ``beta``).
 
     Returns
     -------
@@ -182,7 +143,7 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
     size = beta.size if size is None else size
     if beta.size not in (1, size):
         raise ValueError(f"beta must be one number or {size} numbers, got {beta.size}")
-    return stack_from_matrices(kind, recipe_matrices(recipe, d, size, rng), beta, **shared)
+    return Attention(kind, **recipe_matrices(recipe, d, size, rng), beta=np.broadcast_to(beta, (size,)), **shared)
 
 
 @fill_doc(_DOC)
@@ -209,10 +170,8 @@ class Schedule:
         for lay in layers:
             if not isinstance(lay, Attention):
                 raise TypeError(f"Schedule layers must be Attention layers (or batches), got {type(lay).__name__}")
-        if not (self.every > 0 and math.isfinite(self.every)):
-            raise ValueError(f"every must be a positive duration, got {self.every!r}")
         object.__setattr__(self, "layers", layers)
-        object.__setattr__(self, "every", float(self.every))
+        object.__setattr__(self, "every", validate_positive(self.every, "every"))
 
     def index(self, t: float) -> int:
         """Index of the piece that starts a step at time ``t``.
@@ -244,10 +203,6 @@ def _as_batch_layer(layers):
     )
 
 
-def _check_layer(lay, B: int, d: int, t: float):
-    return require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
-
-
 @fill_doc(_DOC)
 def simulate_batch(
     X0,
@@ -271,18 +226,12 @@ def simulate_batch(
     layers : Attention, sequence of Attention, Schedule, or callable ``t -> layer``
         One layer for all, a batch (or sequence) of B layers, or depth-dependent layers.
     %(t_span)s
-    dt : float
-        Step (adjusted down so that an integer number of steps reaches T).
-    method : {"rk4", "euler"}
-        Classical Runge–Kutta or explicit Euler.
-    sphere : bool
-        Tangent projection of the field and retraction :math:`x\mapsto x/|x|` after every step.
+    dt, method, sphere
+        As in :func:`~tokendynamics.particles.simulate` (``"rk4"`` or ``"euler"``).
     weights : array (n,), optional
         Token masses shared by the systems.
-    save_every : int
-        Store every k-th step (the last one always).
-    save_at : array, optional
-        Store exactly these step times instead.
+    save_every, save_at
+        Store every k-th step (the last one always), or exactly the step times ``save_at``.
     **options
         ``blowup_threshold`` (1e8), ``seeds`` (recorded), ``max_steps`` (:data:`~tokendynamics.odes.MAX_STEPS`),
         ``backend``: ``"auto"`` (the compiled kernel for one-head softmax where it wins), ``"numba"``, ``"numpy"``.
@@ -312,8 +261,6 @@ def simulate_batch(
         raise ValueError(f"X0 must be a batch of token clouds (B, n, d), got shape {X0.shape}")
     B, n, d = X0.shape
     t0, T = parse_span(t_span)
-    if dt is None:
-        raise ValueError("simulate_batch needs a positive step dt, got None")
     steps, h = step_count(t0, T, dt, options.get("max_steps", MAX_STEPS))
     save_every = validate_count(save_every, "save_every")
     w = validate_weights(weights, n)
@@ -321,7 +268,7 @@ def simulate_batch(
     lay0 = _as_batch_layer(layers)
     piecewise = isinstance(lay0, Schedule)
     fixed = isinstance(lay0, Attention)
-    _check_layer(lay0 if fixed else lay0(t0), B, d, t0)
+    require_batch_layer(lay0 if fixed else lay0(t0), B, d, f"the layer at t = {t0:g}")
     if sphere:
         X0 = validate_unit_rows(X0)
     if piecewise:
@@ -335,10 +282,10 @@ def simulate_batch(
             raise ValueError(f"save_at must hold step times t0 + k h (h = {h:g}) inside t_span")
         save_steps = set(k_at.tolist())
         saved: Callable[[int], bool] = save_steps.__contains__
+        n_saved = len(save_steps)
     else:
-        save_steps = None
         saved = lambda k: k % save_every == 0 or k == steps  # noqa: E731
-    n_saved = len(save_steps) if save_steps is not None else steps // save_every + 2
+        n_saved = steps // save_every + 2
     if n_saved * B * n * d > MAX_STORED_FLOATS:
         raise ValueError(f"storing {n_saved} frames of {B} x {n} x {d} tokens is too much: raise save_every")
 
@@ -346,7 +293,8 @@ def simulate_batch(
     common = dict(
         layer=lay0, method=method, dt=h, sphere=sphere, weights=w, seed=None if seeds is None else np.asarray(seeds)
     )
-    if fixed and backend != "numpy" and _kernel_fits(lay0, n, d, backend):
+    kernel_path = fixed and backend != "numpy" and _kernel_fits(lay0, n, d, backend)
+    if kernel_path:
         from . import _batch_kernels as kernel  # numba, imported on first use
 
         reasons = {kernel.FIELD_OVERFLOW: FIELD_REASONS[1], kernel.TOKENS_NONFINITE: "the state became non-finite"}
@@ -363,54 +311,41 @@ def simulate_batch(
             weights=w,
             blowup_threshold=threshold,
         )
-        flagged = run_k.flagged_step >= 0
+        t, X, nfev = t0 + run_k.saved * h, run_k.frames, steps * (4 if method == "rk4" else 1)
+        stopped = run_k.flagged_step >= 0
+        stop_time = t0 + run_k.flagged_step * h
         why = [reasons.get(int(c), "max |x_i| exceeded blowup_threshold") for c in run_k.status]
-        return Trajectory(
-            t=t0 + run_k.saved * h,
-            X=run_k.frames,
-            blowup_time=np.where(flagged, t0 + run_k.flagged_step * h, np.nan),
-            reasons=tuple(r if stop else None for r, stop in zip(why, flagged)),
-            info={**info, "nfev": steps * (4 if method == "rk4" else 1), "backend": "numba"},
-            **common,
-        )
-    state: dict = {}  # Sinkhorn warm start of the active systems
-    cache: dict = {}  # the layers of the active systems, and which systems the state holds
+    else:
+        state: dict = {}  # Sinkhorn warm start of the active systems
+        cache: dict = {}  # the layers of the active systems, and which systems the state holds
 
-    def field(t, Y, active, t_step):
-        lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t))
-        if not fixed:
-            _check_layer(lay, B, d, t)
-        held = cache.get("held")
-        if held is not None and held.size != active.size:  # systems were frozen: drop their warm starts
-            keep = np.isin(held, active)
-            for sub in state.values():
-                sub.update({key: value[keep] for key, value in sub.items()})
-        cache["held"] = active
-        if lay.batch_size is not None and active.size < B:
-            key = (id(lay), active.size)
-            if cache.get("key") != key:
-                cache["key"], cache["sub"] = key, lay.take(active)
-            lay = cache["sub"]
-        return velocity_batch_unchecked(Y, lay, w, state)
+        def field(t, Y, active, t_step):
+            lay = lay0 if fixed else (lay0(t_step) if piecewise else lay0(t))
+            if not fixed:
+                require_batch_layer(lay, B, d, f"the layer at t = {t:g}")
+            held = cache.get("held")
+            if held is not None and held.size != active.size:  # systems were frozen: drop their warm starts
+                keep = np.isin(held, active)
+                for sub in state.values():
+                    sub.update({key: value[keep] for key, value in sub.items()})
+            cache["held"] = active
+            if lay.batch_size is not None and active.size < B:
+                key = (id(lay), active.size)
+                if cache.get("key") != key:
+                    cache["key"], cache["sub"] = key, lay.take(active)
+                lay = cache["sub"]
+            return velocity_batch_unchecked(Y, lay, w, state)
 
-    run = fixed_step(
-        field,
-        X0,
-        t0,
-        steps,
-        h,
-        scheme=method,
-        geometry=SPHERE if sphere else EUCLIDEAN,
-        saved=saved,
-        threshold=threshold,
-    )
-    stopped = run.status != "completed"
+        geometry = SPHERE if sphere else EUCLIDEAN
+        run = fixed_step(field, X0, t0, steps, h, scheme=method, geometry=geometry, saved=saved, threshold=threshold)
+        t, X, nfev = run.t, run.y, run.nfev
+        stopped, stop_time, why = run.status != "completed", run.time, run.reason
     return Trajectory(
-        t=run.t,
-        X=run.y,
-        blowup_time=np.where(stopped, run.time, np.nan),
-        reasons=tuple(r if stop else None for r, stop in zip(run.reason, stopped)),
-        info={**info, "nfev": run.nfev, "backend": "numpy"},
+        t=t,
+        X=X,
+        blowup_time=np.where(stopped, stop_time, np.nan),
+        reasons=tuple(r if stop else None for r, stop in zip(why, stopped)),
+        info={**info, "nfev": nfev, "backend": "numba" if kernel_path else "numpy"},
         **common,
     )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -80,21 +81,18 @@ class AttentionKind:
     Parameters
     ----------
     name : str
-        The kind's name (``Attention(name, ...)`` finds a registered kind by it, :func:`register`).
-    weights : callable ``weights(scores) -> array``
+        Its name (by which ``Attention(name, ...)`` finds a kind added by :func:`register`).
+    weights, masses : callable ``weights(scores)``, optional ``masses(scores, w)``
         ``scores`` (..., n, n) (a masked pair at :math:`-\infty`) to the weights :math:`w_{ij}` of
-        :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`).
-    masses : callable ``masses(scores, w) -> array``, optional
-        The rule for token masses ``w`` (n,); without it a kind refuses weighted measures.
+        :math:`\Gamma(x_i)=\sum_jw_{ij}Vx_j` for equal masses (include the :math:`1/n`); the rule for token
+        masses ``w`` (n,) (without it a kind refuses weighted measures).
     normalised, factored, maskable, fused : bool
         Rows sum to one; the scores need ``Q`` and ``K``, not only :math:`A=Q^\top K`; the kind has a causal
         version; it fits the compiled batch kernel (exponential weights, normalised rows).
     parameters : tuple of str
         The layer options the kind uses (``"bias"``, ``"eps"`` ...); others are refused.
-    capabilities : dict, optional
-        Optional knowledge, by name (:data:`CAPABILITIES`).
-    label : str, optional
-        The name readers see (the name by default).
+    capabilities, label
+        Optional knowledge, by name (:data:`CAPABILITIES`); the name readers see (default: ``name``).
 
     References
     ----------
@@ -224,16 +222,6 @@ def _elementwise(h):
         return W, None, {}
 
     return kernel
-
-
-def _public(kernel):
-    """The weight rule ``weights(scores)`` of a built-in kind (the layer's default options), and its masses."""
-
-    def rule(S, w=None):
-        W, r, _ = kernel(np.array(S, dtype=float), w, _DEFAULT_HEAD, None)
-        return W if r is None else W / r[..., None]
-
-    return rule, (lambda S, w: rule(S, w))
 
 
 def _hardmax(S, w, head, state):
@@ -382,10 +370,8 @@ def _softmax_lip(head, R):
 
 def _l2_lip(head, R):
     a, v = _norms(head)
-    q, k = (
-        math.sqrt(head.beta) * float(np.linalg.norm(head.Q, 2)),
-        math.sqrt(head.beta) * float(np.linalg.norm(head.K, 2)),
-    )
+    q = math.sqrt(head.beta) * float(np.linalg.norm(head.Q, 2))
+    k = math.sqrt(head.beta) * float(np.linalg.norm(head.K, 2))
     return 2 * a * v * R * R, v * (1 + 4 * k * (q + k) * R * R) * _e((q + k) ** 2 * R * R)
 
 
@@ -422,8 +408,14 @@ _LABELS = {"unnormalized_softmax": "unnormalised softmax", "l2": "L2", "sinkhorn
 
 
 def _kind(name, kernel, **options) -> AttentionKind:
-    weights, masses = _public(kernel)
-    return AttentionKind(name, weights, masses=masses, kernel=kernel, label=_LABELS.get(name, name), **options)
+    """A built-in kind: its kernel, and the public rule ``weights(scores, w=None)`` made from it (the layer's
+    default options), which is also its rule for token masses."""
+
+    def rule(S, w=None):
+        W, r, _ = kernel(np.array(S, dtype=float), w, _DEFAULT_HEAD, None)
+        return W if r is None else W / r[..., None]
+
+    return AttentionKind(name, rule, masses=rule, kernel=kernel, label=_LABELS.get(name, name), **options)
 
 
 _NORMALISED = {"speed": _bounded_speed}
@@ -555,13 +547,6 @@ for _k in (
     register(_k)
 
 
-class _Defaults:
-    """The default options of a layer (what ``weights(scores)`` of a built-in kind uses)."""
-
-    bias = 0.0
-    eps = 1.0
-    sinkhorn_iters = 10_000
-    sinkhorn_tol = 1e-12
-
-
-_DEFAULT_HEAD = Head(np.zeros((0, 0)), np.zeros((0, 0)), None, None, 1.0, _Defaults())
+# the default options of a layer (what ``weights(scores)`` of a built-in kind uses)
+_DEFAULTS = SimpleNamespace(bias=0.0, eps=1.0, sinkhorn_iters=10_000, sinkhorn_tol=1e-12)
+_DEFAULT_HEAD = Head(np.zeros((0, 0)), np.zeros((0, 0)), None, None, 1.0, _DEFAULTS)

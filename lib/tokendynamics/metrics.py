@@ -236,10 +236,7 @@ def detect_clusters(X, threshold: float = 0.999) -> ClusterReport:
     Geshkovski et al., NeurIPS 2023 (arXiv:2305.05465), the threshold; book: ``chapters/06_high_dimensional.md``.
     """
     X = _tokens(X, one_cloud=True)
-    threshold = validate_finite(threshold, "threshold")
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-    Xn = normalize_rows(X)
+    Xn = _unit(X, threshold)
     G = Xn @ Xn.T
     _, lab = connected_components(G > threshold, directed=False)
     n_axes, _ = connected_components(G * G > threshold**2, directed=False)
@@ -307,14 +304,10 @@ def axis_speed(t, axis) -> np.ndarray:
 
 
 def _unit(X, threshold) -> np.ndarray:
-    """The tokens (..., n, d) normalised, the threshold checked."""
-    X = _tokens(X)
-    if not 0 < threshold < 1:
+    """The tokens (..., n, d) normalised, the link threshold checked (in (0, 1))."""
+    if not 0 < validate_finite(threshold, "threshold") < 1:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-    r = np.linalg.norm(X, axis=-1, keepdims=True)
-    if np.any(r == 0):
-        raise ValueError("cannot count clusters of a zero token")
-    return X / r
+    return normalize_rows(_tokens(X))
 
 
 def _unit_gram(X, threshold) -> np.ndarray:

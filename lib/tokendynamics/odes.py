@@ -66,10 +66,9 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
 
     Parameters
     ----------
-    rhs, y0, t_span
-        The right-hand side ``(t, y) -> array``, the initial state (k,), :math:`(t_0, T)`.
-    what, blowup
-        Name of the integration in the message; raise BlowUpError rather than NonFiniteError.
+    rhs, y0, t_span, what, blowup
+        The right-hand side ``(t, y) -> array``, the initial state (k,), :math:`(t_0, T)`, the name of the
+        integration in the message, and whether to raise BlowUpError rather than NonFiniteError.
     **options
         Passed to ``solve_ivp``, except ``max_nfev``: the budget of evaluations (:data:`MAX_EVALUATIONS`),
         past which a ConvergenceError names the time reached.
@@ -108,10 +107,6 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
             raise BlowUpError(last, last, f"{what} failed: {sol.message}")
         raise NonFiniteError(f"{what} failed at t = {last:.6g}: {sol.message}")
     return sol
-
-
-#: scipy's solver classes, stepped directly by :func:`adaptive_solve`.
-_SOLVER_CLASSES = {name: getattr(integrate, name) for name in SOLVERS}
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,18 +155,12 @@ def adaptive_solve(
     fun : callable ``(t, y) -> array``
         The right-hand side (flat state).
     %(t_span)s
-    y0 : array
-        Initial state (flattened).
-    t_eval : array, optional
-        Output times (default: every accepted step).
-    solver : str
-        A ``scipy.integrate`` solver class name.
-    rtol, atol : float
-        Tolerances.
-    size : callable, optional
-        A number per state (its largest entry, a trace...).
-    threshold : float
-        Stop when ``size(y)`` crosses it.
+    y0, t_eval
+        Initial state (flattened), and output times (default: every accepted step).
+    solver, rtol, atol
+        A ``scipy.integrate`` solver class name, and its tolerances.
+    size, threshold
+        A number per state (its largest entry, a trace...), and the value whose crossing stops the run.
     event : callable, optional
         Stop where ``event(y)`` crosses zero upwards (it must return finite numbers).
     max_steps : int
@@ -188,6 +177,7 @@ def adaptive_solve(
     t0, T = parse_span(t_span)
     solver = validate_choice(solver, "solver", SOLVERS)
     rtol, atol = validate_positive(rtol, "rtol"), validate_positive(atol, "atol")
+    max_steps = validate_count(max_steps, "max_steps")
     if t_eval is not None:
         _, _, t_eval = time_grid((t0, T), t_eval)
     y0 = np.array(y0, dtype=float).ravel()
@@ -203,7 +193,7 @@ def adaptive_solve(
             failure.append(str(exc))
             return np.full(y.shape, np.nan)
 
-    ode = _SOLVER_CLASSES[solver](rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)
+    ode = getattr(integrate, solver)(rhs, t0, y0.copy(), T, rtol=rtol, atol=atol)  # a scipy solver class
     k = 0 if t_eval is None else int(np.searchsorted(t_eval, t0, side="right"))  # the output times reached
     out_t = [t0] if t_eval is None else [float(tt) for tt in t_eval[:k]]
     out_y = [y0.copy() for _ in out_t]
@@ -225,7 +215,6 @@ def adaptive_solve(
     if event is not None and not event_value(y0) < 0:  # reached at the start
         out = np.array(out_y).reshape(len(out_t), y0.size)
         return Run(np.array(out_t), out, "event", t0, t0, y0, "the event function is not negative at the start", 0)
-    max_steps = validate_count(max_steps, "max_steps")
     steps = 0
     while ode.status == "running":
         steps += 1
@@ -288,10 +277,8 @@ class Geometry:
 
     Parameters
     ----------
-    name : str
-        Its name.
-    project, retract : callable
-        Tangent projection and retraction onto the set.
+    name, project, retract
+        Its name, the tangent projection and the retraction onto the set.
     stages : bool
         Also retract the stage states (the sphere), not only the new state (projected Euler of covariances).
 
@@ -326,10 +313,8 @@ def rk4_step(f, t, y, h):
 
     Parameters
     ----------
-    f : callable ``(t, y) -> array``
-        The right-hand side.
-    t, y, h
-        Time, state (array or Python complex) and step.
+    f, t, y, h
+        The right-hand side ``(t, y) -> array``, time, state (array or Python complex) and step.
 
     Returns
     -------
@@ -356,10 +341,8 @@ def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tu
 
     Parameters
     ----------
-    t0, T : float
-        The span.
-    dt : float
-        Requested step.
+    t0, T, dt
+        The span and the requested step.
     max_steps : int
         Budget (:data:`MAX_STEPS`): more steps is a ValueError naming the span, the step and the count.
 
@@ -418,10 +401,9 @@ def fixed_step(
     ----------
     field : callable ``(t, Y, active, t_step) -> (U, codes)``
         The field of the systems ``active`` at stage time t; ``codes`` (None: all fine) of :data:`FIELD_REASONS`.
-    y0, t0, steps, h
-        Initial states (B, ...), initial time, number of steps (:func:`step_count`) and step.
-    scheme, geometry
-        A name of :data:`SCHEMES`, and a :class:`Geometry`.
+    y0, t0, steps, h, scheme, geometry
+        Initial states (B, ...), initial time, number of steps (:func:`step_count`), step, a name of
+        :data:`SCHEMES`, and a :class:`Geometry`.
     saved, fill
         ``k -> bool``: store the state after step k (default: every step); once all have stopped, keep storing
         their frozen states (True) or end the output (False).
@@ -555,12 +537,9 @@ def dormand_prince_batch(
     ----------
     f, y0, T, rtol, atol
         Autonomous right-hand side ``(Y, idx) -> array``, states (B, ...) at t = 0, final time, tolerances.
-    t_eval : array (m,), optional
-        Output times in [0, T] (NaN after a system stopped).
-    first_step : float or array (B,), optional
-        Initial steps (default :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10).
-    max_steps : int
-        Steps after which a system counts as stiff.
+    t_eval, first_step, max_steps
+        Output times (m,) in [0, T] (NaN after a system stopped); initial steps, a float or (B,) (default
+        :math:`10^{-2}/(1+\|f(y_0)\|)`, at most T/10); steps after which a system counts as stiff.
     on_step : callable ``(idx, t_old, t_new, y_new) -> mask``, optional
         Which of the systems just stepped to stop.
 

@@ -7,7 +7,7 @@ References: paper 1 (Castin et al., arXiv:2501.18322), equation (eq-p1-ips); pap
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,10 +18,8 @@ from .errors import BlowUpError, NonFiniteError
 from .odes import EUCLIDEAN, MAX_STEPS, SPHERE, adaptive_solve, fixed_step, step_count
 from .transport import psd_sqrt
 from .validation import (
-    SOLVERS,
     parse_span,
     require_memory,
-    time_grid,
     validate_choice,
     validate_count,
     validate_finite_array,
@@ -49,7 +47,7 @@ __all__ = [
 ]
 
 METHODS = ("rk4", "euler", "adaptive")
-MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more, ask for save_every
+MAX_STORED_FLOATS = 200_000_000  # 1.6 GB: refuse to store more frames, ask for save_every (or save_at)
 _DOC = {
     "sphere": "Paper 2 (Li et al., 2026), tokens on the sphere; book: ``chapters/index.md``, equation (eq-intro-sa).",
     "circle": "Paper 2 (Li et al., 2026); book: ``chapters/04_kuramoto_reduction.md``, equation (eq-la).",
@@ -111,10 +109,8 @@ def sample_sphere(n: int, d: int, rng=None) -> np.ndarray:
 
     Parameters
     ----------
-    n, d : int
-        Number of tokens and dimension.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
+    n, d, rng
+        Number of tokens, dimension, and a seed or ``numpy.random.Generator`` (optional).
 
     Returns
     -------
@@ -135,12 +131,8 @@ def sample_gaussian(n: int, mean, cov, rng=None) -> np.ndarray:
 
     Parameters
     ----------
-    n : int
-        Number of tokens.
-    mean, cov : array (d,), array (d, d)
-        :math:`\alpha` and :math:`\Sigma`.
-    rng : int or numpy.random.Generator, optional
-        Seed or generator.
+    n, mean, cov, rng
+        Number of tokens, :math:`\alpha` (d,), :math:`\Sigma` (d, d), and a seed or generator (optional).
 
     Returns
     -------
@@ -331,16 +323,14 @@ class Trajectory:
         keep = self.t < tb - 0.5 * (self.dt or 0.0) if np.isfinite(tb) else slice(None)
         lay = self.layer.member(b) if isinstance(self.layer, Attention) and self.layer.batch_size else self.layer
         info = {**self.info, **({"blowup_reason": self.reasons[b]} if np.isfinite(tb) else {})}
-        return Trajectory(
+        return replace(
+            self,
             t=self.t[keep],
             X=self.X[keep, b],
             layer=lay,
-            method=self.method,
-            dt=self.dt,
-            sphere=self.sphere,
-            weights=self.weights,
             seed=None if self.seed is None else int(self.seed[b]),
             blowup_time=float(tb) if np.isfinite(tb) else None,
+            reasons=(),
             info=info,
         )
 
@@ -390,12 +380,9 @@ def simulate(
 
     Parameters
     ----------
-    X0 : array (n, d)
-        Initial tokens (unit rows if ``sphere``). Never modified.
-    layer : Attention or callable ``t -> Attention``
-        The layer (depth-dependent parameters :math:`(A_t, V_t)` for a callable).
-    t_span : float or (t0, T)
-        Integration interval.
+    X0, layer, t_span
+        Initial tokens (n, d) (unit rows if ``sphere``; never modified); an Attention, or a callable
+        ``t -> Attention`` (depth-dependent :math:`(A_t, V_t)`); the interval T or (t0, T).
     dt : float
         Step of the fixed-step methods (adjusted down to reach T); for ``"adaptive"``, the output spacing.
     method : {"rk4", "euler", "adaptive"}
@@ -515,13 +502,9 @@ def _options(options: dict, method: str) -> dict:
         raise TypeError(f"simulate() got unknown option(s) {unknown}; its options are {sorted(_OPTIONS)}")
     opt = {**_OPTIONS, **options}
     if method != "adaptive":
-        if opt["t_eval"] is not None:
-            raise ValueError(
-                f"t_eval gives the output times of method='adaptive'; method={method!r} would ignore it "
-                "(it stores every save_every-th step)"
-            )
-        if opt["stop_when"] is not None:
-            raise ValueError("stop_when needs method='adaptive' (the solver locates the event)")
+        for name in ("t_eval", "stop_when"):  # output times and events are the adaptive solver's
+            if opt[name] is not None:
+                raise ValueError(f"{name} needs method='adaptive'; method={method!r} would ignore it")
     opt["on_blowup"] = validate_choice(opt["on_blowup"], "on_blowup", ("raise", "stop"))
     opt["blowup_threshold"] = validate_positive(opt["blowup_threshold"], "blowup_threshold", allow_inf=True)
     opt["max_step_growth"] = validate_positive(opt["max_step_growth"], "max_step_growth")
@@ -530,14 +513,9 @@ def _options(options: dict, method: str) -> dict:
     validate_choice(opt["backend"], "backend", BACKENDS)
     if opt["seed"] is not None:
         opt["seed"] = validate_count(opt["seed"], "seed", minimum=0)
-    opt["max_steps"] = validate_count(opt["max_steps"], "max_steps")
     if opt["stop_when"] is not None and not callable(opt["stop_when"]):
         raise ValueError("stop_when must be a function of the tokens X (n, d)")
-    if method == "adaptive":
-        opt["solver"] = validate_choice(opt["solver"], "solver", SOLVERS)
-        opt["rtol"] = validate_positive(opt["rtol"], "rtol")
-        opt["atol"] = validate_positive(opt["atol"], "atol")
-    return opt
+    return opt  # max_steps, and the solver and tolerances, are checked by step_count and adaptive_solve
 
 
 def _finish(t, X, method, dt, blowup, on_blowup, info, common) -> Trajectory:
@@ -561,18 +539,15 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
         if count * n * d > MAX_STORED_FLOATS:
             raise ValueError(f"storing {count} frames of {n} x {d} tokens is too much: raise dt or give t_eval")
         t_eval = np.linspace(t0, T, max(2, count))
-    _, _, t_eval = time_grid((t0, T), t_eval)
+
+    geometry = SPHERE if sphere else EUCLIDEAN
 
     def rhs(t, y):
-        X = y.reshape(n, d)
-        if not sphere:
-            return field(t, X).ravel()
-        X = X / np.linalg.norm(X, axis=1, keepdims=True)
-        return SPHERE.project(X, field(t, X)).ravel()
+        X = geometry.retract(y.reshape(n, d))
+        return geometry.project(X, field(t, X)).ravel()
 
-    def event(y):  # stop_when of the tokens (projected on the sphere), a function of the flat state
-        X = y.reshape(n, d)
-        return float(stop_when(X / np.linalg.norm(X, axis=1, keepdims=True) if sphere else X))
+    def event(y):  # stop_when of the tokens (retracted to the sphere), a function of the flat state
+        return float(stop_when(geometry.retract(y.reshape(n, d))))
 
     run = adaptive_solve(
         rhs,
@@ -592,8 +567,7 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
         t_out, Y = np.append(t_out, run.time), np.concatenate([Y, run.y_stop.reshape(1, n, d)])
     if t_out.size == 0 or t_out[0] > t0:  # a trajectory starts at t0
         t_out, Y = np.concatenate([[t0], t_out]), np.concatenate([X0[None], Y])
-    if sphere:
-        Y = Y / np.linalg.norm(Y, axis=2, keepdims=True)
+    Y = geometry.retract(Y)
     info = {
         "nfev": run.nfev,
         "solver": solver,

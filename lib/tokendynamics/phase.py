@@ -18,7 +18,8 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch, stack_from_matrices
+from .attention import Attention
+from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch
 from .metrics import cluster_outcomes
 from .validation import real_array, validate_count
 
@@ -127,16 +128,15 @@ def cluster_statistics(
 
     Parameters
     ----------
-    kind, recipe
-        Attention kind (a name or an ``AttentionKind``), and one of :data:`~tokendynamics.ensembles.RECIPES`.
-    betas, depths : sequence of float
-        Inverse temperatures and examined depths.
+    kind, recipe, betas, depths
+        Attention kind (a name or an ``AttentionKind``), one of :data:`~tokendynamics.ensembles.RECIPES`, the
+        inverse temperatures and the examined depths.
     n, d, clouds, seed, dt
         Tokens per cloud, dimension, clouds per :math:`\beta`, seed of the clouds, step.
     **options
         ``layer_seed`` (1), ``threshold`` (0.999, of :func:`~tokendynamics.metrics.cluster_outcomes`), ``method``
-        ("rk4"), ``sphere`` (True), ``resample_every`` (None; else fresh layers every :math:`\tau` in depth); any
-        other keyword goes to the layers (``eps``, ``bias``, ...).
+        ("rk4"), ``sphere`` (True), ``resample_every`` (None; else fresh layers every :math:`\tau` in depth); the
+        rest goes to the layers (``eps``, ``bias``, ...).
 
     Returns
     -------
@@ -156,10 +156,8 @@ def cluster_statistics(
     X0 = np.tile(sample_clouds(clouds, n, d, seed), (nb, 1, 1))
 
     def stack(rng):  # one layer per (beta, cloud): the clouds' drawn matrices, repeated at every beta
-        M = recipe_matrices(recipe, d, clouds, rng)
-        return stack_from_matrices(
-            kind, {k: np.tile(v, (nb, 1, 1)) for k, v in M.items()}, np.repeat(betas, clouds), **options
-        )
+        M = {k: np.tile(v, (nb, 1, 1)) for k, v in recipe_matrices(recipe, d, clouds, rng).items()}
+        return Attention(kind, **M, beta=np.repeat(betas, clouds), **options)
 
     if o["resample_every"] is None:
         layers = stack(o["layer_seed"])

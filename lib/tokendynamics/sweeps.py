@@ -64,12 +64,10 @@ def sweep(
     Parameters
     ----------
     fn, points
-        A module-level (picklable) function of keyword arguments, and the grid (dicts), e.g.
-        ``grid(beta=[0.5, 1, 2], seed=range(3))``.
-    n_jobs : int
-        joblib workers (1: serial, here; -1: all cores); on Dask, tasks in flight (default: all workers).
-    backend, client
-        ``None`` (joblib's ``"loky"``), ``"threading"``, or ``"dask"`` (the cluster of ``client``, a
+        A module-level (picklable) function of keywords, and the grid (dicts, e.g. from :func:`grid`).
+    n_jobs, backend, client
+        joblib workers (1: serial, here; -1: all cores; on Dask, tasks in flight, default all workers); ``None``
+        (joblib's ``"loky"``), ``"threading"`` or ``"dask"`` (the cluster of ``client``, a
         ``dask.distributed.Client``, or of the current default client).
     progress, desc
         Show a progress bar (tqdm, on stderr) as results arrive, and its label.
@@ -108,10 +106,8 @@ def sweep(
         tqdm(total=len(pts), desc=desc, disable=not progress, file=sys.stderr) as bar,
         _backend_context(backend, client) as dask_jobs,
     ):
-        if dask_jobs:  # on Dask, n_jobs=1 would mean "serial, here": use the cluster's workers
-            parallel = Parallel(n_jobs=n_jobs if n_jobs != 1 else -1, return_as="generator")
-        else:
-            parallel = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator")
+        workers = -1 if dask_jobs and n_jobs == 1 else n_jobs  # on Dask, n_jobs=1 would mean "serial, here"
+        parallel = Parallel(n_jobs=workers, backend=None if dask_jobs else backend, return_as="generator")
         for result in parallel(jobs):
             out.append(result)
             bar.update(1)
@@ -159,8 +155,7 @@ def mean_by(results: Iterable[Mapping[str, Any]], key: str, value: str = "t_leve
     Returns
     -------
     xs, means : arrays
-        The distinct values of ``key``, increasing, and the mean of ``value`` in each group (``inf`` if a
-        member is ``inf``, e.g. a level never reached).
+        The distinct values of ``key``, increasing, and the mean of ``value`` in each group (``inf`` if one is).
 
     References
     ----------

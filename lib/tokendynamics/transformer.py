@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import Attention, velocity
+from .attention import Attention, require_layer, velocity
 from .errors import BlowUpError, NonFiniteError
 from .validation import (
     require_memory,
@@ -142,12 +142,10 @@ def _layers(layer, L: int, d: int) -> list[Attention]:
         layers = list(layer)
         if len(layers) != L:
             raise ValueError(f"layer must be one Attention or a sequence of L = {L} of them, got {len(layers)}")
-        for k, lay in enumerate(layers):
-            validate_instance(lay, Attention, f"layer[{k}]")
     else:
         raise TypeError(f"layer must be an Attention or a sequence of L of them, got {type(layer).__name__}")
     for k, lay in enumerate(layers):
-        if lay.d != d:
+        if require_layer(lay, f"layer[{k}]").d != d:
             raise ValueError(f"X0 has tokens of dimension {d} but layer[{k}] has d = {lay.d}")
     return layers
 
@@ -158,10 +156,9 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
 
     Parameters
     ----------
-    X0 : array (n, d)
-        Input tokens (unit rows for ``norm="sphere"``), never modified.
-    layer : Attention or sequence of L Attention
-        Tied or fresh attention weights.
+    X0, layer
+        Input tokens (n, d) (unit rows for ``norm="sphere"``), never modified; one Attention (tied weights)
+        or a sequence of L (fresh weights).
     T, L
         Depth T > 0 of the ODE the network discretises, and the number of blocks L >= 1.
     norm : {None, "pre", "post", "sphere"}

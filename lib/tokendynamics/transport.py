@@ -356,10 +356,9 @@ def circle_wasserstein1(x, y, x_weights=None, y_weights=None, *, period: float =
 
     Parameters
     ----------
-    x, y, x_weights, y_weights : arrays (n,), (m,), optional (n,), (m,)
-        Positions of the atoms (read modulo ``period``), and their masses (uniform if omitted).
-    period : float
-        Length of the circle (:math:`2\pi` for the double angles of paper 2).
+    x, y, x_weights, y_weights, period
+        Positions of the atoms (n,), (m,) (read modulo ``period``), their masses (uniform if omitted), and the
+        length of the circle (:math:`2\pi` for the double angles of paper 2).
 
     Returns
     -------
@@ -451,10 +450,8 @@ def sinkhorn_potentials(
         The scores divided by :math:`\varepsilon`, and the logarithms of the masses.
     eps, max_iter, tol
         :math:`\varepsilon > 0`, the cap on the iterations, the tolerance on :math:`\max_j|\sum_i\pi_{ij}-w_j|/w_j`.
-    g0 : array (n,) or (..., n), optional
-        Warm start of the column potential (default zero).
-    memory : int
-        Anderson memory (0: plain Sinkhorn).
+    g0, memory
+        Warm start of the column potential (n,) or (..., n) (default zero); Anderson memory (0: plain Sinkhorn).
 
     Returns
     -------

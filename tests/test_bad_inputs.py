@@ -256,6 +256,7 @@ case(ga.covariance_eigenvalues, [[np.nan, 0], [0, 1]], words="cov")
 case(ga.covariance_eigenvalues, np.ones((2, 3)), words="cov")
 case(ga.one_dimensional_solution, "a", 1.0, LAYER_1D, 1.0, words="mean0")
 case(ga.one_dimensional_solution, 0.0, -1.0, LAYER_1D, 1.0, words="var0")
+case(ga.one_dimensional_solution, 0.0, 1.0, LAYER_1D.with_(A=[[-0.5]]), -2.0, words="backward pole")  # gave NaN
 case(ga.isotropic_covariance, COV, SOFTMAX.with_(A=I2), np.nan, words="t")
 case(ga.blowup_time, NOTPSD, SOFTMAX.with_(A=I2), words="cov0")
 case(ga.rank_one_velocity, [np.nan, 0.0], SOFTMAX, words="z")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tokendynamics import KINDS, Attention, Trajectory, simulate, velocity
-from tokendynamics.attention import FIELD_NONFINITE, FIELD_OK, velocity_batch_unchecked
+from tokendynamics.attention import FIELD_NONFINITE, FIELD_OK, velocity_batch
 from tokendynamics.ensembles import (
     RECIPES,
     Schedule,
@@ -74,7 +74,7 @@ def test_velocity_batch_is_velocity_of_each_system(kind):
     layers = _stack(kind, heads=2, seed=5)
     stack = Attention.stack(layers)
     X = sample_clouds(B, N, D, 6)
-    U, status = velocity_batch_unchecked(X, stack, None)
+    U, status = velocity_batch(X, stack)
     assert np.all(status == FIELD_OK)
     for b in range(B):
         assert np.max(np.abs(U[b] - velocity(X[b], layers[b]))) <= 1e-13
@@ -83,7 +83,7 @@ def test_velocity_batch_is_velocity_of_each_system(kind):
 def test_linear_attention_goes_through_the_second_moment_in_a_batch():
     layers = _stack("linear")
     X = sample_clouds(B, N, D, 7)
-    U, _ = velocity_batch_unchecked(X, Attention.stack(layers), None)
+    U, _ = velocity_batch(X, Attention.stack(layers))
     for b in range(B):
         lay = layers[b]
         M2 = X[b].T @ X[b] / N
@@ -115,7 +115,7 @@ def test_a_blown_up_system_is_flagged_and_frozen_and_the_others_go_on():
 def test_velocity_batch_reports_overflow_per_system():
     lay = Attention.stack([Attention("unnormalized_softmax", A=np.eye(D), V=np.eye(D), beta=b) for b in (1.0, 900.0)])
     X = np.stack([np.full((N, D), 0.5), np.full((N, D), 2.0)])
-    U, status = velocity_batch_unchecked(X, lay, None)
+    U, status = velocity_batch(X, lay)
     assert status.tolist() == [FIELD_OK, FIELD_NONFINITE]
     assert np.all(U[1] == 0) and np.all(np.isfinite(U))
 
@@ -134,7 +134,7 @@ def test_sinkhorn_batch_matches_the_loop_potentials_and_flags_non_convergence():
         [Attention("sinkhorn", A=np.eye(D), V=np.eye(D), beta=b, sinkhorn_iters=20) for b in (0.1, 30.0)]
     )
     X = sample_clouds(2, N, D, 10)
-    _, status = velocity_batch_unchecked(X, lay, None)
+    _, status = velocity_batch(X, lay)
     assert status[0] == FIELD_OK and status[1] != FIELD_OK
 
 

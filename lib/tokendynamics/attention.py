@@ -48,6 +48,7 @@ __all__ = [
     "velocity",
     "LayerLike",
     "layer_at",
+    "velocity_batch",
     "velocity_batch_unchecked",
     "FIELD_OK",
     "FIELD_NONFINITE",
@@ -481,7 +482,7 @@ def velocity(
     Parameters
     ----------
     X, layer
-        Tokens (n, d), and one layer (a batch goes through :func:`velocity_batch_unchecked`).
+        Tokens (n, d), and one layer (a batch goes through :func:`velocity_batch`).
     weights, positions : arrays (n,), optional
         Masses :math:`w_j\ge0` summing to one (uniform if omitted); positions of a causal layer (default: the
         index order).
@@ -581,11 +582,41 @@ def require_batch_layer(layer, B: int, d: int, what: str = "layer") -> Attention
     return layer
 
 
-def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
-    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch), for
-    inputs validated once by the caller (:func:`~tokendynamics.ensembles.simulate_batch`, :func:`require_batch_layer`).
+def velocity_batch(X, layer, weights=None, *, sinkhorn_state: dict | None = None):
+    r"""The fields of B systems ``X[b]`` at once, each driven by ``layer`` (shared) or its layer b (a batch).
 
     The code of :func:`velocity` with the batch as leading axes; one bad system is flagged, not raised.
+    Validates its inputs, then calls :func:`velocity_batch_unchecked`.
+
+    Parameters
+    ----------
+    X, layer
+        B clouds (B, n, d), and one layer or a batch of B.
+    weights, sinkhorn_state
+        As in :func:`velocity` (masses shared by the systems).
+
+    Returns
+    -------
+    U : array (B, n, d)
+        The fields (zero rows for a flagged system).
+    status : array of int (B,)
+        :data:`FIELD_OK`, :data:`FIELD_NONFINITE` or :data:`FIELD_NOT_CONVERGED` (Sinkhorn).
+
+    References
+    ----------
+    Book: ``chapters/07_phase_diagrams.md``.
+    """
+    X = validate_finite_array(X, "X")
+    if X.ndim != 3 or X.shape[1] == 0:
+        raise ValueError(f"X must be a batch of token clouds (B, n, d), got shape {X.shape}")
+    require_batch_layer(layer, X.shape[0], X.shape[2])
+    return velocity_batch_unchecked(X, layer, validate_weights(weights, X.shape[1]), sinkhorn_state)
+
+
+def velocity_batch_unchecked(X, layer: Attention, w, sinkhorn_state: dict | None = None):
+    r""":func:`velocity_batch` for inputs the caller validated once.
+
+    The caller is :func:`~tokendynamics.ensembles.simulate_batch`.
 
     Parameters
     ----------

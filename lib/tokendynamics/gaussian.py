@@ -1019,6 +1019,8 @@ def one_dimensional_solution(mean0: float, var0: float, layer: Attention, t):
     ts, rate = validate_finite_array(t, "t"), 2.0 * v * a * var0
     _before_blowup(ts, 1.0 / rate if rate > 0 else math.inf, "the variance blows up")
     den = 1.0 - rate * ts
+    if np.any(den <= 0):  # a negative time beyond the backward pole 1/rate < 0
+        raise ValueError(f"t = {ts.min():.6g} lies before the backward pole t = 1/(2 v a var0) = {1.0 / rate:.6g}")
     return mean0 * np.exp(v * ts) / np.sqrt(den), var0 / den
 
 

@@ -256,11 +256,12 @@ def log_jacobian_bound(layer: LayerLike, t, runs, *, weights=None, positions=Non
     :math:`\lambda(X)` the largest eigenvalue of the symmetric part of its :math:`nd\times nd` Jacobian in the
     norm :math:`|X|_w^2=\sum_iw_i|x_i|^2` (the logarithmic norm). Since
     :math:`\frac{d}{dt}\tfrac12|X-Y|_w^2\le\sup_{[X,Y]}\lambda\,|X-Y|_w^2` and the field is
-    permutation-equivariant, :math:`W_2(\mu_t,\nu_t)\le C(t)W_2(\mu_{t_0},\nu_{t_0})` for uniform masses (the
-    conditional distance, masked attention) if :math:`\lambda_s` bounds :math:`\lambda` on the segment between
-    the two systems. Here it is only sampled, not bounded: :math:`\lambda` is computed by forward differences
-    at the saved times on each run, and on :math:`[t_{k-1},t_k]` the largest of these values at both ends is
-    taken — a measured bound, not a rigorous one.
+    permutation-equivariant, :math:`W_2(\mu_t,\nu_t)\le C(t)W_2(\mu_{t_0},\nu_{t_0})` for uniform masses (and
+    for the conditional distance of masked attention, which couples tokens position by position) if
+    :math:`\lambda_s` bounds :math:`\lambda` on the segment between the two systems. Here it is only sampled,
+    not bounded: :math:`\lambda` is computed by forward differences at the saved times on each given run, and on
+    :math:`[t_{k-1},t_k]` the largest of these values at both ends is taken — a measured bound, not a rigorous
+    one.
 
     Parameters
     ----------

@@ -9,7 +9,13 @@ import pytest
 
 from tokendynamics import Attention
 from tokendynamics.errors import CapabilityError
-from tokendynamics.stability import lipschitz_constants, log_stability_bound, log_trajectory_bound, support_speed
+from tokendynamics.stability import (
+    lipschitz_constants,
+    log_jacobian_bound,
+    log_stability_bound,
+    log_trajectory_bound,
+    support_speed,
+)
 
 
 @pytest.mark.claim("stability-constants")
@@ -70,3 +76,19 @@ def test_log_trajectory_bound_integrates_the_kind_constants_on_the_measured_radi
     np.testing.assert_allclose(log_trajectory_bound(lambda s: layer, t, R), np.cumsum([0.0, *steps]))
     with pytest.raises(CapabilityError, match="'sinkhorn' attention does not have"):
         log_trajectory_bound(Attention("sinkhorn", A=np.eye(2), V=np.eye(2)), t, R)
+
+
+@pytest.mark.claim("stability-measured-jacobian")
+def test_log_jacobian_bound_integrates_the_log_norm_of_the_particle_field():
+    """Paper 1 (Castin et al., arXiv 2501.18322), the Grönwall argument with the measured Jacobian: one token moves
+    by x' = V x under softmax attention, whose logarithmic norm is the top eigenvalue of (V + V^T)/2 (here sqrt 2)
+    at every state; with a depth-dependent V the rate at the larger end of each interval is integrated.
+    """
+    V = np.array([[1.0, 2.0], [0.0, -1.0]])
+    layer, t = Attention("softmax", A=np.eye(2), V=V), np.linspace(0, 1, 4)
+    runs = np.random.default_rng(0).normal(size=(2, 4, 1, 2))
+    np.testing.assert_allclose(log_jacobian_bound(layer, t, runs), math.sqrt(2) * t, rtol=1e-5)
+    depth = log_jacobian_bound(lambda s: layer.with_(V=(1 + s) * V), t, runs)  # rate sqrt 2 (1 + s), larger end
+    np.testing.assert_allclose(depth, math.sqrt(2) * np.cumsum([0.0, *(1 + t[1:]) / 3]), rtol=1e-5)
+    with pytest.raises(ValueError, match="runs"):
+        log_jacobian_bound(layer, t, runs[:, :3])

@@ -25,12 +25,19 @@ import math
 
 import numpy as np
 
-from .attention import Attention, LayerLike, require_layer
+from .attention import Attention, LayerLike, require_layer, velocity_unchecked
 from .docstrings import fill_doc
 from .odes import rk4_step
-from .validation import validate_count, validate_finite, validate_finite_array, validate_positive
+from .validation import (
+    validate_count,
+    validate_finite,
+    validate_finite_array,
+    validate_positions,
+    validate_positive,
+    validate_weights,
+)
 
-__all__ = ["support_speed", "lipschitz_constants", "log_stability_bound", "log_trajectory_bound"]
+__all__ = ["support_speed", "lipschitz_constants", "log_stability_bound", "log_trajectory_bound", "log_jacobian_bound"]
 
 
 _DOC = {
@@ -227,3 +234,63 @@ def log_trajectory_bound(layer: LayerLike, t, R, *, m0: float | None = None) -> 
             for k in range(1, t.size)
         ]
     return np.concatenate([[0.0], np.cumsum(np.diff(t) * np.array(L))])
+
+
+def _log_norm(lay: Attention, X, w, s, h: float) -> float:
+    """Largest eigenvalue of the symmetric part of the particle field's Jacobian at X in the norm of the masses
+    ``w`` (forward differences: n d field evaluations, ten at a time)."""
+    n, d = X.shape
+    E = X[None] + h * np.eye(n * d).reshape(n * d, n, d)
+    F = np.concatenate([velocity_unchecked(E[k : k + 10], lay, w, s) for k in range(0, n * d, 10)])
+    J = ((F - velocity_unchecked(X, lay, w, s)) / h).reshape(n * d, n * d).T  # J[output, input]
+    r = np.repeat(np.sqrt(w), d)
+    M = r[:, None] * J / r[None, :]
+    return float(np.linalg.eigvalsh(M + M.T)[-1] / 2)
+
+
+def log_jacobian_bound(layer: LayerLike, t, runs, *, weights=None, positions=None, h: float = 1e-6) -> np.ndarray:
+    r"""Grönwall bound along measured runs with the measured rate of the particle field:
+    :math:`\log C(t)=\int_{t_0}^t\lambda_s\,ds`.
+
+    :math:`F(X)=(\Gamma_{\mu_X}(x_i))_i` is the field of the whole system (any kind, through its velocity) and
+    :math:`\lambda(X)` the largest eigenvalue of the symmetric part of its :math:`nd\times nd` Jacobian in the
+    norm :math:`|X|_w^2=\sum_iw_i|x_i|^2` (the logarithmic norm). Since
+    :math:`\frac{d}{dt}\tfrac12|X-Y|_w^2\le\sup_{[X,Y]}\lambda\,|X-Y|_w^2` and the field is
+    permutation-equivariant, :math:`W_2(\mu_t,\nu_t)\le C(t)W_2(\mu_{t_0},\nu_{t_0})` for uniform masses (and
+    for the conditional distance of masked attention, which couples tokens position by position) if
+    :math:`\lambda_s` bounds :math:`\lambda` on the segment between the two systems. Here it is only sampled,
+    not bounded: :math:`\lambda` is computed by forward differences at the saved times on each given run, and on
+    :math:`[t_{k-1},t_k]` the largest of these values at both ends is taken — a measured bound, not a rigorous
+    one.
+
+    Parameters
+    ----------
+    layer : Attention or callable ``t -> Attention``
+        The layer, or the layer at each depth :math:`t`.
+    t : array_like (m,)
+        Increasing times of the saved states.
+    runs : array_like (r, m, n, d)
+        The saved states of r runs of the same system (e.g. a base run and perturbed ones).
+    weights, positions : array_like (n,), optional
+        Masses :math:`w_i` (uniform if omitted) and positions of a causal layer, as for the velocity.
+    h : float
+        Forward-difference step.
+
+    Returns
+    -------
+    numpy.ndarray (m,)
+        :math:`\log C(t)`, 0 at ``t[0]``.
+
+    References
+    ----------
+    Paper 1 (Castin et al., arXiv:2501.18322), the Grönwall argument of its stability theorem; book:
+    ``chapters/01_well_posedness.md``, equation (eq-p1-stability).
+    """
+    t, runs = validate_finite_array(t, "t", ndim=1), validate_finite_array(runs, "runs", ndim=4)
+    if t.size == 0 or np.any(np.diff(t) <= 0) or runs.shape[1] != t.size:
+        raise ValueError(f"t must be increasing times and runs (r, m, n, d) with m = {t.size}, got {runs.shape}")
+    n, at, h = runs.shape[2], _layer_at(layer), validate_positive(h, "h")
+    w = validate_weights(weights, n)
+    w, s = np.full(n, 1.0 / n) if w is None else w, validate_positions(positions, n)
+    rate = np.array([[_log_norm(at(tk), X[k], w, s, h) for k, tk in enumerate(t)] for X in runs]).max(axis=0)
+    return np.concatenate([[0.0], np.cumsum(np.diff(t) * np.maximum(rate[1:], rate[:-1]))])

@@ -19,7 +19,7 @@ from ...attention import Attention
 from ...kinds import KINDS
 from ...masked import SinkSystem, with_sink
 from ...particles import Trajectory, simulate
-from ...stability import log_stability_bound, log_trajectory_bound
+from ...stability import log_jacobian_bound, log_stability_bound, log_trajectory_bound
 from ...transport import conditional_wasserstein, wasserstein
 from ...validation import (
     validate_finite,
@@ -233,7 +233,9 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
         (:func:`~tokendynamics.stability.log_stability_bound`, NaN where the kind has no explicit constant),
         ``log_sharp`` (m,) (the same constants on the measured radius of all the runs,
         :func:`~tokendynamics.stability.log_trajectory_bound`; NaN likewise and after a blow-up),
-        ``blowup`` (time or NaN, per delta) and ``deltas``.
+        ``log_jacobian`` (m,) (the measured rate of the field's Jacobian on the base run,
+        :func:`~tokendynamics.stability.log_jacobian_bound`; NaN after a blow-up), ``blowup`` (time or NaN,
+        per delta) and ``deltas``.
     """
     validate_instance(variant, Variant, "variant", "a Variant (paper1_variants)")
     deltas = validate_finite_array(deltas, "deltas", ndim=1)
@@ -253,8 +255,10 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
 
     X0 = np.asarray(X0, dtype=float)
     xi = perturb_in_ball(np.zeros_like(X0), 1.0, rng)
+    runs = [base.X]
     for k, delta in enumerate(deltas):
         other, sys_y = variant.run(X0 + delta * xi, T, dt=dt, save_every=save_every)
+        runs.append(other.X)
         R0 = max(R0, float(np.max(np.linalg.norm(sys_y.X, axis=1))))
         m = min(len(other.t), len(base.t))
         radius[:m] = np.maximum(radius[:m], np.max(np.linalg.norm(other.X[:m], axis=-1), axis=-1))
@@ -272,6 +276,10 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
         log_sharp[ok] = log_trajectory_bound(variant.layer, t[ok] - t[0], radius[ok], m0=variant.sink_mass)
     except ValueError:  # as above
         pass
+    m, log_jacobian = min(len(X) for X in runs), np.full(t.size, np.nan)  # on the base run: the perturbed ones
+    log_jacobian[:m] = log_jacobian_bound(  # change log C by < 1e-3 here and would double the cost
+        variant.layer, t[:m], [base.X[:m]], weights=system.weights, positions=system.positions
+    )
     return {
         "t": t,
         "ratio": ratio,
@@ -279,6 +287,7 @@ def stability_study(variant, X0, deltas, *, T: float, dt: float, save_every=1, r
         "R0": np.array(R0),
         "log_bound": log_bound,
         "log_sharp": log_sharp,
+        "log_jacobian": log_jacobian,
         "blowup": blowup,
         "deltas": deltas,
     }

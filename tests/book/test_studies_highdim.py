@@ -295,6 +295,25 @@ def test_run_variant_case4_oscillation_is_damped_in_high_dimension():
     assert r.R2.max() < 0.1  # no clustering
 
 
+def test_swing_half_time_of_a_damped_cosine():
+    t = np.linspace(0.0, 100.0, 2001)
+    y = np.exp(-t / 20.0) * np.cos(t)  # the range over a window of ~ one period halves after about 20 ln 2
+    assert hd.swing_half_time(t, y, 2 * np.pi) == pytest.approx(2 * np.pi * np.ceil(20 * np.log(2) / (2 * np.pi)))
+    assert hd.swing_half_time(t, np.cos(t), 2 * np.pi) == math.inf
+
+
+@pytest.mark.claim("oscillation-damping-time-against-n")
+def test_desync_times_of_linear_attention_grow_weakly_with_n():
+    """Paper 2 (Li et al., 2026), Case 4 (a = 0.5, b = 1) with uniform data, as in chapter 6's fast setting (d = 20,
+    T = 120, windows of 20, five seeds): the median time at which the swing of R2 has halved is 40 at n = 50 and 60
+    at n = 400 (linear attention): more tokens delay the drift out of step, weakly (exponent 0.2 over this range).
+    """
+    th = hd.desync_times("linear", (50, 400), range(5), d=20, T=120.0, window=20.0, n_eval=481)
+    med = np.median(th, axis=1)
+    np.testing.assert_array_equal(med, [40.0, 60.0])
+    assert 0.1 < np.log(med[1] / med[0]) / np.log(8) < 0.5
+
+
 def test_near_plane_tokens_lie_close_to_the_first_plane_and_case4_dominant_scales_the_first_block():
     X = hd.near_plane_tokens(500, 12, 0.05, rng=0)
     np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-14)

@@ -13,7 +13,8 @@ exists for that chapter:
   :func:`predict_2d_regime` and :func:`predict_for_case`, and the regime a run shows,
   :func:`observed_regime`, compared by :func:`agreement`;
 * runs and their summaries: :func:`run_variant`, :func:`summarize`, :func:`run_many`, and one point
-  of a sweep, :func:`clustering_time`.
+  of a sweep, :func:`clustering_time`;
+* the damping of the Case 4 oscillation against n: :func:`swing_half_time`, :func:`desync_times`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ...metrics import (
     order_parameters,
     plane_order_parameters,
     top_direction,
+    window_ranges,
 )
 from ...particles import Trajectory, normalize_rows, sample_sphere, simulate
 from ...projective import projective_flow
@@ -76,6 +78,8 @@ __all__ = [
     "run_variant",
     "run_many",
     "clustering_time",
+    "swing_half_time",
+    "desync_times",
 ]
 
 #: Names of the matrix recipes of the authors' app (:func:`make_case`).
@@ -1048,3 +1052,59 @@ def clustering_time(
         "engine": engine,
         "seconds": time.perf_counter() - start,
     }
+
+
+def swing_half_time(t, y, window: float) -> float:
+    r"""The start of the first window of length ``window`` whose range of y is below half that of the first.
+
+    :math:`t_{1/2}=\min\{s_j:\ \mathrm{ptp}_{[s_j,s_j+W]}y<\tfrac12\,\mathrm{ptp}_{[s_0,s_0+W]}y\}` over
+    consecutive windows (:func:`~tokendynamics.metrics.window_ranges`): when a swing has halved.
+
+    Parameters
+    ----------
+    t, y : arrays (m,)
+        Stored times and a signal.
+    window : float
+        Window length W (about one period of the oscillation, or less, to resolve the damping).
+
+    Returns
+    -------
+    float
+        :math:`t_{1/2}`, ``inf`` if the swing never halves.
+
+    References
+    ----------
+    Book: ``chapters/06_high_dimensional.md`` (oscillations at d = 100).
+    """
+    starts, ranges = window_ranges(t, y, window)
+    below = np.nonzero(ranges < 0.5 * ranges[0])[0]
+    return float(starts[below[0]]) if below.size else math.inf
+
+
+def desync_times(kind, ns, seeds, *, d=100, a=0.5, b=1.0, T=400.0, window=50.0, n_eval=801) -> np.ndarray:
+    r"""When the Case 4 oscillation of :math:`\hat R_2` has halved, for each number of tokens and seed.
+
+    Uniform tokens (``sample_sphere(n, d, seed)``) under :func:`case4` (a, b) with ``kind`` up to T;
+    :func:`swing_half_time` of :math:`\hat R_2/\langle\hat R_2\rangle`: the planes drifting out of step.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`VARIANTS`.
+    ns, seeds : sequences of int
+        Numbers of tokens and token seeds.
+    d, a, b, T, window, n_eval
+        Dimension, block entries, horizon, window length, stored times.
+
+    Returns
+    -------
+    array (len(ns), len(seeds))
+        :math:`t_{1/2}` (``inf`` where the swing never halves by T).
+
+    References
+    ----------
+    Paper 2 (Li et al., 2026), the high-dimensional Case 4; book: ``chapters/06_high_dimensional.md``.
+    """
+    mc = case4(d, a, b)
+    runs = ((run_variant(mc, kind, sample_sphere(n, d, s), T, n_eval=n_eval) for s in seeds) for n in ns)
+    return np.array([[swing_half_time(r.t, r.R2 / r.R2.mean(), window) for r in row] for row in runs])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -143,7 +144,8 @@ def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=N
     size = beta.size if size is None else size
     if beta.size not in (1, size):
         raise ValueError(f"beta must be one number or {size} numbers, got {beta.size}")
-    return Attention(kind, **recipe_matrices(recipe, d, size, rng), beta=np.broadcast_to(beta, (size,)), **shared)
+    matrices: dict[str, Any] = recipe_matrices(recipe, d, size, rng)
+    return Attention(kind, **matrices, beta=np.broadcast_to(beta, (size,)), **shared)
 
 
 @fill_doc(_DOC)

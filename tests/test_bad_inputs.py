@@ -554,6 +554,7 @@ case(tf.layer_norm, "abc", words="X")
 case(ku.linear_layers, "a", I2, words="A")
 case(en.stack_from_matrices, "softmax", {"A": np.stack([A, A])}, 1.0, words=("M", "V"))  # was a KeyError
 case(en.Schedule, (), 1.0, words="layers")
+case(Attention, "softmax", A=A, V=I2, beta=np.ones(2), words=("A", "beta"))  # named A only
 case(ga.projected_euler, COV, SOFTMAX, step=0.1, tol_low=10.0, tol_high=1.0, backend="numpy", words="tol_low")
 
 

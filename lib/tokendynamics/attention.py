@@ -86,7 +86,7 @@ def _matrices(name: str, M, *, square: bool, batch: int | None) -> np.ndarray | 
     shape = (
         "a matrix (2-D) or a stack of per-head matrices (3-D)"
         if batch is None
-        else (f"a stack of {batch} matrices (B, r, c) or (B, H, r, c), one per layer of the batch")
+        else (f"a stack of {batch} matrices (B, r, c) or (B, H, r, c), one per layer of the batch (beta has B values)")
     )
     if arr.ndim != 3 + lead or (batch is not None and arr.shape[0] != batch):
         raise ValueError(f"{name} must be {shape}, got an array with shape {np.shape(M)}")

@@ -28,6 +28,7 @@ from tokendynamics import metrics as me
 from tokendynamics import odes as od
 from tokendynamics import ott_antonsen as oa
 from tokendynamics import particles as pa
+from tokendynamics import phase as ph
 from tokendynamics import projective as pr
 from tokendynamics import regimes as rg
 from tokendynamics import stability as st
@@ -39,7 +40,7 @@ from tokendynamics import watanabe_strogatz as ws
 from tokendynamics.attention import Attention
 from tokendynamics.book.studies import gradient_flow as sg
 from tokendynamics.book.studies import kuramoto as sk
-from tokendynamics.errors import CapabilityError, ConvergenceError
+from tokendynamics.errors import CapabilityError, ConvergenceError, NonFiniteError
 
 # ---------------------------------------------------------------------------------------------
 # shared inputs (checked for mutation after every call)
@@ -491,6 +492,72 @@ case(oa.solve_ott_antonsen, 0.3 + 0.1j, LINEAR, 1e12, method="rk4", dt=0.01, wor
 case(_small_budget(oa.solve_ott_antonsen), 0.3 + 0.1j, LINEAR, 1e12, exc=ConvergenceError, words="max_nfev")
 case(ga.projected_euler, COV, CLUSTERING, step=1e-6, max_iter=10**13, words="max_iter")
 case(_small_budget(pr.projective_flow), U, LINEAR, 1e12, exc=ConvergenceError, words="max_nfev")
+
+
+# -- issue 24, fourth pass: what a new campaign of 374 cases found (each now refused, naming its argument) ---------
+LOGK = -np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0)))
+LOGW = np.log(np.full(4, 0.25))
+SINKHORN_ARGS = {"eps": 1.0, "max_iter": 10, "tol": 1e-9}
+TRAJ = pa.simulate(U, SOFTMAX, 1.0, dt=0.1)
+BATCH = en.simulate_batch(np.stack([U, U]), SOFTMAX, 1.0, dt=0.1, backend="numpy")
+case(tr.sinkhorn_potentials, LOGK, LOGW, eps=0.0, max_iter=10, tol=1e-9, words="eps")  # returned NaN potentials
+case(tr.sinkhorn_potentials, LOGK, LOGW, eps=1.0, max_iter=0, tol=1e-9, words="max_iter")
+case(tr.sinkhorn_potentials, LOGK, LOGW, eps=1.0, max_iter=10, tol=-1.0, words="tol")
+case(tr.sinkhorn_potentials, LOGK, LOGW, **SINKHORN_ARGS, memory=-1, words="memory")
+case(tr.sinkhorn_potentials, np.full((4, 4), np.nan), LOGW, **SINKHORN_ARGS, words="logK")
+case(tr.sinkhorn_potentials, LOGK[:3], LOGW, **SINKHORN_ARGS, words="logK")  # was numpy's reshape error
+case(tr.sinkhorn_potentials, LOGK, LOGW, **SINKHORN_ARGS, g0=np.zeros(7), words="g0")  # was a broadcast error
+case(tr.sinkhorn_potentials, LOGK, LOGW, eps=1.0, max_iter=10**12, tol=1e-300, words=("max_iter", "budget"))  # hung
+case(Attention, "sinkhorn", A=A, V=I2, sinkhorn_iters=10**12, words=("sinkhorn_iters", "budget"))
+case(tf.forward, X[:1, :1], LAYER_1D, 1.0, 10**8, words=("L", "budget"))  # 1e8 blocks ran
+case(
+    tr.wasserstein,
+    np.zeros((60_000, 2)),
+    np.zeros((60_000, 2)),
+    method="exact",
+    exc=MemoryError,
+    words=("n = 60000", "GiB"),
+)
+case(tr.wasserstein, X, X, method="sliced", n_projections=10**12, exc=MemoryError, words=("n_projections", "GiB"))
+case(ga.gauss_hermite, MEAN, COV, k=10**7, exc=MemoryError, words=("k = 10000000", "GiB"))
+case(oa.poisson_kernel_atoms, 0.3, m=10**12, exc=MemoryError, words=("m = 1000000000000", "GiB"))
+case(oa.sample_ott_antonsen, 0.3, 10**11, exc=MemoryError, words=("n = 100000000000", "GiB"))
+case(me.pair_overlaps, np.ones((60_000, 3)), exc=MemoryError, words=("n = 60000", "GiB"))  # hung
+case(tf.forward, U, SOFTMAX, 1.0, 4, mlp=tf.MLP(10**11, 1.0), exc=MemoryError, words=("width", "GiB"))
+case(en.recipe_matrices, "gaussian", 2, 10**12, exc=MemoryError, words=("size = 1000000000000", "GiB"))
+case(od.solve_ode, lambda t, y: -y, [1.0], 1.0, rtol=np.nan, words="rtol")  # a number span was 'not subscriptable'
+case(od.solve_ode, lambda t, y: -y, [np.nan], 1.0, words="y0")
+case(od.solve_ode, lambda t, y: -y, [1.0], 1.0, t_eval=[0.5, np.nan], words="t_eval")
+case(od.solve_ode, "f", [1.0], 1.0, exc=TypeError, words="rhs")
+case(od.solve_ode, lambda t, y: y * np.nan, [1.0], 1.0, exc=NonFiniteError, words="not finite")  # ran to max_nfev
+case(od.step_count, 1.0, 0.0, 0.1, words="T")  # returned a step count
+case(pa.simulate, U, SOFTMAX, 1.0, method="adaptive", stop_when=lambda Y: "a", words="stop_when")
+case(pa.simulate, U, SOFTMAX, 1.0, method="adaptive", stop_when=lambda Y: np.ones(2), words="stop_when")
+case(pa.rotation_matrix, np.nan, words="theta")  # returned NaN
+case(pa.rotation_matrix, "a", words="theta")
+case(TRAJ.at, np.nan, words="time")  # returned the first frame
+case(TRAJ.at, 100.0, words="time")  # returned the last frame
+case(BATCH.system, -5, words="b")  # was numpy's negative indexing
+case(BATCH.system, 1.5, words="b")
+case(oa.solve_ott_antonsen, 0.3, LINEAR, events=[lambda t, z: np.nan], words="events")  # was ignored
+case(oa.solve_ott_antonsen, np.bool_(False), LINEAR, words="z0")  # a boolean taken as 0
+case(oa.sample_ott_antonsen, 0.3, 10, rng="x", exc=TypeError, words="rng")  # was numpy's SeedSequence error
+case(oa.poisson_kernel_atoms, np.nan, m=10, words="z")
+case(gf.linearize, U, SOFTMAX, tol=-1.0, words="tol")
+case(gf.linearize, U, SOFTMAX, sphere="yes", words="sphere")
+case(gf.finite_difference_gradient, lambda m, S: np.nan, MEAN, COV, words="fun")  # returned NaN
+case(gf.energy_curve, np.stack([X, XNAN]), SOFTMAX, words="Xs")
+case(tr.psd_sqrt, COV, pinv_rtol=-1.0, words="pinv_rtol")
+case(ph.crossing, [1.0, 2.0, 3.0], [0.1, 0.6, 0.9], level=np.nan, words="level")
+case(att.attention_matrix, X, SOFTMAX, return_info="yes", words="return_info")
+case(me.plane_order_parameters, X3, planes=[(0, 0)], words="planes")
+case(me.plane_order_parameters, X3, planes=[(0.5, 1)], words="planes")
+case(me.axis_speed, T_GRID, np.ones(11), words="axis")
+case(tf.layer_norm, "abc", words="X")
+case(ku.linear_layers, "a", I2, words="A")
+case(en.Schedule, (), 1.0, words="layers")
+case(Attention, "softmax", A=A, V=I2, beta=np.ones(2), words=("A", "beta"))  # named A only
+case(ga.projected_euler, COV, SOFTMAX, step=0.1, tol_low=10.0, tol_high=1.0, backend="numpy", words="tol_low")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import numpy as np
 from .errors import ConvergenceError, NonFiniteError
 from .kinds import AttentionKind, Head, get_kind
 from .validation import (
+    MAX_ITERATIONS,
     real_array,
     require_memory,
     validate_choice,
@@ -85,7 +86,7 @@ def _matrices(name: str, M, *, square: bool, batch: int | None) -> np.ndarray | 
     shape = (
         "a matrix (2-D) or a stack of per-head matrices (3-D)"
         if batch is None
-        else (f"a stack of {batch} matrices (B, r, c) or (B, H, r, c), one per layer of the batch")
+        else (f"a stack of {batch} matrices (B, r, c) or (B, H, r, c), one per layer of the batch (beta has B values)")
     )
     if arr.ndim != 3 + lead or (batch is not None and arr.shape[0] != batch):
         raise ValueError(f"{name} must be {shape}, got an array with shape {np.shape(M)}")
@@ -205,7 +206,7 @@ class Attention:
         set_("bias", bias)
         set_("eps", validate_positive(self.eps, "eps"))
         set_("causal", causal)
-        set_("sinkhorn_iters", validate_count(self.sinkhorn_iters, "sinkhorn_iters"))
+        set_("sinkhorn_iters", validate_count(self.sinkhorn_iters, "sinkhorn_iters", maximum=MAX_ITERATIONS))
         set_("sinkhorn_tol", validate_positive(self.sinkhorn_tol, "sinkhorn_tol"))
         set_("_d", d)
         set_("_B", B)
@@ -470,7 +471,7 @@ def attention_matrix(X, layer: Attention, weights=None, *, positions=None, head:
         raise ValueError(f"head must be in [0, {layer.n_heads}), got {head}")
     W, r, info = _head_weights(X, layer, w, _positions(positions, n, layer), head)
     P = W if r is None else W / r[:, None]
-    return (P, info) if return_info else P
+    return (P, info) if validate_flag(return_info, "return_info") else P
 
 
 def velocity(

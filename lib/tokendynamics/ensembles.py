@@ -107,6 +107,7 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
     validate_choice(recipe, "recipe", RECIPES)
     d, size = validate_count(d, "d"), validate_count(size, "size")
     rng = validate_rng(rng)
+    require_memory(4 * size * d * d, f"recipe_matrices with size = {size}")
     eye = np.broadcast_to(np.eye(d), (size, d, d)).copy()
     if recipe in ("identity", "minus_identity"):
         return {"Q": eye, "K": eye.copy(), "V": eye.copy() if recipe == "identity" else -eye}
@@ -168,7 +169,7 @@ class Schedule:
     def __post_init__(self):
         layers = tuple(self.layers)
         if not layers:
-            raise ValueError("a Schedule needs at least one layer")
+            raise ValueError("a Schedule needs at least one layer in layers")
         for lay in layers:
             if not isinstance(lay, Attention):
                 raise TypeError(f"Schedule layers must be Attention layers (or batches), got {type(lay).__name__}")

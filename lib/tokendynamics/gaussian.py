@@ -34,6 +34,7 @@ from .validation import (
     SOLVERS,
     parse_span,
     real_array,
+    require_memory,
     time_grid,
     validate_choice,
     validate_count,
@@ -645,6 +646,8 @@ def projected_euler(
         raise ValueError(f"max_iter = {max_iter} is more than the budget MAX_STEPS = {MAX_STEPS} of one integration")
     tol_low = validate_positive(tol_low, "tol_low", allow_zero=True)
     tol_high = validate_positive(tol_high, "tol_high", allow_inf=True)
+    if not tol_low < tol_high:
+        raise ValueError(f"tol_low must be below tol_high, got {tol_low:g} and {tol_high:g}")
     validate_choice(backend, "backend", ("auto", "numpy", "numba"))
     d = layer.d
     C = _cov_stack(cov0, d)
@@ -787,7 +790,9 @@ def gauss_hermite(mean, cov, k: int = 20):
     d = mean.shape[0]
     if d > 3:
         raise ValueError(f"a tensor quadrature has k^d nodes: use it for d <= 3, got d = {d}")
-    z, w = hermegauss(validate_count(k, "k"))
+    k = validate_count(k, "k")
+    require_memory(k * k + (d + 2) * k**d, f"a quadrature with k = {k} nodes per axis in d = {d}")
+    z, w = hermegauss(k)
     w = w / w.sum()
     Z = np.stack(np.meshgrid(*([z] * d), indexing="ij"), -1).reshape(-1, d)
     W = np.prod(np.stack(np.meshgrid(*([w] * d), indexing="ij"), -1).reshape(-1, d), axis=1)

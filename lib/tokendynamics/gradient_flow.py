@@ -303,7 +303,7 @@ def energy_curve(Xs, layer, weights=None) -> np.ndarray:
     Xs = real_array(Xs, "Xs")
     if Xs.ndim != 3:
         raise ValueError(f"Xs must have shape (times, n, d), got {Xs.shape}")
-    measures = (validate_measure(X, weights, layer.d) for X in Xs)
+    measures = (validate_measure(X, weights, layer.d, name="Xs") for X in Xs)
     return np.array([_energy(X, A, w) for X, w in measures])
 
 
@@ -653,7 +653,9 @@ def finite_difference_gradient(fun: Callable, mean, cov, h: float = 1e-5):
     if low <= 2 * h:
         raise ValueError(f"finite differences need cov > {2 * h:g} I; its smallest eigenvalue is {low:.3g}")
     d = mean.shape[0]
-    g = np.array([(fun(mean + e, cov) - fun(mean - e, cov)) / (2 * h) for e in h * np.eye(d)])
+    g = validate_finite_array(
+        [(fun(mean + e, cov) - fun(mean - e, cov)) / (2 * h) for e in h * np.eye(d)], "fun's values"
+    )
     G = np.zeros((d, d))
     for i, j in zip(*np.triu_indices(d)):
         E = np.zeros((d, d))
@@ -826,6 +828,7 @@ def linearize(X, layer, weights=None, *, sphere: bool = False, h: float = 1e-6, 
     if sphere and np.max(np.abs(np.linalg.norm(X, axis=1) - 1)) > 1e-9:
         raise ValueError("sphere=True needs unit-norm tokens")
     h = validate_positive(h, "h")
+    tol, sphere = validate_positive(tol, "tol", allow_zero=True), validate_flag(sphere, "sphere")
     s = np.arange(n, dtype=float)
 
     def field(Y):

@@ -31,6 +31,7 @@ from .odes import solve_ode
 from .validation import (
     PARAMETER_DOCS,
     SOLVERS,
+    real_array,
     time_grid,
     validate_angles,
     validate_choice,
@@ -111,7 +112,7 @@ def linear_layers(A, V, beta=1.0) -> Attention:
 
     %(refs_kd)s
     """
-    A, V = np.asarray(A, dtype=float), np.asarray(V, dtype=float)
+    A, V = real_array(A, "A"), real_array(V, "V")
     if A.ndim == 2 and V.ndim == 2 and np.ndim(beta) == 0:
         return Attention("linear", A=A, V=V, beta=beta)
     B = np.broadcast_shapes(A.shape[:-2], V.shape[:-2], np.shape(beta))

@@ -17,7 +17,7 @@ from scipy.linalg import eigh
 from scipy.sparse.csgraph import connected_components
 
 from .particles import normalize_rows
-from .validation import validate_finite, validate_finite_array
+from .validation import real_array, require_memory, validate_finite, validate_finite_array
 
 __all__ = [
     "second_moment", "order_parameters", "top_direction", "pair_overlaps", "sorted_gram", "ClusterReport",
@@ -157,6 +157,7 @@ def pair_overlaps(X) -> np.ndarray:
     Paper 2 (Li et al., 2026); book: ``chapters/06_high_dimensional.md``.
     """
     X = _tokens(X, one_cloud=True)
+    require_memory(3 * X.shape[0] ** 2, f"pair_overlaps of n = {X.shape[0]} tokens")
     i, j = np.triu_indices(X.shape[0], k=1)
     return (X @ X.T)[i, j]
 
@@ -299,7 +300,7 @@ def axis_speed(t, axis) -> np.ndarray:
     """
     t, U = _increasing(t), validate_finite_array(axis, "axis")
     if t.ndim != 1 or t.size < 2 or U.ndim != 2 or U.shape[0] != t.size:
-        raise ValueError(f"need times (m,) and axes (m, d) with m >= 2, got {t.shape} and {U.shape}")
+        raise ValueError(f"need times t (m,) and axis (m, d) with m >= 2, got {t.shape} and {U.shape}")
     return np.arccos(np.clip(np.abs(np.sum(U[1:] * U[:-1], axis=1)), 0.0, 1.0)) / np.diff(t)
 
 
@@ -487,9 +488,12 @@ def plane_order_parameters(X, planes=None) -> np.ndarray:
     """
     X = _tokens(X)
     d = X.shape[-1]
-    idx = np.asarray([(2 * p, 2 * p + 1) for p in range(d // 2)] if planes is None else planes, dtype=int)
-    if idx.ndim != 2 or idx.shape[1] != 2 or idx.size == 0 or idx.min() < 0 or idx.max() >= d:
+    idx = real_array([(2 * p, 2 * p + 1) for p in range(d // 2)] if planes is None else planes, "planes")
+    if idx.ndim != 2 or idx.shape[1] != 2 or idx.size == 0 or idx.min() < 0 or idx.max() >= d or np.any(idx % 1):
         raise ValueError(f"planes must be pairs of coordinates in [0, {d}), got {planes!r}")
+    idx = idx.astype(int)
+    if np.any(idx[:, 0] == idx[:, 1]):
+        raise ValueError(f"planes must be pairs of two different coordinates, got {planes!r}")
     w = X[..., idx[:, 0]] + 1j * X[..., idx[:, 1]]  # (..., n, P)
     mass = np.sum(np.abs(w) ** 2, axis=-2)
     return np.sum(w**2, axis=-2) / np.where(mass > 0, mass, 1.0)

@@ -31,6 +31,8 @@ from .validation import (
     time_grid,
     validate_choice,
     validate_count,
+    validate_finite_array,
+    validate_instance,
     validate_positive,
 )
 
@@ -87,12 +89,21 @@ def solve_ode(rhs: Callable, y0, t_span, *, what: str = "the integration", blowu
     >>> round(float(sol.y[0, -1]), 10) == round(float(np.exp(-1.0)), 10)
     True
     """
-    t0, T = float(t_span[0]), float(t_span[1])
+    t0, T = parse_span(t_span)
+    validate_instance(rhs, Callable, "rhs", "a function rhs(t, y)")
+    validate_finite_array(y0, "y0")
+    for key in ("rtol", "atol"):
+        if key in options:
+            validate_positive(options[key], key)
+    if options.get("t_eval") is not None:
+        time_grid((t0, T), options["t_eval"])
     budget = validate_count(options.pop("max_nfev", MAX_EVALUATIONS), "max_nfev")
     calls = [0]
 
     def counted(t, y):
         calls[0] += 1
+        if t != t:  # a non-finite right-hand side made the solver's time NaN: it would never get further
+            raise NonFiniteError(f"{what} failed: its right-hand side is not finite (the solver's time became NaN)")
         if calls[0] > budget:
             raise ConvergenceError(
                 f"{what} took max_nfev = {budget} evaluations of its right-hand side and reached only t = {t:.6g} "
@@ -356,6 +367,8 @@ def step_count(t0: float, T: float, dt: float, max_steps: int = MAX_STEPS) -> tu
     """
     dt = validate_positive(dt, "dt")
     max_steps = validate_count(max_steps, "max_steps")
+    if not t0 < T:
+        raise ValueError(f"T must be above t0, got t0 = {t0!r} and T = {T!r}")
     estimate = (T - t0) / dt
     if not estimate <= max_steps:
         raise ValueError(

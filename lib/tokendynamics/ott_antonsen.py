@@ -27,12 +27,15 @@ from .kuramoto import CIRCLE_DOCS, KuramotoCoefficients, coefficients, mobius
 from .odes import MAX_EVALUATIONS, MAX_STEPS, rk4_step, solve_ode, step_count
 from .validation import (
     SOLVERS,
+    require_memory,
     time_grid,
     validate_choice,
     validate_complex,
     validate_count,
+    validate_finite,
     validate_flag,
     validate_positive,
+    validate_rng,
 )
 
 __all__ = [
@@ -183,7 +186,7 @@ class OAPolynomial:
             return np.concatenate([zd.real, zd.imag])
 
         def wrap(g):
-            ev = lambda t, y: g(t, as_z(y))  # noqa: E731
+            ev = lambda t, y: validate_finite(g(t, as_z(y)), "the value of events g(t, z)")  # noqa: E731
             ev.terminal, ev.direction = getattr(g, "terminal", False), getattr(g, "direction", 0)
             return ev
 
@@ -332,7 +335,8 @@ def sample_ott_antonsen(z0, n: int, rng=None, *, equispaced: bool = False):
         raise ValueError(f"sampling needs one z0 with |z0| < 1 (|z0| = 1 is a point mass, not a density), got {z0}")
     n = validate_count(n, "n")
     equispaced = validate_flag(equispaced, "equispaced")
-    rng = np.random.default_rng(rng)
+    rng = validate_rng(rng)
+    require_memory(4 * n, f"sample_ott_antonsen with n = {n}")
     c = 2 * np.pi * np.arange(n) / n + rng.uniform(0, 2 * np.pi) if equispaced else rng.uniform(0, 2 * np.pi, n)
     psi = np.angle(mobius(complex(z0), 0.0, c))  # the WS map of uniform constants, alpha = z0
     return psi / 2 + np.pi * rng.integers(0, 2, n)
@@ -361,9 +365,10 @@ def poisson_kernel_atoms(z, m: int = 4096) -> np.ndarray:
     """
     z = np.asarray(z, dtype=complex)
     if not np.all(np.isfinite(z)) or np.any(np.abs(z) > 1 + 1e-9):
-        raise ValueError("the centres must be finite and lie in the closed unit disk")
+        raise ValueError("z must be finite and lie in the closed unit disk")
     z = z / np.maximum(1.0, np.abs(z))  # solver round-off just outside the circle
     m = validate_count(m, "m")
+    require_memory(3 * m * z.size, f"poisson_kernel_atoms with m = {m}")
     out = np.angle(mobius(z, 0.0, 2 * np.pi * (np.arange(m) + 0.5) / m))
     on_circle = np.abs(z) >= 1 - 1e-15
     return np.where(on_circle[..., None], np.angle(z)[..., None], out) if np.any(on_circle) else out

@@ -22,6 +22,7 @@ from .validation import (
     require_memory,
     validate_choice,
     validate_count,
+    validate_finite,
     validate_finite_array,
     validate_flag,
     validate_gaussian,
@@ -186,7 +187,8 @@ def rotation_matrix(theta: float) -> np.ndarray:
     ----------
     Book: the value matrix :math:`V=sR_\theta` of the explorer of ``chapters/01_well_posedness.md``.
     """
-    c, s = math.cos(float(theta)), math.sin(float(theta))
+    theta = validate_finite(theta, "theta")
+    c, s = math.cos(theta), math.sin(theta)
     return np.array([[c, -s], [s, c]])
 
 
@@ -303,6 +305,9 @@ class Trajectory:
         -------
         array (n, d) or (B, n, d)
         """
+        time = validate_finite(time, "time")
+        if not self.t[0] - 1e-9 <= time <= self.t[-1] + 1e-9:
+            raise ValueError(f"time must be in the stored range [{self.t[0]:g}, {self.t[-1]:g}], got {time:g}")
         return self.X[int(np.argmin(np.abs(self.t - time)))]
 
     def system(self, b: int) -> Trajectory:
@@ -318,7 +323,7 @@ class Trajectory:
         Trajectory
             One system, with its own layer when the batch ran a batch of layers.
         """
-        b = int(b)
+        b = validate_count(b, "b", minimum=0, maximum=len(self.blowup_time) - 1) if self.X.ndim == 4 else b
         tb = self.blowup_time[b]
         keep = self.t < tb - 0.5 * (self.dt or 0.0) if np.isfinite(tb) else slice(None)
         lay = self.layer.member(b) if isinstance(self.layer, Attention) and self.layer.batch_size else self.layer
@@ -547,7 +552,8 @@ def _adaptive(field, X0, t0, T, dt, opt, sphere, common):
         return geometry.project(X, field(t, X)).ravel()
 
     def event(y):  # stop_when of the tokens (retracted to the sphere), a function of the flat state
-        return float(stop_when(geometry.retract(y.reshape(n, d))))
+        g = stop_when(geometry.retract(y.reshape(n, d)))
+        return g if isinstance(g, float) else validate_finite(g, "the value of stop_when(X)")
 
     run = adaptive_solve(
         rhs,

@@ -21,7 +21,7 @@ from scipy.stats import norm
 from .attention import Attention
 from .ensembles import Schedule, recipe_matrices, sample_clouds, simulate_batch
 from .metrics import cluster_outcomes
-from .validation import real_array, validate_count
+from .validation import real_array, validate_count, validate_finite
 
 __all__ = ["wilson_interval", "crossing", "cluster_statistics"]
 
@@ -99,7 +99,7 @@ def crossing(x, p, level: float = 0.5, *, log: bool = True):
     if log and np.any(x <= 0):
         raise ValueError("log interpolation needs x > 0")
     u = np.log(x) if log else x
-    s = p - level
+    s = p - validate_finite(level, "level")
     sign = np.zeros(s.shape, dtype=bool)
     sign[..., :-1] = s[..., :-1] * s[..., 1:] < 0
     event = (s == 0) | sign

@@ -27,6 +27,8 @@ import numpy as np
 from .attention import Attention, require_layer, velocity
 from .errors import BlowUpError, NonFiniteError
 from .validation import (
+    MAX_ITERATIONS,
+    real_array,
     require_memory,
     validate_choice,
     validate_count,
@@ -65,7 +67,7 @@ def layer_norm(X, eps: float = LAYER_NORM_EPS) -> np.ndarray:
     ----------
     J. L. Ba, J. R. Kiros, G. E. Hinton, arXiv:1607.06450; book: ``chapters/08_transformer.md``, (eq-tf-block).
     """
-    X = np.asarray(X, dtype=float)
+    X = real_array(X, "X")
     if X.ndim < 1 or X.shape[-1] < 2 or not np.all(np.isfinite(X)):
         raise ValueError(f"X must hold finite tokens of dimension d >= 2 for LayerNorm, got shape {X.shape}")
     eps = validate_positive(eps, "eps")
@@ -187,6 +189,7 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
     n, d = X.shape
     T, L = validate_positive(T, "T"), validate_count(L, "L")
     require_memory((L + 1) * n * d, f"forward with L = {L} blocks of {n} x {d} tokens")
+    validate_count(L, "L", maximum=MAX_ITERATIONS)  # a work budget, after the memory check
     if norm is not None:
         validate_choice(norm, "norm", NORMS[1:])
     if norm in ("pre", "post") and d < 2:
@@ -196,6 +199,7 @@ def forward(X0, layer, T: float, L: int, *, norm: str | None = None, mlp: MLP | 
     layers = _layers(layer, L, d)
     if mlp is not None:
         validate_instance(mlp, MLP, "mlp", "an MLP (or None)")
+        require_memory(3 * mlp.width * (n + d), f"an MLP of width = {mlp.width}")
         gen = validate_rng(rng)
         weights = [mlp.sample(d, gen) for _ in layers]
     elif rng is not None:

@@ -18,7 +18,9 @@ from scipy.optimize import linear_sum_assignment, linprog
 from scipy.sparse import coo_matrix
 
 from .validation import (
+    MAX_ITERATIONS,
     real_array,
+    require_memory,
     validate_choice,
     validate_count,
     validate_finite,
@@ -124,10 +126,12 @@ def wasserstein(X, Y, p: float = 2, weights=None, *, method: str = "auto", n_pro
                 stacklevel=2,
             )
     if method == "sliced":  # a different, smaller quantity: asked for, or announced by the warning above
+        require_memory(n_projections * (X.shape[0] + Y.shape[0] + X.shape[1]), f"n_projections = {n_projections}")
         seed = int(validate_rng(rng).integers(2**31))
         return float(ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=p, seed=seed))
     if X.shape[1] == 1:
         return float(ot.wasserstein_1d(X[:, 0], Y[:, 0], a, b, p=p)) ** (1.0 / p)
+    require_memory(3 * X.shape[0] * Y.shape[0], f"the exact distance between n = {X.shape[0]} and {Y.shape[0]} points")
     M = ot.dist(X, Y, metric="euclidean") ** p if p != 2 else ot.dist(X, Y)  # sqeuclidean for p = 2
     if X.shape[0] == Y.shape[0] and np.ptp(a) == 0 and np.ptp(b) == 0:  # an optimal plan is a permutation
         rows, cols = linear_sum_assignment(M)
@@ -167,7 +171,7 @@ def psd_sqrt(S, *, pinv_rtol: float | None = None):
     root = (U * r[..., None, :]) @ Ut
     if pinv_rtol is None:
         return root
-    cut = pinv_rtol * np.max(r, axis=-1, keepdims=True)
+    cut = validate_positive(pinv_rtol, "pinv_rtol", allow_zero=True) * np.max(r, axis=-1, keepdims=True)
     rinv = np.where(r > cut, 1.0 / np.where(r > cut, r, 1.0), 0.0)
     return root, (U * rinv[..., None, :]) @ Ut
 
@@ -464,8 +468,17 @@ def sinkhorn_potentials(
     Paper 1 (Castin et al., arXiv:2501.18322); M. E. Sander et al., *Sinkformers*, AISTATS 2022; D. G.
     Anderson, J. ACM 12 (1965); book: ``chapters/03_gradient_flow.md``, equation (eq-gf-sinkhorn-energy).
     """
-    n = logK.shape[-1]
-    batch = logK.shape[:-2]
+    eps, tol = validate_positive(eps, "eps"), validate_positive(tol, "tol")
+    max_iter = validate_count(max_iter, "max_iter", maximum=MAX_ITERATIONS)
+    memory = validate_count(memory, "memory", minimum=0)
+    n, batch = logK.shape[-1], logK.shape[:-2]
+    g_shape = np.shape(logw) if g0 is None else np.shape(g0)
+    if logK.shape[-2:] != (n, n) or np.shape(logw)[-1:] != (n,) or g_shape[-1:] != (n,):
+        raise ValueError(
+            f"logK must be (..., n, n), logw and g0 (..., n): got {logK.shape}, {np.shape(logw)}, {g_shape}"
+        )
+    if np.isnan(logK).any():
+        raise ValueError("logK contains NaN")
     m = math.prod(batch)
     K3 = logK.reshape(m, n, n)
     lw = np.broadcast_to(logw, batch + (n,)).reshape(m, n)

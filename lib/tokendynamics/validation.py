@@ -39,6 +39,7 @@ __all__ = [
     "validate_rng",
     "require_memory",
     "MEMORY_FRACTION",
+    "MAX_ITERATIONS",
 ]
 
 #: The ``scipy.integrate.solve_ivp`` methods the library's adaptive integrators accept.
@@ -351,7 +352,7 @@ def validate_complex(z, name: str) -> np.ndarray:
     numpy.ndarray
     """
     arr = np.asarray(z)
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+    if not np.issubdtype(arr.dtype, np.number):
         raise ValueError(f"{name} must be a complex number or an array of them, got {z!r:.60}")
     return _all_finite(arr.astype(complex), name)
 
@@ -402,13 +403,14 @@ def validate_positive(x, name: str, *, allow_zero: bool = False, allow_inf: bool
     return v
 
 
-def validate_count(n, name: str, *, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (a float with an integer value is accepted; 2.7 is not).
+def validate_count(n, name: str, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer >= ``minimum`` (and <= ``maximum``, a work budget, if given; a float with an integer value is
+    accepted; 2.7 is not).
 
     Parameters
     ----------
-    n, name, minimum
-        The count, its name in error messages, the smallest accepted value.
+    n, name, minimum, maximum
+        The count, its name in error messages, the smallest and the largest accepted values.
 
     Returns
     -------
@@ -419,6 +421,8 @@ def validate_count(n, name: str, *, minimum: int = 1) -> int:
     )
     if isinstance(n, (bool, np.bool_)) or not integral or int(n) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+    if maximum is not None and int(n) > maximum:
+        raise ValueError(f"{name} = {int(n)} is above its work budget of {maximum}")
     return int(n)
 
 
@@ -443,6 +447,9 @@ def validate_rng(rng, name: str = "rng") -> np.random.Generator:
             f"{name} must be None, an int seed >= 0, a SeedSequence or a numpy Generator, got {rng!r} ({err})"
         ) from None
 
+
+#: Work budget of an iteration count (Sinkhorn iterations, transformer blocks) given by a caller.
+MAX_ITERATIONS = 10_000_000
 
 #: Share of the machine's physical memory one array (with its working copies) may take before it is refused.
 MEMORY_FRACTION = 0.5

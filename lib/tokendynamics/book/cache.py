@@ -288,7 +288,7 @@ def cached(
     """
     if not isinstance(name, str) or not name.replace("-", "_").replace(".", "_").isidentifier():
         raise ValueError(f"cache name must be a simple identifier-like stem, got {name!r}")
-    if not isinstance(refresh, bool):
+    if not isinstance(refresh, (bool, np.bool_)):
         raise TypeError(f"refresh must be True or False, got {refresh!r}")
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict of plain data, got {type(params).__name__}")

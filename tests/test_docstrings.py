@@ -67,6 +67,17 @@ def test_no_public_docstring_keeps_an_unfilled_placeholder():
     assert not left, left
 
 
+def test_no_public_docstring_holds_a_control_character():
+    r"""A LaTeX command in a docstring that is not raw becomes a control character (the "\b" of "\beta"
+    is a backspace): MathJax then fails on the API page."""
+    bad = [
+        name
+        for name, obj in _public_objects()
+        if isinstance(obj.__doc__, str) and any(ord(c) < 32 and c not in "\n\t" for c in obj.__doc__)
+    ]
+    assert not bad, bad
+
+
 # ---- every public function documents its parameters, what it returns and where it comes from ----
 
 _SECTION_UNDERLINE = "-"

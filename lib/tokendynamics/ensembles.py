@@ -123,7 +123,7 @@ def recipe_matrices(recipe: str, d: int, size: int, rng=None) -> dict[str, np.nd
 
 @fill_doc(_DOC)
 def recipe_stack(kind, recipe: str, d: int, beta, size: int | None = None, rng=None, **shared) -> Attention:
-    """A batch of ``size`` random layers of one kind from a named recipe (:func:`recipe_matrices`).
+    r"""A batch of ``size`` random layers of one kind from a named recipe (:func:`recipe_matrices`).
 
     Parameters
     ----------
